@@ -1,0 +1,124 @@
+/*
+ * magi_aot/artifact.h - the binary artifact (format v1) and legacy v0.
+ *
+ * Byte layout: FORMAT.md. In short: a fixed header (magic "MAGIAOT\0",
+ * major/minor version, section count), a section table (kind, offset,
+ * stored size, raw size, SHA-256 of the stored bytes), a SHA-256 over header
+ * and table, then the sections, each a zstd frame over msgpack.
+ * Opening verifies the header digest; loading a region verifies each
+ * section's digest before decompressing or parsing it. Unknown section kinds
+ * are skipped (and reported); a newer major version is refused naming both.
+ *
+ * Legacy v0 (MagiCompiler's old state dict as one msgpack map) is accepted
+ * by the same open functions; `example_inputs` and `triton_kernel_info` are
+ * skipped by length, never read.
+ *
+ * Thread safety: a magi_artifact handle is not thread-safe; distinct handles
+ * are independent.
+ */
+#ifndef MAGI_AOT_ARTIFACT_H
+#define MAGI_AOT_ARTIFACT_H
+
+#include "graph.h"
+#include "load_options.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MAGI_ARTIFACT_MAJOR 1
+#define MAGI_ARTIFACT_MINOR 0
+
+/* Section kinds of format v1. Unknown kinds are skipped when reading. */
+typedef enum magi_section_kind {
+    MAGI_SECTION_META = 1,     /* model tag/idx, traced files, config, dropped legacy keys */
+    MAGI_SECTION_STRINGS = 2,  /* string table */
+    MAGI_SECTION_SYMBOLS = 3,  /* shape symbols and hints */
+    MAGI_SECTION_GRAPH = 4     /* nodes */
+} magi_section_kind;
+
+typedef struct magi_save_options {
+    uint32_t version;       /* 1 */
+    int zstd_level;         /* 0: default (19) */
+} magi_save_options;
+#define MAGI_SAVE_OPTIONS_INIT { 1, 0 }
+
+/* Encode a region into artifact bytes. Deterministic: the same region gives
+ * the same bytes in any process. *out owned by the caller (magi_free()). */
+MAGI_API magi_status magi_artifact_encode(void **out, size_t *out_len,
+                                          const magi_region *r,
+                                          const magi_save_options *opts);
+
+/* Encode and write atomically: temp file in the target directory, fsync,
+ * rename over `path`, fsync the directory. On failure nothing is left under
+ * `path` and an existing file there is untouched. */
+MAGI_API magi_status magi_artifact_save(const magi_region *r, const char *path,
+                                        const magi_save_options *opts);
+
+/* Write `len` bytes to `path` with the same atomic protocol. */
+MAGI_API magi_status magi_write_file_atomic(const char *path, const void *data, size_t len);
+
+typedef struct magi_artifact magi_artifact;
+
+/* Open artifact bytes (v1 or legacy v0). `data` is borrowed and must outlive
+ * the handle. Checks the header, the section table against `size`, and the
+ * header digest. Owned by the caller: magi_artifact_free(). */
+MAGI_API magi_status magi_artifact_open(magi_artifact **out, const void *data, size_t size,
+                                        const magi_load_options *opts);
+/* Open a file (memory-mapped read-only; only touched pages are read, so a
+ * skipped legacy payload costs nothing). Errors name the file. */
+MAGI_API magi_status magi_artifact_open_file(magi_artifact **out, const char *path,
+                                             const magi_load_options *opts);
+/* NULL is a no-op. */
+MAGI_API void magi_artifact_free(magi_artifact *a);
+
+typedef struct magi_section_info {
+    uint32_t kind;
+    const char *kind_name;    /* "meta", "graph", ... or "unknown" */
+    uint64_t offset;
+    uint64_t stored_size;
+    uint64_t raw_size;
+    uint8_t sha256[32];
+} magi_section_info;
+
+typedef struct magi_artifact_info {
+    uint32_t major, minor;    /* 0.0 for legacy v0 */
+    int legacy_v0;
+    uint64_t file_size;
+    uint8_t header_sha256[32];
+    uint32_t n_sections;
+} magi_artifact_info;
+
+MAGI_API magi_status magi_artifact_get_info(const magi_artifact *a, magi_artifact_info *out);
+/* Section i (< n_sections). Strings borrowed from the handle. */
+MAGI_API magi_status magi_artifact_get_section(const magi_artifact *a, uint32_t i,
+                                               magi_section_info *out);
+
+/* Check every section's digest (and that each zstd frame decodes within the
+ * limits). Returns MAGI_ERR_DIGEST/MAGI_ERR_CORRUPT naming the first bad
+ * section. */
+MAGI_API magi_status magi_artifact_verify(magi_artifact *a);
+
+/* Verify, decompress and parse into a region. Legacy keys skipped are listed
+ * in region->dropped_legacy; unknown sections/keys in region->ignored.
+ * Owned by the caller. */
+MAGI_API magi_status magi_artifact_load_region(magi_region **out, magi_artifact *a);
+
+/* Load any supported file: magi-fx JSON, artifact v1 or legacy v0, chosen
+ * by content. Owned by the caller. */
+MAGI_API magi_status magi_load_file(magi_region **out, const char *path,
+                                    const magi_load_options *opts);
+
+/* Write a legacy v0 file (the fixture tool and tests use it): the region as
+ * v0 map, plus an `example_inputs` bin of `example_inputs_len` bytes produced
+ * by `fill` in chunks (NULL fill: zeros), and a small `triton_kernel_info`.
+ * Written atomically. */
+typedef magi_status (*magi_chunk_fill_fn)(void *ctx, uint8_t *buf, size_t len, uint64_t offset);
+MAGI_API magi_status magi_legacy_v0_write(const magi_region *r, const char *path,
+                                          uint64_t example_inputs_len,
+                                          magi_chunk_fill_fn fill, void *ctx);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

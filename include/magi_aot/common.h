@@ -1,0 +1,71 @@
+/*
+ * magi_aot/common.h - status codes, error messages, version and features.
+ *
+ * Every fallible call returns a magi_status: MAGI_OK (0) or a negative code.
+ * Codes never change value once released. The human-readable message of the
+ * last failure on the calling thread is returned by magi_last_error(); it
+ * says what failed and where ("node 'tensor_1' (#17): args[0]: ...").
+ *
+ * Thread safety: all functions here are thread-safe; the error slot is
+ * thread-local, so each thread sees only its own last error.
+ */
+#ifndef MAGI_AOT_COMMON_H
+#define MAGI_AOT_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(MAGI_AOT_BUILDING) && defined(__GNUC__)
+#define MAGI_API __attribute__((visibility("default")))
+#else
+#define MAGI_API
+#endif
+
+#define MAGI_AOT_VERSION_MAJOR 0
+#define MAGI_AOT_VERSION_MINOR 1
+#define MAGI_AOT_VERSION_PATCH 0
+#define MAGI_AOT_VERSION_STRING "0.1.0"
+
+typedef enum magi_status {
+    MAGI_OK = 0,
+    MAGI_ERR_INVALID_ARG = -1,   /* a caller passed a bad argument */
+    MAGI_ERR_NOMEM = -2,         /* allocation failed */
+    MAGI_ERR_IO = -3,            /* open/read/write/fsync/rename failed */
+    MAGI_ERR_FORMAT = -4,        /* malformed input: JSON, msgpack, layout */
+    MAGI_ERR_VERSION = -5,       /* a newer/unknown format version */
+    MAGI_ERR_DIGEST = -6,        /* a SHA-256 did not match */
+    MAGI_ERR_LIMIT = -7,         /* a load limit (bytes, depth, count) hit */
+    MAGI_ERR_MISSING_META = -8,  /* placeholders lack example_value */
+    MAGI_ERR_UNBACKED = -9,      /* evaluation needs a null hint */
+    MAGI_ERR_EXPR = -10,         /* expression syntax or evaluation error */
+    MAGI_ERR_MISMATCH = -11,     /* ranks disagree (plans, fingerprints) */
+    MAGI_ERR_TIMEOUT = -12,      /* a rendezvous timed out */
+    MAGI_ERR_UNSUPPORTED = -13,  /* feature not built in / not available */
+    MAGI_ERR_NOT_FOUND = -14,    /* key, node or cache entry absent */
+    MAGI_ERR_CORRUPT = -15,      /* stored data failed verification */
+    MAGI_ERR_DEVICE = -16        /* CUDA/NCCL runtime error */
+} magi_status;
+
+/* Static string naming a status ("MAGI_ERR_FORMAT"); never NULL. */
+MAGI_API const char *magi_status_str(magi_status s);
+
+/* Message of the last failure on this thread; never NULL ("" if none).
+ * Borrowed: valid until the next magi_* call on this thread. */
+MAGI_API const char *magi_last_error(void);
+
+/* Feature bits reported by magi_features(). */
+#define MAGI_FEATURE_CUDA 0x1u   /* the cuda SymmBuffer backend is built in */
+#define MAGI_FEATURE_NCCL 0x2u   /* NCCL rendezvous is built in */
+
+MAGI_API unsigned magi_features(void);
+/* "0.1.0"; static. */
+MAGI_API const char *magi_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,213 @@
+/*
+ * magi_aot/graph.h - the in-memory graph region (IR).
+ *
+ * A magi_region is one compiled graph region: the torch.fx nodes in graph
+ * order, the free shape symbols with their size hints, and the little
+ * context (model tag/index, traced files, compile config) needed to rebuild
+ * it. It mirrors magi-fx JSON v1 (../shared/spec/MAGI_FX_JSON.md) losslessly,
+ * except for the legacy keys, which are dropped when read.
+ *
+ * Memory: every node, value and string of a region lives in one arena owned
+ * by the region; magi_region_free() releases all of it at once. Pointers
+ * obtained from a region are borrowed and valid until it is freed.
+ * The structs are transparent so passes can walk them cheaply; treat them as
+ * read-only unless a function documents that it mutates the region.
+ *
+ * Node references: a MAGI_V_NODE value holds the index of an earlier node
+ * (always < the index of the node that holds it), so a region is acyclic by
+ * construction. Node names are labels; structure is carried by indices.
+ *
+ * Thread safety: a region may be read from many threads at once; mutation
+ * (passes, builders) needs exclusive access.
+ */
+#ifndef MAGI_AOT_GRAPH_H
+#define MAGI_AOT_GRAPH_H
+
+#include "common.h"
+#include "arena.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum magi_opcode {
+    MAGI_OP_PLACEHOLDER = 0,
+    MAGI_OP_GET_ATTR,
+    MAGI_OP_CALL_FUNCTION,
+    MAGI_OP_CALL_METHOD,
+    MAGI_OP_CALL_MODULE,
+    MAGI_OP_OUTPUT,
+    MAGI_OP_COUNT_
+} magi_opcode;
+
+/* "placeholder", "call_function", ...; NULL for an out-of-range value. */
+MAGI_API const char *magi_opcode_name(magi_opcode op);
+/* Parse an opcode name; returns MAGI_ERR_FORMAT for an unknown one. */
+MAGI_API magi_status magi_opcode_parse(const char *name, magi_opcode *out);
+
+/* A dimension: a concrete int (expr == NULL) or a symbolic expression,
+ * kept as the producer printed it (parse with magi_expr_parse()). */
+typedef struct magi_dim {
+    const char *expr; /* NULL: concrete */
+    int64_t value;    /* valid when expr == NULL */
+} magi_dim;
+
+/* Argument value kinds: one per form in the spec's "Values" list. */
+typedef enum magi_value_kind {
+    MAGI_V_NONE = 0,
+    MAGI_V_BOOL,          /* u.b */
+    MAGI_V_INT,           /* u.i */
+    MAGI_V_FLOAT,         /* u.f, finite */
+    MAGI_V_STR,           /* u.s */
+    MAGI_V_LIST,          /* u.seq (JSON array) */
+    MAGI_V_TUPLE,         /* u.seq ({"tuple": [...]}) */
+    MAGI_V_DICT,          /* u.seq with keys ({"dict": {...}}) */
+    MAGI_V_SLICE,         /* u.seq with n == 3: start, stop, step */
+    MAGI_V_NODE,          /* u.node: index of an earlier node */
+    MAGI_V_SYM,           /* u.dim: {"sym": EXPR} (an int EXPR allowed) */
+    MAGI_V_DTYPE,         /* u.s: {"dtype": "bfloat16"} */
+    MAGI_V_DEVICE,        /* u.s: {"device": "cuda:0"} */
+    MAGI_V_LAYOUT,        /* u.s: {"layout": "strided"} */
+    MAGI_V_MEMORY_FORMAT, /* u.s: {"memory_format": "..."} */
+    MAGI_V_SPECIAL_FLOAT, /* u.s: {"float": "inf" | "-inf" | "nan"} */
+    MAGI_V_ELLIPSIS,      /* {"ellipsis": true} */
+    MAGI_V_OPAQUE,        /* u.s: {"opaque": TYPENAME} */
+    MAGI_V_KIND_COUNT_
+} magi_value_kind;
+
+typedef struct magi_value magi_value;
+struct magi_value {
+    magi_value_kind kind;
+    union {
+        int b;
+        int64_t i;
+        double f;
+        const char *s;
+        uint32_t node;
+        magi_dim dim;
+        struct {
+            magi_value *items;  /* n items */
+            const char **keys;  /* DICT only: n keys, else NULL */
+            uint32_t n;
+        } seq;
+    } u;
+};
+
+/* Example value (node.meta.example_value) kinds. */
+typedef enum magi_example_kind {
+    MAGI_EX_TENSOR = 0,
+    MAGI_EX_SYMINT,
+    MAGI_EX_SYMBOOL,
+    MAGI_EX_SYMFLOAT,
+    MAGI_EX_INT,
+    MAGI_EX_FLOAT,
+    MAGI_EX_BOOL,
+    MAGI_EX_TUPLE,
+    MAGI_EX_LIST,
+    MAGI_EX_NONE,
+    MAGI_EX_OPAQUE,
+    MAGI_EX_KIND_COUNT_
+} magi_example_kind;
+
+/* "tensor", "symint", ...; NULL when out of range. */
+MAGI_API const char *magi_example_kind_name(magi_example_kind k);
+
+typedef struct magi_example magi_example;
+struct magi_example {
+    magi_example_kind kind;
+    /* Keys the spec does not define (e.g. "real"), kept verbatim as compact
+     * JSON object text so a round trip is lossless; NULL when none. */
+    const char *extra_json;
+    union {
+        struct {
+            const char *dtype;
+            uint32_t ndim;
+            magi_dim *shape;      /* ndim entries */
+            int strided;          /* 0: "stride": null */
+            magi_dim *stride;     /* ndim entries when strided */
+            magi_dim storage_offset;
+            const char *device;
+            int requires_grad;
+            const char *layout;   /* NULL when absent */
+        } tensor;
+        /* SYMINT/SYMBOOL/SYMFLOAT: "expr" (INT, FLOAT, BOOL or STR=EXPR);
+         * INT/FLOAT/BOOL: "value" (INT, FLOAT, SPECIAL_FLOAT or BOOL). */
+        magi_value scalar;
+        struct {
+            magi_example *items;
+            uint32_t n;
+        } seq;                    /* TUPLE, LIST */
+        const char *repr;         /* OPAQUE; NULL when absent */
+    } u;
+};
+
+/* Node presence flags, so absent and empty stay distinct in a round trip. */
+#define MAGI_NODE_HAS_ARGS   0x1u
+#define MAGI_NODE_HAS_KWARGS 0x2u
+#define MAGI_NODE_HAS_META   0x4u
+
+typedef struct magi_node {
+    const char *name;
+    magi_opcode op;
+    const char *target;
+    magi_value args;              /* MAGI_V_LIST (n may be 0) */
+    magi_value kwargs;            /* MAGI_V_DICT (n may be 0) */
+    const magi_example *example;  /* NULL: no meta.example_value */
+    uint32_t flags;               /* MAGI_NODE_HAS_* */
+} magi_node;
+
+typedef struct magi_symbol {
+    const char *name;
+    int has_hint;   /* 0: "hint": null (unbacked) */
+    int64_t hint;
+} magi_symbol;
+
+/* Region presence flags for optional top-level keys. */
+#define MAGI_REGION_HAS_MODEL_TAG      0x1u
+#define MAGI_REGION_HAS_MODEL_IDX      0x2u
+#define MAGI_REGION_HAS_TRACED_FILES   0x4u
+#define MAGI_REGION_HAS_COMPILE_CONFIG 0x8u
+#define MAGI_REGION_HAS_SYMBOLS        0x10u
+
+typedef struct magi_region {
+    magi_arena *arena;            /* owns everything below */
+    uint32_t flags;               /* MAGI_REGION_HAS_* */
+    const char *model_tag;
+    int64_t model_idx;
+    const char **traced_files;
+    uint32_t n_traced_files;
+    const char *compile_config_json; /* compact JSON text, verbatim value */
+    magi_symbol *symbols;
+    uint32_t n_symbols;
+    magi_node *nodes;
+    uint32_t n_nodes;
+    /* Reading reports (not part of the graph, never saved as structure):
+     * legacy keys dropped unread, and unknown keys/sections skipped. */
+    const char **dropped_legacy;
+    uint32_t n_dropped_legacy;
+    const char **ignored;
+    uint32_t n_ignored;
+} magi_region;
+
+/* Create an empty region (no nodes). Owned by the caller: free with
+ * magi_region_free(). */
+MAGI_API magi_status magi_region_new(magi_region **out);
+/* Free a region and everything in its arena. NULL is a no-op. */
+MAGI_API void magi_region_free(magi_region *r);
+
+/* Index of the node called `name`, or -1. O(n). */
+MAGI_API int64_t magi_region_find_node(const magi_region *r, const char *name);
+/* The symbol called `name`, or NULL. */
+MAGI_API const magi_symbol *magi_region_find_symbol(const magi_region *r,
+                                                    const char *name);
+/* Number of placeholder nodes. */
+MAGI_API uint32_t magi_region_count_placeholders(const magi_region *r);
+
+/* Deep-copy a region into a fresh arena (passes work on copies).
+ * Owned by the caller. */
+MAGI_API magi_status magi_region_clone(magi_region **out, const magi_region *src);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,54 @@
+/*
+ * magi_aot/json.h - magi-fx JSON v1 interchange (see MAGI_FX_JSON.md).
+ *
+ * The reader accepts exactly the spec's form: format "magi-fx-json",
+ * version 1 (another version is refused naming both), the top-level keys,
+ * nodes, values and example values. Legacy keys (`example_inputs`,
+ * `triton_kernel_info`) are dropped and listed in region->dropped_legacy;
+ * unknown top-level or node keys are skipped and listed in region->ignored.
+ * Errors name the node and field:
+ *   node 'tensor_1' (#17): args[0]: unknown value tag 'foo'
+ *
+ * The writer emits the same form; reading it back gives an equal region.
+ * Output is deterministic (fixed key order).
+ *
+ * Thread safety: reentrant; no shared state.
+ */
+#ifndef MAGI_AOT_JSON_H
+#define MAGI_AOT_JSON_H
+
+#include "graph.h"
+#include "load_options.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Parse a magi-fx JSON document of `len` bytes. opts may be NULL.
+ * On success *out is owned by the caller (magi_region_free()). On failure
+ * *out is NULL and nothing is left allocated. */
+MAGI_API magi_status magi_json_read(magi_region **out, const char *text, size_t len,
+                                    const magi_load_options *opts);
+
+/* Read a JSON file; errors name the file. */
+MAGI_API magi_status magi_json_read_file(magi_region **out, const char *path,
+                                         const magi_load_options *opts);
+
+#define MAGI_JSON_PRETTY 0x1u  /* indent 2; default is compact */
+
+/* Serialize a region. *out_text is NUL-terminated, owned by the caller,
+ * free with magi_free(). */
+MAGI_API magi_status magi_json_write(char **out_text, size_t *out_len,
+                                     const magi_region *r, unsigned flags);
+
+/* Serialize one example value (the spec's "example" form) as compact JSON.
+ * Owned by the caller, free with magi_free(). */
+MAGI_API magi_status magi_json_write_example(char **out_text, const magi_example *ex);
+
+/* Free memory the library handed to the caller (text, buffers). NULL ok. */
+MAGI_API void magi_free(void *p);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

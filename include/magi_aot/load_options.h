@@ -1,0 +1,42 @@
+/*
+ * magi_aot/load_options.h - limits for reading untrusted input.
+ *
+ * Every reader (JSON, artifact v1, legacy v0) takes these limits. A count
+ * read from a file is checked against the bytes that remain and against
+ * these limits before anything is allocated.
+ */
+#ifndef MAGI_AOT_LOAD_OPTIONS_H
+#define MAGI_AOT_LOAD_OPTIONS_H
+
+#include "common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MAGI_LOAD_OPTIONS_VERSION 1
+
+typedef struct magi_load_options {
+    uint32_t version;                /* MAGI_LOAD_OPTIONS_VERSION */
+    uint64_t max_input_bytes;        /* bytes read from the input; 0: 1 GiB */
+    uint64_t max_decompressed_bytes; /* total after zstd; 0: 1 GiB */
+    uint32_t max_depth;              /* value/JSON nesting; 0: 128 */
+    uint64_t max_elements;           /* nodes+values+strings; 0: 64 Mi */
+} magi_load_options;
+
+#define MAGI_LOAD_OPTIONS_INIT { MAGI_LOAD_OPTIONS_VERSION, 0, 0, 0, 0 }
+
+#define MAGI_DEFAULT_MAX_INPUT_BYTES        (1ull << 30)
+#define MAGI_DEFAULT_MAX_DECOMPRESSED_BYTES (1ull << 30)
+#define MAGI_DEFAULT_MAX_DEPTH              128u
+#define MAGI_DEFAULT_MAX_ELEMENTS           (64ull << 20)
+
+/* Copy `in` (NULL allowed) into `out` with zero fields replaced by the
+ * defaults above. */
+MAGI_API void magi_load_options_resolve(magi_load_options *out,
+                                        const magi_load_options *in);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,106 @@
+/* Bump allocator: chunks of growing size, freed all at once. */
+#include "internal.h"
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct arena_chunk {
+    struct arena_chunk *next;
+    size_t size, used;
+    _Alignas(16) unsigned char data[];
+} arena_chunk;
+
+struct magi_arena {
+    arena_chunk *head;
+    size_t total;     /* bytes handed out */
+    size_t cap;       /* 0: unlimited */
+    size_t next_size; /* size of the next chunk */
+};
+
+#define ARENA_MIN_CHUNK (16u * 1024u)
+#define ARENA_MAX_CHUNK (4u * 1024u * 1024u)
+
+magi_status magi_arena_new(magi_arena **out, size_t cap_bytes) {
+    magi_arena *a = calloc(1, sizeof *a);
+    if (!a) return magi_set_error(MAGI_ERR_NOMEM, "arena: out of memory");
+    a->cap = cap_bytes;
+    a->next_size = ARENA_MIN_CHUNK;
+    *out = a;
+    return MAGI_OK;
+}
+
+void magi_arena_free(magi_arena *a) {
+    if (!a) return;
+    arena_chunk *c = a->head;
+    while (c) {
+        arena_chunk *n = c->next;
+        free(c);
+        c = n;
+    }
+    free(a);
+}
+
+void magi_arena_set_cap(magi_arena *a, size_t cap_bytes) { a->cap = cap_bytes; }
+size_t magi_arena_bytes(const magi_arena *a) { return a ? a->total : 0; }
+
+void *magi_arena_alloc(magi_arena *a, size_t size) {
+    size_t need = (size + 15u) & ~(size_t)15u;
+    if (need < size) {
+        magi_set_error(MAGI_ERR_LIMIT, "arena: allocation size overflows");
+        return NULL;
+    }
+    if (need == 0) need = 16;
+    if (a->cap && (a->total > a->cap || need > a->cap - a->total)) {
+        magi_set_error(MAGI_ERR_LIMIT, "arena: allocation of %zu bytes passes the cap of %zu bytes",
+                       size, a->cap);
+        return NULL;
+    }
+    arena_chunk *c = a->head;
+    if (!c || c->size - c->used < need) {
+        size_t csize = a->next_size;
+        if (csize < need) csize = need;
+        if (sizeof(arena_chunk) + csize < csize) {
+            magi_set_error(MAGI_ERR_LIMIT, "arena: allocation size overflows");
+            return NULL;
+        }
+        c = malloc(sizeof(arena_chunk) + csize);
+        if (!c) {
+            magi_set_error(MAGI_ERR_NOMEM, "arena: out of memory allocating %zu bytes", csize);
+            return NULL;
+        }
+        c->size = csize;
+        c->used = 0;
+        c->next = a->head;
+        a->head = c;
+        if (a->next_size < ARENA_MAX_CHUNK) a->next_size *= 2;
+    }
+    void *p = c->data + c->used;
+    c->used += need;
+    a->total += need;
+    memset(p, 0, need);
+    return p;
+}
+
+void *magi_arena_calloc(magi_arena *a, size_t n, size_t size) {
+    size_t t;
+    if (!magi_mul_ok(n, size, &t)) {
+        magi_set_error(MAGI_ERR_LIMIT, "arena: %zu x %zu bytes overflows", n, size);
+        return NULL;
+    }
+    return magi_arena_alloc(a, t);
+}
+
+char *magi_arena_strndup(magi_arena *a, const char *s, size_t n) {
+    if (n == SIZE_MAX) {
+        magi_set_error(MAGI_ERR_LIMIT, "arena: string too long");
+        return NULL;
+    }
+    char *p = magi_arena_alloc(a, n + 1);
+    if (!p) return NULL;
+    memcpy(p, s, n);
+    p[n] = '\0';
+    return p;
+}
+
+char *magi_arena_strdup(magi_arena *a, const char *s) {
+    return magi_arena_strndup(a, s, strlen(s));
+}

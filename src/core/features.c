@@ -1,0 +1,26 @@
+/* Version and compiled-in features. */
+#include "internal.h"
+
+const char *magi_version(void) { return MAGI_AOT_VERSION_STRING; }
+
+unsigned magi_features(void) {
+    unsigned f = 0;
+#ifdef MAGI_HAVE_CUDA
+    f |= MAGI_FEATURE_CUDA;
+#endif
+#ifdef MAGI_HAVE_NCCL
+    f |= MAGI_FEATURE_NCCL;
+#endif
+    return f;
+}
+
+void magi_load_options_resolve(magi_load_options *out, const magi_load_options *in) {
+    magi_load_options d = MAGI_LOAD_OPTIONS_INIT;
+    if (in) d = *in;
+    if (!d.max_input_bytes) d.max_input_bytes = MAGI_DEFAULT_MAX_INPUT_BYTES;
+    if (!d.max_decompressed_bytes) d.max_decompressed_bytes = MAGI_DEFAULT_MAX_DECOMPRESSED_BYTES;
+    if (!d.max_depth) d.max_depth = MAGI_DEFAULT_MAX_DEPTH;
+    if (!d.max_elements) d.max_elements = MAGI_DEFAULT_MAX_ELEMENTS;
+    d.version = MAGI_LOAD_OPTIONS_VERSION;
+    *out = d;
+}

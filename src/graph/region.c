@@ -1,0 +1,194 @@
+/* Region lifetime, lookups, names of opcodes and example kinds, deep copy. */
+#include "../core/internal.h"
+#include <string.h>
+
+static const char *const opcode_names[MAGI_OP_COUNT_] = {
+    "placeholder", "get_attr", "call_function", "call_method", "call_module", "output"};
+
+const char *magi_opcode_name(magi_opcode op) {
+    return (unsigned)op < MAGI_OP_COUNT_ ? opcode_names[op] : NULL;
+}
+
+magi_status magi_opcode_parse(const char *name, magi_opcode *out) {
+    for (int i = 0; i < MAGI_OP_COUNT_; i++)
+        if (strcmp(name, opcode_names[i]) == 0) {
+            *out = (magi_opcode)i;
+            return MAGI_OK;
+        }
+    return magi_set_error(MAGI_ERR_FORMAT, "unknown opcode '%s'", name);
+}
+
+static const char *const example_names[MAGI_EX_KIND_COUNT_] = {
+    "tensor", "symint", "symbool", "symfloat", "int", "float",
+    "bool", "tuple", "list", "none", "opaque"};
+
+const char *magi_example_kind_name(magi_example_kind k) {
+    return (unsigned)k < MAGI_EX_KIND_COUNT_ ? example_names[k] : NULL;
+}
+
+magi_status magi_region_new(magi_region **out) {
+    magi_arena *a = NULL;
+    magi_status st = magi_arena_new(&a, 0);
+    if (st) return st;
+    magi_region *r = magi_arena_alloc(a, sizeof *r);
+    if (!r) {
+        magi_arena_free(a);
+        return MAGI_ERR_NOMEM;
+    }
+    r->arena = a;
+    *out = r;
+    return MAGI_OK;
+}
+
+void magi_region_free(magi_region *r) {
+    if (r) magi_arena_free(r->arena); /* the region itself lives in its arena */
+}
+
+int64_t magi_region_find_node(const magi_region *r, const char *name) {
+    for (uint32_t i = 0; i < r->n_nodes; i++)
+        if (strcmp(r->nodes[i].name, name) == 0) return i;
+    return -1;
+}
+
+const magi_symbol *magi_region_find_symbol(const magi_region *r, const char *name) {
+    for (uint32_t i = 0; i < r->n_symbols; i++)
+        if (strcmp(r->symbols[i].name, name) == 0) return &r->symbols[i];
+    return NULL;
+}
+
+uint32_t magi_region_count_placeholders(const magi_region *r) {
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < r->n_nodes; i++) n += r->nodes[i].op == MAGI_OP_PLACEHOLDER;
+    return n;
+}
+
+/* ---- deep copy ---- */
+
+static const char *dup_str(magi_arena *a, const char *s, int *ok) {
+    if (!s) return NULL;
+    char *p = magi_arena_strdup(a, s);
+    if (!p) *ok = 0;
+    return p;
+}
+
+static const char **dup_strv(magi_arena *a, const char *const *v, uint32_t n, int *ok) {
+    if (!v) return NULL;
+    const char **p = magi_arena_calloc(a, n ? n : 1, sizeof *p);
+    if (!p) { *ok = 0; return NULL; }
+    for (uint32_t i = 0; i < n; i++) p[i] = dup_str(a, v[i], ok);
+    return p;
+}
+
+static magi_dim dup_dim(magi_arena *a, magi_dim d, int *ok) {
+    d.expr = dup_str(a, d.expr, ok);
+    return d;
+}
+
+static void dup_value(magi_arena *a, magi_value *dst, const magi_value *src, int *ok) {
+    *dst = *src;
+    switch (src->kind) {
+    case MAGI_V_STR: case MAGI_V_DTYPE: case MAGI_V_DEVICE: case MAGI_V_LAYOUT:
+    case MAGI_V_MEMORY_FORMAT: case MAGI_V_SPECIAL_FLOAT: case MAGI_V_OPAQUE:
+        dst->u.s = dup_str(a, src->u.s, ok);
+        break;
+    case MAGI_V_SYM:
+        dst->u.dim = dup_dim(a, src->u.dim, ok);
+        break;
+    case MAGI_V_LIST: case MAGI_V_TUPLE: case MAGI_V_DICT: case MAGI_V_SLICE: {
+        uint32_t n = src->u.seq.n;
+        dst->u.seq.items = magi_arena_calloc(a, n ? n : 1, sizeof(magi_value));
+        if (!dst->u.seq.items) { *ok = 0; return; }
+        for (uint32_t i = 0; i < n; i++) dup_value(a, &dst->u.seq.items[i], &src->u.seq.items[i], ok);
+        dst->u.seq.keys = dup_strv(a, src->u.seq.keys, n, ok);
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+static void dup_example(magi_arena *a, magi_example *dst, const magi_example *src, int *ok) {
+    *dst = *src;
+    dst->extra_json = dup_str(a, src->extra_json, ok);
+    switch (src->kind) {
+    case MAGI_EX_TENSOR: {
+        uint32_t n = src->u.tensor.ndim;
+        dst->u.tensor.dtype = dup_str(a, src->u.tensor.dtype, ok);
+        dst->u.tensor.device = dup_str(a, src->u.tensor.device, ok);
+        dst->u.tensor.layout = dup_str(a, src->u.tensor.layout, ok);
+        dst->u.tensor.storage_offset = dup_dim(a, src->u.tensor.storage_offset, ok);
+        dst->u.tensor.shape = magi_arena_calloc(a, n ? n : 1, sizeof(magi_dim));
+        dst->u.tensor.stride = magi_arena_calloc(a, n ? n : 1, sizeof(magi_dim));
+        if (!dst->u.tensor.shape || !dst->u.tensor.stride) { *ok = 0; return; }
+        for (uint32_t i = 0; i < n; i++) {
+            dst->u.tensor.shape[i] = dup_dim(a, src->u.tensor.shape[i], ok);
+            if (src->u.tensor.strided) dst->u.tensor.stride[i] = dup_dim(a, src->u.tensor.stride[i], ok);
+        }
+        break;
+    }
+    case MAGI_EX_TUPLE: case MAGI_EX_LIST: {
+        uint32_t n = src->u.seq.n;
+        dst->u.seq.items = magi_arena_calloc(a, n ? n : 1, sizeof(magi_example));
+        if (!dst->u.seq.items) { *ok = 0; return; }
+        for (uint32_t i = 0; i < n; i++) dup_example(a, &dst->u.seq.items[i], &src->u.seq.items[i], ok);
+        break;
+    }
+    case MAGI_EX_OPAQUE:
+        dst->u.repr = dup_str(a, src->u.repr, ok);
+        break;
+    case MAGI_EX_NONE:
+        break;
+    default:
+        dup_value(a, &dst->u.scalar, &src->u.scalar, ok);
+        break;
+    }
+}
+
+magi_status magi_region_clone(magi_region **out, const magi_region *src) {
+    magi_region *r = NULL;
+    magi_status st = magi_region_new(&r);
+    if (st) return st;
+    magi_arena *a = r->arena;
+    int ok = 1;
+    r->flags = src->flags;
+    r->model_tag = dup_str(a, src->model_tag, &ok);
+    r->model_idx = src->model_idx;
+    r->traced_files = dup_strv(a, src->traced_files, src->n_traced_files, &ok);
+    r->n_traced_files = src->n_traced_files;
+    r->compile_config_json = dup_str(a, src->compile_config_json, &ok);
+    r->n_symbols = src->n_symbols;
+    r->symbols = magi_arena_calloc(a, src->n_symbols ? src->n_symbols : 1, sizeof(magi_symbol));
+    if (!r->symbols) ok = 0;
+    for (uint32_t i = 0; ok && i < src->n_symbols; i++) {
+        r->symbols[i] = src->symbols[i];
+        r->symbols[i].name = dup_str(a, src->symbols[i].name, &ok);
+    }
+    r->n_nodes = src->n_nodes;
+    r->nodes = magi_arena_calloc(a, src->n_nodes ? src->n_nodes : 1, sizeof(magi_node));
+    if (!r->nodes) ok = 0;
+    for (uint32_t i = 0; ok && i < src->n_nodes; i++) {
+        const magi_node *s = &src->nodes[i];
+        magi_node *d = &r->nodes[i];
+        *d = *s;
+        d->name = dup_str(a, s->name, &ok);
+        d->target = dup_str(a, s->target, &ok);
+        dup_value(a, &d->args, &s->args, &ok);
+        dup_value(a, &d->kwargs, &s->kwargs, &ok);
+        if (s->example) {
+            magi_example *ex = magi_arena_alloc(a, sizeof *ex);
+            if (!ex) { ok = 0; break; }
+            dup_example(a, ex, s->example, &ok);
+            d->example = ex;
+        }
+    }
+    r->dropped_legacy = dup_strv(a, src->dropped_legacy, src->n_dropped_legacy, &ok);
+    r->n_dropped_legacy = src->n_dropped_legacy;
+    r->ignored = dup_strv(a, src->ignored, src->n_ignored, &ok);
+    r->n_ignored = src->n_ignored;
+    if (!ok) {
+        magi_region_free(r);
+        return magi_set_error(MAGI_ERR_NOMEM, "region clone: out of memory");
+    }
+    *out = r;
+    return MAGI_OK;
+}

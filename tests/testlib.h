@@ -1,0 +1,76 @@
+/* Tiny test harness shared by the test executables. */
+#ifndef MAGI_TESTLIB_H
+#define MAGI_TESTLIB_H
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+extern int mt_failures;
+
+#define MT_CHECK(cond, ...)                                                   \
+    do {                                                                      \
+        if (!(cond)) {                                                        \
+            mt_failures++;                                                    \
+            fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #cond); \
+            fprintf(stderr, "" __VA_ARGS__);                                  \
+            fputc('\n', stderr);                                              \
+        }                                                                     \
+    } while (0)
+
+#define MT_REQUIRE(cond, ...)                                                 \
+    do {                                                                      \
+        if (!(cond)) {                                                        \
+            fprintf(stderr, "%s:%d: REQUIRE failed: %s: ", __FILE__, __LINE__, #cond); \
+            fprintf(stderr, "" __VA_ARGS__);                                  \
+            fputc('\n', stderr);                                              \
+            exit(1);                                                          \
+        }                                                                     \
+    } while (0)
+
+/* Check a magi_status is MAGI_OK, printing magi_last_error() otherwise. */
+#define MT_OK(expr)                                                           \
+    do {                                                                      \
+        int mt_st_ = (int)(expr);                                             \
+        if (mt_st_ != 0) {                                                    \
+            fprintf(stderr, "%s:%d: %s -> %d: %s\n", __FILE__, __LINE__, #expr, \
+                    mt_st_, magi_last_error());                               \
+            exit(1);                                                          \
+        }                                                                     \
+    } while (0)
+
+typedef struct mt_case {
+    const char *name;
+    void (*fn)(void);
+} mt_case;
+
+/* Run the cases (all, or those named in argv[1..]); print a summary;
+ * return the process exit status. */
+int mt_run_cases(const mt_case *cases, size_t n, int argc, char **argv);
+#define MT_MAIN(...)                                                          \
+    int main(int argc, char **argv) {                                         \
+        static const mt_case cases_[] = {__VA_ARGS__};                        \
+        return mt_run_cases(cases_, sizeof cases_ / sizeof cases_[0], argc, argv); \
+    }
+#define MT_CASE(fn) {#fn, fn}
+
+/* Run argv (argv[0] is a path) with optional stdin text; capture stdout and
+ * stderr into malloc'd strings (NULL pointers: discard). Returns the exit
+ * status, 128+signal when killed, -1 on spawn failure. */
+int mt_spawn(char *const argv[], const char *stdin_text, char **out, char **err);
+
+/* Make a fresh temporary directory; returns a malloc'd path. */
+char *mt_tmpdir(void);
+/* Remove a directory tree (best effort). */
+void mt_rmtree(const char *path);
+/* Read/write a whole file; read returns malloc'd bytes (NUL-terminated). */
+char *mt_read(const char *path, size_t *len);
+int mt_write(const char *path, const void *data, size_t len);
+/* malloc'd sprintf. */
+char *mt_fmt(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Path of a real fixture ("block.json" -> ".../fixtures/real/block.json"),
+ * malloc'd. */
+char *mt_fixture(const char *name);
+/* The names of all real fixtures (NULL-terminated, static). */
+extern const char *const mt_real_fixtures[];
+
+#endif
