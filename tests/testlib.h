@@ -12,7 +12,7 @@ extern int mt_failures;
         if (!(cond)) {                                                        \
             mt_failures++;                                                    \
             fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, "" __VA_ARGS__);                                  \
+            fprintf(stderr, " " __VA_ARGS__);                                  \
             fputc('\n', stderr);                                              \
         }                                                                     \
     } while (0)
@@ -21,7 +21,7 @@ extern int mt_failures;
     do {                                                                      \
         if (!(cond)) {                                                        \
             fprintf(stderr, "%s:%d: REQUIRE failed: %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, "" __VA_ARGS__);                                  \
+            fprintf(stderr, " " __VA_ARGS__);                                  \
             fputc('\n', stderr);                                              \
             exit(1);                                                          \
         }                                                                     \
