@@ -1,5 +1,123 @@
-/* magi_aot/schedule.h - (being written; see docs/ARCHITECTURE.md) */
+/*
+ * magi_aot/schedule.h - overlap scheduling of weight gathers.
+ *
+ * For every weight-gather launch — NCCL `all_gather_into_tensor[_coalesced]`
+ * and `magi.symm_all_gather[_coalesced]` — the pass picks the LATEST launch
+ * position such that the compute between the launch and the first consumer
+ * of its wait covers `transfer_us * scale + margin_us`; if no position does,
+ * the EARLIEST legal one (just after its last producer outside the nodes
+ * that only feed it). Both gather kinds are transfers, never compute; a
+ * gather is costed by its transfer time (wait(launch())), never by its
+ * issue cost. Collectives keep their relative order, so every rank that
+ * holds the same graph and costs schedules identically.
+ *
+ * What moves with a launch: its "feed chain" - call_function/call_method
+ * nodes (to_local, casts, pads, views) whose every user is the launch or
+ * another member of the chain. Wait nodes stay where they are (the wait is
+ * the synchronisation point; the pass never moves a launch past it).
+ *
+ * Thread safety: reentrant; the region is mutated in place (exclusive
+ * access needed).
+ */
 #ifndef MAGI_AOT_SCHEDULE_H
 #define MAGI_AOT_SCHEDULE_H
+
 #include "graph.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* How the pass sees a node. */
+typedef enum magi_sched_class {
+    MAGI_SCHED_FREE = 0,      /* no device time (placeholders, views, getitem, output) */
+    MAGI_SCHED_COMPUTE,       /* SM work: covers transfers */
+    MAGI_SCHED_GATHER_NCCL,   /* weight gather launch on NCCL (a transfer) */
+    MAGI_SCHED_GATHER_SYMM,   /* weight gather launch on the copy engine (a transfer) */
+    MAGI_SCHED_COLLECTIVE,    /* another collective launch (a transfer, not moved) */
+    MAGI_SCHED_WAIT           /* wait_tensor */
+} magi_sched_class;
+
+/* The default classifier (targets as Dynamo records them; overload suffixes
+ * such as ".default" accepted). */
+MAGI_API magi_sched_class magi_sched_classify(const magi_region *r, uint32_t node);
+
+/* Costs of one node, in microseconds. */
+typedef struct magi_sched_cost {
+    double compute_us;   /* COMPUTE: device time */
+    double transfer_us;  /* gathers/collectives: launch-to-completion, wait(launch()) */
+    double issue_us;     /* gathers: host issue cost (reported, never used to size windows) */
+} magi_sched_cost;
+
+/* Cost source: fill *out for node `node` of `r` (positions are the
+ * region's current ones). Return MAGI_OK or an error (the pass then fails). */
+typedef magi_status (*magi_sched_cost_fn)(void *ctx, const magi_region *r, uint32_t node,
+                                          magi_sched_cost *out);
+/* Classifier override (tests use it to build doubles); NULL: the default. */
+typedef magi_sched_class (*magi_sched_classify_fn)(void *ctx, const magi_region *r, uint32_t node);
+
+typedef struct magi_sched_options {
+    uint32_t version;          /* 1 */
+    double scale;              /* 0: 1.0 */
+    double margin_us;          /* < 0: 0; default (MAGI_SCHED_OPTIONS_INIT) 5.0 */
+    magi_sched_cost_fn cost;   /* required */
+    void *cost_ctx;
+    magi_sched_classify_fn classify; /* NULL: magi_sched_classify */
+    void *classify_ctx;
+    /* Cross-rank guard: when n_peer_fingerprints > 0, the pass runs only if
+     * every peer hex equals this region's canonical fingerprint. */
+    const char *const *peer_fingerprints;
+    uint32_t n_peer_fingerprints;
+} magi_sched_options;
+#define MAGI_SCHED_OPTIONS_INIT { 1, 1.0, 5.0, NULL, NULL, NULL, NULL, NULL, 0 }
+
+typedef struct magi_sched_move {
+    const char *node;        /* borrowed from the region */
+    uint32_t from_index, to_index;
+} magi_sched_move;
+
+typedef struct magi_sched_gather {
+    const char *node;        /* launch node (borrowed) */
+    int symm;                /* 1: magi.symm_all_gather*, 0: NCCL */
+    double cost_us;          /* transfer_us used to size the window */
+    double issue_us;
+    double need_us;          /* cost_us * scale + margin */
+    double covered_us;       /* compute between launch and first consumer of its wait */
+    int hidden;              /* covered_us >= need_us */
+    double exposed_us;       /* need_us - covered_us when not hidden, else 0 */
+    uint32_t launch_index;   /* final position */
+    uint32_t consumer_index; /* final position of the first consumer of its wait */
+} magi_sched_gather;
+
+/* Result of a pass. Owned by the caller: magi_sched_report_free(). */
+typedef struct magi_sched_report {
+    int applied;                 /* 0: graph left unchanged (see reason) */
+    const char *reason;          /* why not applied, or NULL */
+    magi_sched_move *moved;
+    uint32_t n_moved;
+    magi_sched_gather *gathers;
+    uint32_t n_gathers;
+    /* Timeline (simulated): per node start/end on its lane, in µs. */
+    double *start_us, *end_us;   /* n_nodes entries, final order */
+    double *transfer_start_us, *transfer_end_us; /* gathers: n_gathers entries */
+    double total_us;
+    uint32_t n_nodes;
+} magi_sched_report;
+
+/* Run the pass over `r` (mutated in place: nodes reordered, references
+ * remapped). On a guard failure the region is unchanged, the report has
+ * applied = 0 and a reason, and MAGI_OK is returned. */
+MAGI_API magi_status magi_schedule(magi_region *r, const magi_sched_options *opts,
+                                   magi_sched_report **out);
+MAGI_API void magi_sched_report_free(magi_sched_report *rep);
+
+/* Render the report's timeline as SVG: a compute lane and a transfer lane on
+ * one time axis, each gather's launch-to-wait window, exposed time in red.
+ * *out owned by the caller (magi_free()). */
+MAGI_API magi_status magi_sched_timeline_svg(char **out, const magi_region *r,
+                                             const magi_sched_report *rep);
+
+#ifdef __cplusplus
+}
+#endif
 #endif

@@ -1,0 +1,502 @@
+/* Overlap scheduling: latest-safe launch position for every weight gather. */
+#include "../core/internal.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- classification ---- */
+
+/* target == base, or base + ".overload" (one more dotted component). */
+static int target_is(const char *target, const char *base) {
+    size_t n = strlen(base);
+    if (strncmp(target, base, n)) return 0;
+    if (target[n] == '\0') return 1;
+    return target[n] == '.' && target[n + 1] && !strchr(target + n + 1, '.');
+}
+
+static const char *last_component(const char *s) {
+    const char *d = strrchr(s, '.');
+    return d ? d + 1 : s;
+}
+
+magi_sched_class magi_sched_classify(const magi_region *r, uint32_t i) {
+    const magi_node *n = &r->nodes[i];
+    if (n->op == MAGI_OP_PLACEHOLDER || n->op == MAGI_OP_GET_ATTR || n->op == MAGI_OP_OUTPUT)
+        return MAGI_SCHED_FREE;
+    const char *t = n->target;
+    if (n->op == MAGI_OP_CALL_FUNCTION) {
+        if (target_is(t, "torch.ops._c10d_functional.all_gather_into_tensor") ||
+            target_is(t, "torch.ops._c10d_functional.all_gather_into_tensor_coalesced"))
+            return MAGI_SCHED_GATHER_NCCL;
+        if (target_is(t, "torch.ops.magi.symm_all_gather") ||
+            target_is(t, "torch.ops.magi.symm_all_gather_coalesced"))
+            return MAGI_SCHED_GATHER_SYMM;
+        if (target_is(t, "torch.ops._c10d_functional.wait_tensor")) return MAGI_SCHED_WAIT;
+        if (!strncmp(t, "torch.ops._c10d_functional.", 27) || !strncmp(t, "torch.ops.c10d_functional.", 26))
+            return MAGI_SCHED_COLLECTIVE;
+        if (!strcmp(t, "operator.getitem") || strstr(last_component(t), "to_local"))
+            return MAGI_SCHED_FREE;
+        return MAGI_SCHED_COMPUTE;
+    }
+    if (n->op == MAGI_OP_CALL_METHOD) {
+        static const char *const views[] = {"view", "reshape", "t", "transpose", "permute", "unsqueeze",
+                                            "squeeze", "expand", "flatten", "unflatten", "size", "dim",
+                                            "stride", "to_local", "__getitem__", "chunk", "split", NULL};
+        for (const char *const *v = views; *v; v++)
+            if (!strcmp(t, *v)) return MAGI_SCHED_FREE;
+    }
+    return MAGI_SCHED_COMPUTE;
+}
+
+static int is_gather(magi_sched_class c) { return c == MAGI_SCHED_GATHER_NCCL || c == MAGI_SCHED_GATHER_SYMM; }
+static int is_launch(magi_sched_class c) { return is_gather(c) || c == MAGI_SCHED_COLLECTIVE; }
+
+/* ---- references ---- */
+
+typedef struct refs {
+    uint32_t *off;   /* n+1 offsets into idx (CSR) */
+    uint32_t *idx;
+} refs;
+
+static void visit_refs(const magi_value *v, void (*fn)(void *, uint32_t), void *ctx) {
+    switch (v->kind) {
+    case MAGI_V_NODE: fn(ctx, v->u.node); break;
+    case MAGI_V_LIST: case MAGI_V_TUPLE: case MAGI_V_DICT: case MAGI_V_SLICE:
+        for (uint32_t i = 0; i < v->u.seq.n; i++) visit_refs(&v->u.seq.items[i], fn, ctx);
+        break;
+    default: break;
+    }
+}
+
+typedef struct collect_ctx {
+    uint32_t *buf;
+    size_t n, cap;
+    int failed;
+} collect_ctx;
+
+static void collect_one(void *p, uint32_t node) {
+    collect_ctx *c = p;
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 64;
+        uint32_t *b = realloc(c->buf, cap * sizeof *b);
+        if (!b) { c->failed = 1; return; }
+        c->buf = b;
+        c->cap = cap;
+    }
+    c->buf[c->n++] = node;
+}
+
+/* inputs (node -> referenced nodes) and users (node -> referencing nodes). */
+static magi_status build_graph(const magi_region *r, refs *in, refs *users) {
+    uint32_t n = r->n_nodes;
+    collect_ctx c = {0};
+    in->off = calloc(n + 1, sizeof(uint32_t));
+    users->off = calloc(n + 1, sizeof(uint32_t));
+    if (!in->off || !users->off) return magi_set_error(MAGI_ERR_NOMEM, "schedule: out of memory");
+    for (uint32_t i = 0; i < n; i++) {
+        in->off[i] = (uint32_t)c.n;
+        visit_refs(&r->nodes[i].args, collect_one, &c);
+        visit_refs(&r->nodes[i].kwargs, collect_one, &c);
+    }
+    in->off[n] = (uint32_t)c.n;
+    if (c.failed) { free(c.buf); return magi_set_error(MAGI_ERR_NOMEM, "schedule: out of memory"); }
+    in->idx = c.buf ? c.buf : calloc(1, sizeof(uint32_t));
+    uint32_t m = in->off[n];
+    for (uint32_t k = 0; k < m; k++) users->off[in->idx[k] + 1]++;
+    for (uint32_t i = 0; i < n; i++) users->off[i + 1] += users->off[i];
+    users->idx = calloc(m ? m : 1, sizeof(uint32_t));
+    uint32_t *fill = calloc(n + 1, sizeof(uint32_t));
+    if (!users->idx || !fill) { free(fill); return magi_set_error(MAGI_ERR_NOMEM, "schedule: out of memory"); }
+    for (uint32_t i = 0; i < n; i++)
+        for (uint32_t k = in->off[i]; k < in->off[i + 1]; k++) {
+            uint32_t p = in->idx[k];
+            users->idx[users->off[p] + fill[p]++] = i;
+        }
+    free(fill);
+    return MAGI_OK;
+}
+
+static void refs_free(refs *x) {
+    free(x->off);
+    free(x->idx);
+}
+
+/* ---- the pass ---- */
+
+typedef struct pass {
+    magi_region *r;
+    const magi_sched_options *o;
+    uint32_t n;
+    magi_sched_class *cls;
+    magi_sched_cost *cost;
+    refs in, users;
+    uint32_t *order;   /* position -> node (original index) */
+    uint32_t *pos;     /* node -> position */
+    uint8_t *in_group;
+} pass;
+
+static magi_sched_class classify(pass *p, uint32_t i) {
+    return p->o->classify ? p->o->classify(p->o->classify_ctx, p->r, i) : magi_sched_classify(p->r, i);
+}
+
+static double compute_of(const pass *p, uint32_t node) {
+    return p->cls[node] == MAGI_SCHED_COMPUTE ? p->cost[node].compute_us : 0.0;
+}
+
+/* The earliest position among users of the gather's waits (the first
+ * consumer of its wait), and the earliest wait position. */
+static void wait_points(const pass *p, uint32_t g, uint32_t *first_wait, uint32_t *first_consumer) {
+    uint32_t fw = p->n, fc = p->n;
+    for (uint32_t k = p->users.off[g]; k < p->users.off[g + 1]; k++) {
+        uint32_t u = p->users.idx[k];
+        /* a wait directly on g, or on getitem(g, i) */
+        uint32_t waits[2] = {u, u};
+        uint32_t nw = 0;
+        if (p->cls[u] == MAGI_SCHED_WAIT) nw = 1;
+        else {
+            for (uint32_t k2 = p->users.off[u]; k2 < p->users.off[u + 1]; k2++) {
+                uint32_t w = p->users.idx[k2];
+                if (p->cls[w] != MAGI_SCHED_WAIT) continue;
+                if (p->pos[w] < fw) fw = p->pos[w];
+                for (uint32_t k3 = p->users.off[w]; k3 < p->users.off[w + 1]; k3++)
+                    if (p->pos[p->users.idx[k3]] < fc) fc = p->pos[p->users.idx[k3]];
+            }
+            if (p->pos[u] < fc && p->cls[u] != MAGI_SCHED_FREE) fc = p->pos[u];
+        }
+        for (uint32_t j = 0; j < nw; j++) {
+            uint32_t w = waits[j];
+            if (p->pos[w] < fw) fw = p->pos[w];
+            for (uint32_t k3 = p->users.off[w]; k3 < p->users.off[w + 1]; k3++)
+                if (p->pos[p->users.idx[k3]] < fc) fc = p->pos[p->users.idx[k3]];
+        }
+    }
+    if (fw == p->n) fw = fc; /* no wait: the first real user synchronises */
+    *first_wait = fw;
+    *first_consumer = fc;
+}
+
+/* Members of the feed chain of gather g (g included): in_group marked,
+ * returns the count and fills `members` (capacity n). */
+static uint32_t feed_chain(pass *p, uint32_t g, uint32_t *members) {
+    uint32_t m = 0;
+    members[m++] = g;
+    p->in_group[g] = 1;
+    for (int changed = 1; changed;) {
+        changed = 0;
+        for (uint32_t a = 0; a < m; a++) {
+            uint32_t x = members[a];
+            for (uint32_t k = p->in.off[x]; k < p->in.off[x + 1]; k++) {
+                uint32_t q = p->in.idx[k];
+                if (p->in_group[q] == 1) continue;
+                const magi_node *nd = &p->r->nodes[q];
+                if (nd->op != MAGI_OP_CALL_FUNCTION && nd->op != MAGI_OP_CALL_METHOD) continue;
+                if (p->cls[q] != MAGI_SCHED_FREE && p->cls[q] != MAGI_SCHED_COMPUTE) continue;
+                int only = 1;
+                for (uint32_t k2 = p->users.off[q]; k2 < p->users.off[q + 1] && only; k2++)
+                    only = p->in_group[p->users.idx[k2]] == 1;
+                if (!only) continue;
+                p->in_group[q] = 1;
+                members[m++] = q;
+                changed = 1;
+            }
+        }
+    }
+    return m;
+}
+
+static int cmp_pos_ctx_sort(const void *a, const void *b, void *ctx) {
+    const uint32_t *pos = ctx;
+    uint32_t x = pos[*(const uint32_t *)a], y = pos[*(const uint32_t *)b];
+    return x < y ? -1 : x > y;
+}
+
+/* Move the feed chain of g to the chosen position. */
+static void schedule_gather(pass *p, uint32_t g, uint32_t *members, uint32_t *tmp) {
+    uint32_t n = p->n;
+    uint32_t m = feed_chain(p, g, members);
+    qsort_r(members, m, sizeof *members, cmp_pos_ctx_sort, p->pos);
+    double need = p->cost[g].transfer_us * p->o->scale + p->o->margin_us;
+    /* order' = order without the group */
+    uint32_t n2 = 0, orig_q = 0;
+    int seen = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t x = p->order[i];
+        if (p->in_group[x] == 1) {
+            if (!seen) orig_q = n2;
+            seen = 1;
+            continue;
+        }
+        tmp[n2++] = x;
+    }
+    /* positions in order' */
+    uint32_t *pos2 = p->pos; /* reuse: rewrite below after the decision */
+    for (uint32_t i = 0; i < n2; i++) pos2[tmp[i]] = i;
+    /* earliest: after every outside producer of the group, and after the
+     * previous collective launch */
+    uint32_t lo = 0;
+    for (uint32_t a = 0; a < m; a++) {
+        uint32_t x = members[a];
+        for (uint32_t k = p->in.off[x]; k < p->in.off[x + 1]; k++) {
+            uint32_t q = p->in.idx[k];
+            if (p->in_group[q] != 1 && pos2[q] + 1 > lo) lo = pos2[q] + 1;
+        }
+    }
+    uint32_t hi = n2; /* insertion index upper bound */
+    for (uint32_t i = 0; i < n2; i++) {
+        if (!is_launch(p->cls[tmp[i]])) continue;
+        if (i < orig_q) {
+            if (i + 1 > lo) lo = i + 1;
+        } else if (i < hi) {
+            hi = i;
+            break;
+        }
+    }
+    /* the waits and the first consumer, in order' */
+    uint32_t fw = n2, fc = n2;
+    {
+        /* positions in order' are in pos2 for non-group nodes */
+        uint32_t saved_n = p->n;
+        p->n = n2;
+        wait_points(p, g, &fw, &fc);
+        p->n = saved_n;
+    }
+    if (fw < hi) hi = fw;
+    if (hi < lo) hi = lo; /* cannot happen for a valid graph; keep in range */
+    /* coverage(q) = compute in [q, fc) of order'; choose the latest q in
+     * [lo, hi] with coverage >= need, else lo. */
+    uint32_t best = lo;
+    double cov = 0;
+    for (uint32_t i = hi; i < fc && i < n2; i++) cov += compute_of(p, tmp[i]);
+    int found = 0;
+    for (int64_t q = hi; q >= (int64_t)lo; q--) {
+        if (q < (int64_t)hi && (uint32_t)q < fc) cov += compute_of(p, tmp[q]);
+        if (cov >= need) {
+            best = (uint32_t)q;
+            found = 1;
+            break;
+        }
+    }
+    if (!found) best = lo;
+    (void)orig_q;
+    /* rebuild order: tmp[0..best) + members + tmp[best..n2) */
+    uint32_t w = 0;
+    for (uint32_t i = 0; i < best; i++) p->order[w++] = tmp[i];
+    for (uint32_t a = 0; a < m; a++) p->order[w++] = members[a];
+    for (uint32_t i = best; i < n2; i++) p->order[w++] = tmp[i];
+    for (uint32_t i = 0; i < n; i++) p->pos[p->order[i]] = i;
+    for (uint32_t a = 0; a < m; a++) p->in_group[members[a]] = 2; /* done: moved with a launch */
+}
+
+static void remap_value(magi_value *v, const uint32_t *newpos) {
+    switch (v->kind) {
+    case MAGI_V_NODE: v->u.node = newpos[v->u.node]; break;
+    case MAGI_V_LIST: case MAGI_V_TUPLE: case MAGI_V_DICT: case MAGI_V_SLICE:
+        for (uint32_t i = 0; i < v->u.seq.n; i++) remap_value(&v->u.seq.items[i], newpos);
+        break;
+    default: break;
+    }
+}
+
+static magi_status verdicts_and_timeline(pass *p, magi_sched_report *rep) {
+    uint32_t n = p->n;
+    rep->n_nodes = n;
+    rep->start_us = calloc(n ? n : 1, sizeof(double));
+    rep->end_us = calloc(n ? n : 1, sizeof(double));
+    uint32_t ng = 0;
+    for (uint32_t i = 0; i < n; i++) ng += is_gather(p->cls[i]);
+    rep->gathers = calloc(ng ? ng : 1, sizeof *rep->gathers);
+    rep->transfer_start_us = calloc(ng ? ng : 1, sizeof(double));
+    rep->transfer_end_us = calloc(ng ? ng : 1, sizeof(double));
+    double *done = calloc(n ? n : 1, sizeof(double)); /* transfer end per launch node */
+    uint32_t *gidx = calloc(n ? n : 1, sizeof(uint32_t));
+    if (!rep->start_us || !rep->end_us || !rep->gathers || !rep->transfer_start_us || !rep->transfer_end_us ||
+        !done || !gidx) {
+        free(done);
+        free(gidx);
+        return magi_set_error(MAGI_ERR_NOMEM, "schedule: out of memory");
+    }
+    /* verdicts, in final order */
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t g = p->order[i];
+        if (!is_gather(p->cls[g])) continue;
+        magi_sched_gather *G = &rep->gathers[rep->n_gathers];
+        gidx[g] = rep->n_gathers++;
+        uint32_t fw, fc;
+        wait_points(p, g, &fw, &fc);
+        double cov = 0;
+        for (uint32_t k = i + 1; k < fc && k < n; k++) cov += compute_of(p, p->order[k]);
+        G->node = p->r->nodes[g].name;
+        G->symm = p->cls[g] == MAGI_SCHED_GATHER_SYMM;
+        G->cost_us = p->cost[g].transfer_us;
+        G->issue_us = p->cost[g].issue_us;
+        G->need_us = G->cost_us * p->o->scale + p->o->margin_us;
+        G->covered_us = cov;
+        G->hidden = cov >= G->need_us;
+        G->exposed_us = G->hidden ? 0 : G->need_us - cov;
+        G->launch_index = i;
+        G->consumer_index = fc;
+    }
+    /* simulated timeline: one compute lane, one transfer lane (serial) */
+    double t = 0, lane = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t x = p->order[i];
+        rep->start_us[i] = t;
+        switch (p->cls[x]) {
+        case MAGI_SCHED_COMPUTE: t += p->cost[x].compute_us; break;
+        case MAGI_SCHED_GATHER_NCCL: case MAGI_SCHED_GATHER_SYMM: case MAGI_SCHED_COLLECTIVE: {
+            double s = t > lane ? t : lane;
+            lane = s + p->cost[x].transfer_us;
+            done[x] = lane;
+            if (is_gather(p->cls[x])) {
+                rep->transfer_start_us[gidx[x]] = s;
+                rep->transfer_end_us[gidx[x]] = lane;
+            }
+            break;
+        }
+        case MAGI_SCHED_WAIT: {
+            /* wait on the launch it (transitively, via getitem) refers to */
+            for (uint32_t k = p->in.off[x]; k < p->in.off[x + 1]; k++) {
+                uint32_t q = p->in.idx[k];
+                double d = done[q];
+                if (!is_launch(p->cls[q]))
+                    for (uint32_t k2 = p->in.off[q]; k2 < p->in.off[q + 1]; k2++)
+                        if (done[p->in.idx[k2]] > d) d = done[p->in.idx[k2]];
+                if (d > t) t = d; /* stall: exposed transfer */
+            }
+            break;
+        }
+        default: break;
+        }
+        rep->end_us[i] = t;
+    }
+    rep->total_us = t > lane ? t : lane;
+    free(done);
+    free(gidx);
+    return MAGI_OK;
+}
+
+magi_status magi_schedule(magi_region *r, const magi_sched_options *opts, magi_sched_report **out) {
+    magi_status st = MAGI_OK;
+    pass p;
+    memset(&p, 0, sizeof p);
+    uint32_t *members = NULL, *tmp = NULL, *orig_order = NULL;
+    magi_sched_options o = opts ? *opts : (magi_sched_options)MAGI_SCHED_OPTIONS_INIT;
+    *out = NULL;
+    if (!o.cost) return magi_set_error(MAGI_ERR_INVALID_ARG, "schedule: no cost source given");
+    if (o.scale <= 0) o.scale = 1.0;
+    if (o.margin_us < 0) o.margin_us = 0;
+    magi_sched_report *rep = calloc(1, sizeof *rep);
+    if (!rep) return magi_set_error(MAGI_ERR_NOMEM, "schedule: out of memory");
+    p.r = r;
+    p.o = &o;
+    p.n = r->n_nodes;
+    uint32_t n = p.n;
+
+    /* Cross-rank guard. */
+    if (o.n_peer_fingerprints) {
+        char mine[65];
+        MAGI_CHECK(magi_fingerprint_hex(mine, r));
+        for (uint32_t i = 0; i < o.n_peer_fingerprints; i++)
+            if (strcmp(mine, o.peer_fingerprints[i])) {
+                char why[256];
+                snprintf(why, sizeof why,
+                         "peer fingerprint #%u (%.16s...) differs from this region's (%.16s...): "
+                         "ranks would schedule differently, graph left unchanged",
+                         i, o.peer_fingerprints[i], mine);
+                rep->reason = strdup(why);
+                rep->applied = 0;
+                goto timeline_only;
+            }
+    }
+
+    p.cls = calloc(n ? n : 1, sizeof *p.cls);
+    p.cost = calloc(n ? n : 1, sizeof *p.cost);
+    p.order = calloc(n ? n : 1, sizeof *p.order);
+    p.pos = calloc(n ? n : 1, sizeof *p.pos);
+    p.in_group = calloc(n ? n : 1, 1);
+    members = calloc(n ? n : 1, sizeof *members);
+    tmp = calloc(n ? n : 1, sizeof *tmp);
+    orig_order = calloc(n ? n : 1, sizeof *orig_order);
+    if (!p.cls || !p.cost || !p.order || !p.pos || !p.in_group || !members || !tmp || !orig_order)
+        MAGI_FAIL(MAGI_ERR_NOMEM, "schedule: out of memory");
+    MAGI_CHECK(build_graph(r, &p.in, &p.users));
+    for (uint32_t i = 0; i < n; i++) {
+        p.cls[i] = classify(&p, i);
+        p.order[i] = p.pos[i] = i;
+        MAGI_CHECK(o.cost(o.cost_ctx, r, i, &p.cost[i]));
+        if (!(p.cost[i].compute_us >= 0) || !(p.cost[i].transfer_us >= 0))
+            MAGI_FAIL(MAGI_ERR_INVALID_ARG, "schedule: node '%s' (#%u): negative or NaN cost", r->nodes[i].name, i);
+    }
+    for (uint32_t i = 0; i < n; i++)
+        if (is_gather(p.cls[i])) schedule_gather(&p, i, members, tmp);
+    rep->applied = 1;
+    MAGI_CHECK(verdicts_and_timeline(&p, rep));
+    /* moves, then apply the permutation to the region */
+    rep->moved = calloc(n ? n : 1, sizeof *rep->moved);
+    if (!rep->moved) MAGI_FAIL(MAGI_ERR_NOMEM, "schedule: out of memory");
+    /* moved: members of a feed chain (launch included) whose index changed */
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t x = p.order[i];
+        if (!p.in_group[x] || x == i) continue;
+        magi_sched_move *mv = &rep->moved[rep->n_moved++];
+        mv->node = r->nodes[x].name;
+        mv->from_index = x;
+        mv->to_index = i;
+    }
+    {
+        magi_node *nodes = magi_arena_calloc(r->arena, n ? n : 1, sizeof *nodes);
+        if (!nodes) MAGI_FAIL(MAGI_ERR_NOMEM, "schedule: out of memory");
+        for (uint32_t i = 0; i < n; i++) nodes[i] = r->nodes[p.order[i]];
+        for (uint32_t i = 0; i < n; i++) {
+            remap_value(&nodes[i].args, p.pos);
+            remap_value(&nodes[i].kwargs, p.pos);
+        }
+        r->nodes = nodes;
+    }
+    *out = rep;
+    rep = NULL;
+    goto cleanup;
+
+timeline_only:
+    /* Unchanged graph: still report verdicts for the current order. */
+    p.cls = calloc(n ? n : 1, sizeof *p.cls);
+    p.cost = calloc(n ? n : 1, sizeof *p.cost);
+    p.order = calloc(n ? n : 1, sizeof *p.order);
+    p.pos = calloc(n ? n : 1, sizeof *p.pos);
+    if (!p.cls || !p.cost || !p.order || !p.pos) MAGI_FAIL(MAGI_ERR_NOMEM, "schedule: out of memory");
+    MAGI_CHECK(build_graph(r, &p.in, &p.users));
+    for (uint32_t i = 0; i < n; i++) {
+        p.cls[i] = classify(&p, i);
+        p.order[i] = p.pos[i] = i;
+        MAGI_CHECK(o.cost(o.cost_ctx, r, i, &p.cost[i]));
+    }
+    MAGI_CHECK(verdicts_and_timeline(&p, rep));
+    *out = rep;
+    rep = NULL;
+cleanup:
+    magi_sched_report_free(rep);
+    free(p.cls);
+    free(p.cost);
+    free(p.order);
+    free(p.pos);
+    free(p.in_group);
+    refs_free(&p.in);
+    refs_free(&p.users);
+    free(members);
+    free(tmp);
+    free(orig_order);
+    return st;
+}
+
+void magi_sched_report_free(magi_sched_report *rep) {
+    if (!rep) return;
+    free((void *)rep->reason);
+    free(rep->moved);
+    free(rep->gathers);
+    free(rep->start_us);
+    free(rep->end_us);
+    free(rep->transfer_start_us);
+    free(rep->transfer_end_us);
+    free(rep);
+}

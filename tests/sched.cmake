@@ -1,0 +1,1 @@
+magi_add_unit_test(test_schedule SOURCES ${PROJECT_SOURCE_DIR}/tests/test_schedule.c)

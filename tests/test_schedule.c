@@ -1,0 +1,269 @@
+/* Overlap scheduling: positions worked out by hand on fsdp_block, transfers
+ * never counted as compute, windows sized by wait(launch()), cross-rank
+ * guard. */
+#include "magi_aot.h"
+#include "testlib.h"
+#include <string.h>
+
+typedef struct costs {
+    double linear_us, other_us, transfer_us, issue_us;
+} costs;
+
+static magi_status cost_fn(void *ctx, const magi_region *r, uint32_t i, magi_sched_cost *out) {
+    const costs *c = ctx;
+    memset(out, 0, sizeof *out);
+    const char *t = r->nodes[i].target;
+    magi_sched_class k = magi_sched_classify(r, i);
+    if (k == MAGI_SCHED_COMPUTE) out->compute_us = strstr(t, "linear") ? c->linear_us : c->other_us;
+    if (k == MAGI_SCHED_GATHER_NCCL || k == MAGI_SCHED_GATHER_SYMM || k == MAGI_SCHED_COLLECTIVE) {
+        out->transfer_us = c->transfer_us;
+        out->issue_us = c->issue_us;
+    }
+    return MAGI_OK;
+}
+
+static magi_region *load(const char *name) {
+    char *p = mt_fixture(name);
+    magi_region *r = NULL;
+    MT_OK(magi_json_read_file(&r, p, NULL));
+    free(p);
+    return r;
+}
+
+static int64_t pos_of(const magi_region *r, const char *name) { return magi_region_find_node(r, name); }
+
+/* Every reference points to an earlier node; the output node is last and
+ * refers to the same-named nodes as before. */
+static void check_topological(const magi_region *r, const char *what) {
+    for (uint32_t i = 0; i < r->n_nodes; i++) {
+        const magi_value *lists[2] = {&r->nodes[i].args, &r->nodes[i].kwargs};
+        for (int l = 0; l < 2; l++) {
+            /* iterative walk over nested values */
+            const magi_value *stack[256];
+            int sp = 0;
+            stack[sp++] = lists[l];
+            while (sp) {
+                const magi_value *v = stack[--sp];
+                if (v->kind == MAGI_V_NODE) MT_CHECK(v->u.node < i, "%s: node %s refers forward", what, r->nodes[i].name);
+                if (v->kind == MAGI_V_LIST || v->kind == MAGI_V_TUPLE || v->kind == MAGI_V_DICT || v->kind == MAGI_V_SLICE)
+                    for (uint32_t k = 0; k < v->u.seq.n && sp < 256; k++) stack[sp++] = &v->u.seq.items[k];
+            }
+        }
+    }
+}
+
+static const magi_sched_gather *gather(const magi_sched_report *rep, const char *name) {
+    for (uint32_t i = 0; i < rep->n_gathers; i++)
+        if (!strcmp(rep->gathers[i].node, name)) return &rep->gathers[i];
+    MT_REQUIRE(0, "no verdict for gather %s", name);
+    return NULL;
+}
+
+static void rewrite_to_symm(magi_region *r) {
+    /* the gathers the copy-engine rewrite converts on fsdp_block */
+    const char *names[] = {"tensor", "tensor_2", "tensor_4", "all_gather_into_tensor_coalesced"};
+    for (int k = 0; k < 4; k++) {
+        magi_node *n = &r->nodes[magi_region_find_node(r, names[k])];
+        n->target = strstr(n->target, "coalesced") ? "torch.ops.magi.symm_all_gather_coalesced"
+                                                   : "torch.ops.magi.symm_all_gather";
+    }
+}
+
+/* Expectations worked out by hand (see comments): linear 100 us, other
+ * compute 10 us, each gather 50 us transfer, margin 5 -> need 55. */
+static void check_fsdp_schedule(int symm) {
+    magi_region *r = load("fsdp_block.json");
+    if (symm) rewrite_to_symm(r);
+    costs c = {100, 10, 50, 3};
+    magi_sched_options o = MAGI_SCHED_OPTIONS_INIT;
+    o.cost = cost_fn;
+    o.cost_ctx = &c;
+    magi_sched_report *rep = NULL;
+    MT_OK(magi_schedule(r, &o, &rep));
+    MT_CHECK(rep->applied);
+    MT_CHECK(rep->n_gathers == 6, "%u gathers", rep->n_gathers);
+    check_topological(r, "fsdp");
+    /* wq's gather feeds the first compute node (h): it cannot be hidden, so
+     * it goes to the earliest legal place, right after its placeholder; the
+     * only compute in its window is the fp32->bf16 cast `to` (10 us) that
+     * the cast gather's chain brings in front of h. */
+    MT_CHECK(pos_of(r, "local") == 1 && pos_of(r, "tensor") == 2, "tensor at %lld", (long long)pos_of(r, "tensor"));
+    const magi_sched_gather *g = gather(rep, "tensor");
+    MT_CHECK(!g->hidden && g->covered_us == 10 && g->exposed_us == 45, "tensor exposed %.1f", g->exposed_us);
+    /* the cast gather (up_local -> to -> tensor_1) moves before h, which covers it */
+    MT_CHECK(pos_of(r, "tensor_1") + 1 == pos_of(r, "h") && pos_of(r, "to") + 1 == pos_of(r, "tensor_1"));
+    g = gather(rep, "tensor_1");
+    MT_CHECK(g->hidden && g->covered_us == 100, "tensor_1 covered %.1f", g->covered_us);
+    MT_CHECK(!g->symm, "the cast gather stays on NCCL");
+    /* w_down's gather already sits at its latest hiding place (just before its wait) */
+    MT_CHECK(pos_of(r, "tensor_2") + 1 == pos_of(r, "res_2"));
+    g = gather(rep, "tensor_2");
+    MT_CHECK(g->hidden && g->covered_us == 120, "tensor_2 covered %.1f", g->covered_us); /* linear_1 + silu + pad */
+    MT_CHECK(g->symm == symm);
+    /* the padded gather moves (with its pad) before h_1 */
+    MT_CHECK(pos_of(r, "pad") + 1 == pos_of(r, "tensor_3") && pos_of(r, "tensor_3") + 1 == pos_of(r, "h_1"));
+    g = gather(rep, "tensor_3");
+    MT_CHECK(g->hidden && g->covered_us == 100, "tensor_3 covered %.1f", g->covered_us);
+    /* the coalesced expert gather moves before linear_3 (linear_3 + sum_1 + h_2 = 120) */
+    MT_CHECK(pos_of(r, "all_gather_into_tensor_coalesced") + 1 == pos_of(r, "linear_3"));
+    g = gather(rep, "all_gather_into_tensor_coalesced");
+    MT_CHECK(g->hidden && g->covered_us == 120, "coalesced covered %.1f", g->covered_us);
+    /* wo's gather moves before linear_5 (linear_5 + h_3 = 110) */
+    MT_CHECK(pos_of(r, "local_2") + 1 == pos_of(r, "tensor_4") && pos_of(r, "tensor_4") + 1 == pos_of(r, "linear_5"));
+    g = gather(rep, "tensor_4");
+    MT_CHECK(g->hidden && g->covered_us == 110, "tensor_4 covered %.1f", g->covered_us);
+    /* collectives keep their relative order */
+    const char *order[] = {"tensor", "tensor_1", "tensor_2", "tensor_3", "all_gather_into_tensor_coalesced", "tensor_4"};
+    for (int k = 1; k < 6; k++) MT_CHECK(pos_of(r, order[k - 1]) < pos_of(r, order[k]), "%s before %s", order[k - 1], order[k]);
+    MT_CHECK(rep->n_moved > 0);
+    magi_sched_report_free(rep);
+    magi_region_free(r);
+}
+
+static void test_fsdp_positions_nccl(void) { check_fsdp_schedule(0); }
+static void test_fsdp_positions_after_rewrite(void) { check_fsdp_schedule(1); }
+
+/* A double that counts symm gathers as compute: the verdicts change; the
+ * real pass (above) gives every gather a transfer verdict. */
+static magi_sched_class symm_as_compute(void *ctx, const magi_region *r, uint32_t i) {
+    magi_sched_class k = magi_sched_classify(r, i);
+    return k == MAGI_SCHED_GATHER_SYMM ? MAGI_SCHED_COMPUTE : k;
+}
+
+static void test_symm_is_transfer_not_compute(void) {
+    costs c = {100, 10, 50, 3};
+    magi_sched_report *real = NULL, *dbl = NULL;
+    magi_region *a = load("fsdp_block.json"), *b = load("fsdp_block.json");
+    rewrite_to_symm(a);
+    rewrite_to_symm(b);
+    magi_sched_options o = MAGI_SCHED_OPTIONS_INIT;
+    o.cost = cost_fn;
+    o.cost_ctx = &c;
+    MT_OK(magi_schedule(a, &o, &real));
+    o.classify = symm_as_compute;
+    MT_OK(magi_schedule(b, &o, &dbl));
+    MT_CHECK(real->n_gathers == 6);
+    MT_CHECK(dbl->n_gathers == 2, "double sees %u gathers", dbl->n_gathers);
+    uint32_t symm = 0;
+    for (uint32_t i = 0; i < real->n_gathers; i++) symm += real->gathers[i].symm;
+    MT_CHECK(symm == 4, "%u symm verdicts", symm);
+    /* and the double leaves the symm launches where they were */
+    MT_CHECK(magi_region_find_node(b, "all_gather_into_tensor_coalesced") !=
+             magi_region_find_node(a, "all_gather_into_tensor_coalesced"));
+    magi_sched_report_free(real);
+    magi_sched_report_free(dbl);
+    magi_region_free(a);
+    magi_region_free(b);
+}
+
+/* Synthetic chain: w, x placeholders; 6 linears; the gather of w (issue
+ * 3 us, transfer 300 us) right before its wait and consumer at the end.
+ * Sized by 300 (+5) it must sit before the last 4 linears (400 us); sized
+ * by the issue cost it would sit before the last one only. */
+static void test_window_sized_by_transfer(void) {
+    char text[8192];
+    char *p = text;
+    p += sprintf(p, "{\"format\":\"magi-fx-json\",\"version\":1,\"graph\":{\"nodes\":["
+                    "{\"name\":\"w\",\"op\":\"placeholder\",\"target\":\"w\"},"
+                    "{\"name\":\"x\",\"op\":\"placeholder\",\"target\":\"x\"},"
+                    "{\"name\":\"l0\",\"op\":\"call_function\",\"target\":\"torch._C._nn.linear\",\"args\":[{\"node\":\"x\"},{\"node\":\"x\"}]}");
+    for (int k = 1; k < 6; k++)
+        p += sprintf(p, ",{\"name\":\"l%d\",\"op\":\"call_function\",\"target\":\"torch._C._nn.linear\",\"args\":[{\"node\":\"l%d\"},{\"node\":\"x\"}]}", k, k - 1);
+    p += sprintf(p, ",{\"name\":\"g\",\"op\":\"call_function\",\"target\":\"torch.ops._c10d_functional.all_gather_into_tensor.default\",\"args\":[{\"node\":\"w\"},4,\"0\"]}"
+                    ",{\"name\":\"wt\",\"op\":\"call_function\",\"target\":\"torch.ops._c10d_functional.wait_tensor.default\",\"args\":[{\"node\":\"g\"}]}"
+                    ",{\"name\":\"y\",\"op\":\"call_function\",\"target\":\"torch._C._nn.linear\",\"args\":[{\"node\":\"l5\"},{\"node\":\"wt\"}]}"
+                    ",{\"name\":\"output\",\"op\":\"output\",\"target\":\"output\",\"args\":[{\"node\":\"y\"}]}]}}");
+    magi_region *r = NULL;
+    MT_OK(magi_json_read(&r, text, strlen(text), NULL));
+    costs c = {100, 10, 300, 3};
+    magi_sched_options o = MAGI_SCHED_OPTIONS_INIT;
+    o.cost = cost_fn;
+    o.cost_ctx = &c;
+    magi_sched_report *rep = NULL;
+    MT_OK(magi_schedule(r, &o, &rep));
+    const magi_sched_gather *g = gather(rep, "g");
+    MT_CHECK(g->cost_us == 300 && g->issue_us == 3 && g->need_us == 305);
+    MT_CHECK(pos_of(r, "g") + 1 == pos_of(r, "l2"), "g at %lld, l2 at %lld", (long long)pos_of(r, "g"),
+             (long long)pos_of(r, "l2"));
+    MT_CHECK(g->hidden && g->covered_us == 400, "covered %.1f", g->covered_us);
+    check_topological(r, "chain");
+    magi_sched_report_free(rep);
+    magi_region_free(r);
+}
+
+static char *to_json(const magi_region *r) {
+    char *t = NULL;
+    MT_OK(magi_json_write(&t, NULL, r, 0));
+    return t;
+}
+
+static void test_peer_mismatch_leaves_graph(void) {
+    magi_region *r = load("fsdp_block.json");
+    char *before = to_json(r);
+    char mine[65];
+    MT_OK(magi_fingerprint_hex(mine, r));
+    const char *peers[] = {mine, "0000000000000000000000000000000000000000000000000000000000000000"};
+    costs c = {100, 10, 50, 3};
+    magi_sched_options o = MAGI_SCHED_OPTIONS_INIT;
+    o.cost = cost_fn;
+    o.cost_ctx = &c;
+    o.peer_fingerprints = peers;
+    o.n_peer_fingerprints = 2;
+    magi_sched_report *rep = NULL;
+    MT_OK(magi_schedule(r, &o, &rep));
+    MT_CHECK(!rep->applied && rep->reason && strstr(rep->reason, "peer fingerprint #1"), "%s",
+             rep->reason ? rep->reason : "(none)");
+    char *after = to_json(r);
+    MT_CHECK(!strcmp(before, after), "graph changed despite the guard");
+    magi_sched_report_free(rep);
+    /* matching peers: applied */
+    o.n_peer_fingerprints = 1;
+    MT_OK(magi_schedule(r, &o, &rep));
+    MT_CHECK(rep->applied);
+    magi_sched_report_free(rep);
+    free(before);
+    free(after);
+    magi_region_free(r);
+}
+
+/* Every real fixture: still topological, same outputs, saves and reloads. */
+static void test_all_fixtures_stay_valid(void) {
+    for (const char *const *f = mt_real_fixtures; *f; f++) {
+        magi_region *r = load(*f);
+        char *before = to_json(r);
+        costs c = {100, 10, 50, 3};
+        magi_sched_options o = MAGI_SCHED_OPTIONS_INIT;
+        o.cost = cost_fn;
+        o.cost_ctx = &c;
+        magi_sched_report *rep = NULL;
+        MT_OK(magi_schedule(r, &o, &rep));
+        check_topological(r, *f);
+        MT_CHECK(r->nodes[r->n_nodes - 1].op == MAGI_OP_OUTPUT, "%s: output not last", *f);
+        char *after = to_json(r);
+        /* the output node (last) refers to the same nodes by name */
+        const char *oa = strstr(before, "\"op\":\"output\""), *ob = strstr(after, "\"op\":\"output\"");
+        MT_CHECK(oa && ob && !strcmp(oa, ob), "%s: output changed", *f);
+        MT_CHECK(strlen(before) == strlen(after), "%s: nodes lost or changed", *f);
+        /* the scheduled graph saves and reloads */
+        char *dir = mt_tmpdir();
+        char *path = mt_fmt("%s/s.magi", dir);
+        MT_OK(magi_artifact_save(r, path, NULL));
+        magi_region *back = NULL;
+        MT_OK(magi_load_file(&back, path, NULL));
+        char *again = to_json(back);
+        MT_CHECK(!strcmp(after, again), "%s: reload differs", *f);
+        free(again);
+        magi_region_free(back);
+        mt_rmtree(dir);
+        free(dir);
+        free(path);
+        free(before);
+        free(after);
+        magi_sched_report_free(rep);
+        magi_region_free(r);
+    }
+}
+
+MT_MAIN(MT_CASE(test_fsdp_positions_nccl), MT_CASE(test_fsdp_positions_after_rewrite),
+        MT_CASE(test_symm_is_transfer_not_compute), MT_CASE(test_window_sized_by_transfer),
+        MT_CASE(test_peer_mismatch_leaves_graph), MT_CASE(test_all_fixtures_stay_valid))
