@@ -1,1 +1,2 @@
 magi_add_unit_test(test_schedule SOURCES ${PROJECT_SOURCE_DIR}/tests/test_schedule.c)
+target_link_libraries(test_schedule PRIVATE PkgConfig::JANSSON)

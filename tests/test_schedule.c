@@ -3,6 +3,8 @@
  * guard. */
 #include "magi_aot.h"
 #include "testlib.h"
+#include <jansson.h>
+#include <unistd.h>
 #include <string.h>
 
 typedef struct costs {
@@ -156,16 +158,12 @@ static void test_symm_is_transfer_not_compute(void) {
     magi_region_free(b);
 }
 
-/* Synthetic chain: w, x placeholders; 6 linears; the gather of w (issue
- * 3 us, transfer 300 us) right before its wait and consumer at the end.
- * Sized by 300 (+5) it must sit before the last 4 linears (400 us); sized
- * by the issue cost it would sit before the last one only. */
-static void test_window_sized_by_transfer(void) {
+static char *chain_doc(void) {
     char text[8192];
     char *p = text;
     p += sprintf(p, "{\"format\":\"magi-fx-json\",\"version\":1,\"graph\":{\"nodes\":["
-                    "{\"name\":\"w\",\"op\":\"placeholder\",\"target\":\"w\"},"
-                    "{\"name\":\"x\",\"op\":\"placeholder\",\"target\":\"x\"},"
+                    "{\"name\":\"w\",\"op\":\"placeholder\",\"target\":\"w\",\"meta\":{\"example_value\":{\"kind\":\"tensor\",\"dtype\":\"bfloat16\",\"shape\":[256,1024],\"stride\":[1024,1],\"storage_offset\":0,\"device\":\"cuda:0\",\"requires_grad\":false}}},"
+                    "{\"name\":\"x\",\"op\":\"placeholder\",\"target\":\"x\",\"meta\":{\"example_value\":{\"kind\":\"tensor\",\"dtype\":\"bfloat16\",\"shape\":[1024,1024],\"stride\":[1024,1],\"storage_offset\":0,\"device\":\"cuda:0\",\"requires_grad\":false}}},"
                     "{\"name\":\"l0\",\"op\":\"call_function\",\"target\":\"torch._C._nn.linear\",\"args\":[{\"node\":\"x\"},{\"node\":\"x\"}]}");
     for (int k = 1; k < 6; k++)
         p += sprintf(p, ",{\"name\":\"l%d\",\"op\":\"call_function\",\"target\":\"torch._C._nn.linear\",\"args\":[{\"node\":\"l%d\"},{\"node\":\"x\"}]}", k, k - 1);
@@ -173,8 +171,18 @@ static void test_window_sized_by_transfer(void) {
                     ",{\"name\":\"wt\",\"op\":\"call_function\",\"target\":\"torch.ops._c10d_functional.wait_tensor.default\",\"args\":[{\"node\":\"g\"}]}"
                     ",{\"name\":\"y\",\"op\":\"call_function\",\"target\":\"torch._C._nn.linear\",\"args\":[{\"node\":\"l5\"},{\"node\":\"wt\"}]}"
                     ",{\"name\":\"output\",\"op\":\"output\",\"target\":\"output\",\"args\":[{\"node\":\"y\"}]}]}}");
+    return strdup(text);
+}
+
+/* Synthetic chain: w, x placeholders; 6 linears; the gather of w (issue
+ * 3 us, transfer 300 us) right before its wait and consumer at the end.
+ * Sized by 300 (+5) it must sit before the last 4 linears (400 us); sized
+ * by the issue cost it would sit before the last one only. */
+static void test_window_sized_by_transfer(void) {
+    char *text = chain_doc();
     magi_region *r = NULL;
     MT_OK(magi_json_read(&r, text, strlen(text), NULL));
+    free(text);
     costs c = {100, 10, 300, 3};
     magi_sched_options o = MAGI_SCHED_OPTIONS_INIT;
     o.cost = cost_fn;
@@ -189,6 +197,101 @@ static void test_window_sized_by_transfer(void) {
     check_topological(r, "chain");
     magi_sched_report_free(rep);
     magi_region_free(r);
+}
+
+/* The same through the CLI with a measured cost table: KEY = wait(launch())
+ * 300 us, "issue:KEY" = 3 us. The JSON report sizes the window by 300. */
+static void test_cli_cost_table_and_guard(void) {
+    char *dir = mt_tmpdir();
+    char *doc = chain_doc();
+    char *in = mt_fmt("%s/chain.json", dir), *table = mt_fmt("%s/t.json", dir), *svg = mt_fmt("%s/t.svg", dir),
+         *emit = mt_fmt("%s/out.magi", dir), *fps = mt_fmt("%s/fps.txt", dir);
+    MT_REQUIRE(mt_write(in, doc, strlen(doc)) == 0);
+    char *out = NULL, *err = NULL;
+    char *keys_argv[] = {MAGI_CLI_PATH, "costs", in, "--keys", NULL};
+    MT_REQUIRE(mt_spawn(keys_argv, NULL, &out, &err) == 0, "costs --keys: %s", err);
+    json_error_t je;
+    json_t *kj = json_loads(out, 0, &je);
+    MT_REQUIRE(kj, "keys JSON: %s", je.text);
+    json_t *keys = json_is_array(kj) ? kj : json_object_get(kj, "keys");
+    json_t *t = json_object();
+    size_t i;
+    json_t *k;
+    json_array_foreach(keys, i, k) {
+        const char *key = json_string_value(k);
+        if (!strncmp(key, "collective:", 11)) {
+            json_object_set_new(t, key, json_real(300));
+            char *ik = mt_fmt("issue:%s", key);
+            json_object_set_new(t, ik, json_real(3));
+            free(ik);
+        } else {
+            json_object_set_new(t, key, json_real(strstr(key, "linear") ? 100 : 10));
+        }
+    }
+    MT_REQUIRE(json_dump_file(t, table, 0) == 0);
+    free(out);
+    free(err);
+    char *argv[] = {MAGI_CLI_PATH, "schedule", in, "--costs", table, "--json", "--timeline", svg, "--emit", emit, NULL};
+    MT_REQUIRE(mt_spawn(argv, NULL, &out, &err) == 0, "schedule: %s", err);
+    json_t *rep = json_loads(out, 0, &je);
+    MT_REQUIRE(rep, "report JSON: %s\n%s", je.text, out);
+    json_t *g = json_array_get(json_object_get(rep, "gathers"), 0);
+    MT_CHECK(json_real_value(json_object_get(g, "cost_us")) == 300, "%s", out);
+    MT_CHECK(json_real_value(json_object_get(g, "issue_us")) == 3, "%s", out);
+    MT_CHECK(!strcmp(json_string_value(json_object_get(g, "verdict")), "hidden"), "%s", out);
+    MT_CHECK(json_real_value(json_object_get(g, "covered_us")) == 400, "%s", out);
+    MT_CHECK(!strcmp(json_string_value(json_object_get(json_object_get(rep, "estimator"), "source")), "measured"), "%s", out);
+    json_t *mv = json_object_get(rep, "moved");
+    int found = 0;
+    json_array_foreach(mv, i, k) if (!strcmp(json_string_value(json_object_get(k, "node")), "g")) {
+        found = 1;
+        MT_CHECK(json_integer_value(json_object_get(k, "from_index")) == 8);
+        MT_CHECK(json_integer_value(json_object_get(k, "to_index")) == 4);
+    }
+    MT_CHECK(found, "g not reported as moved: %s", out);
+    size_t svg_len = 0;
+    char *svg_text = mt_read(svg, &svg_len);
+    MT_CHECK(svg_text && strstr(svg_text, "<svg") && strstr(svg_text, "hidden"), "timeline missing");
+    free(svg_text);
+    magi_region *back = NULL;
+    MT_OK(magi_load_file(&back, emit, NULL));
+    MT_CHECK(magi_region_find_node(back, "g") == 4);
+    magi_region_free(back);
+    json_decref(rep);
+    free(out);
+    free(err);
+    /* mismatched peer fingerprints: unchanged, reason reported, nothing emitted */
+    const char *fp_text = "# peers\nabcdef\n";
+    MT_REQUIRE(mt_write(fps, fp_text, strlen(fp_text)) == 0);
+    unlink(emit);
+    char *argv2[] = {MAGI_CLI_PATH, "schedule", in, "--costs", table, "--json", "--peer-fingerprints", fps, "--emit", emit, NULL};
+    MT_REQUIRE(mt_spawn(argv2, NULL, &out, &err) == 0, "%s", err);
+    rep = json_loads(out, 0, &je);
+    MT_REQUIRE(rep);
+    MT_CHECK(json_is_false(json_object_get(rep, "applied")), "%s", out);
+    MT_CHECK(strstr(json_string_value(json_object_get(rep, "reason")), "differs"), "%s", out);
+    MT_CHECK(json_array_size(json_object_get(rep, "moved")) == 0);
+    json_decref(rep);
+    free(out);
+    free(err);
+    /* a peer key set that differs: the table is set aside, and it says so */
+    char *peer = mt_fmt("%s/peer.json", dir);
+    const char *peer_text = "[\"call_function:torch._C._nn.linear(bfloat16[1,1])\"]";
+    MT_REQUIRE(mt_write(peer, peer_text, strlen(peer_text)) == 0);
+    char *argv3[] = {MAGI_CLI_PATH, "schedule", in, "--costs", table, "--json", "--peer-keys", peer, NULL};
+    MT_REQUIRE(mt_spawn(argv3, NULL, &out, &err) == 0, "%s", err);
+    rep = json_loads(out, 0, &je);
+    MT_REQUIRE(rep);
+    MT_CHECK(!strcmp(json_string_value(json_object_get(json_object_get(rep, "estimator"), "source")), "analytical"), "%s", out);
+    MT_CHECK(strlen(json_string_value(json_object_get(json_object_get(rep, "estimator"), "reason"))) > 0);
+    MT_CHECK(strstr(err, "warning"), "no warning on stderr: %s", err);
+    json_decref(rep);
+    free(out);
+    free(err);
+    json_decref(kj);
+    json_decref(t);
+    mt_rmtree(dir);
+    free(dir); free(doc); free(in); free(table); free(svg); free(emit); free(fps); free(peer);
 }
 
 static char *to_json(const magi_region *r) {
@@ -265,5 +368,5 @@ static void test_all_fixtures_stay_valid(void) {
 }
 
 MT_MAIN(MT_CASE(test_fsdp_positions_nccl), MT_CASE(test_fsdp_positions_after_rewrite),
-        MT_CASE(test_symm_is_transfer_not_compute), MT_CASE(test_window_sized_by_transfer),
+        MT_CASE(test_symm_is_transfer_not_compute), MT_CASE(test_window_sized_by_transfer), MT_CASE(test_cli_cost_table_and_guard),
         MT_CASE(test_peer_mismatch_leaves_graph), MT_CASE(test_all_fixtures_stay_valid))

@@ -22,6 +22,9 @@ int magi_cli_fail(const char *cmd, magi_status st);
 /* Print a usage error and return MAGI_EXIT_USAGE. */
 int magi_cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Write `s` as a JSON string literal ("null" for NULL). */
+void magi_cli_json_str(FILE *f, const char *s);
+
 /* One function per subcommand; argv[0] is the subcommand name. */
 typedef int (*magi_cmd_fn)(int argc, char **argv);
 int magi_cmd_save(int argc, char **argv);

@@ -31,6 +31,21 @@ int magi_cli_usage(const char *cmd, const char *fmt, ...) {
     return MAGI_EXIT_USAGE;
 }
 
+void magi_cli_json_str(FILE *f, const char *s) {
+    if (!s) {
+        fputs("null", f);
+        return;
+    }
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+        else if (c < 0x20) fprintf(f, "\\u%04x", c);
+        else fputc(c, f);
+    }
+    fputc('"', f);
+}
+
 static const struct {
     const char *name;
     magi_cmd_fn fn;

@@ -42,7 +42,8 @@ typedef enum magi_sched_class {
  * such as ".default" accepted). */
 MAGI_API magi_sched_class magi_sched_classify(const magi_region *r, uint32_t node);
 
-/* Costs of one node, in microseconds. */
+/* Costs of one node, in microseconds. The pass asks once per node, before
+ * it moves anything (indices are the region's original ones). */
 typedef struct magi_sched_cost {
     double compute_us;   /* COMPUTE: device time */
     double transfer_us;  /* gathers/collectives: launch-to-completion, wait(launch()) */
@@ -100,6 +101,7 @@ typedef struct magi_sched_report {
     /* Timeline (simulated): per node start/end on its lane, in µs. */
     double *start_us, *end_us;   /* n_nodes entries, final order */
     double *transfer_start_us, *transfer_end_us; /* gathers: n_gathers entries */
+    double *stall_us;            /* gathers: simulated compute-lane stall at its waits */
     double total_us;
     uint32_t n_nodes;
 } magi_sched_report;

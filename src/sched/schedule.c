@@ -308,10 +308,11 @@ static magi_status verdicts_and_timeline(pass *p, magi_sched_report *rep) {
     rep->gathers = calloc(ng ? ng : 1, sizeof *rep->gathers);
     rep->transfer_start_us = calloc(ng ? ng : 1, sizeof(double));
     rep->transfer_end_us = calloc(ng ? ng : 1, sizeof(double));
+    rep->stall_us = calloc(ng ? ng : 1, sizeof(double));
     double *done = calloc(n ? n : 1, sizeof(double)); /* transfer end per launch node */
     uint32_t *gidx = calloc(n ? n : 1, sizeof(uint32_t));
     if (!rep->start_us || !rep->end_us || !rep->gathers || !rep->transfer_start_us || !rep->transfer_end_us ||
-        !done || !gidx) {
+        !rep->stall_us || !done || !gidx) {
         free(done);
         free(gidx);
         return magi_set_error(MAGI_ERR_NOMEM, "schedule: out of memory");
@@ -357,12 +358,18 @@ static magi_status verdicts_and_timeline(pass *p, magi_sched_report *rep) {
         case MAGI_SCHED_WAIT: {
             /* wait on the launch it (transitively, via getitem) refers to */
             for (uint32_t k = p->in.off[x]; k < p->in.off[x + 1]; k++) {
-                uint32_t q = p->in.idx[k];
+                uint32_t q = p->in.idx[k], src = q;
                 double d = done[q];
                 if (!is_launch(p->cls[q]))
                     for (uint32_t k2 = p->in.off[q]; k2 < p->in.off[q + 1]; k2++)
-                        if (done[p->in.idx[k2]] > d) d = done[p->in.idx[k2]];
-                if (d > t) t = d; /* stall: exposed transfer */
+                        if (done[p->in.idx[k2]] > d) {
+                            d = done[p->in.idx[k2]];
+                            src = p->in.idx[k2];
+                        }
+                if (d > t) { /* stall: exposed transfer */
+                    if (is_gather(p->cls[src])) rep->stall_us[gidx[src]] += d - t;
+                    t = d;
+                }
             }
             break;
         }
@@ -498,5 +505,6 @@ void magi_sched_report_free(magi_sched_report *rep) {
     free(rep->end_us);
     free(rep->transfer_start_us);
     free(rep->transfer_end_us);
+    free(rep->stall_us);
     free(rep);
 }

@@ -18,7 +18,7 @@ static void esc(magi_buf *b, const char *s) {
 magi_status magi_sched_timeline_svg(char **out, const magi_region *r, const magi_sched_report *rep) {
     magi_buf b = {0};
     *out = NULL;
-    const double W = 1200, left = 110, right = 20;
+    const double W = 1400, left = 200, right = 330;
     const double total = rep->total_us > 0 ? rep->total_us : 1;
     const double sx = (W - left - right) / total;
     const double y_comp = 40, y_xfer = 100, lane_h = 30;
@@ -57,20 +57,34 @@ magi_status magi_sched_timeline_svg(char **out, const magi_region *r, const magi
         magi_buf_printf(&b, " (%s): %.1f us transfer</title></rect>\n", G->symm ? "copy engine" : "nccl", e - s);
         double ws = G->launch_index < rep->n_nodes ? rep->start_us[G->launch_index] : 0;
         double we = G->consumer_index < rep->n_nodes ? rep->start_us[G->consumer_index] : rep->total_us;
+        double stall = rep->stall_us[g] < we - ws ? rep->stall_us[g] : we - ws;
         double y = y_win + g * (win_h + 4);
-        magi_buf_printf(&b,
-                        "<rect x=\"%.2f\" y=\"%.0f\" width=\"%.2f\" height=\"%.0f\" fill=\"#bbbbbb\"/>\n",
-                        left + ws * sx, y, (we - ws) * sx > 1 ? (we - ws) * sx : 1, win_h);
-        if (!G->hidden) {
+        double grey = (we - ws - stall) * sx;
+        magi_buf_printf(&b, "<rect x=\"%.2f\" y=\"%.0f\" width=\"%.2f\" height=\"%.0f\" fill=\"#bbbbbb\"/>\n",
+                        left + ws * sx, y, grey > 1 ? grey : 1, win_h);
+        if (stall > 0)
             magi_buf_printf(&b, "<rect x=\"%.2f\" y=\"%.0f\" width=\"%.2f\" height=\"%.0f\" fill=\"#d62728\"/>\n",
-                            left + we * sx, y, G->exposed_us * sx > 1 ? G->exposed_us * sx : 1, win_h);
-        }
+                            left + (we - stall) * sx, y, stall * sx > 1 ? stall * sx : 1, win_h);
         magi_buf_printf(&b, "<text x=\"8\" y=\"%.0f\">", y + 11);
         esc(&b, G->node);
-        magi_buf_printf(&b, "</text><text x=\"%.2f\" y=\"%.0f\" fill=\"%s\">%s %.1f/%.1f us</text>\n",
-                        left + we * sx + (G->hidden ? 3 : G->exposed_us * sx + 3), y + 11,
-                        G->hidden ? "#333333" : "#d62728", G->hidden ? "hidden" : "exposed", G->covered_us,
-                        G->need_us);
+        if (G->hidden)
+            magi_buf_printf(&b, "</text><text x=\"%.2f\" y=\"%.0f\" fill=\"#333333\">hidden: %.1f us of compute covers %.1f us</text>\n",
+                            left + we * sx + 3, y + 11, G->covered_us, G->need_us);
+        else
+            magi_buf_printf(&b, "</text><text x=\"%.2f\" y=\"%.0f\" fill=\"#d62728\">exposed by %.1f us (%.1f of %.1f us covered)</text>\n",
+                            left + we * sx + 3, y + 11, G->exposed_us, G->covered_us, G->need_us);
+    }
+    /* legend */
+    {
+        static const struct { const char *color, *label; } legend[] = {
+            {"#4c78a8", "compute"}, {"#d62728", "stall on a transfer (exposed)"}, {"#f58518", "NCCL gather"},
+            {"#54a24b", "copy-engine gather"}, {"#bbbbbb", "launch-to-first-use window"}};
+        double x = 560;
+        for (size_t k = 0; k < sizeof legend / sizeof legend[0]; k++) {
+            magi_buf_printf(&b, "<rect x=\"%.0f\" y=\"6\" width=\"10\" height=\"10\" fill=\"%s\"/>"
+                                "<text x=\"%.0f\" y=\"15\">%s</text>\n", x, legend[k].color, x + 13, legend[k].label);
+            x += 30 + 6.2 * strlen(legend[k].label);
+        }
     }
     /* time axis */
     double ay = H - 25;

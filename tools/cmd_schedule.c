@@ -1,0 +1,204 @@
+/* magi-aot schedule REGION [--costs TABLE.json] [--peer-keys K...]
+ *                          [--peer-fingerprints F] [--scale S] [--margin-us M]
+ *                          [--json] [--emit OUT] [--timeline OUT.svg]
+ *
+ * Latest-safe-launch reorder of weight gathers (include/magi_aot/schedule.h).
+ * Costs come from the cost estimator (include/magi_aot/costs.h): a measured
+ * table when every peer's key set agrees, else the analytical model. For a
+ * gather the table's KEY value is launch-to-completion, wait(launch()); an
+ * optional "issue:KEY" entry is its host issue cost, reported and never used
+ * to size a window. */
+#include "cli.h"
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct cost_adapter {
+    const magi_cost_estimate *est;
+    const magi_cost_table *table;
+} cost_adapter;
+
+static magi_status adapter_cost(void *ctx, const magi_region *r, uint32_t i, magi_sched_cost *out) {
+    const cost_adapter *a = ctx;
+    magi_node_cost nc;
+    memset(out, 0, sizeof *out);
+    magi_status st = magi_cost_estimate_node(a->est, i, &nc);
+    if (st) return st;
+    switch (magi_sched_classify(r, i)) {
+    case MAGI_SCHED_COMPUTE: out->compute_us = nc.us; break;
+    case MAGI_SCHED_GATHER_NCCL: case MAGI_SCHED_GATHER_SYMM: case MAGI_SCHED_COLLECTIVE:
+        out->transfer_us = nc.us;
+        if (a->table && nc.key && nc.source == MAGI_COST_MEASURED) {
+            size_t n = strlen(nc.key) + 7;
+            char *k = malloc(n);
+            if (k) {
+                snprintf(k, n, "issue:%s", nc.key);
+                magi_cost_table_lookup(a->table, k, &out->issue_us);
+                free(k);
+            }
+        }
+        break;
+    default: break;
+    }
+    return MAGI_OK;
+}
+
+/* Read one hex fingerprint per line (blank lines and '#' comments skipped). */
+static magi_status read_fingerprints(const char *path, char ***out, uint32_t *n) {
+    FILE *f = fopen(path, "r");
+    if (!f) return MAGI_ERR_IO;
+    char line[256];
+    char **v = NULL;
+    uint32_t k = 0;
+    while (fgets(line, sizeof line, f)) {
+        char *s = line, *e;
+        while (*s == ' ' || *s == '\t') s++;
+        for (e = s; *e && *e != '\n' && *e != ' ' && *e != '\t' && *e != '\r'; e++) {
+        }
+        *e = '\0';
+        if (!*s || *s == '#') continue;
+        char **nv = realloc(v, (k + 1) * sizeof *v);
+        if (!nv) break;
+        v = nv;
+        v[k++] = strdup(s);
+    }
+    fclose(f);
+    *out = v;
+    *n = k;
+    return MAGI_OK;
+}
+
+int magi_cmd_schedule(int argc, char **argv) {
+    const char *file = NULL, *table_path = NULL, *fp_path = NULL, *emit = NULL, *svg_path = NULL;
+    int json = 0, rc = MAGI_EXIT_OK;
+    double scale = 1.0, margin = 5.0;
+    const char **peer_paths = calloc((size_t)argc, sizeof *peer_paths);
+    uint32_t n_peer_keys = 0;
+    if (!peer_paths) return MAGI_EXIT_RUNTIME;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--json")) json = 1;
+        else if (!strcmp(argv[i], "--costs") && i + 1 < argc) table_path = argv[++i];
+        else if (!strcmp(argv[i], "--peer-fingerprints") && i + 1 < argc) fp_path = argv[++i];
+        else if (!strcmp(argv[i], "--emit") && i + 1 < argc) emit = argv[++i];
+        else if (!strcmp(argv[i], "--timeline") && i + 1 < argc) svg_path = argv[++i];
+        else if (!strcmp(argv[i], "--scale") && i + 1 < argc) scale = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--margin-us") && i + 1 < argc) margin = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--peer-keys")) {
+            while (i + 1 < argc && strncmp(argv[i + 1], "--", 2)) peer_paths[n_peer_keys++] = argv[++i];
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            free(peer_paths);
+            return magi_cli_usage(argv[0], "unknown option '%s'", argv[i]);
+        } else if (!file) file = argv[i];
+        else {
+            free(peer_paths);
+            return magi_cli_usage(argv[0], "one REGION at a time");
+        }
+    }
+    if (!file || !(scale > 0) || !(margin >= 0)) {
+        free(peer_paths);
+        return magi_cli_usage(argv[0], "usage: schedule REGION [--costs T] [--peer-keys K...] [--peer-fingerprints F] "
+                                       "[--scale S] [--margin-us M] [--json] [--emit OUT] [--timeline OUT.svg]");
+    }
+    magi_region *r = NULL;
+    magi_cost_keyset *ks = NULL;
+    magi_cost_keyset **peers = calloc(n_peer_keys ? n_peer_keys : 1, sizeof *peers);
+    magi_cost_table *table = NULL;
+    magi_cost_estimate *est = NULL;
+    magi_sched_report *rep = NULL;
+    char **fps = NULL;
+    uint32_t n_fps = 0;
+    char *svg = NULL;
+    magi_status st = peers ? MAGI_OK : MAGI_ERR_NOMEM;
+    if (!st) st = magi_load_file(&r, file, NULL);
+    if (!st) st = magi_cost_keys(&ks, r);
+    for (uint32_t i = 0; !st && i < n_peer_keys; i++) st = magi_cost_keyset_read_file(&peers[i], peer_paths[i]);
+    if (!st && table_path) st = magi_cost_table_read_file(&table, table_path);
+    if (!st)
+        st = magi_costs_estimate(&est, r, ks, table, (const magi_cost_keyset *const *)peers, peer_paths,
+                                 n_peer_keys, NULL);
+    if (!st && fp_path && read_fingerprints(fp_path, &fps, &n_fps) != MAGI_OK) {
+        fprintf(stderr, "magi-aot %s: %s: cannot read peer fingerprints\n", argv[0], fp_path);
+        rc = MAGI_EXIT_IO;
+        goto done;
+    }
+    if (!st) {
+        cost_adapter ad = {est, table};
+        magi_sched_options o = MAGI_SCHED_OPTIONS_INIT;
+        o.scale = scale;
+        o.margin_us = margin;
+        o.cost = adapter_cost;
+        o.cost_ctx = &ad;
+        o.peer_fingerprints = (const char *const *)fps;
+        o.n_peer_fingerprints = n_fps;
+        st = magi_schedule(r, &o, &rep);
+    }
+    if (st) {
+        rc = magi_cli_fail(argv[0], st);
+        goto done;
+    }
+    int measured = table && !magi_cost_estimate_degraded(est);
+    const char *reason = !table ? "no cost table given"
+                         : magi_cost_estimate_degraded(est) ? magi_cost_estimate_note(est)
+                                                            : "cost table agreed by every peer";
+    if (json) {
+        printf("{\"file\":");
+        magi_cli_json_str(stdout, file);
+        printf(",\"applied\":%s,\"reason\":", rep->applied ? "true" : "false");
+        magi_cli_json_str(stdout, rep->reason);
+        printf(",\"moved\":[");
+        for (uint32_t i = 0; i < rep->n_moved; i++) {
+            printf("%s{\"node\":", i ? "," : "");
+            magi_cli_json_str(stdout, rep->moved[i].node);
+            printf(",\"from_index\":%u,\"to_index\":%u}", rep->moved[i].from_index, rep->moved[i].to_index);
+        }
+        printf("],\"gathers\":[");
+        for (uint32_t i = 0; i < rep->n_gathers; i++) {
+            const magi_sched_gather *g = &rep->gathers[i];
+            printf("%s{\"node\":", i ? "," : "");
+            magi_cli_json_str(stdout, g->node);
+            printf(",\"kind\":\"%s\",\"cost_us\":%.3f,\"issue_us\":%.3f,\"need_us\":%.3f,\"covered_us\":%.3f,"
+                   "\"verdict\":\"%s\",\"exposed_us\":%.3f,\"launch_index\":%u}",
+                   g->symm ? "symm" : "nccl", g->cost_us, g->issue_us, g->need_us, g->covered_us,
+                   g->hidden ? "hidden" : "exposed", g->exposed_us, g->launch_index);
+        }
+        printf("],\"estimator\":{\"source\":\"%s\",\"reason\":", measured ? "measured" : "analytical");
+        magi_cli_json_str(stdout, reason);
+        printf("},\"simulated_us\":%.3f}\n", rep->total_us);
+    } else {
+        printf("schedule %s: %s%s%s\n", file, rep->applied ? "applied" : "NOT applied",
+               rep->reason ? ": " : "", rep->reason ? rep->reason : "");
+        printf("estimator: %s (%s)\n", measured ? "measured" : "analytical", reason);
+        for (uint32_t i = 0; i < rep->n_moved; i++)
+            printf("moved %-40s %5u -> %u\n", rep->moved[i].node, rep->moved[i].from_index, rep->moved[i].to_index);
+        for (uint32_t i = 0; i < rep->n_gathers; i++) {
+            const magi_sched_gather *g = &rep->gathers[i];
+            printf("gather %-40s %-4s cost %9.1f us  covered %9.1f us  %s", g->node, g->symm ? "symm" : "nccl",
+                   g->cost_us, g->covered_us, g->hidden ? "hidden" : "exposed");
+            if (!g->hidden) printf(" by %.1f us", g->exposed_us);
+            printf("\n");
+        }
+    }
+    if (magi_cost_estimate_degraded(est))
+        fprintf(stderr, "magi-aot %s: warning: %s\n", argv[0], magi_cost_estimate_note(est));
+    if (svg_path) {
+        if ((st = magi_sched_timeline_svg(&svg, r, rep)) != MAGI_OK ||
+            (st = magi_write_file_atomic(svg_path, svg, strlen(svg))) != MAGI_OK) {
+            rc = magi_cli_fail(argv[0], st);
+            goto done;
+        }
+    }
+    if (emit && rep->applied && (st = magi_artifact_save(r, emit, NULL)) != MAGI_OK) rc = magi_cli_fail(argv[0], st);
+    if (emit && !rep->applied) fprintf(stderr, "magi-aot %s: graph unchanged; nothing emitted\n", argv[0]);
+done:
+    magi_free(svg);
+    for (uint32_t i = 0; i < n_fps; i++) free(fps[i]);
+    free(fps);
+    magi_sched_report_free(rep);
+    magi_cost_estimate_free(est);
+    magi_cost_table_free(table);
+    for (uint32_t i = 0; peers && i < n_peer_keys; i++) magi_cost_keyset_free(peers[i]);
+    free(peers);
+    magi_cost_keyset_free(ks);
+    magi_region_free(r);
+    free(peer_paths);
+    return rc;
+}
