@@ -9,8 +9,14 @@
  *   power  := atom ('**' unary)?
  *   atom   := INT | SYMBOL | NAME '(' cmp (',' cmp)* ')' | '(' cmp ')'
  *           | 'True' | 'False'
- * A call to an unknown function name is an uninterpreted function (kept by
- * name), never an error.
+ *   INT    := [0-9]+            (must fit int64; -9223372036854775808 is
+ *                                accepted as the negation of its literal)
+ *   SYMBOL := [A-Za-z_][A-Za-z0-9_]*   (a NAME directly followed by '(' is
+ *                                a call; 'NAME()' with no argument is accepted)
+ * Spaces, tabs and newlines between tokens are ignored. Float literals are
+ * not supported (MAGI_ERR_EXPR). Comparisons do not chain: `a < b < c` is an
+ * error. A call to an unknown function name is an uninterpreted function
+ * (kept by name), never an error.
  *
  * Normal form built by the parser (what passes rely on):
  *  - ADD and MUL are n-ary and flattened: a + b + c is one ADD of 3 kids.
@@ -18,10 +24,14 @@
  *  - Redundant parentheses leave no trace.
  *  - FLOORDIV, TRUEDIV, POW, MOD ('%') and comparisons are binary.
  *  - CALL keeps the function name ("Mod", "Max", "FloorToInt", ...).
+ *  - '**' is right-associative and binds tighter than unary '-':
+ *    -a**b is NEG(POW(a, b)); a**-b is POW(a, NEG(b)).
+ *  - //, / and % are left-associative at the level of '*':
+ *    a*b//c is FLOORDIV(MUL(a, b), c).
  *
  * Memory: trees are allocated from a caller-provided arena and live as long
  * as it does. Thread safety: functions are reentrant; a tree may be read
- * from many threads.
+ * from many threads. Errors set the calling thread's magi_last_error().
  */
 #ifndef MAGI_AOT_EXPR_H
 #define MAGI_AOT_EXPR_H
@@ -58,17 +68,30 @@ struct magi_expr {
     uint32_t nkids;
 };
 
+/* Hard ceiling on tree depth. The parser clamps max_depth to it, and the
+ * tree walkers below (print, equal, eval, symbols) refuse deeper hand-built
+ * trees instead of overflowing the stack. */
+#define MAGI_EXPR_MAX_DEPTH 2048
+
 /* Parse limits; zero fields take the defaults shown. */
 typedef struct magi_expr_limits {
     size_t max_len;      /* default 1 MiB of text */
-    uint32_t max_depth;  /* default 512 nested levels */
+    uint32_t max_depth;  /* default 512 nested levels (clamped to
+                            MAGI_EXPR_MAX_DEPTH): bounds, each on its own,
+                            the tree depth, the nesting of open parentheses
+                            and calls, and the pending operators (unary '-'
+                            chains, right-nested '**'). A printed tree no
+                            deeper than max_depth always parses back. */
     uint32_t max_nodes;  /* default 1,000,000 tree nodes */
 } magi_expr_limits;
 
 /* Parse `text` (`len` bytes, need not be NUL-terminated) into a tree in
  * `arena`. limits may be NULL. Errors: MAGI_ERR_EXPR with the offset and
- * what was expected; MAGI_ERR_LIMIT past a limit. Never recurses deeper
- * than max_depth. */
+ * what was expected ("expression: offset 7: expected a number, a symbol,
+ * '(' or '-', got ')'"), or an int64 overflow of a literal; MAGI_ERR_LIMIT
+ * past a limit; MAGI_ERR_NOMEM / MAGI_ERR_LIMIT when the arena refuses.
+ * Never recurses (explicit stacks), linear time. On failure *out is NULL
+ * and the arena may hold unreachable blocks (freed with the arena). */
 MAGI_API magi_status magi_expr_parse(magi_expr **out, magi_arena *arena,
                                      const char *text, size_t len,
                                      const magi_expr_limits *limits);
@@ -76,10 +99,19 @@ MAGI_API magi_status magi_expr_parse(magi_expr **out, magi_arena *arena,
 /* Print a tree in sympy style into dst (capacity cap, always NUL-terminated
  * when cap > 0). Returns the length the full text needs (excluding NUL), so
  * a caller can size a buffer with a first call of cap 0, or (size_t)-1 on
- * error. Parsing the output gives an equal tree. */
+ * error (malformed tree, deeper than MAGI_EXPR_MAX_DEPTH). Parsing the
+ * output of a tree in normal form (as the parser builds) gives an equal
+ * tree. Style: "a + b - c", "2*a", "(a + b)//2", "a % b", "a**2",
+ * "Mod(a, 3)", "a >= 0"; parentheses only where needed. */
 MAGI_API size_t magi_expr_print(char *dst, size_t cap, const magi_expr *e);
 
-/* Deep structural equality (names compared as strings). */
+/* Print into a NUL-terminated string allocated from `arena` (lives as long
+ * as the arena). NULL on error (last error set). */
+MAGI_API char *magi_expr_to_string(magi_arena *arena, const magi_expr *e);
+
+/* Deep structural equality (names compared as strings; kids in order, no
+ * commutativity). 1 if equal, 0 if not (or deeper than
+ * MAGI_EXPR_MAX_DEPTH). */
 MAGI_API int magi_expr_equal(const magi_expr *a, const magi_expr *b);
 
 /* A number produced by evaluation. */
@@ -93,25 +125,38 @@ typedef struct magi_num {
  * the symbol is unknown or its hint is null (unbacked). */
 typedef int (*magi_expr_lookup_fn)(void *ctx, const char *name, int64_t *out);
 
-/* Evaluate with Python semantics: // and Mod/PythonMod floor toward -inf,
- * / is true division, ** with int operands stays int. Known functions:
- * Mod, PythonMod, Max, Min, FloorDiv, CeilDiv, CleanDiv, IntTrueDiv,
- * FloatTrueDiv, FloorToInt, CeilToInt, TruncToInt, RoundToInt, Abs,
- * Identity, ModularIndexing, Where, Piecewise-free subsets. Errors:
- * MAGI_ERR_UNBACKED naming the symbol whose hint is needed but null;
- * MAGI_ERR_EXPR for division by zero, overflow or an uninterpreted function
- * (named). */
+/* Evaluate with Python semantics: // and % floor toward -inf (the
+ * remainder has the sign of the divisor), / is true division (float),
+ * int ** non-negative int stays int (int ** negative int is a float), all
+ * int arithmetic is overflow-checked; comparisons give 0/1 ints; BOOL is
+ * 0/1. lookup may be NULL (every symbol is then unbacked).
+ * Known functions:
+ *   Mod, PythonMod (= %), FloorDiv (= //), CeilDiv (= -(-a // b)),
+ *   CleanDiv (exact division; an inexact one is an error), IntTrueDiv,
+ *   FloatTrueDiv (= /), Max, Min (n-ary; the chosen operand as is),
+ *   FloorToInt/floor, CeilToInt/ceiling, TruncToInt, RoundToInt (half to
+ *   even), Abs, Identity, ToFloat, TruncToFloat, ModularIndexing(x, d, m)
+ *   = (x // d) % m, Where(c, a, b) (only the chosen branch is evaluated),
+ *   PowByNatural/Pow, FloatPow, LShift, RShift, BitwiseFn_bitwise_and/or/xor,
+ *   Eq, Ne, And, Or, Not.
+ * Errors: MAGI_ERR_UNBACKED "symbol 'u0' has no hint (unbacked)";
+ * MAGI_ERR_EXPR for division by zero, overflow, a wrong argument count or
+ * an uninterpreted function (named), with the failing sub-expression
+ * printed; MAGI_ERR_LIMIT for a tree deeper than MAGI_EXPR_MAX_DEPTH.
+ * *out is written only on success. */
 MAGI_API magi_status magi_expr_eval(const magi_expr *e, magi_expr_lookup_fn lookup,
                                     void *ctx, magi_num *out);
 
-/* Evaluate and require an integer result (floats that are integral are
- * accepted). */
+/* Evaluate and require an integer result (floats that are integral and
+ * fit int64 are accepted; others are MAGI_ERR_EXPR). */
 MAGI_API magi_status magi_expr_eval_int(const magi_expr *e, magi_expr_lookup_fn lookup,
                                         void *ctx, int64_t *out);
 
 /* Collect the distinct symbol names of a tree in first-occurrence order
- * (left to right, depth first). Fills up to cap names; returns the total
- * number of distinct symbols. Names are borrowed from the tree. */
+ * (left to right, depth first). Fills up to cap names (names may be NULL
+ * when cap is 0); returns the total number of distinct symbols, or
+ * (size_t)-1 on a malformed tree, one deeper than MAGI_EXPR_MAX_DEPTH, or
+ * out of memory. Names are borrowed from the tree. */
 MAGI_API size_t magi_expr_symbols(const magi_expr *e, const char **names, size_t cap);
 
 #ifdef __cplusplus

@@ -1,0 +1,1400 @@
+/*
+ * Symbolic shape expressions: parser, printer, evaluator (see expr.h).
+ *
+ * The parser is an operator-precedence parser driven by two explicit stacks
+ * (pending operators, finished operands) instead of recursion, so hostile
+ * input cannot exhaust the C stack and runs in linear time. ADD and MUL are
+ * kept "open" on the operator stack while more operands of the same sum or
+ * product arrive, and materialised once with their exact child count, so a
+ * 100k-term sum costs one allocation for its kids array. Nodes, kids arrays
+ * and names come from the caller's arena; the two stacks start in local
+ * storage and only fall back to malloc for large inputs (one growth series
+ * per parse, never per token).
+ *
+ * The tree walkers (print, equal, eval, symbols) recurse; every tree the
+ * parser builds is at most MAGI_EXPR_MAX_DEPTH deep, and the walkers refuse
+ * deeper hand-built trees rather than overflow the stack.
+ */
+#include "core/internal.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define EXPR_DEFAULT_MAX_LEN ((size_t)1 << 20)
+#define EXPR_DEFAULT_MAX_DEPTH 512u
+#define EXPR_DEFAULT_MAX_NODES 1000000u
+
+/* ------------------------------------------------------------------ */
+/* Parser                                                               */
+/* ------------------------------------------------------------------ */
+
+/* Operator-stack entry types. Precedences are spaced so SUBNEG (the
+ * negation that a binary '-' applies to the whole following term) sits
+ * between '+' and '*'. */
+enum {
+    OP_LPAREN, /* '(' grouping marker */
+    OP_CALL,   /* NAME '(' marker */
+    OP_CMP,    /* >= <= > < == != (binary, not chainable) */
+    OP_ADD,    /* open n-ary sum */
+    OP_SUBNEG, /* negate the term after a binary '-' */
+    OP_MUL,    /* open n-ary product */
+    OP_BIN,    /* // / % (binary, left-assoc) */
+    OP_NEG,    /* prefix '-' */
+    OP_POW     /* ** (binary, right-assoc) */
+};
+
+static const int op_prec[] = {
+    [OP_LPAREN] = 0, [OP_CALL] = 0, [OP_CMP] = 10, [OP_ADD] = 20, [OP_SUBNEG] = 25,
+    [OP_MUL] = 30,   [OP_BIN] = 30, [OP_NEG] = 40, [OP_POW] = 50,
+};
+
+typedef struct pop {
+    uint8_t type;
+    uint8_t kind;     /* magi_expr_kind for OP_BIN / OP_CMP */
+    uint32_t nargs;   /* OP_ADD / OP_MUL: operands so far */
+    size_t base;      /* OP_CALL: operand-stack height at '(' */
+    size_t off;       /* text offset of the operator */
+    size_t name_off;  /* OP_CALL: name offset and length */
+    size_t name_len;
+} pop;
+
+typedef struct pval {
+    magi_expr *e;
+    uint32_t depth;   /* tree depth of e (leaf = 1) */
+    uint8_t big;      /* INT literal 9223372036854775808: legal only when negated */
+    size_t off;       /* text offset where the operand starts */
+} pval;
+
+#define PARSE_LOCAL_STACK 64
+
+typedef struct parser {
+    const char *s;
+    size_t len;
+    magi_arena *arena;
+    uint32_t max_depth;
+    uint32_t max_nodes;
+    uint32_t nodes;
+    pop *ops;
+    size_t nops, ops_cap;
+    size_t nmarkers;  /* '(' and call markers among ops */
+    pval *vals;
+    size_t nvals, vals_cap;
+    pop ops_local[PARSE_LOCAL_STACK];
+    pval vals_local[PARSE_LOCAL_STACK];
+} parser;
+
+/* Describe what is at offset `off` for an error message. */
+static void describe_at(const parser *P, size_t off, char *buf, size_t cap) {
+    if (off >= P->len) {
+        snprintf(buf, cap, "end of expression");
+        return;
+    }
+    size_t n = P->len - off;
+    if (n > 12) n = 12;
+    char tmp[16];
+    size_t k = 0;
+    for (size_t i = 0; i < n && P->s[off + i] != '\0'; i++) {
+        unsigned char c = (unsigned char)P->s[off + i];
+        tmp[k++] = (c >= 0x20 && c < 0x7f) ? (char)c : '?';
+    }
+    tmp[k] = '\0';
+    snprintf(buf, cap, "'%s%s'", tmp, off + n < P->len ? "..." : "");
+}
+
+static magi_status syntax_error(const parser *P, size_t off, const char *expected) {
+    char got[40];
+    describe_at(P, off, got, sizeof got);
+    return magi_set_error(MAGI_ERR_EXPR, "expression: offset %zu: expected %s, got %s", off,
+                          expected, got);
+}
+
+/* The arena recorded why it failed; keep its message, add where. */
+static magi_status arena_failed(size_t off) {
+    const char *m = magi_last_error();
+    magi_status code =
+        (strstr(m, "cap") || strstr(m, "overflow")) ? MAGI_ERR_LIMIT : MAGI_ERR_NOMEM;
+    return magi_error_prefix(code, "expression: offset %zu", off);
+}
+
+static int grow(void **buf, size_t *cap, size_t elem, void *local) {
+    size_t ncap, bytes;
+    if (!magi_mul_ok(*cap, 2, &ncap) || !magi_mul_ok(ncap, elem, &bytes)) return 0;
+    void *nb;
+    if (*buf == local) {
+        nb = malloc(bytes);
+        if (nb) memcpy(nb, *buf, *cap * elem);
+    } else {
+        nb = realloc(*buf, bytes);
+    }
+    if (!nb) return 0;
+    *buf = nb;
+    *cap = ncap;
+    return 1;
+}
+
+/* Parentheses/calls and pending operators are bounded separately: each
+ * stands for a distinct ancestor of the current position in the tree, so a
+ * printed tree of depth <= max_depth always parses back. */
+static magi_status push_op(parser *P, pop op) {
+    int marker = op.type == OP_LPAREN || op.type == OP_CALL;
+    size_t count = marker ? P->nmarkers : P->nops - P->nmarkers;
+    if (count >= P->max_depth)
+        return magi_set_error(MAGI_ERR_LIMIT,
+                              "expression: offset %zu: %s nested deeper than %u levels", op.off,
+                              marker ? "parentheses" : "operators", P->max_depth);
+    if (P->nops == P->ops_cap &&
+        !grow((void **)&P->ops, &P->ops_cap, sizeof(pop), P->ops_local))
+        return magi_set_error(MAGI_ERR_NOMEM, "expression: out of memory");
+    P->ops[P->nops++] = op;
+    P->nmarkers += (size_t)marker;
+    return MAGI_OK;
+}
+
+static magi_status push_val(parser *P, pval v) {
+    if (P->nvals == P->vals_cap &&
+        !grow((void **)&P->vals, &P->vals_cap, sizeof(pval), P->vals_local))
+        return magi_set_error(MAGI_ERR_NOMEM, "expression: out of memory");
+    P->vals[P->nvals++] = v;
+    return MAGI_OK;
+}
+
+/* Allocate a node with room for `nkids` kid pointers right after it. */
+static magi_status new_node(parser *P, magi_expr **out, magi_expr_kind kind, size_t nkids,
+                            size_t off) {
+    if (P->nodes >= P->max_nodes)
+        return magi_set_error(MAGI_ERR_LIMIT,
+                              "expression: offset %zu: more than %u nodes", off, P->max_nodes);
+    if (nkids > UINT32_MAX)
+        return magi_set_error(MAGI_ERR_LIMIT, "expression: offset %zu: too many operands", off);
+    size_t bytes;
+    if (!magi_mul_ok(nkids, sizeof(magi_expr *), &bytes) ||
+        !magi_add_ok(bytes, sizeof(magi_expr), &bytes))
+        return magi_set_error(MAGI_ERR_LIMIT, "expression: offset %zu: too many operands", off);
+    magi_expr *e = magi_arena_alloc(P->arena, bytes);
+    if (!e) return arena_failed(off);
+    e->kind = kind;
+    e->nkids = (uint32_t)nkids;
+    e->kids = nkids ? (magi_expr **)(void *)(e + 1) : NULL;
+    P->nodes++;
+    *out = e;
+    return MAGI_OK;
+}
+
+static magi_status check_depth(parser *P, uint32_t depth, size_t off) {
+    if (depth > P->max_depth)
+        return magi_set_error(MAGI_ERR_LIMIT,
+                              "expression: offset %zu: nests deeper than %u levels", off,
+                              P->max_depth);
+    return MAGI_OK;
+}
+
+static magi_status big_error(size_t off) {
+    return magi_set_error(MAGI_ERR_EXPR, "expression: offset %zu: integer literal overflows int64",
+                          off);
+}
+
+/* Negate the top operand: fold into an INT literal, else wrap in NEG. */
+static magi_status reduce_neg(parser *P, size_t op_off) {
+    pval *v = &P->vals[P->nvals - 1];
+    if (v->e->kind == MAGI_E_INT) {
+        if (v->big) {
+            v->big = 0; /* -(2**63) == INT64_MIN, already stored */
+        } else if (v->e->ival == INT64_MIN) {
+            return magi_set_error(MAGI_ERR_EXPR,
+                                  "expression: offset %zu: integer overflows int64", op_off);
+        } else {
+            v->e->ival = -v->e->ival;
+        }
+        v->off = op_off;
+        return MAGI_OK;
+    }
+    magi_status st;
+    magi_expr *n;
+    if ((st = check_depth(P, v->depth + 1, op_off)) != MAGI_OK) return st;
+    if ((st = new_node(P, &n, MAGI_E_NEG, 1, op_off)) != MAGI_OK) return st;
+    n->kids[0] = v->e;
+    v->e = n;
+    v->depth++;
+    v->off = op_off;
+    return MAGI_OK;
+}
+
+/* Build an n-ary ADD/MUL from the top `n` operands, splicing kids that are
+ * themselves ADD/MUL (from redundant parentheses) so the result is flat. */
+static magi_status reduce_nary(parser *P, magi_expr_kind kind, size_t n, size_t op_off) {
+    pval *v = &P->vals[P->nvals - n];
+    size_t total = 0;
+    uint32_t depth = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (v[i].big) return big_error(v[i].off);
+        if (v[i].e->kind == kind) {
+            total += v[i].e->nkids;
+            if (v[i].depth - 1 > depth) depth = v[i].depth - 1;
+        } else {
+            total++;
+            if (v[i].depth > depth) depth = v[i].depth;
+        }
+    }
+    magi_status st;
+    magi_expr *e;
+    if ((st = check_depth(P, depth + 1, op_off)) != MAGI_OK) return st;
+    if ((st = new_node(P, &e, kind, total, op_off)) != MAGI_OK) return st;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (v[i].e->kind == kind) {
+            memcpy(e->kids + k, v[i].e->kids, v[i].e->nkids * sizeof(magi_expr *));
+            k += v[i].e->nkids;
+        } else {
+            e->kids[k++] = v[i].e;
+        }
+    }
+    size_t start = v[0].off;
+    P->nvals -= n;
+    P->vals[P->nvals++] = (pval){e, depth + 1, 0, start};
+    return MAGI_OK;
+}
+
+static magi_status reduce_binary(parser *P, magi_expr_kind kind, size_t op_off) {
+    pval *a = &P->vals[P->nvals - 2], *b = &P->vals[P->nvals - 1];
+    if (a->big) return big_error(a->off);
+    if (b->big) return big_error(b->off);
+    uint32_t depth = (a->depth > b->depth ? a->depth : b->depth) + 1;
+    magi_status st;
+    magi_expr *e;
+    if ((st = check_depth(P, depth, op_off)) != MAGI_OK) return st;
+    if ((st = new_node(P, &e, kind, 2, op_off)) != MAGI_OK) return st;
+    e->kids[0] = a->e;
+    e->kids[1] = b->e;
+    a->e = e;
+    a->depth = depth;
+    P->nvals--;
+    return MAGI_OK;
+}
+
+/* Pop one operator off the stack and apply it. */
+static magi_status reduce_top(parser *P) {
+    pop op = P->ops[--P->nops];
+    switch (op.type) {
+    case OP_NEG:
+    case OP_SUBNEG: return reduce_neg(P, op.off);
+    case OP_ADD: return reduce_nary(P, MAGI_E_ADD, op.nargs, op.off);
+    case OP_MUL: return reduce_nary(P, MAGI_E_MUL, op.nargs, op.off);
+    case OP_POW: return reduce_binary(P, MAGI_E_POW, op.off);
+    case OP_BIN:
+    case OP_CMP: return reduce_binary(P, (magi_expr_kind)op.kind, op.off);
+    default: break;
+    }
+    /* markers are never reduced here */
+    return magi_set_error(MAGI_ERR_EXPR, "expression: offset %zu: internal parser error", op.off);
+}
+
+/* Reduce while the top operator binds tighter than `prec` (or as tight,
+ * when `or_equal`). Stops at markers (precedence 0). */
+static magi_status reduce_above(parser *P, int prec, int or_equal) {
+    magi_status st;
+    while (P->nops) {
+        int tp = op_prec[P->ops[P->nops - 1].type];
+        if (tp > prec || (or_equal && tp == prec && tp > 0)) {
+            if ((st = reduce_top(P)) != MAGI_OK) return st;
+        } else {
+            break;
+        }
+    }
+    return MAGI_OK;
+}
+
+/* A binary '+' or '-'. */
+static magi_status on_add(parser *P, int minus, size_t off) {
+    magi_status st = reduce_above(P, op_prec[OP_ADD], 0);
+    if (st) return st;
+    pop *top = P->nops ? &P->ops[P->nops - 1] : NULL;
+    if (top && top->type == OP_ADD) {
+        if (top->nargs == UINT32_MAX) return magi_set_error(MAGI_ERR_LIMIT, "expression: offset %zu: too many terms", off);
+        top->nargs++;
+    } else if ((st = push_op(P, (pop){.type = OP_ADD, .nargs = 2, .off = off})) != MAGI_OK) {
+        return st;
+    }
+    if (minus) return push_op(P, (pop){.type = OP_SUBNEG, .off = off});
+    return MAGI_OK;
+}
+
+static magi_status on_mul(parser *P, size_t off) {
+    magi_status st;
+    /* reduce tighter operators and other term-level ones (//, /, %) */
+    while (P->nops) {
+        pop *top = &P->ops[P->nops - 1];
+        int tp = op_prec[top->type];
+        if (tp > op_prec[OP_MUL] || (tp == op_prec[OP_MUL] && top->type != OP_MUL)) {
+            if ((st = reduce_top(P)) != MAGI_OK) return st;
+        } else {
+            break;
+        }
+    }
+    pop *top = P->nops ? &P->ops[P->nops - 1] : NULL;
+    if (top && top->type == OP_MUL) {
+        if (top->nargs == UINT32_MAX) return magi_set_error(MAGI_ERR_LIMIT, "expression: offset %zu: too many factors", off);
+        top->nargs++;
+        return MAGI_OK;
+    }
+    return push_op(P, (pop){.type = OP_MUL, .nargs = 2, .off = off});
+}
+
+static magi_status on_bin(parser *P, magi_expr_kind kind, size_t off) {
+    magi_status st = reduce_above(P, op_prec[OP_BIN], 1);
+    if (st) return st;
+    return push_op(P, (pop){.type = OP_BIN, .kind = (uint8_t)kind, .off = off});
+}
+
+static magi_status on_cmp(parser *P, magi_expr_kind kind, size_t off) {
+    magi_status st;
+    while (P->nops) {
+        pop *top = &P->ops[P->nops - 1];
+        if (op_prec[top->type] == 0) break;
+        if (top->type == OP_CMP)
+            return magi_set_error(MAGI_ERR_EXPR,
+                                  "expression: offset %zu: comparisons cannot be chained "
+                                  "(parenthesize one side)", off);
+        if ((st = reduce_top(P)) != MAGI_OK) return st;
+    }
+    return push_op(P, (pop){.type = OP_CMP, .kind = (uint8_t)kind, .off = off});
+}
+
+/* Build the CALL node for the marker `m` from operands above m.base. */
+static magi_status make_call(parser *P, const pop *m) {
+    size_t n = P->nvals - m->base;
+    for (size_t i = 0; i < n; i++)
+        if (P->vals[m->base + i].big) return big_error(P->vals[m->base + i].off);
+    uint32_t depth = 0;
+    for (size_t i = 0; i < n; i++)
+        if (P->vals[m->base + i].depth > depth) depth = P->vals[m->base + i].depth;
+    magi_status st;
+    magi_expr *e;
+    if ((st = check_depth(P, depth + 1, m->name_off)) != MAGI_OK) return st;
+    if ((st = new_node(P, &e, MAGI_E_CALL, n, m->name_off)) != MAGI_OK) return st;
+    char *name = magi_arena_strndup(P->arena, P->s + m->name_off, m->name_len);
+    if (!name) return arena_failed(m->name_off);
+    e->name = name;
+    for (size_t i = 0; i < n; i++) e->kids[i] = P->vals[m->base + i].e;
+    P->nvals = m->base;
+    return push_val(P, (pval){e, depth + 1, 0, m->name_off});
+}
+
+static magi_status on_close(parser *P, size_t off) {
+    magi_status st;
+    while (P->nops && op_prec[P->ops[P->nops - 1].type] > 0)
+        if ((st = reduce_top(P)) != MAGI_OK) return st;
+    if (!P->nops)
+        return magi_set_error(MAGI_ERR_EXPR, "expression: offset %zu: unmatched ')'", off);
+    pop m = P->ops[--P->nops];
+    P->nmarkers--;
+    if (m.type == OP_LPAREN) return MAGI_OK; /* parentheses leave no trace */
+    return make_call(P, &m);
+}
+
+static magi_status on_comma(parser *P, size_t off) {
+    magi_status st;
+    while (P->nops && op_prec[P->ops[P->nops - 1].type] > 0)
+        if ((st = reduce_top(P)) != MAGI_OK) return st;
+    if (!P->nops || P->ops[P->nops - 1].type != OP_CALL)
+        return magi_set_error(MAGI_ERR_EXPR,
+                              "expression: offset %zu: ',' outside a function call", off);
+    return MAGI_OK;
+}
+
+static int is_ident_start(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+}
+static int is_ident_char(char c) { return is_ident_start(c) || (c >= '0' && c <= '9'); }
+static int is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+/* An operand at P->s[*pp]: literal, symbol, True/False, call or '(' / '-'.
+ * Sets *operand_done when a whole operand was pushed. */
+static magi_status parse_operand(parser *P, size_t *pp, int *operand_done) {
+    const char *s = P->s;
+    size_t p = *pp, off = p;
+    magi_status st;
+    *operand_done = 0;
+    if (p >= P->len)
+        return syntax_error(P, off, "a number, a symbol, '(' or '-'");
+    char c = s[p];
+    if (c >= '0' && c <= '9') {
+        uint64_t v = 0;
+        while (p < P->len && s[p] >= '0' && s[p] <= '9') {
+            unsigned d = (unsigned)(s[p] - '0');
+            if (v > 922337203685477580ULL || (v == 922337203685477580ULL && d > 8))
+                return big_error(off);
+            v = v * 10 + d;
+            p++;
+        }
+        if (p < P->len && (s[p] == '.' || s[p] == 'e' || s[p] == 'E'))
+            return magi_set_error(MAGI_ERR_EXPR,
+                                  "expression: offset %zu: float literals are not supported", off);
+        magi_expr *e;
+        if ((st = new_node(P, &e, MAGI_E_INT, 0, off)) != MAGI_OK) return st;
+        uint8_t big = v == (uint64_t)1 << 63;
+        e->ival = big ? INT64_MIN : (int64_t)v;
+        if ((st = push_val(P, (pval){e, 1, big, off})) != MAGI_OK) return st;
+        *operand_done = 1;
+    } else if (is_ident_start(c)) {
+        while (p < P->len && is_ident_char(s[p])) p++;
+        size_t name_len = p - off;
+        size_t q = p;
+        while (q < P->len && is_space(s[q])) q++;
+        if (q < P->len && s[q] == '(') {
+            pop m = {.type = OP_CALL, .base = P->nvals, .off = q, .name_off = off,
+                     .name_len = name_len};
+            p = q + 1;
+            size_t r = p;
+            while (r < P->len && is_space(s[r])) r++;
+            if (r < P->len && s[r] == ')') { /* f(): no arguments */
+                if ((st = make_call(P, &m)) != MAGI_OK) return st;
+                p = r + 1;
+                *operand_done = 1;
+            } else if ((st = push_op(P, m)) != MAGI_OK) {
+                return st;
+            }
+        } else {
+            magi_expr *e;
+            int is_true = name_len == 4 && memcmp(s + off, "True", 4) == 0;
+            int is_false = name_len == 5 && memcmp(s + off, "False", 5) == 0;
+            if (is_true || is_false) {
+                if ((st = new_node(P, &e, MAGI_E_BOOL, 0, off)) != MAGI_OK) return st;
+                e->ival = is_true;
+            } else {
+                if ((st = new_node(P, &e, MAGI_E_SYM, 0, off)) != MAGI_OK) return st;
+                char *name = magi_arena_strndup(P->arena, s + off, name_len);
+                if (!name) return arena_failed(off);
+                e->name = name;
+            }
+            if ((st = push_val(P, (pval){e, 1, 0, off})) != MAGI_OK) return st;
+            *operand_done = 1;
+        }
+    } else if (c == '(') {
+        if ((st = push_op(P, (pop){.type = OP_LPAREN, .off = off})) != MAGI_OK) return st;
+        p++;
+    } else if (c == '-') {
+        if ((st = push_op(P, (pop){.type = OP_NEG, .off = off})) != MAGI_OK) return st;
+        p++;
+    } else {
+        return syntax_error(P, off, "a number, a symbol, '(' or '-'");
+    }
+    *pp = p;
+    return MAGI_OK;
+}
+
+/* An operator (or ')' / ',') at P->s[*pp]. */
+static magi_status parse_operator(parser *P, size_t *pp, int *want_operand) {
+    const char *s = P->s;
+    size_t p = *pp, off = p;
+    char c = s[p], n = p + 1 < P->len ? s[p + 1] : '\0';
+    magi_status st;
+    *want_operand = 1;
+    switch (c) {
+    case '+': st = on_add(P, 0, off); p++; break;
+    case '-': st = on_add(P, 1, off); p++; break;
+    case '*':
+        if (n == '*') {
+            st = push_op(P, (pop){.type = OP_POW, .off = off}); /* right-assoc: no reduce */
+            p += 2;
+        } else {
+            st = on_mul(P, off);
+            p++;
+        }
+        break;
+    case '/':
+        if (n == '/') {
+            st = on_bin(P, MAGI_E_FLOORDIV, off);
+            p += 2;
+        } else {
+            st = on_bin(P, MAGI_E_TRUEDIV, off);
+            p++;
+        }
+        break;
+    case '%': st = on_bin(P, MAGI_E_MOD, off); p++; break;
+    case '<':
+    case '>':
+        if (n == '=') {
+            st = on_cmp(P, c == '<' ? MAGI_E_LE : MAGI_E_GE, off);
+            p += 2;
+        } else {
+            st = on_cmp(P, c == '<' ? MAGI_E_LT : MAGI_E_GT, off);
+            p++;
+        }
+        break;
+    case '=':
+    case '!':
+        if (n != '=') return syntax_error(P, off, c == '=' ? "'=='" : "'!='");
+        st = on_cmp(P, c == '=' ? MAGI_E_EQ : MAGI_E_NE, off);
+        p += 2;
+        break;
+    case ')':
+        st = on_close(P, off);
+        p++;
+        *want_operand = 0;
+        break;
+    case ',': st = on_comma(P, off); p++; break;
+    default:
+        return syntax_error(P, off, "an operator, ',', ')' or the end of the expression");
+    }
+    *pp = p;
+    return st;
+}
+
+magi_status magi_expr_parse(magi_expr **out, magi_arena *arena, const char *text, size_t len,
+                            const magi_expr_limits *limits) {
+    magi_status st = MAGI_OK;
+    parser P;
+    if (!out || !arena || (!text && len))
+        return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_expr_parse: NULL argument");
+    *out = NULL;
+    size_t max_len = limits && limits->max_len ? limits->max_len : EXPR_DEFAULT_MAX_LEN;
+    P.s = text;
+    P.len = len;
+    P.arena = arena;
+    P.max_depth = limits && limits->max_depth ? limits->max_depth : EXPR_DEFAULT_MAX_DEPTH;
+    if (P.max_depth > MAGI_EXPR_MAX_DEPTH) P.max_depth = MAGI_EXPR_MAX_DEPTH;
+    P.max_nodes = limits && limits->max_nodes ? limits->max_nodes : EXPR_DEFAULT_MAX_NODES;
+    P.nodes = 0;
+    P.ops = P.ops_local;
+    P.nops = 0;
+    P.nmarkers = 0;
+    P.ops_cap = PARSE_LOCAL_STACK;
+    P.vals = P.vals_local;
+    P.nvals = 0;
+    P.vals_cap = PARSE_LOCAL_STACK;
+
+    if (len > max_len)
+        MAGI_FAIL(MAGI_ERR_LIMIT, "expression: %zu bytes exceed the limit of %zu", len, max_len);
+
+    size_t p = 0;
+    int want_operand = 1;
+    for (;;) {
+        while (p < len && is_space(text[p])) p++;
+        if (want_operand) {
+            int done;
+            MAGI_CHECK(parse_operand(&P, &p, &done));
+            if (done) want_operand = 0;
+        } else {
+            if (p >= len) break;
+            if (text[p] == '\0') MAGI_FAIL(MAGI_ERR_EXPR, "expression: offset %zu: NUL byte", p);
+            MAGI_CHECK(parse_operator(&P, &p, &want_operand));
+        }
+    }
+    while (P.nops) {
+        const pop *top = &P.ops[P.nops - 1];
+        if (top->type == OP_LPAREN || top->type == OP_CALL) {
+            MAGI_FAIL(MAGI_ERR_EXPR,
+                      "expression: offset %zu: expected ')' to close the '(' at offset %zu", len,
+                      top->off);
+        }
+        MAGI_CHECK(reduce_top(&P));
+    }
+    if (P.nvals != 1)
+        MAGI_FAIL(MAGI_ERR_EXPR, "expression: internal parser error (%zu operands left)", P.nvals);
+    if (P.vals[0].big) {
+        st = big_error(P.vals[0].off);
+        goto cleanup;
+    }
+    *out = P.vals[0].e;
+cleanup:
+    if (P.ops != P.ops_local) free(P.ops);
+    if (P.vals != P.vals_local) free(P.vals);
+    return st;
+}
+
+/* ------------------------------------------------------------------ */
+/* Printer                                                              */
+/* ------------------------------------------------------------------ */
+
+/* Binding levels, loosest first; a node printed where a tighter level is
+ * required gets parentheses. */
+enum { L_CMP = 1, L_SUM, L_TERM, L_UNARY, L_POW, L_ATOM };
+
+typedef struct pwriter {
+    char *dst;
+    size_t cap, len;
+} pwriter;
+
+static void pw_put(pwriter *w, const char *s, size_t n) {
+    if (w->cap && w->len < w->cap - 1) {
+        size_t room = w->cap - 1 - w->len;
+        memcpy(w->dst + w->len, s, n < room ? n : room);
+    }
+    w->len += n;
+}
+static void pw_puts(pwriter *w, const char *s) { pw_put(w, s, strlen(s)); }
+
+static int is_neg_int(const magi_expr *e) { return e->kind == MAGI_E_INT && e->ival < 0; }
+
+static int node_level(const magi_expr *e) {
+    switch (e->kind) {
+    case MAGI_E_INT: return e->ival < 0 ? L_UNARY : L_ATOM;
+    case MAGI_E_SYM:
+    case MAGI_E_BOOL:
+    case MAGI_E_CALL: return L_ATOM;
+    case MAGI_E_NEG: return L_UNARY;
+    case MAGI_E_POW: return L_POW;
+    case MAGI_E_MUL:
+        if (e->nkids == 0) return L_ATOM;
+        if (e->nkids == 1) return node_level(e->kids[0]);
+        return L_TERM;
+    case MAGI_E_FLOORDIV:
+    case MAGI_E_TRUEDIV:
+    case MAGI_E_MOD: return L_TERM;
+    case MAGI_E_ADD:
+        if (e->nkids == 0) return L_ATOM;
+        if (e->nkids == 1) return node_level(e->kids[0]);
+        return L_SUM;
+    default: return L_CMP;
+    }
+}
+
+static const char *cmp_text(magi_expr_kind k) {
+    switch (k) {
+    case MAGI_E_EQ: return " == ";
+    case MAGI_E_NE: return " != ";
+    case MAGI_E_LT: return " < ";
+    case MAGI_E_LE: return " <= ";
+    case MAGI_E_GT: return " > ";
+    case MAGI_E_GE: return " >= ";
+    default: return NULL;
+    }
+}
+
+static int print_node(pwriter *w, const magi_expr *e, int ctx, unsigned depth);
+
+static int print_kid(pwriter *w, const magi_expr *e, int ctx, unsigned depth) {
+    if (!e) return -1;
+    return print_node(w, e, ctx, depth + 1);
+}
+
+static void print_uint(pwriter *w, uint64_t v) {
+    char buf[24];
+    size_t i = sizeof buf;
+    do {
+        buf[--i] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    pw_put(w, buf + i, sizeof buf - i);
+}
+
+static int print_node(pwriter *w, const magi_expr *e, int ctx, unsigned depth) {
+    if (depth > MAGI_EXPR_MAX_DEPTH) return -1;
+    if ((unsigned)e->kind >= MAGI_E_KIND_COUNT_ || (e->nkids && !e->kids)) return -1;
+    int paren = node_level(e) < ctx;
+    if (paren) pw_put(w, "(", 1);
+    switch (e->kind) {
+    case MAGI_E_INT:
+        if (e->ival < 0) {
+            pw_put(w, "-", 1);
+            print_uint(w, (uint64_t)0 - (uint64_t)e->ival);
+        } else {
+            print_uint(w, (uint64_t)e->ival);
+        }
+        break;
+    case MAGI_E_SYM:
+        if (!e->name) return -1;
+        pw_puts(w, e->name);
+        break;
+    case MAGI_E_BOOL: pw_puts(w, e->ival ? "True" : "False"); break;
+    case MAGI_E_ADD:
+        if (e->nkids == 0) {
+            pw_put(w, "0", 1);
+            break;
+        }
+        if (print_kid(w, e->kids[0], e->nkids == 1 ? L_CMP : L_SUM, depth)) return -1;
+        for (uint32_t i = 1; i < e->nkids; i++) {
+            const magi_expr *k = e->kids[i];
+            if (!k) return -1;
+            if (k->kind == MAGI_E_NEG && k->nkids == 1 && k->kids[0]) {
+                const magi_expr *g = k->kids[0];
+                pw_put(w, " - ", 3);
+                int gctx = (g->kind == MAGI_E_NEG || is_neg_int(g)) ? L_ATOM : L_TERM;
+                if (print_kid(w, g, gctx, depth + 1)) return -1;
+            } else if (is_neg_int(k)) {
+                pw_put(w, " - ", 3);
+                print_uint(w, (uint64_t)0 - (uint64_t)k->ival);
+            } else {
+                pw_put(w, " + ", 3);
+                if (print_kid(w, k, L_TERM, depth)) return -1;
+            }
+        }
+        break;
+    case MAGI_E_MUL:
+        if (e->nkids == 0) {
+            pw_put(w, "1", 1);
+            break;
+        }
+        if (print_kid(w, e->kids[0], e->nkids == 1 ? L_CMP : L_TERM, depth)) return -1;
+        for (uint32_t i = 1; i < e->nkids; i++) {
+            pw_put(w, "*", 1);
+            if (print_kid(w, e->kids[i], L_POW, depth)) return -1;
+        }
+        break;
+    case MAGI_E_FLOORDIV:
+    case MAGI_E_TRUEDIV:
+    case MAGI_E_MOD:
+        if (e->nkids != 2) return -1;
+        if (print_kid(w, e->kids[0], L_TERM, depth)) return -1;
+        pw_puts(w, e->kind == MAGI_E_FLOORDIV ? "//" : e->kind == MAGI_E_TRUEDIV ? "/" : " % ");
+        if (print_kid(w, e->kids[1], L_POW, depth)) return -1;
+        break;
+    case MAGI_E_POW:
+        if (e->nkids != 2) return -1;
+        if (print_kid(w, e->kids[0], L_ATOM, depth)) return -1;
+        pw_put(w, "**", 2);
+        if (print_kid(w, e->kids[1], L_UNARY, depth)) return -1;
+        break;
+    case MAGI_E_NEG: {
+        if (e->nkids != 1 || !e->kids[0]) return -1;
+        const magi_expr *k = e->kids[0];
+        pw_put(w, "-", 1);
+        if (print_kid(w, k, (k->kind == MAGI_E_NEG || is_neg_int(k)) ? L_ATOM : L_UNARY, depth))
+            return -1;
+        break;
+    }
+    case MAGI_E_EQ:
+    case MAGI_E_NE:
+    case MAGI_E_LT:
+    case MAGI_E_LE:
+    case MAGI_E_GT:
+    case MAGI_E_GE:
+        if (e->nkids != 2) return -1;
+        if (print_kid(w, e->kids[0], L_SUM, depth)) return -1;
+        pw_puts(w, cmp_text(e->kind));
+        if (print_kid(w, e->kids[1], L_SUM, depth)) return -1;
+        break;
+    case MAGI_E_CALL:
+        if (!e->name) return -1;
+        pw_puts(w, e->name);
+        pw_put(w, "(", 1);
+        for (uint32_t i = 0; i < e->nkids; i++) {
+            if (i) pw_put(w, ", ", 2);
+            if (print_kid(w, e->kids[i], L_CMP, depth)) return -1;
+        }
+        pw_put(w, ")", 1);
+        break;
+    default: return -1;
+    }
+    if (paren) pw_put(w, ")", 1);
+    return 0;
+}
+
+size_t magi_expr_print(char *dst, size_t cap, const magi_expr *e) {
+    pwriter w = {dst, dst ? cap : 0, 0};
+    if (!e || print_node(&w, e, L_CMP, 1) != 0) {
+        if (dst && cap) dst[0] = '\0';
+        magi_set_error(MAGI_ERR_INVALID_ARG,
+                       "magi_expr_print: malformed tree or deeper than %d levels",
+                       MAGI_EXPR_MAX_DEPTH);
+        return (size_t)-1;
+    }
+    if (w.cap) dst[w.len < w.cap ? w.len : w.cap - 1] = '\0';
+    return w.len;
+}
+
+char *magi_expr_to_string(magi_arena *arena, const magi_expr *e) {
+    if (!arena) {
+        magi_set_error(MAGI_ERR_INVALID_ARG, "magi_expr_to_string: NULL arena");
+        return NULL;
+    }
+    size_t n = magi_expr_print(NULL, 0, e);
+    if (n == (size_t)-1) return NULL;
+    char *s = magi_arena_alloc(arena, n + 1);
+    if (!s) return NULL;
+    magi_expr_print(s, n + 1, e);
+    return s;
+}
+
+/* ------------------------------------------------------------------ */
+/* Equality and symbols                                                 */
+/* ------------------------------------------------------------------ */
+
+static int equal_rec(const magi_expr *a, const magi_expr *b, unsigned depth) {
+    for (;;) {
+        if (a == b) return 1;
+        if (!a || !b || depth > MAGI_EXPR_MAX_DEPTH) return 0;
+        if (a->kind != b->kind || a->nkids != b->nkids) return 0;
+        if (a->nkids && (!a->kids || !b->kids)) return a->kids == b->kids;
+        switch (a->kind) {
+        case MAGI_E_INT:
+        case MAGI_E_BOOL:
+            if (a->ival != b->ival) return 0;
+            break;
+        case MAGI_E_SYM:
+        case MAGI_E_CALL:
+            if (!a->name || !b->name) {
+                if (a->name != b->name) return 0;
+            } else if (strcmp(a->name, b->name) != 0) {
+                return 0;
+            }
+            break;
+        default: break;
+        }
+        if (a->nkids == 0) return 1;
+        for (uint32_t i = 0; i + 1 < a->nkids; i++)
+            if (!equal_rec(a->kids[i], b->kids[i], depth + 1)) return 0;
+        /* the last kid iteratively: long unary chains cost no stack */
+        a = a->kids[a->nkids - 1];
+        b = b->kids[b->nkids - 1];
+        depth++;
+    }
+}
+
+int magi_expr_equal(const magi_expr *a, const magi_expr *b) { return equal_rec(a, b, 1); }
+
+/* Open-addressing set of names; starts on the stack. */
+typedef struct symset {
+    const char **slots;
+    size_t mask, n;
+    const char *local[256];
+} symset;
+
+static uint64_t name_hash(const char *s) {
+    uint64_t h = 1469598103934665603ULL;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    return h;
+}
+
+/* 1: inserted, 0: present, -1: out of memory. */
+static int symset_add(symset *S, const char *name) {
+    if ((S->n + 1) * 2 > S->mask + 1) {
+        size_t ncap = (S->mask + 1) * 2;
+        const char **ns = calloc(ncap, sizeof *ns);
+        if (!ns) return -1;
+        for (size_t i = 0; i <= S->mask; i++) {
+            if (!S->slots[i]) continue;
+            size_t j = name_hash(S->slots[i]) & (ncap - 1);
+            while (ns[j]) j = (j + 1) & (ncap - 1);
+            ns[j] = S->slots[i];
+        }
+        if (S->slots != S->local) free(S->slots);
+        S->slots = ns;
+        S->mask = ncap - 1;
+    }
+    size_t j = name_hash(name) & S->mask;
+    while (S->slots[j]) {
+        if (strcmp(S->slots[j], name) == 0) return 0;
+        j = (j + 1) & S->mask;
+    }
+    S->slots[j] = name;
+    S->n++;
+    return 1;
+}
+
+static int symbols_rec(const magi_expr *e, symset *S, const char **names, size_t cap,
+                       unsigned depth) {
+    for (;;) {
+        if (!e || depth > MAGI_EXPR_MAX_DEPTH) return -1;
+        if (e->kind == MAGI_E_SYM) {
+            if (!e->name) return -1;
+            size_t before = S->n;
+            int r = symset_add(S, e->name);
+            if (r < 0) return -1;
+            if (r && before < cap) names[before] = e->name;
+            return 0;
+        }
+        if (e->nkids == 0) return 0;
+        if (!e->kids) return -1;
+        for (uint32_t i = 0; i + 1 < e->nkids; i++)
+            if (symbols_rec(e->kids[i], S, names, cap, depth + 1)) return -1;
+        e = e->kids[e->nkids - 1];
+        depth++;
+    }
+}
+
+size_t magi_expr_symbols(const magi_expr *e, const char **names, size_t cap) {
+    symset S;
+    memset(S.local, 0, sizeof S.local);
+    S.slots = S.local;
+    S.mask = 255;
+    S.n = 0;
+    if (!names) cap = 0;
+    int r = symbols_rec(e, &S, names, cap, 1);
+    if (S.slots != S.local) free(S.slots);
+    if (r) {
+        magi_set_error(MAGI_ERR_INVALID_ARG,
+                       "magi_expr_symbols: malformed tree, deeper than %d levels, or out of memory",
+                       MAGI_EXPR_MAX_DEPTH);
+        return (size_t)-1;
+    }
+    return S.n;
+}
+
+/* ------------------------------------------------------------------ */
+/* Evaluator                                                            */
+/* ------------------------------------------------------------------ */
+
+typedef struct evctx {
+    magi_expr_lookup_fn lookup;
+    void *ctx;
+} evctx;
+
+static magi_num num_i(int64_t v) { return (magi_num){0, v, 0.0}; }
+static magi_num num_f(double v) { return (magi_num){1, 0, v}; }
+static double num_d(magi_num a) { return a.is_float ? a.f : (double)a.i; }
+
+/* Error naming the sub-expression `e` (printed, truncated). */
+static magi_status eval_error(magi_status code, const magi_expr *e, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static magi_status eval_error(magi_status code, const magi_expr *e, const char *fmt, ...) {
+    char what[256], text[120];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    size_t n = magi_expr_print(text, sizeof text, e);
+    if (n == (size_t)-1) snprintf(text, sizeof text, "?");
+    else if (n >= sizeof text) memcpy(text + sizeof text - 4, "...", 4);
+    return magi_set_error(code, "expression: %s in '%s'", what, text);
+}
+
+static magi_status div_zero(const magi_expr *e) {
+    return eval_error(MAGI_ERR_EXPR, e, "division by zero");
+}
+static magi_status overflow(const magi_expr *e) {
+    return eval_error(MAGI_ERR_EXPR, e, "integer overflow");
+}
+
+/* Python float floor division and modulo (Objects/floatobject.c). */
+static void py_float_divmod(double vx, double wx, double *fdiv, double *fmod_out) {
+    double mod = fmod(vx, wx);
+    double div = (vx - mod) / wx;
+    if (mod != 0.0) {
+        if ((wx < 0) != (mod < 0)) {
+            mod += wx;
+            div -= 1.0;
+        }
+    } else {
+        mod = copysign(0.0, wx);
+    }
+    double floordiv;
+    if (div != 0.0) {
+        floordiv = floor(div);
+        if (div - floordiv > 0.5) floordiv += 1.0;
+    } else {
+        floordiv = copysign(0.0, vx / wx);
+    }
+    *fdiv = floordiv;
+    *fmod_out = mod;
+}
+
+static magi_status op_floordiv(const magi_expr *e, magi_num a, magi_num b, magi_num *r) {
+    if (!a.is_float && !b.is_float) {
+        if (b.i == 0) return div_zero(e);
+        if (a.i == INT64_MIN && b.i == -1) return overflow(e);
+        int64_t q = a.i / b.i, m = a.i % b.i;
+        if (m != 0 && ((m < 0) != (b.i < 0))) q--;
+        *r = num_i(q);
+        return MAGI_OK;
+    }
+    double x = num_d(a), y = num_d(b), d, m;
+    if (y == 0.0) return div_zero(e);
+    py_float_divmod(x, y, &d, &m);
+    *r = num_f(d);
+    return MAGI_OK;
+}
+
+static magi_status op_mod(const magi_expr *e, magi_num a, magi_num b, magi_num *r) {
+    if (!a.is_float && !b.is_float) {
+        if (b.i == 0) return div_zero(e);
+        if (b.i == -1) {
+            *r = num_i(0);
+            return MAGI_OK;
+        }
+        int64_t m = a.i % b.i;
+        if (m != 0 && ((m < 0) != (b.i < 0))) m += b.i;
+        *r = num_i(m);
+        return MAGI_OK;
+    }
+    double x = num_d(a), y = num_d(b), d, m;
+    if (y == 0.0) return div_zero(e);
+    py_float_divmod(x, y, &d, &m);
+    *r = num_f(m);
+    return MAGI_OK;
+}
+
+static magi_status op_truediv(const magi_expr *e, magi_num a, magi_num b, magi_num *r) {
+    double y = num_d(b);
+    if (y == 0.0) return div_zero(e);
+    if (!a.is_float && !b.is_float) {
+        const int64_t exact = (int64_t)1 << 53;
+        if (a.i > -exact && a.i < exact && b.i > -exact && b.i < exact) {
+            *r = num_f((double)a.i / (double)b.i); /* one correctly rounded step */
+        } else {
+            long double q = (long double)a.i / (long double)b.i;
+            *r = num_f((double)q);
+        }
+        return MAGI_OK;
+    }
+    *r = num_f(num_d(a) / y);
+    return MAGI_OK;
+}
+
+static magi_status op_pow(const magi_expr *e, magi_num a, magi_num b, magi_num *r) {
+    if (!a.is_float && !b.is_float) {
+        if (b.i >= 0) {
+            int64_t base = a.i, res = 1;
+            uint64_t ex = (uint64_t)b.i;
+            if (base == 0) {
+                *r = num_i(ex == 0 ? 1 : 0);
+                return MAGI_OK;
+            }
+            if (base == 1) {
+                *r = num_i(1);
+                return MAGI_OK;
+            }
+            if (base == -1) {
+                *r = num_i((ex & 1) ? -1 : 1);
+                return MAGI_OK;
+            }
+            while (ex) {
+                if ((ex & 1) && __builtin_mul_overflow(res, base, &res)) return overflow(e);
+                ex >>= 1;
+                if (ex && __builtin_mul_overflow(base, base, &base)) return overflow(e);
+            }
+            *r = num_i(res);
+            return MAGI_OK;
+        }
+        if (a.i == 0)
+            return eval_error(MAGI_ERR_EXPR, e, "0 cannot be raised to a negative power");
+    }
+    double x = num_d(a), y = num_d(b);
+    if (x == 0.0 && y < 0)
+        return eval_error(MAGI_ERR_EXPR, e, "0 cannot be raised to a negative power");
+    if (x < 0 && y != floor(y) && isfinite(y))
+        return eval_error(MAGI_ERR_EXPR, e, "negative number raised to a fractional power");
+    double v = pow(x, y);
+    if (isinf(v) && isfinite(x) && isfinite(y))
+        return eval_error(MAGI_ERR_EXPR, e, "float overflow");
+    *r = num_f(v);
+    return MAGI_OK;
+}
+
+/* -1, 0, 1 comparing two numbers (exact for int64 vs double). */
+static int num_cmp(magi_num a, magi_num b) {
+    if (!a.is_float && !b.is_float) return (a.i > b.i) - (a.i < b.i);
+    long double x = a.is_float ? (long double)a.f : (long double)a.i;
+    long double y = b.is_float ? (long double)b.f : (long double)b.i;
+    return (x > y) - (x < y);
+}
+
+static int num_truthy(magi_num a) { return a.is_float ? a.f != 0.0 : a.i != 0; }
+
+/* Float -> int64 with range check (FloorToInt and friends). */
+static magi_status to_int(const magi_expr *e, double v, magi_num *r) {
+    if (!(v >= -9223372036854775808.0 && v < 9223372036854775808.0))
+        return eval_error(MAGI_ERR_EXPR, e, "%g does not fit an int64", v);
+    *r = num_i((int64_t)v);
+    return MAGI_OK;
+}
+
+static double round_half_even(double x) {
+    double f = floor(x), d = x - f;
+    if (d > 0.5) return f + 1.0;
+    if (d < 0.5) return f;
+    return fmod(f, 2.0) == 0.0 ? f : f + 1.0;
+}
+
+static magi_status eval_rec(const magi_expr *e, const evctx *c, magi_num *out, unsigned depth);
+
+static magi_status eval_kids(const magi_expr *e, const evctx *c, magi_num *v, uint32_t n,
+                             unsigned depth) {
+    magi_status st;
+    for (uint32_t i = 0; i < n; i++)
+        if ((st = eval_rec(e->kids[i], c, &v[i], depth + 1)) != MAGI_OK) return st;
+    return MAGI_OK;
+}
+
+static magi_status arity(const magi_expr *e, uint32_t n) {
+    if (e->nkids == n) return MAGI_OK;
+    return eval_error(MAGI_ERR_EXPR, e, "%s takes %u argument%s, got %u", e->name, n,
+                      n == 1 ? "" : "s", e->nkids);
+}
+
+static magi_status need_int(const magi_expr *e, magi_num v) {
+    if (!v.is_float) return MAGI_OK;
+    return eval_error(MAGI_ERR_EXPR, e, "%s needs integer arguments", e->name);
+}
+
+static magi_status add_nums(const magi_expr *e, magi_num a, magi_num b, magi_num *r) {
+    if (!a.is_float && !b.is_float) {
+        int64_t s;
+        if (__builtin_add_overflow(a.i, b.i, &s)) return overflow(e);
+        *r = num_i(s);
+    } else {
+        *r = num_f(num_d(a) + num_d(b));
+    }
+    return MAGI_OK;
+}
+
+static magi_status mul_nums(const magi_expr *e, magi_num a, magi_num b, magi_num *r) {
+    if (!a.is_float && !b.is_float) {
+        int64_t s;
+        if (__builtin_mul_overflow(a.i, b.i, &s)) return overflow(e);
+        *r = num_i(s);
+    } else {
+        *r = num_f(num_d(a) * num_d(b));
+    }
+    return MAGI_OK;
+}
+
+static magi_status eval_call(const magi_expr *e, const evctx *c, magi_num *out, unsigned depth) {
+    const char *f = e->name;
+    magi_num v[3];
+    magi_status st;
+    if (!f) return eval_error(MAGI_ERR_EXPR, e, "call without a name");
+
+    /* n-ary */
+    int is_max = !strcmp(f, "Max"), is_min = !strcmp(f, "Min");
+    if (is_max || is_min) {
+        if (e->nkids == 0) return eval_error(MAGI_ERR_EXPR, e, "%s of no arguments", f);
+        magi_num best, x;
+        if ((st = eval_rec(e->kids[0], c, &best, depth + 1))) return st;
+        for (uint32_t i = 1; i < e->nkids; i++) {
+            if ((st = eval_rec(e->kids[i], c, &x, depth + 1))) return st;
+            int d = num_cmp(x, best);
+            if (is_max ? d > 0 : d < 0) best = x;
+        }
+        *out = best;
+        return MAGI_OK;
+    }
+    int is_and = !strcmp(f, "And"), is_or = !strcmp(f, "Or");
+    if (is_and || is_or) {
+        magi_num x;
+        for (uint32_t i = 0; i < e->nkids; i++) {
+            if ((st = eval_rec(e->kids[i], c, &x, depth + 1))) return st;
+            if (num_truthy(x) != is_and) { /* short-circuit */
+                *out = num_i(is_or);
+                return MAGI_OK;
+            }
+        }
+        *out = num_i(is_and);
+        return MAGI_OK;
+    }
+    if (!strcmp(f, "Where")) {
+        if ((st = arity(e, 3))) return st;
+        if ((st = eval_rec(e->kids[0], c, &v[0], depth + 1))) return st;
+        return eval_rec(e->kids[num_truthy(v[0]) ? 1 : 2], c, out, depth + 1);
+    }
+
+    /* unary */
+    enum { F_NONE, F_FLOOR, F_CEIL, F_TRUNC, F_ROUND, F_ABS, F_ID, F_TOFLOAT, F_TRUNCF, F_NOT };
+    int u = F_NONE;
+    if (!strcmp(f, "FloorToInt") || !strcmp(f, "floor")) u = F_FLOOR;
+    else if (!strcmp(f, "CeilToInt") || !strcmp(f, "ceiling")) u = F_CEIL;
+    else if (!strcmp(f, "TruncToInt")) u = F_TRUNC;
+    else if (!strcmp(f, "RoundToInt")) u = F_ROUND;
+    else if (!strcmp(f, "Abs")) u = F_ABS;
+    else if (!strcmp(f, "Identity")) u = F_ID;
+    else if (!strcmp(f, "ToFloat")) u = F_TOFLOAT;
+    else if (!strcmp(f, "TruncToFloat")) u = F_TRUNCF;
+    else if (!strcmp(f, "Not")) u = F_NOT;
+    if (u != F_NONE) {
+        if ((st = arity(e, 1))) return st;
+        if ((st = eval_rec(e->kids[0], c, &v[0], depth + 1))) return st;
+        magi_num a = v[0];
+        switch (u) {
+        case F_ID: *out = a; return MAGI_OK;
+        case F_NOT: *out = num_i(!num_truthy(a)); return MAGI_OK;
+        case F_TOFLOAT: *out = num_f(num_d(a)); return MAGI_OK;
+        case F_TRUNCF: *out = num_f(trunc(num_d(a))); return MAGI_OK;
+        case F_ABS:
+            if (a.is_float) {
+                *out = num_f(fabs(a.f));
+            } else {
+                if (a.i == INT64_MIN) return overflow(e);
+                *out = num_i(a.i < 0 ? -a.i : a.i);
+            }
+            return MAGI_OK;
+        default: break;
+        }
+        if (!a.is_float) {
+            *out = a;
+            return MAGI_OK;
+        }
+        double d = a.f;
+        if (!isfinite(d)) return eval_error(MAGI_ERR_EXPR, e, "%g is not finite", d);
+        d = u == F_FLOOR ? floor(d) : u == F_CEIL ? ceil(d) : u == F_TRUNC ? trunc(d)
+                                                                         : round_half_even(d);
+        return to_int(e, d, out);
+    }
+
+    /* binary */
+    enum { B_NONE, B_FLOORDIV, B_CEILDIV, B_CLEANDIV, B_TRUEDIV, B_MOD, B_POW, B_FPOW, B_LSHIFT,
+           B_RSHIFT, B_AND, B_OR, B_XOR, B_EQ, B_NE };
+    int b = B_NONE;
+    if (!strcmp(f, "Mod") || !strcmp(f, "PythonMod")) b = B_MOD;
+    else if (!strcmp(f, "FloorDiv")) b = B_FLOORDIV;
+    else if (!strcmp(f, "CeilDiv")) b = B_CEILDIV;
+    else if (!strcmp(f, "CleanDiv")) b = B_CLEANDIV;
+    else if (!strcmp(f, "IntTrueDiv") || !strcmp(f, "FloatTrueDiv")) b = B_TRUEDIV;
+    else if (!strcmp(f, "PowByNatural") || !strcmp(f, "Pow")) b = B_POW;
+    else if (!strcmp(f, "FloatPow")) b = B_FPOW;
+    else if (!strcmp(f, "LShift")) b = B_LSHIFT;
+    else if (!strcmp(f, "RShift")) b = B_RSHIFT;
+    else if (!strcmp(f, "BitwiseFn_bitwise_and")) b = B_AND;
+    else if (!strcmp(f, "BitwiseFn_bitwise_or")) b = B_OR;
+    else if (!strcmp(f, "BitwiseFn_bitwise_xor")) b = B_XOR;
+    else if (!strcmp(f, "Eq")) b = B_EQ;
+    else if (!strcmp(f, "Ne")) b = B_NE;
+    if (b != B_NONE) {
+        if ((st = arity(e, 2))) return st;
+        if ((st = eval_kids(e, c, v, 2, depth))) return st;
+        magi_num x = v[0], y = v[1];
+        switch (b) {
+        case B_MOD: return op_mod(e, x, y, out);
+        case B_FLOORDIV: return op_floordiv(e, x, y, out);
+        case B_TRUEDIV: return op_truediv(e, x, y, out);
+        case B_POW: return op_pow(e, x, y, out);
+        case B_FPOW: return op_pow(e, num_f(num_d(x)), num_f(num_d(y)), out);
+        case B_EQ: *out = num_i(num_cmp(x, y) == 0); return MAGI_OK;
+        case B_NE: *out = num_i(num_cmp(x, y) != 0); return MAGI_OK;
+        case B_CEILDIV: {
+            /* -((-x) // y) */
+            magi_num nx, q;
+            if (x.is_float) nx = num_f(-x.f);
+            else if (x.i == INT64_MIN) return overflow(e);
+            else nx = num_i(-x.i);
+            if ((st = op_floordiv(e, nx, y, &q))) return st;
+            if (q.is_float) *out = num_f(-q.f);
+            else if (q.i == INT64_MIN) return overflow(e);
+            else *out = num_i(-q.i);
+            return MAGI_OK;
+        }
+        case B_CLEANDIV: {
+            magi_num m;
+            if ((st = op_mod(e, x, y, &m))) return st;
+            if (num_truthy(m))
+                return eval_error(MAGI_ERR_EXPR, e, "CleanDiv of %.17g by %.17g is not exact",
+                                  num_d(x), num_d(y));
+            return op_floordiv(e, x, y, out);
+        }
+        default: break;
+        }
+        if ((st = need_int(e, x)) || (st = need_int(e, y))) return st;
+        switch (b) {
+        case B_AND: *out = num_i(x.i & y.i); return MAGI_OK;
+        case B_OR: *out = num_i(x.i | y.i); return MAGI_OK;
+        case B_XOR: *out = num_i(x.i ^ y.i); return MAGI_OK;
+        case B_LSHIFT:
+            if (y.i < 0) return eval_error(MAGI_ERR_EXPR, e, "negative shift count");
+            if (x.i == 0) {
+                *out = num_i(0);
+                return MAGI_OK;
+            }
+            if (y.i >= 63) return overflow(e);
+            if ((x.i > 0 ? x.i : -(x.i + 1)) >> (62 - y.i)) return overflow(e);
+            *out = num_i((int64_t)((uint64_t)x.i << y.i));
+            return MAGI_OK;
+        case B_RSHIFT:
+            if (y.i < 0) return eval_error(MAGI_ERR_EXPR, e, "negative shift count");
+            *out = num_i(y.i >= 63 ? (x.i < 0 ? -1 : 0) : (x.i >> y.i)); /* floor, as Python */
+            return MAGI_OK;
+        default: break;
+        }
+    }
+    if (!strcmp(f, "ModularIndexing")) {
+        if ((st = arity(e, 3))) return st;
+        if ((st = eval_kids(e, c, v, 3, depth))) return st;
+        magi_num q;
+        if ((st = op_floordiv(e, v[0], v[1], &q))) return st;
+        return op_mod(e, q, v[2], out);
+    }
+    return eval_error(MAGI_ERR_EXPR, e, "uninterpreted function '%s' cannot be evaluated", f);
+}
+
+static magi_status eval_rec(const magi_expr *e, const evctx *c, magi_num *out, unsigned depth) {
+    magi_status st;
+    magi_num a, b;
+    if (!e) return magi_set_error(MAGI_ERR_INVALID_ARG, "expression: NULL node");
+    if (depth > MAGI_EXPR_MAX_DEPTH)
+        return magi_set_error(MAGI_ERR_LIMIT, "expression: deeper than %d levels",
+                              MAGI_EXPR_MAX_DEPTH);
+    if (e->nkids && !e->kids)
+        return magi_set_error(MAGI_ERR_INVALID_ARG, "expression: node with %u kids but no array",
+                              e->nkids);
+    switch (e->kind) {
+    case MAGI_E_INT:
+    case MAGI_E_BOOL: *out = num_i(e->ival); return MAGI_OK;
+    case MAGI_E_SYM: {
+        int64_t v;
+        if (!e->name) return magi_set_error(MAGI_ERR_INVALID_ARG, "expression: unnamed symbol");
+        if (!c->lookup || !c->lookup(c->ctx, e->name, &v))
+            return magi_set_error(MAGI_ERR_UNBACKED, "symbol '%s' has no hint (unbacked)",
+                                  e->name);
+        *out = num_i(v);
+        return MAGI_OK;
+    }
+    case MAGI_E_ADD:
+    case MAGI_E_MUL: {
+        magi_num acc = num_i(e->kind == MAGI_E_ADD ? 0 : 1);
+        for (uint32_t i = 0; i < e->nkids; i++) {
+            if ((st = eval_rec(e->kids[i], c, &a, depth + 1))) return st;
+            st = e->kind == MAGI_E_ADD ? add_nums(e, acc, a, &acc) : mul_nums(e, acc, a, &acc);
+            if (st) return st;
+        }
+        *out = acc;
+        return MAGI_OK;
+    }
+    case MAGI_E_NEG:
+        if (e->nkids != 1) break;
+        if ((st = eval_rec(e->kids[0], c, &a, depth + 1))) return st;
+        if (a.is_float) *out = num_f(-a.f);
+        else if (a.i == INT64_MIN) return overflow(e);
+        else *out = num_i(-a.i);
+        return MAGI_OK;
+    case MAGI_E_CALL: return eval_call(e, c, out, depth);
+    default: break;
+    }
+    if (e->kind >= MAGI_E_FLOORDIV && e->kind <= MAGI_E_GE && e->kind != MAGI_E_NEG) {
+        if (e->nkids != 2)
+            return magi_set_error(MAGI_ERR_INVALID_ARG, "expression: binary node with %u kids",
+                                  e->nkids);
+        if ((st = eval_rec(e->kids[0], c, &a, depth + 1))) return st;
+        if ((st = eval_rec(e->kids[1], c, &b, depth + 1))) return st;
+        switch (e->kind) {
+        case MAGI_E_FLOORDIV: return op_floordiv(e, a, b, out);
+        case MAGI_E_TRUEDIV: return op_truediv(e, a, b, out);
+        case MAGI_E_MOD: return op_mod(e, a, b, out);
+        case MAGI_E_POW: return op_pow(e, a, b, out);
+        case MAGI_E_EQ: *out = num_i(num_cmp(a, b) == 0); return MAGI_OK;
+        case MAGI_E_NE: *out = num_i(num_cmp(a, b) != 0); return MAGI_OK;
+        case MAGI_E_LT: *out = num_i(num_cmp(a, b) < 0); return MAGI_OK;
+        case MAGI_E_LE: *out = num_i(num_cmp(a, b) <= 0); return MAGI_OK;
+        case MAGI_E_GT: *out = num_i(num_cmp(a, b) > 0); return MAGI_OK;
+        case MAGI_E_GE: *out = num_i(num_cmp(a, b) >= 0); return MAGI_OK;
+        default: break;
+        }
+    }
+    return magi_set_error(MAGI_ERR_INVALID_ARG, "expression: malformed node (kind %d, %u kids)",
+                          (int)e->kind, e->nkids);
+}
+
+magi_status magi_expr_eval(const magi_expr *e, magi_expr_lookup_fn lookup, void *ctx,
+                           magi_num *out) {
+    if (!e || !out) return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_expr_eval: NULL argument");
+    evctx c = {lookup, ctx};
+    magi_num r = {0, 0, 0.0};
+    magi_status st = eval_rec(e, &c, &r, 1);
+    if (st == MAGI_OK) *out = r;
+    return st;
+}
+
+magi_status magi_expr_eval_int(const magi_expr *e, magi_expr_lookup_fn lookup, void *ctx,
+                               int64_t *out) {
+    magi_num r = {0, 0, 0.0};
+    magi_status st = magi_expr_eval(e, lookup, ctx, &r);
+    if (st) return st;
+    if (!r.is_float) {
+        *out = r.i;
+        return MAGI_OK;
+    }
+    if (r.f != floor(r.f) || !isfinite(r.f))
+        return eval_error(MAGI_ERR_EXPR, e, "value %.17g is not an integer", r.f);
+    magi_num n = {0, 0, 0.0};
+    if ((st = to_int(e, r.f, &n))) return st;
+    *out = n.i;
+    return MAGI_OK;
+}
