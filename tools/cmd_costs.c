@@ -1,0 +1,141 @@
+/* magi-aot costs FILE [--table T.json] [--peers K1 K2 ...] [--json]
+ * magi-aot costs FILE --keys
+ *
+ * Every node's structural cost key (no symbol names: symbolic dims print
+ * as ~HINT), its cost in microseconds and where the cost came from
+ * (measured: the table; analytical: the model; free: no key).
+ *   --keys         print this rank's key set (the file other ranks pass
+ *                  with --peers) and exit
+ *   --table T      a measured cost table {KEY: us} (include/magi_aot/costs.h)
+ *   --peers K...   other ranks' key-set files; when one differs from ours
+ *                  the table is set aside, every node is estimated
+ *                  analytically, and a warning names the first differing
+ *                  key (exit status stays 0: the estimate is still valid)
+ *   --json         machine-readable output */
+#include "cli.h"
+#include <stdlib.h>
+#include <string.h>
+
+static void put_json_str(FILE *f, const char *s) {
+    if (!s) {
+        fputs("null", f);
+        return;
+    }
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+        else if (c < 0x20) fprintf(f, "\\u%04x", c);
+        else fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+int magi_cmd_costs(int argc, char **argv) {
+    const char *file = NULL, *table_path = NULL;
+    int json = 0, keys_only = 0, rc = MAGI_EXIT_OK;
+    const char **peer_paths = calloc((size_t)argc, sizeof *peer_paths);
+    uint32_t n_peers = 0;
+    if (!peer_paths) return MAGI_EXIT_RUNTIME;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--json")) json = 1;
+        else if (!strcmp(argv[i], "--keys")) keys_only = 1;
+        else if (!strcmp(argv[i], "--table") && i + 1 < argc) table_path = argv[++i];
+        else if (!strcmp(argv[i], "--peers")) {
+            while (i + 1 < argc && strncmp(argv[i + 1], "--", 2)) peer_paths[n_peers++] = argv[++i];
+            if (!n_peers) {
+                free(peer_paths);
+                return magi_cli_usage(argv[0], "--peers needs at least one key-set file");
+            }
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            free(peer_paths);
+            return magi_cli_usage(argv[0], "unknown option '%s'", argv[i]);
+        } else if (!file) {
+            file = argv[i];
+        } else {
+            free(peer_paths);
+            return magi_cli_usage(argv[0], "usage: costs FILE [--table T.json] [--peers K...] [--json] | costs FILE --keys");
+        }
+    }
+    if (!file) {
+        free(peer_paths);
+        return magi_cli_usage(argv[0], "usage: costs FILE [--table T.json] [--peers K...] [--json] | costs FILE --keys");
+    }
+    magi_region *r = NULL;
+    magi_cost_keyset *ks = NULL;
+    magi_cost_keyset **peers = calloc(n_peers ? n_peers : 1, sizeof *peers);
+    magi_cost_table *table = NULL;
+    magi_cost_estimate *est = NULL;
+    char *text = NULL;
+    magi_status st = peers ? MAGI_OK : MAGI_ERR_NOMEM;
+    if (!st) st = magi_load_file(&r, file, NULL);
+    if (!st && (st = magi_cost_keys(&ks, r)) != MAGI_OK) {
+        fprintf(stderr, "magi-aot %s: %s: %s\n", argv[0], file, magi_last_error());
+        rc = magi_cli_exit_code(st);
+        goto done;
+    }
+    if (!st && keys_only) {
+        size_t len;
+        st = magi_cost_keyset_write_json(&text, &len, ks);
+        if (!st) fwrite(text, 1, len, stdout);
+    }
+    if (!st && !keys_only && table_path) st = magi_cost_table_read_file(&table, table_path);
+    for (uint32_t p = 0; !st && !keys_only && p < n_peers; p++) st = magi_cost_keyset_read_file(&peers[p], peer_paths[p]);
+    if (!st && !keys_only)
+        st = magi_costs_estimate(&est, r, ks, table, (const magi_cost_keyset *const *)peers, peer_paths, n_peers, NULL);
+    if (st) {
+        rc = magi_cli_fail(argv[0], st);
+        goto done;
+    }
+    if (keys_only) goto done;
+    if (magi_cost_estimate_degraded(est))
+        fprintf(stderr, "magi-aot %s: warning: %s\n", argv[0], magi_cost_estimate_note(est));
+    uint32_t n = magi_cost_estimate_node_count(est), n_meas = 0, n_ana = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        magi_node_cost c;
+        magi_cost_estimate_node(est, i, &c);
+        n_meas += c.source == MAGI_COST_MEASURED;
+        n_ana += c.source == MAGI_COST_ANALYTICAL;
+    }
+    if (json) {
+        printf("{\"file\": ");
+        put_json_str(stdout, file);
+        printf(", \"table\": ");
+        put_json_str(stdout, table_path);
+        printf(", \"table_used\": %s, \"degraded\": %s, \"note\": ",
+               table && !magi_cost_estimate_degraded(est) ? "true" : "false",
+               magi_cost_estimate_degraded(est) ? "true" : "false");
+        put_json_str(stdout, magi_cost_estimate_note(est));
+        printf(", \"measured\": %u, \"analytical\": %u, \"total_us\": %.3f, \"nodes\": [", n_meas, n_ana,
+               magi_cost_estimate_total_us(est));
+        for (uint32_t i = 0; i < n; i++) {
+            magi_node_cost c;
+            magi_cost_estimate_node(est, i, &c);
+            printf("%s\n  {\"index\": %u, \"name\": ", i ? "," : "", i);
+            put_json_str(stdout, r->nodes[i].name);
+            printf(", \"key\": ");
+            put_json_str(stdout, c.key);
+            printf(", \"cost_us\": %.3f, \"source\": \"%s\"}", c.us, magi_cost_source_name(c.source));
+        }
+        printf("\n]}\n");
+    } else {
+        for (uint32_t i = 0; i < n; i++) {
+            magi_node_cost c;
+            magi_cost_estimate_node(est, i, &c);
+            printf("#%-4u %-24s %-10s %12.3f  %s\n", i, r->nodes[i].name, magi_cost_source_name(c.source), c.us,
+                   c.key ? c.key : "-");
+        }
+        printf("total %.3f us (%u measured, %u analytical)%s\n", magi_cost_estimate_total_us(est), n_meas, n_ana,
+               magi_cost_estimate_degraded(est) ? "; table set aside: key sets differ" : "");
+    }
+done:
+    free(text);
+    magi_cost_estimate_free(est);
+    magi_cost_table_free(table);
+    for (uint32_t p = 0; peers && p < n_peers; p++) magi_cost_keyset_free(peers[p]);
+    free(peers);
+    free(peer_paths);
+    magi_cost_keyset_free(ks);
+    magi_region_free(r);
+    return rc;
+}

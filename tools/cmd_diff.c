@@ -1,0 +1,117 @@
+/* magi-aot diff A B [--max N]: compare two regions node by node under
+ * their canonical symbol maps - the tool to use when ranks disagree.
+ * Exit 0 when equivalent (same canonical text, hence same fingerprint);
+ * exit 1 listing the symbol tables when they differ and the first N
+ * (default 10) differing nodes: index, the node's name on each side, the
+ * field, and both canonical forms with the offset of the first difference. */
+#include "cli.h"
+#include <stdlib.h>
+#include <string.h>
+
+static void print_side(const char *tag, const char *path, const magi_canon *c) {
+    uint8_t d[32];
+    magi_canon_digest(c, d);
+    printf("%s: %s  fingerprint ", tag, path);
+    for (int k = 0; k < 32; k++) printf("%02x", d[k]);
+    printf("  nodes %u\n   symbols:", magi_canon_node_count(c));
+    uint32_t n = magi_canon_symbol_count(c);
+    for (uint32_t i = 0; i < n; i++) {
+        magi_canon_symbol s;
+        if (magi_canon_symbol_get(c, i, &s)) continue;
+        printf(" %s->%s", s.name, s.canon_name);
+        if (!s.in_table) printf(" (not in table)");
+        else if (s.has_hint) printf(" (hint %lld)", (long long)s.hint);
+        else printf(" (hint null)");
+        if (i + 1 < n) printf(",");
+    }
+    if (!n) printf(" none");
+    printf("\n");
+}
+
+static size_t first_diff(const char *a, const char *b) {
+    size_t i = 0;
+    while (a[i] && a[i] == b[i]) i++;
+    return i;
+}
+
+int magi_cmd_diff(int argc, char **argv) {
+    const char *pa = NULL, *pb = NULL;
+    long max = 10;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--max") && i + 1 < argc) {
+            char *end;
+            max = strtol(argv[++i], &end, 10);
+            if (*end || max < 1) return magi_cli_usage(argv[0], "bad --max '%s'", argv[i]);
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            return magi_cli_usage(argv[0], "unknown option '%s'", argv[i]);
+        } else if (!pa) {
+            pa = argv[i];
+        } else if (!pb) {
+            pb = argv[i];
+        } else {
+            return magi_cli_usage(argv[0], "usage: diff A B [--max N]");
+        }
+    }
+    if (!pb) return magi_cli_usage(argv[0], "usage: diff A B [--max N]");
+    magi_region *ra = NULL, *rb = NULL;
+    magi_canon *ca = NULL, *cb = NULL;
+    int rc = MAGI_EXIT_OK;
+    /* load errors already name the file; canonicalisation errors do not */
+    const char *bad = NULL;
+    magi_status st = magi_load_file(&ra, pa, NULL);
+    if (!st && (st = magi_canon_build(&ca, ra)) != MAGI_OK) bad = pa;
+    if (!st && (st = magi_load_file(&rb, pb, NULL)) == MAGI_OK && (st = magi_canon_build(&cb, rb)) != MAGI_OK)
+        bad = pb;
+    if (st) {
+        fprintf(stderr, "magi-aot %s: %s%s%s\n", argv[0], bad ? bad : "", bad ? ": " : "", magi_last_error());
+        rc = magi_cli_exit_code(st);
+        goto done;
+    }
+    print_side("A", pa, ca);
+    print_side("B", pb, cb);
+    size_t la, lb;
+    const char *ta = magi_canon_text(ca, &la), *tb = magi_canon_text(cb, &lb);
+    if (la == lb && !memcmp(ta, tb, la)) {
+        printf("equivalent\n");
+        goto done;
+    }
+    rc = MAGI_EXIT_DIFFERENT;
+    if (strcmp(magi_canon_symbols_text(ca), magi_canon_symbols_text(cb)))
+        printf("symbol table differs:\n  A: %s\n  B: %s\n", magi_canon_symbols_text(ca),
+               magi_canon_symbols_text(cb));
+    if ((magi_canon_flags(ca) ^ magi_canon_flags(cb)) & MAGI_CANON_NAME_TIEBREAK)
+        printf("note: one side broke a symmetric tie by names (docs/FINGERPRINT.md)\n");
+    uint32_t na = magi_canon_node_count(ca), nb = magi_canon_node_count(cb);
+    if (na != nb) printf("node count differs: A %u, B %u\n", na, nb);
+    uint32_t n = na < nb ? na : nb, differing = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        int node_differs = 0;
+        for (int f = 0; f < MAGI_CANON_FIELD_COUNT_; f++) {
+            const char *fa = magi_canon_node_field(ca, i, (magi_canon_field)f);
+            const char *fb = magi_canon_node_field(cb, i, (magi_canon_field)f);
+            if (!strcmp(fa, fb)) continue;
+            if (!node_differs) differing++;
+            node_differs = 1;
+            if (differing > (uint32_t)max) break;
+            printf("node #%u (A '%s', B '%s'): %s differs at offset %zu\n", i, magi_canon_node_name(ca, i),
+                   magi_canon_node_name(cb, i), magi_canon_field_name((magi_canon_field)f), first_diff(fa, fb));
+            printf("  A: %s\n  B: %s\n", fa, fb);
+        }
+    }
+    for (uint32_t i = n; i < (na > nb ? na : nb); i++) {
+        const magi_canon *c = i < na ? ca : cb;
+        if (++differing > (uint32_t)max) continue;
+        printf("node #%u only in %s ('%s'): %s %s\n", i, i < na ? "A" : "B", magi_canon_node_name(c, i),
+               magi_canon_node_field(c, i, MAGI_CANON_OP), magi_canon_node_field(c, i, MAGI_CANON_TARGET));
+    }
+    if (differing > (uint32_t)max)
+        printf("%u differing nodes (first %ld shown)\n", differing, max);
+    else
+        printf("%u differing node%s\n", differing, differing == 1 ? "" : "s");
+done:
+    magi_canon_free(ca);
+    magi_canon_free(cb);
+    magi_region_free(ra);
+    magi_region_free(rb);
+    return rc;
+}
