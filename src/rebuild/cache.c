@@ -1,0 +1,801 @@
+/* Cross-process artifact cache in a directory (protocol: docs/CACHE.md).
+ *
+ * Everything that matters lives in the directory; the handle holds only
+ * paths. Publication relies on three POSIX properties: link(2) fails with
+ * EEXIST instead of replacing (first publish wins), rename(2) replaces
+ * atomically (REPLACE), and an open file keeps its inode alive when its
+ * name is removed (a reader racing gc or a replacement reads a complete,
+ * consistent entry). Writers lock their temporary with flock(2), so gc can
+ * tell a dead writer's leftovers from a live one's work in progress. */
+#include "../core/internal.h"
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Entry file: fixed header, the key, then the content.
+ *   0  magic "MAGICENT"
+ *   8  u32 LE format version (1)
+ *  12  u32 LE key length
+ *  16  u64 LE content length
+ *  24  32 bytes SHA-256 of the content
+ *  56  key bytes, then content */
+#define ENTRY_MAGIC "MAGICENT"
+#define ENTRY_VERSION 1u
+#define ENTRY_FIXED 56u
+#define IO_CHUNK (1u << 20)
+#define DEFAULT_MAX_GET (1ull << 30)
+
+struct magi_cache {
+    char *root;       /* DIR/v1 */
+    char *entries;    /* DIR/v1/entries */
+    char *tmp;        /* DIR/v1/tmp */
+    char *quarantine; /* DIR/v1/quarantine */
+};
+
+/* ---- small helpers ---- */
+
+static void put_u32(uint8_t *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static void put_u64(uint8_t *p, uint64_t v) {
+    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static uint32_t get_u32(const uint8_t *p) {
+    uint32_t v = 0;
+    for (int i = 3; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+static uint64_t get_u64(const uint8_t *p) {
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+
+static char *path_join(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b), n;
+    if (!magi_add_ok(la, lb, &n) || !magi_add_ok(n, 2, &n)) return NULL;
+    char *p = malloc(n);
+    if (!p) return NULL;
+    memcpy(p, a, la);
+    p[la] = '/';
+    memcpy(p + la + 1, b, lb + 1);
+    return p;
+}
+
+static int64_t ts_ns(struct timespec t) { return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec; }
+
+static int64_t now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    return ts_ns(t);
+}
+
+static int fsync_dir(const char *path) {
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    int r = fsync(fd);
+    close(fd);
+    return r;
+}
+
+static int mkdir_one(const char *path) {
+    if (mkdir(path, 0777) == 0 || errno == EEXIST) {
+        struct stat sb;
+        if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) return 0;
+        errno = ENOTDIR;
+    }
+    return -1;
+}
+
+/* mkdir -p; each component may be created concurrently by another process. */
+static int mkdir_p(const char *path) {
+    char *p = strdup(path);
+    if (!p) return -1;
+    for (char *s = p + 1; *s; s++) {
+        if (*s != '/') continue;
+        *s = '\0';
+        if (mkdir_one(p) != 0) { free(p); return -1; }
+        *s = '/';
+    }
+    int r = mkdir_one(p);
+    free(p);
+    return r;
+}
+
+/* Open for reading without touching the access time when we may (the
+ * access time is our LRU clock; only get sets it, explicitly). */
+static int open_noatime(const char *path) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOATIME);
+    if (fd < 0 && errno == EPERM) fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    return fd;
+}
+
+static int read_full(int fd, void *buf, size_t n, uint64_t off) {
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = pread(fd, (char *)buf + got, n - got, (off_t)(off + got));
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return -1;
+        got += (size_t)r;
+    }
+    return 0;
+}
+
+static int write_full(int fd, const void *buf, size_t n, uint64_t off) {
+    size_t put = 0;
+    while (put < n) {
+        ssize_t r = pwrite(fd, (const char *)buf + put, n - put, (off_t)(off + put));
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return -1;
+        put += (size_t)r;
+    }
+    return 0;
+}
+
+magi_status magi_cache_key_check(const char *key) {
+    if (!key || !*key) return magi_set_error(MAGI_ERR_INVALID_ARG, "cache key is empty");
+    size_t n = strlen(key);
+    if (n > MAGI_CACHE_KEY_MAX)
+        return magi_set_error(MAGI_ERR_INVALID_ARG, "cache key is %zu characters (at most %d)", n,
+                              MAGI_CACHE_KEY_MAX);
+    if (key[0] == '.')
+        return magi_set_error(MAGI_ERR_INVALID_ARG, "cache key '%s' starts with '.'", key);
+    for (size_t i = 0; i < n; i++) {
+        char ch = key[i];
+        int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+                 ch == '.' || ch == '_' || ch == '-';
+        if (!ok)
+            return magi_set_error(MAGI_ERR_INVALID_ARG,
+                                  "cache key has character 0x%02x at %zu (allowed: A-Z a-z 0-9 . _ -)",
+                                  (unsigned char)ch, i);
+    }
+    return MAGI_OK;
+}
+
+/* ---- open / free ---- */
+
+magi_status magi_cache_open(magi_cache **out, const char *dir) {
+    magi_status st = MAGI_OK;
+    magi_cache *c = NULL;
+    if (!out || !dir || !*dir) return magi_set_error(MAGI_ERR_INVALID_ARG, "cache: no directory");
+    *out = NULL;
+    c = calloc(1, sizeof *c);
+    if (!c) return magi_set_error(MAGI_ERR_NOMEM, "cache: out of memory");
+    c->root = path_join(dir, "v1");
+    if (c->root) c->entries = path_join(c->root, "entries");
+    if (c->root) c->tmp = path_join(c->root, "tmp");
+    if (c->root) c->quarantine = path_join(c->root, "quarantine");
+    if (!c->root || !c->entries || !c->tmp || !c->quarantine)
+        MAGI_FAIL(MAGI_ERR_NOMEM, "cache: out of memory");
+    const char *dirs[] = {c->entries, c->tmp, c->quarantine};
+    for (int i = 0; i < 3; i++)
+        if (mkdir_p(dirs[i]) != 0)
+            MAGI_FAIL(MAGI_ERR_IO, "cache %s: cannot create %s: %s", dir, dirs[i], strerror(errno));
+    *out = c;
+    c = NULL;
+cleanup:
+    magi_cache_free(c);
+    return st;
+}
+
+void magi_cache_free(magi_cache *c) {
+    if (!c) return;
+    free(c->root);
+    free(c->entries);
+    free(c->tmp);
+    free(c->quarantine);
+    free(c);
+}
+
+/* ---- reading and checking one entry ---- */
+
+typedef struct entry_head {
+    uint64_t len;
+    uint8_t sha[32];
+    uint64_t data_off;
+} entry_head;
+
+/* Check the header of the entry open on fd against its name. Returns 0 or
+ * -1 with a reason in why[]. */
+static int head_read(int fd, const char *key, entry_head *h, struct stat *sb, char *why, size_t whycap) {
+    uint8_t fixed[ENTRY_FIXED];
+    char kbuf[MAGI_CACHE_KEY_MAX + 1];
+    if (fstat(fd, sb) != 0) { snprintf(why, whycap, "cannot stat: %s", strerror(errno)); return -1; }
+    if ((uint64_t)sb->st_size < ENTRY_FIXED) { snprintf(why, whycap, "truncated header (%lld bytes)", (long long)sb->st_size); return -1; }
+    if (read_full(fd, fixed, sizeof fixed, 0) != 0) { snprintf(why, whycap, "cannot read header"); return -1; }
+    if (memcmp(fixed, ENTRY_MAGIC, 8) != 0) { snprintf(why, whycap, "bad magic"); return -1; }
+    uint32_t ver = get_u32(fixed + 8), klen = get_u32(fixed + 12);
+    if (ver != ENTRY_VERSION) { snprintf(why, whycap, "entry format version %u (this build reads %u)", ver, ENTRY_VERSION); return -1; }
+    size_t want = strlen(key);
+    if (klen != want) { snprintf(why, whycap, "header key length %u does not match the file name", klen); return -1; }
+    if (read_full(fd, kbuf, klen, ENTRY_FIXED) != 0) { snprintf(why, whycap, "cannot read key"); return -1; }
+    if (memcmp(kbuf, key, klen) != 0) { snprintf(why, whycap, "header key does not match the file name"); return -1; }
+    h->len = get_u64(fixed + 16);
+    memcpy(h->sha, fixed + 24, 32);
+    h->data_off = ENTRY_FIXED + (uint64_t)klen;
+    if (h->len > UINT64_MAX - h->data_off || h->data_off + h->len != (uint64_t)sb->st_size) {
+        snprintf(why, whycap, "size %lld does not match header (%llu content bytes)",
+                 (long long)sb->st_size, (unsigned long long)h->len);
+        return -1;
+    }
+    return 0;
+}
+
+/* Hash the content (streamed, or into buf when not NULL) and compare. */
+static int body_check(int fd, const entry_head *h, uint8_t *buf, char *why, size_t whycap) {
+    EVP_MD_CTX *md = EVP_MD_CTX_new();
+    uint8_t *chunk = NULL, got[32];
+    unsigned int glen = 32;
+    int rc = -1;
+    if (!md || !EVP_DigestInit_ex(md, EVP_sha256(), NULL)) { snprintf(why, whycap, "sha256 init failed"); goto done; }
+    if (!buf && !(chunk = malloc(IO_CHUNK))) { snprintf(why, whycap, "out of memory"); goto done; }
+    for (uint64_t off = 0; off < h->len;) {
+        size_t n = h->len - off > IO_CHUNK ? IO_CHUNK : (size_t)(h->len - off);
+        uint8_t *dst = buf ? buf + off : chunk;
+        if (read_full(fd, dst, n, h->data_off + off) != 0) { snprintf(why, whycap, "short read of content"); goto done; }
+        EVP_DigestUpdate(md, dst, n);
+        off += n;
+    }
+    EVP_DigestFinal_ex(md, got, &glen);
+    if (memcmp(got, h->sha, 32) != 0) {
+        char a[65], b[65];
+        magi_hex(a, h->sha, 32);
+        magi_hex(b, got, 32);
+        snprintf(why, whycap, "content SHA-256 %s does not match the recorded %s", b, a);
+        goto done;
+    }
+    rc = 0;
+done:
+    free(chunk);
+    EVP_MD_CTX_free(md);
+    return rc;
+}
+
+/* Move the entry `key`, which fd was found corrupt on, into quarantine/.
+ * Returns 1 when a corrupt file was moved aside, 0 when there was nothing to
+ * move (already moved, or replaced by a valid entry meanwhile). `where`
+ * receives the quarantine path. */
+static int quarantine_entry(magi_cache *c, const char *key, int fd, char *where, size_t wcap) {
+    struct stat bad, moved;
+    if (fstat(fd, &bad) != 0) return 0;
+    char name[MAGI_CACHE_KEY_MAX + 64];
+    snprintf(name, sizeof name, "%s.%ld.%lld.bad", key, (long)getpid(), (long long)now_ns());
+    char *src = path_join(c->entries, key), *dst = path_join(c->quarantine, name);
+    int result = 0;
+    if (!src || !dst) goto done;
+    if (rename(src, dst) != 0) goto done; /* ENOENT: someone else moved it */
+    snprintf(where, wcap, "%s", dst);
+    result = 1;
+    if (stat(dst, &moved) == 0 && (moved.st_ino != bad.st_ino || moved.st_dev != bad.st_dev)) {
+        /* Between our check and the rename another process replaced the
+         * corrupt file with a fresh entry; if that one is valid, put it back. */
+        int qfd = open_noatime(dst);
+        entry_head h;
+        struct stat sb;
+        char why[256];
+        if (qfd >= 0 && head_read(qfd, key, &h, &sb, why, sizeof why) == 0 &&
+            body_check(qfd, &h, NULL, why, sizeof why) == 0) {
+            if (link(dst, src) == 0 || errno == EEXIST) unlink(dst);
+            result = 0;
+        }
+        if (qfd >= 0) close(qfd);
+    }
+    fsync_dir(c->entries);
+    fsync_dir(c->quarantine);
+done:
+    free(src);
+    free(dst);
+    return result;
+}
+
+/* State of the entry under `key`: 1 valid (sha set), 0 absent (a corrupt one
+ * is quarantined first and counts as absent), -1 I/O error (error set). */
+static int entry_probe(magi_cache *c, const char *key, uint8_t sha[32], int *quarantined) {
+    char *path = path_join(c->entries, key);
+    if (!path) { magi_set_error(MAGI_ERR_NOMEM, "cache: out of memory"); return -1; }
+    int fd = open_noatime(path);
+    if (fd < 0) {
+        int e = errno;
+        free(path);
+        if (e == ENOENT) return 0;
+        magi_set_error(MAGI_ERR_IO, "cache entry '%s': cannot open: %s", key, strerror(e));
+        return -1;
+    }
+    free(path);
+    entry_head h;
+    struct stat sb;
+    char why[256], where[1024];
+    if (head_read(fd, key, &h, &sb, why, sizeof why) == 0 && body_check(fd, &h, NULL, why, sizeof why) == 0) {
+        memcpy(sha, h.sha, 32);
+        close(fd);
+        return 1;
+    }
+    if (quarantine_entry(c, key, fd, where, sizeof where) && quarantined) (*quarantined)++;
+    close(fd);
+    return 0;
+}
+
+/* ---- put ---- */
+
+static magi_status fill_from_mem(void *ctx, uint8_t *buf, size_t len, uint64_t offset) {
+    memcpy(buf, (const uint8_t *)ctx + offset, len);
+    return MAGI_OK;
+}
+
+magi_status magi_cache_put(magi_cache *c, const char *key, const void *data, size_t len,
+                           unsigned flags, magi_cache_put_result *res) {
+    if (!data && len) return magi_set_error(MAGI_ERR_INVALID_ARG, "cache put: NULL data");
+    return magi_cache_put_stream(c, key, len, fill_from_mem, (void *)data, flags, res);
+}
+
+/* A unique name for a temporary in tmp/. */
+static void temp_name(char *dst, size_t cap, const char *key, const char *what) {
+    uint64_t rnd = 0;
+    if (getrandom(&rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) rnd ^= (uint64_t)now_ns();
+    snprintf(dst, cap, "%s.%ld.%016llx.%s", key, (long)getpid(), (unsigned long long)rnd, what);
+}
+
+magi_status magi_cache_put_stream(magi_cache *c, const char *key, uint64_t len,
+                                  magi_chunk_fill_fn fill, void *ctx, unsigned flags,
+                                  magi_cache_put_result *res) {
+    magi_status st = MAGI_OK;
+    magi_cache_put_result r;
+    int fd = -1;
+    char *tmp_path = NULL, *final_path = NULL;
+    uint8_t *chunk = NULL, *head = NULL;
+    EVP_MD_CTX *md = NULL;
+    memset(&r, 0, sizeof r);
+    if (!c || !fill) return magi_set_error(MAGI_ERR_INVALID_ARG, "cache put: NULL argument");
+    MAGI_CHECK(magi_cache_key_check(key));
+    size_t klen = strlen(key);
+    final_path = path_join(c->entries, key);
+    if (!final_path) MAGI_FAIL(MAGI_ERR_NOMEM, "cache: out of memory");
+
+    uint8_t sha[32];
+    if (!(flags & MAGI_CACHE_PUT_REPLACE)) {
+        int p = entry_probe(c, key, sha, &r.quarantined);
+        if (p < 0) { st = MAGI_ERR_IO; goto cleanup; }
+        if (p == 1) {
+            magi_hex(r.sha256_hex, sha, 32);
+            goto done;
+        }
+    }
+
+    /* Write the entry into a temporary: unnamed when the file system has
+     * O_TMPFILE (a killed writer then leaves nothing at all), else named and
+     * locked (gc removes it once the lock is free). */
+    char procpath[64] = "";
+    int unnamed = 0;
+    if (!(flags & MAGI_CACHE_PUT_NAMED_TEMP)) {
+#ifdef O_TMPFILE
+        fd = open(c->tmp, O_TMPFILE | O_RDWR | O_CLOEXEC, 0644);
+        if (fd >= 0) {
+            struct stat sb;
+            snprintf(procpath, sizeof procpath, "/proc/self/fd/%d", fd);
+            if (stat(procpath, &sb) == 0) unnamed = 1; /* linkat through /proc works */
+            else { close(fd); fd = -1; }
+        }
+#endif
+    }
+    if (!unnamed) {
+        char name[MAGI_CACHE_KEY_MAX + 96];
+        temp_name(name, sizeof name, key, "tmp");
+        tmp_path = path_join(c->tmp, name);
+        if (!tmp_path) MAGI_FAIL(MAGI_ERR_NOMEM, "cache: out of memory");
+        fd = open(tmp_path, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0644);
+        if (fd < 0) MAGI_FAIL(MAGI_ERR_IO, "cache put '%s': cannot create %s: %s", key, tmp_path, strerror(errno));
+    }
+    /* The lock marks a live writer; it follows the inode into entries/ and
+     * ends when this process closes the file or dies. */
+    if (flock(fd, LOCK_EX) != 0)
+        MAGI_FAIL(MAGI_ERR_IO, "cache put '%s': cannot lock the temporary: %s", key, strerror(errno));
+
+    size_t hlen = ENTRY_FIXED + klen;
+    head = calloc(1, hlen);
+    chunk = malloc(IO_CHUNK);
+    md = EVP_MD_CTX_new();
+    if (!head || !chunk || !md) MAGI_FAIL(MAGI_ERR_NOMEM, "cache: out of memory");
+    if (!EVP_DigestInit_ex(md, EVP_sha256(), NULL)) MAGI_FAIL(MAGI_ERR_NOMEM, "cache: sha256 init failed");
+    if (write_full(fd, head, hlen, 0) != 0) /* placeholder; rewritten with the digest */
+        MAGI_FAIL(MAGI_ERR_IO, "cache put '%s': write failed: %s", key, strerror(errno));
+    for (uint64_t off = 0; off < len;) {
+        size_t n = len - off > IO_CHUNK ? IO_CHUNK : (size_t)(len - off);
+        st = fill(ctx, chunk, n, off);
+        if (st != MAGI_OK) {
+            magi_error_prefix(st, "cache put '%s': producing bytes at offset %llu", key, (unsigned long long)off);
+            goto cleanup;
+        }
+        EVP_DigestUpdate(md, chunk, n);
+        if (write_full(fd, chunk, n, hlen + off) != 0)
+            MAGI_FAIL(MAGI_ERR_IO, "cache put '%s': write failed: %s", key, strerror(errno));
+        off += n;
+    }
+    unsigned int dlen = 32;
+    EVP_DigestFinal_ex(md, sha, &dlen);
+    memcpy(head, ENTRY_MAGIC, 8);
+    put_u32(head + 8, ENTRY_VERSION);
+    put_u32(head + 12, (uint32_t)klen);
+    put_u64(head + 16, len);
+    memcpy(head + 24, sha, 32);
+    memcpy(head + ENTRY_FIXED, key, klen);
+    if (write_full(fd, head, hlen, 0) != 0)
+        MAGI_FAIL(MAGI_ERR_IO, "cache put '%s': write failed: %s", key, strerror(errno));
+    if (fsync(fd) != 0) MAGI_FAIL(MAGI_ERR_IO, "cache put '%s': fsync failed: %s", key, strerror(errno));
+    magi_hex(r.sha256_hex, sha, 32);
+
+    if (flags & MAGI_CACHE_PUT_REPLACE) {
+        if (unnamed) { /* give it a name in tmp/ first: rename needs one */
+            char name[MAGI_CACHE_KEY_MAX + 96];
+            temp_name(name, sizeof name, key, "pub");
+            tmp_path = path_join(c->tmp, name);
+            if (!tmp_path) MAGI_FAIL(MAGI_ERR_NOMEM, "cache: out of memory");
+            if (linkat(AT_FDCWD, procpath, AT_FDCWD, tmp_path, AT_SYMLINK_FOLLOW) != 0)
+                MAGI_FAIL(MAGI_ERR_IO, "cache put '%s': cannot name the temporary: %s", key, strerror(errno));
+        }
+        if (rename(tmp_path, final_path) != 0) {
+            int e = errno;
+            unlink(tmp_path);
+            MAGI_FAIL(MAGI_ERR_IO, "cache put '%s': cannot publish: %s", key, strerror(e));
+        }
+        free(tmp_path);
+        tmp_path = NULL;
+        r.published = 1;
+    } else {
+        /* First complete publish wins. On EEXIST check the winner; a corrupt
+         * winner is quarantined and we try again (bounded). */
+        for (int attempt = 0;; attempt++) {
+            int rc = unnamed ? linkat(AT_FDCWD, procpath, AT_FDCWD, final_path, AT_SYMLINK_FOLLOW)
+                             : link(tmp_path, final_path);
+            if (rc == 0) { r.published = 1; break; }
+            if (errno != EEXIST)
+                MAGI_FAIL(MAGI_ERR_IO, "cache put '%s': cannot publish: %s", key, strerror(errno));
+            uint8_t other[32];
+            int p = entry_probe(c, key, other, &r.quarantined);
+            if (p < 0) { st = MAGI_ERR_IO; goto cleanup; }
+            if (p == 1) {
+                magi_hex(r.sha256_hex, other, 32);
+                break;
+            }
+            if (attempt >= 16)
+                MAGI_FAIL(MAGI_ERR_IO, "cache put '%s': entry keeps reappearing corrupt", key);
+        }
+        if (tmp_path) {
+            unlink(tmp_path);
+            free(tmp_path);
+            tmp_path = NULL;
+        }
+    }
+    if (fsync_dir(c->entries) != 0)
+        MAGI_FAIL(MAGI_ERR_IO, "cache put '%s': cannot fsync %s: %s", key, c->entries, strerror(errno));
+done:
+    if (res) *res = r;
+cleanup:
+    if (tmp_path) unlink(tmp_path); /* failed before publishing */
+    if (fd >= 0) close(fd);
+    free(tmp_path);
+    free(final_path);
+    free(chunk);
+    free(head);
+    EVP_MD_CTX_free(md);
+    return st;
+}
+
+/* ---- get ---- */
+
+static int hex_to_bytes(const char *hex, uint8_t out[32]) {
+    if (strlen(hex) != 64) return -1;
+    for (int i = 0; i < 32; i++) {
+        unsigned v = 0;
+        for (int j = 0; j < 2; j++) {
+            char ch = hex[2 * i + j];
+            v <<= 4;
+            if (ch >= '0' && ch <= '9') v |= (unsigned)(ch - '0');
+            else if (ch >= 'a' && ch <= 'f') v |= (unsigned)(ch - 'a' + 10);
+            else if (ch >= 'A' && ch <= 'F') v |= (unsigned)(ch - 'A' + 10);
+            else return -1;
+        }
+        out[i] = (uint8_t)v;
+    }
+    return 0;
+}
+
+static void entry_fill_info(magi_cache_entry *e, const char *key, const entry_head *h, const struct stat *sb) {
+    memset(e, 0, sizeof *e);
+    snprintf(e->key, sizeof e->key, "%s", key);
+    magi_hex(e->sha256_hex, h->sha, 32);
+    e->size = h->len;
+    e->file_bytes = (uint64_t)sb->st_size;
+    e->atime_ns = ts_ns(sb->st_atim);
+    e->mtime_ns = ts_ns(sb->st_mtim);
+}
+
+magi_status magi_cache_get(magi_cache *c, const char *key, const char *expect_sha256_hex,
+                           uint64_t max_bytes, void **out, size_t *out_len, magi_cache_entry *info,
+                           int *quarantined) {
+    magi_status st = MAGI_OK;
+    char *path = NULL;
+    uint8_t *buf = NULL, want[32];
+    int fd = -1;
+    if (quarantined) *quarantined = 0;
+    if (!c || !out || !out_len) return magi_set_error(MAGI_ERR_INVALID_ARG, "cache get: NULL argument");
+    *out = NULL;
+    *out_len = 0;
+    MAGI_CHECK(magi_cache_key_check(key));
+    if (expect_sha256_hex && hex_to_bytes(expect_sha256_hex, want) != 0)
+        MAGI_FAIL(MAGI_ERR_INVALID_ARG, "cache get: '%s' is not a SHA-256 in hex", expect_sha256_hex);
+    if (!max_bytes) max_bytes = DEFAULT_MAX_GET;
+    path = path_join(c->entries, key);
+    if (!path) MAGI_FAIL(MAGI_ERR_NOMEM, "cache: out of memory");
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) {
+        if (errno == ENOENT) MAGI_FAIL(MAGI_ERR_NOT_FOUND, "cache miss: no entry for key '%s'", key);
+        MAGI_FAIL(MAGI_ERR_IO, "cache entry '%s': cannot open: %s", key, strerror(errno));
+    }
+    entry_head h;
+    struct stat sb;
+    char why[256];
+    int bad = head_read(fd, key, &h, &sb, why, sizeof why) != 0;
+    if (!bad && expect_sha256_hex && memcmp(h.sha, want, 32) != 0) {
+        char have[65];
+        magi_hex(have, h.sha, 32);
+        MAGI_FAIL(MAGI_ERR_NOT_FOUND, "cache miss: entry '%s' holds content %s, not %s", key, have,
+                  expect_sha256_hex);
+    }
+    if (!bad && h.len > max_bytes)
+        MAGI_FAIL(MAGI_ERR_LIMIT, "cache entry '%s': %llu bytes exceeds the limit of %llu", key,
+                  (unsigned long long)h.len, (unsigned long long)max_bytes);
+    if (!bad && h.len > SIZE_MAX - 1) MAGI_FAIL(MAGI_ERR_LIMIT, "cache entry '%s' is too large", key);
+    if (!bad) {
+        buf = malloc(h.len ? (size_t)h.len : 1);
+        if (!buf) MAGI_FAIL(MAGI_ERR_NOMEM, "cache entry '%s': out of memory for %llu bytes", key, (unsigned long long)h.len);
+        bad = body_check(fd, &h, buf, why, sizeof why) != 0;
+    }
+    if (bad) {
+        char where[1024] = "";
+        int moved = quarantine_entry(c, key, fd, where, sizeof where);
+        if (quarantined) *quarantined = moved;
+        if (moved)
+            MAGI_FAIL(MAGI_ERR_NOT_FOUND, "cache miss: entry '%s' is corrupt (%s); quarantined as %s", key, why, where);
+        MAGI_FAIL(MAGI_ERR_NOT_FOUND, "cache miss: entry '%s' is corrupt (%s)", key, why);
+    }
+    /* Mark the use: the access time is the LRU clock gc reads. Best effort
+     * (needs ownership of the file). */
+    struct timespec times[2] = {{0, UTIME_NOW}, {0, UTIME_OMIT}};
+    futimens(fd, times);
+    if (info) {
+        struct stat now;
+        if (fstat(fd, &now) == 0) sb = now;
+        entry_fill_info(info, key, &h, &sb);
+    }
+    *out = buf;
+    *out_len = (size_t)h.len;
+    buf = NULL;
+cleanup:
+    if (fd >= 0) close(fd);
+    free(buf);
+    free(path);
+    return st;
+}
+
+/* ---- list / verify / gc ---- */
+
+static int cmp_key(const void *a, const void *b) {
+    return strcmp(((const magi_cache_entry *)a)->key, ((const magi_cache_entry *)b)->key);
+}
+
+/* Names in `dir` not starting with '.', malloc'd array of malloc'd strings. */
+static magi_status list_names(const char *dir, char ***out, size_t *n) {
+    magi_status st = MAGI_OK;
+    char **v = NULL;
+    size_t len = 0, cap = 0;
+    DIR *d = opendir(dir);
+    *out = NULL;
+    *n = 0;
+    if (!d) return magi_set_error(MAGI_ERR_IO, "cache: cannot read %s: %s", dir, strerror(errno));
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        if (len == cap) {
+            size_t nc = cap ? cap * 2 : 32, bytes;
+            if (!magi_mul_ok(nc, sizeof *v, &bytes)) MAGI_FAIL(MAGI_ERR_NOMEM, "cache: out of memory");
+            char **nv = realloc(v, bytes);
+            if (!nv) MAGI_FAIL(MAGI_ERR_NOMEM, "cache: out of memory");
+            v = nv;
+            cap = nc;
+        }
+        if (!(v[len] = strdup(e->d_name))) MAGI_FAIL(MAGI_ERR_NOMEM, "cache: out of memory");
+        len++;
+    }
+    *out = v;
+    *n = len;
+    v = NULL;
+cleanup:
+    if (v) {
+        for (size_t i = 0; i < len; i++) free(v[i]);
+        free(v);
+    }
+    closedir(d);
+    return st;
+}
+
+static void free_names(char **v, size_t n) {
+    for (size_t i = 0; i < n; i++) free(v[i]);
+    free(v);
+}
+
+magi_status magi_cache_list(magi_cache *c, magi_cache_entry **out, size_t *n, size_t *n_bad) {
+    magi_status st = MAGI_OK;
+    char **names = NULL;
+    size_t nn = 0, len = 0, bad = 0;
+    magi_cache_entry *v = NULL;
+    if (!c || !out || !n) return magi_set_error(MAGI_ERR_INVALID_ARG, "cache list: NULL argument");
+    *out = NULL;
+    *n = 0;
+    MAGI_CHECK(list_names(c->entries, &names, &nn));
+    v = calloc(nn ? nn : 1, sizeof *v);
+    if (!v) MAGI_FAIL(MAGI_ERR_NOMEM, "cache: out of memory");
+    for (size_t i = 0; i < nn; i++) {
+        if (magi_cache_key_check(names[i]) != MAGI_OK) { bad++; continue; }
+        char *p = path_join(c->entries, names[i]);
+        int fd = p ? open_noatime(p) : -1;
+        free(p);
+        if (fd < 0) continue; /* removed meanwhile */
+        entry_head h;
+        struct stat sb;
+        char why[256];
+        if (head_read(fd, names[i], &h, &sb, why, sizeof why) == 0) entry_fill_info(&v[len++], names[i], &h, &sb);
+        else bad++;
+        close(fd);
+    }
+    magi_clear_error();
+    qsort(v, len, sizeof *v, cmp_key);
+    *out = v;
+    *n = len;
+    v = NULL;
+    if (n_bad) *n_bad = bad;
+cleanup:
+    free(v);
+    free_names(names, nn);
+    return st;
+}
+
+magi_status magi_cache_verify(magi_cache *c, magi_cache_report *rep) {
+    magi_status st = MAGI_OK;
+    char **names = NULL;
+    size_t nn = 0;
+    magi_cache_report r;
+    char first[1536] = "";
+    memset(&r, 0, sizeof r);
+    if (!c) return magi_set_error(MAGI_ERR_INVALID_ARG, "cache verify: NULL cache");
+    MAGI_CHECK(list_names(c->entries, &names, &nn));
+    for (size_t i = 0; i < nn; i++) {
+        char *p = path_join(c->entries, names[i]);
+        int fd = p ? open_noatime(p) : -1;
+        free(p);
+        if (fd < 0) continue;
+        entry_head h;
+        struct stat sb;
+        char why[256] = "invalid key in file name", where[1024] = "";
+        if (magi_cache_key_check(names[i]) == MAGI_OK && head_read(fd, names[i], &h, &sb, why, sizeof why) == 0 &&
+            body_check(fd, &h, NULL, why, sizeof why) == 0) {
+            r.entries_ok++;
+        } else if (magi_cache_key_check(names[i]) == MAGI_OK && quarantine_entry(c, names[i], fd, where, sizeof where)) {
+            if (!r.quarantined)
+                snprintf(first, sizeof first, "cache entry '%s' is corrupt (%s); quarantined as %s", names[i], why, where);
+            r.quarantined++;
+        }
+        close(fd);
+    }
+    if (r.quarantined)
+        st = magi_set_error(MAGI_ERR_CORRUPT, "%s%s", first, r.quarantined > 1 ? " (and more)" : "");
+    else
+        magi_clear_error();
+cleanup:
+    if (rep) *rep = r;
+    free_names(names, nn);
+    return st;
+}
+
+typedef struct gc_item {
+    char *name;
+    uint64_t bytes;
+    int64_t atime;
+} gc_item;
+
+static int cmp_lru(const void *a, const void *b) {
+    const gc_item *x = a, *y = b;
+    if (x->atime != y->atime) return x->atime < y->atime ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+magi_status magi_cache_gc(magi_cache *c, const magi_cache_gc_options *opts, magi_cache_report *rep) {
+    magi_status st = MAGI_OK;
+    magi_cache_gc_options o = MAGI_CACHE_GC_OPTIONS_INIT;
+    magi_cache_report r;
+    char **names = NULL;
+    size_t nn = 0, ni = 0;
+    gc_item *items = NULL;
+    memset(&r, 0, sizeof r);
+    if (!c) return magi_set_error(MAGI_ERR_INVALID_ARG, "cache gc: NULL cache");
+    if (opts) o = *opts;
+
+    /* 1. temporaries whose writer is gone: lockable and past the grace
+     *    period (the grace covers the instant between create and flock). */
+    MAGI_CHECK(list_names(c->tmp, &names, &nn));
+    int64_t now = now_ns();
+    for (size_t i = 0; i < nn; i++) {
+        char *p = path_join(c->tmp, names[i]);
+        if (!p) continue;
+        int fd = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        struct stat sb;
+        if (fd >= 0 && fstat(fd, &sb) == 0 && flock(fd, LOCK_EX | LOCK_NB) == 0 &&
+            now - ts_ns(sb.st_mtim) >= (int64_t)o.tmp_grace_s * 1000000000) {
+            if (unlink(p) == 0) r.temps_removed++;
+        }
+        if (fd >= 0) close(fd);
+        free(p);
+    }
+    free_names(names, nn);
+    names = NULL;
+    nn = 0;
+
+    /* 2. quarantined files. */
+    if (!o.keep_quarantine) {
+        MAGI_CHECK(list_names(c->quarantine, &names, &nn));
+        for (size_t i = 0; i < nn; i++) {
+            char *p = path_join(c->quarantine, names[i]);
+            if (p && unlink(p) == 0) r.quarantine_removed++;
+            free(p);
+        }
+        free_names(names, nn);
+        names = NULL;
+        nn = 0;
+    }
+
+    /* 3. entries, least recently used first, down to the budget. */
+    MAGI_CHECK(list_names(c->entries, &names, &nn));
+    items = calloc(nn ? nn : 1, sizeof *items);
+    if (!items) MAGI_FAIL(MAGI_ERR_NOMEM, "cache: out of memory");
+    uint64_t total = 0;
+    for (size_t i = 0; i < nn; i++) {
+        char *p = path_join(c->entries, names[i]);
+        struct stat sb;
+        if (p && lstat(p, &sb) == 0 && S_ISREG(sb.st_mode)) {
+            items[ni].name = names[i];
+            items[ni].bytes = (uint64_t)sb.st_size;
+            items[ni].atime = ts_ns(sb.st_atim);
+            total += items[ni].bytes;
+            ni++;
+        }
+        free(p);
+    }
+    qsort(items, ni, sizeof *items, cmp_lru);
+    for (size_t i = 0; i < ni && total > o.max_bytes; i++) {
+        char *p = path_join(c->entries, items[i].name);
+        if (p && unlink(p) == 0) {
+            r.evicted++;
+            r.evicted_bytes += items[i].bytes;
+        }
+        total -= items[i].bytes; /* gone either way (a racer removed it) */
+        free(p);
+    }
+    r.bytes_after = total;
+    fsync_dir(c->entries);
+    fsync_dir(c->tmp);
+    fsync_dir(c->quarantine);
+    magi_clear_error();
+cleanup:
+    if (rep) *rep = r;
+    free(items);
+    free_names(names, nn);
+    return st;
+}

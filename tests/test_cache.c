@@ -1,0 +1,390 @@
+/* Unit tests of the directory cache (single process): round trip, keys,
+ * first-publish-wins vs replace, digest check + quarantine, verify, gc LRU. */
+#include "magi_aot.h"
+#include "testlib.h"
+#include <dirent.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static size_t count_files(const char *dir) {
+    DIR *d = opendir(dir);
+    size_t n = 0;
+    if (!d) return 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (e->d_name[0] != '.') n++;
+    closedir(d);
+    return n;
+}
+
+static unsigned char *pattern(size_t n, unsigned seed) {
+    unsigned char *p = malloc(n ? n : 1);
+    uint32_t x = seed * 2654435761u + 1;
+    for (size_t i = 0; i < n; i++) {
+        x = x * 1103515245u + 12345u;
+        p[i] = (unsigned char)(x >> 16);
+    }
+    return p;
+}
+
+static void sleep_ms(int ms) {
+    struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&t, NULL);
+}
+
+static void test_roundtrip(void) {
+    char *dir = mt_tmpdir();
+    magi_cache *c = NULL;
+    MT_OK(magi_cache_open(&c, dir));
+    unsigned char *a = pattern(70000, 1), *b = pattern(1234, 2);
+    magi_cache_put_result r;
+    MT_OK(magi_cache_put(c, "k1", a, 70000, 0, &r));
+    MT_CHECK(r.published == 1);
+    MT_CHECK(strlen(r.sha256_hex) == 64);
+    char sha_a[65];
+    strcpy(sha_a, r.sha256_hex);
+
+    void *got = NULL;
+    size_t n = 0;
+    magi_cache_entry info;
+    int q = -1;
+    MT_OK(magi_cache_get(c, "k1", NULL, 0, &got, &n, &info, &q));
+    MT_CHECK(n == 70000 && memcmp(got, a, n) == 0);
+    MT_CHECK(q == 0);
+    MT_CHECK(strcmp(info.sha256_hex, sha_a) == 0 && info.size == 70000 && strcmp(info.key, "k1") == 0);
+    magi_free(got);
+
+    /* a second put of the key keeps the first entry (first publish wins) */
+    MT_OK(magi_cache_put(c, "k1", b, 1234, 0, &r));
+    MT_CHECK(r.published == 0);
+    MT_CHECK(strcmp(r.sha256_hex, sha_a) == 0);
+    MT_OK(magi_cache_get(c, "k1", sha_a, 0, &got, &n, NULL, NULL));
+    MT_CHECK(n == 70000);
+    magi_free(got);
+
+    /* expect another digest: a miss, not corruption */
+    char other[65];
+    memset(other, 'a', 64);
+    other[64] = 0;
+    MT_CHECK(magi_cache_get(c, "k1", other, 0, &got, &n, NULL, &q) == MAGI_ERR_NOT_FOUND);
+    MT_CHECK(got == NULL && q == 0);
+
+    /* size limit */
+    MT_CHECK(magi_cache_get(c, "k1", NULL, 100, &got, &n, NULL, NULL) == MAGI_ERR_LIMIT);
+
+    /* replace */
+    MT_OK(magi_cache_put(c, "k1", b, 1234, MAGI_CACHE_PUT_REPLACE, &r));
+    MT_CHECK(r.published == 1 && strcmp(r.sha256_hex, sha_a) != 0);
+    MT_OK(magi_cache_get(c, "k1", NULL, 0, &got, &n, NULL, NULL));
+    MT_CHECK(n == 1234 && memcmp(got, b, n) == 0);
+    magi_free(got);
+
+    /* empty content and the named-temp path */
+    MT_OK(magi_cache_put(c, "empty", "", 0, MAGI_CACHE_PUT_NAMED_TEMP, &r));
+    MT_OK(magi_cache_get(c, "empty", NULL, 0, &got, &n, NULL, NULL));
+    MT_CHECK(n == 0);
+    magi_free(got);
+
+    /* miss */
+    MT_CHECK(magi_cache_get(c, "nope", NULL, 0, &got, &n, NULL, NULL) == MAGI_ERR_NOT_FOUND);
+    MT_CHECK(strstr(magi_last_error(), "nope") != NULL);
+
+    magi_cache_entry *v = NULL;
+    size_t nv = 0, bad = 9;
+    MT_OK(magi_cache_list(c, &v, &nv, &bad));
+    MT_CHECK(nv == 2 && bad == 0);
+    if (nv == 2) MT_CHECK(strcmp(v[0].key, "empty") == 0 && strcmp(v[1].key, "k1") == 0);
+    magi_free(v);
+
+    char *tmp = mt_fmt("%s/v1/tmp", dir);
+    MT_CHECK(count_files(tmp) == 0, "no temporaries left behind");
+    free(tmp);
+    free(a);
+    free(b);
+    magi_cache_free(c);
+    mt_rmtree(dir);
+    free(dir);
+}
+
+static void test_keys(void) {
+    MT_OK(magi_cache_key_check("abc-DEF_0.9"));
+    const char *bad[] = {"", ".hidden", "a/b", "a b", "..", "x\n", NULL};
+    for (int i = 0; bad[i]; i++) MT_CHECK(magi_cache_key_check(bad[i]) == MAGI_ERR_INVALID_ARG, "%s", bad[i]);
+    char longk[MAGI_CACHE_KEY_MAX + 2];
+    memset(longk, 'k', sizeof longk - 1);
+    longk[sizeof longk - 1] = 0;
+    MT_CHECK(magi_cache_key_check(longk) == MAGI_ERR_INVALID_ARG);
+    longk[MAGI_CACHE_KEY_MAX] = 0;
+    MT_OK(magi_cache_key_check(longk));
+
+    char *dir = mt_tmpdir();
+    magi_cache *c = NULL;
+    MT_OK(magi_cache_open(&c, dir));
+    MT_CHECK(magi_cache_put(c, "../escape", "x", 1, 0, NULL) == MAGI_ERR_INVALID_ARG);
+    char *esc = mt_fmt("%s/v1/escape", dir);
+    struct stat sb;
+    MT_CHECK(stat(esc, &sb) != 0);
+    free(esc);
+    magi_cache_free(c);
+    mt_rmtree(dir);
+    free(dir);
+}
+
+/* Flip one byte of the stored entry at `off` from the end (or start). */
+static void flip_byte(const char *path, long off_from_end) {
+    size_t n = 0;
+    char *d = mt_read(path, &n);
+    MT_REQUIRE(d && n > 0);
+    size_t at = off_from_end >= 0 ? n - 1 - (size_t)off_from_end : (size_t)(-off_from_end - 1);
+    d[at] ^= 0x01;
+    MT_REQUIRE(mt_write(path, d, n) == 0);
+    free(d);
+}
+
+static void test_corrupt_quarantine(void) {
+    char *dir = mt_tmpdir();
+    magi_cache *c = NULL;
+    MT_OK(magi_cache_open(&c, dir));
+    unsigned char *a = pattern(50000, 3);
+    char *entry = mt_fmt("%s/v1/entries/k", dir), *qdir = mt_fmt("%s/v1/quarantine", dir);
+    /* content byte, digest byte in the header, length byte in the header */
+    long offsets[] = {100, -30, -17};
+    for (int t = 0; t < 3; t++) {
+        MT_OK(magi_cache_put(c, "k", a, 50000, 0, NULL));
+        flip_byte(entry, offsets[t]);
+        void *got = NULL;
+        size_t n = 0;
+        int q = 0;
+        magi_status st = magi_cache_get(c, "k", NULL, 0, &got, &n, NULL, &q);
+        MT_CHECK(st == MAGI_ERR_NOT_FOUND, "flip %d: %d", t, st);
+        MT_CHECK(got == NULL);
+        MT_CHECK(q == 1, "flip %d reported quarantined", t);
+        MT_CHECK(strstr(magi_last_error(), "corrupt") && strstr(magi_last_error(), "quarantine"), "%s",
+                 magi_last_error());
+        struct stat sb;
+        MT_CHECK(stat(entry, &sb) != 0, "corrupt entry no longer visible");
+        MT_CHECK(count_files(qdir) == (size_t)t + 1);
+        /* a later get is a plain miss; a put republishes */
+        MT_CHECK(magi_cache_get(c, "k", NULL, 0, &got, &n, NULL, &q) == MAGI_ERR_NOT_FOUND && q == 0);
+    }
+    /* put over a corrupt entry quarantines it and publishes */
+    MT_OK(magi_cache_put(c, "k", a, 50000, 0, NULL));
+    flip_byte(entry, 5);
+    magi_cache_put_result r;
+    MT_OK(magi_cache_put(c, "k", a, 50000, 0, &r));
+    MT_CHECK(r.published == 1 && r.quarantined == 1);
+    void *got = NULL;
+    size_t n = 0;
+    MT_OK(magi_cache_get(c, "k", NULL, 0, &got, &n, NULL, NULL));
+    MT_CHECK(n == 50000 && memcmp(got, a, n) == 0);
+    magi_free(got);
+
+    /* verify finds and quarantines corruption, leaves good entries */
+    MT_OK(magi_cache_put(c, "good", a, 1000, 0, NULL));
+    flip_byte(entry, 0);
+    magi_cache_report rep;
+    MT_CHECK(magi_cache_verify(c, &rep) == MAGI_ERR_CORRUPT);
+    MT_CHECK(rep.entries_ok == 1 && rep.quarantined == 1);
+    MT_CHECK(strstr(magi_last_error(), "'k'") != NULL, "%s", magi_last_error());
+    MT_OK(magi_cache_verify(c, &rep));
+    MT_CHECK(rep.entries_ok == 1 && rep.quarantined == 0);
+
+    /* gc deletes quarantined files */
+    magi_cache_gc_options go = MAGI_CACHE_GC_OPTIONS_INIT;
+    go.max_bytes = 1ull << 40;
+    MT_OK(magi_cache_gc(c, &go, &rep));
+    MT_CHECK(rep.quarantine_removed == 5 && rep.evicted == 0, "%zu", rep.quarantine_removed);
+    MT_CHECK(count_files(qdir) == 0);
+    free(a);
+    free(entry);
+    free(qdir);
+    magi_cache_free(c);
+    mt_rmtree(dir);
+    free(dir);
+}
+
+static void test_gc_lru(void) {
+    char *dir = mt_tmpdir();
+    magi_cache *c = NULL;
+    MT_OK(magi_cache_open(&c, dir));
+    unsigned char *a = pattern(10000, 4);
+    const char *keys[] = {"e0", "e1", "e2", "e3", "e4"};
+    for (int i = 0; i < 5; i++) MT_OK(magi_cache_put(c, keys[i], a, 10000, 0, NULL));
+    /* use order: e3, e0, e4, e1, e2 (e2 most recent) */
+    int order[] = {3, 0, 4, 1, 2};
+    for (int i = 0; i < 5; i++) {
+        sleep_ms(15);
+        void *got = NULL;
+        size_t n = 0;
+        MT_OK(magi_cache_get(c, keys[order[i]], NULL, 0, &got, &n, NULL, NULL));
+        magi_free(got);
+    }
+    magi_cache_entry *v = NULL;
+    size_t nv = 0;
+    MT_OK(magi_cache_list(c, &v, &nv, NULL));
+    MT_REQUIRE(nv == 5);
+    uint64_t per = v[0].file_bytes;
+    magi_free(v);
+    magi_cache_gc_options go = MAGI_CACHE_GC_OPTIONS_INIT;
+    go.max_bytes = 3 * per; /* room for three */
+    magi_cache_report rep;
+    MT_OK(magi_cache_gc(c, &go, &rep));
+    MT_CHECK(rep.evicted == 2 && rep.evicted_bytes == 2 * per && rep.bytes_after == 3 * per);
+    void *got = NULL;
+    size_t n = 0;
+    MT_CHECK(magi_cache_get(c, "e3", NULL, 0, &got, &n, NULL, NULL) == MAGI_ERR_NOT_FOUND, "LRU e3 evicted");
+    MT_CHECK(magi_cache_get(c, "e0", NULL, 0, &got, &n, NULL, NULL) == MAGI_ERR_NOT_FOUND, "e0 evicted");
+    const char *kept[] = {"e4", "e1", "e2"};
+    for (int i = 0; i < 3; i++) {
+        MT_CHECK(magi_cache_get(c, kept[i], NULL, 0, &got, &n, NULL, NULL) == MAGI_OK, "%s kept", kept[i]);
+        magi_free(got);
+    }
+    go.max_bytes = 0;
+    MT_OK(magi_cache_gc(c, &go, &rep));
+    MT_CHECK(rep.evicted == 3 && rep.bytes_after == 0);
+    free(a);
+    magi_cache_free(c);
+    mt_rmtree(dir);
+    free(dir);
+}
+
+/* The CLI: put/key/ls/get/verify/gc, exit codes, a flipped byte. */
+static int cli(char **argv, char **out, char **err) { return mt_spawn(argv, NULL, out, err); }
+
+static void test_cli(void) {
+    char *dir = mt_tmpdir();
+    char *cdir = mt_fmt("%s/cache", dir);
+    enum { NF = 5 };
+    char *paths[NF];
+    for (int i = 0; i < NF; i++) paths[i] = mt_fixture(mt_real_fixtures[i]);
+    char *put[] = {MAGI_CLI_PATH, "cache", "put", cdir, paths[0], paths[1], paths[2], paths[3], paths[4], NULL};
+    char *out = NULL, *err = NULL;
+    MT_REQUIRE(cli(put, &out, &err) == 0, "%s", err);
+    char keys[NF][65];
+    char *line = out;
+    for (int i = 0; i < NF; i++) {
+        char sha[65], status[32];
+        MT_REQUIRE(sscanf(line, "%64s %64s %31s", keys[i], sha, status) == 3);
+        MT_CHECK(!strcmp(status, "published"));
+        line = strchr(line, '\n') + 1;
+    }
+    free(out);
+    free(err);
+    /* again: kept; key agrees */
+    MT_CHECK(cli(put, &out, NULL) == 0);
+    MT_CHECK(out && strstr(out, "kept") && !strstr(out, "published"));
+    free(out);
+    char *key[] = {MAGI_CLI_PATH, "cache", "key", paths[3], NULL};
+    MT_CHECK(cli(key, &out, NULL) == 0);
+    MT_CHECK(out && !strncmp(out, keys[3], 64));
+    free(out);
+    /* the key is the canonical fingerprint: a rank whose symbols are named
+     * differently (s77 -> s5) shares the entry; so does the artifact form */
+    {
+        size_t tl = 0;
+        char *text = mt_read(paths[3], &tl);
+        MT_REQUIRE(text);
+        {
+            char *renamed = malloc(tl + 1), *w = renamed;
+            for (const char *p = text; *p;) {
+                if (!strncmp(p, "s77", 3)) { *w++ = 's'; *w++ = '5'; p += 3; }
+                else *w++ = *p++;
+            }
+            *w = 0;
+            char *rp = mt_fmt("%s/renamed.json", dir);
+            MT_REQUIRE(mt_write(rp, renamed, strlen(renamed)) == 0);
+            char *art0 = mt_fmt("%s/mixed.magi", dir);
+            char *save[] = {MAGI_CLI_PATH, "save", paths[3], "-o", art0, NULL};
+            MT_REQUIRE(cli(save, NULL, NULL) == 0);
+            char *put2[] = {MAGI_CLI_PATH, "cache", "put", cdir, rp, art0, NULL};
+            MT_CHECK(cli(put2, &out, NULL) == 0);
+            MT_CHECK(out && !strncmp(out, keys[3], 64) && strstr(out, " kept ") && !strstr(out, "published"),
+                     "%s", out);
+            char *nl = out ? strchr(out, '\n') : NULL;
+            MT_CHECK(nl && !strncmp(nl + 1, keys[3], 64) && strstr(nl + 1, " kept "), "%s", out);
+            free(out);
+            free(rp);
+            free(art0);
+            free(renamed);
+        }
+        free(text);
+    }
+    char *ls[] = {MAGI_CLI_PATH, "cache", "ls", cdir, NULL};
+    MT_CHECK(cli(ls, &out, NULL) == 0);
+    size_t lines = 0;
+    for (char *p = out; p && *p; p++) lines += *p == '\n';
+    MT_CHECK(lines == NF);
+    free(out);
+
+    /* get -> a loadable artifact whose inputs equal the fixture's */
+    char *art = mt_fmt("%s/got.magi", dir);
+    char *get[] = {MAGI_CLI_PATH, "cache", "get", cdir, keys[3], "-o", art, NULL};
+    MT_CHECK(cli(get, NULL, NULL) == 0);
+    char *in1[] = {MAGI_CLI_PATH, "inputs", art, NULL}, *in2[] = {MAGI_CLI_PATH, "inputs", paths[3], NULL};
+    char *o1 = NULL, *o2 = NULL;
+    MT_CHECK(cli(in1, &o1, NULL) == 0 && cli(in2, &o2, NULL) == 0);
+    MT_CHECK(o1 && o2 && !strcmp(o1, o2));
+    free(o1);
+    free(o2);
+
+    /* miss: exit 1 */
+    char *miss[] = {MAGI_CLI_PATH, "cache", "get", cdir, "nokey", "-o", art, NULL};
+    MT_CHECK(cli(miss, NULL, &err) == 1);
+    MT_CHECK(err && strstr(err, "nokey"));
+    free(err);
+
+    /* a flipped byte: get reports the quarantine and misses */
+    char *entry = mt_fmt("%s/v1/entries/%s", cdir, keys[3]);
+    size_t n = 0;
+    char *d = mt_read(entry, &n);
+    MT_REQUIRE(d && n > 200);
+    d[n - 100] ^= 0x40;
+    MT_REQUIRE(mt_write(entry, d, n) == 0);
+    free(d);
+    MT_CHECK(cli(get, NULL, &err) == 1);
+    MT_CHECK(err && strstr(err, "corrupt") && strstr(err, "quarantine"), "%s", err);
+    free(err);
+    MT_CHECK(cli(get, NULL, NULL) == 1, "still a miss");
+
+    /* verify: another flipped entry, exit 4 */
+    free(entry);
+    entry = mt_fmt("%s/v1/entries/%s", cdir, keys[0]);
+    d = mt_read(entry, &n);
+    MT_REQUIRE(d && n > 200);
+    d[n - 1] ^= 0x01;
+    MT_REQUIRE(mt_write(entry, d, n) == 0);
+    free(d);
+    char *ver[] = {MAGI_CLI_PATH, "cache", "verify", cdir, NULL};
+    MT_CHECK(cli(ver, &out, &err) == 4);
+    MT_CHECK(out && strstr(out, "3 ok, 1 quarantined"), "%s", out);
+    free(out);
+    free(err);
+    MT_CHECK(cli(ver, NULL, NULL) == 0);
+
+    /* gc to zero */
+    char *gc[] = {MAGI_CLI_PATH, "cache", "gc", cdir, "--max-bytes", "0", NULL};
+    MT_CHECK(cli(gc, &out, NULL) == 0);
+    MT_CHECK(out && strstr(out, "evicted 3 entries") && strstr(out, "2 quarantined files"), "%s", out);
+    free(out);
+    MT_CHECK(cli(ls, &out, NULL) == 0);
+    MT_CHECK(out && !*out);
+    free(out);
+
+    /* usage errors */
+    char *u1[] = {MAGI_CLI_PATH, "cache", "frob", cdir, NULL};
+    char *u2[] = {MAGI_CLI_PATH, "cache", "gc", cdir, NULL};
+    char *u3[] = {MAGI_CLI_PATH, "cache", "get", cdir, "../x", NULL};
+    MT_CHECK(cli(u1, NULL, NULL) == 2);
+    MT_CHECK(cli(u2, NULL, NULL) == 2);
+    MT_CHECK(cli(u3, NULL, NULL) == 2);
+    free(entry);
+    free(art);
+    for (int i = 0; i < NF; i++) free(paths[i]);
+    free(cdir);
+    mt_rmtree(dir);
+    free(dir);
+}
+
+MT_MAIN(MT_CASE(test_cli), MT_CASE(test_roundtrip), MT_CASE(test_keys), MT_CASE(test_corrupt_quarantine), MT_CASE(test_gc_lru))
