@@ -1,0 +1,211 @@
+/* Generic SymmBuffer backend wrapper: registry, group resolution and
+ * argument validation in front of a backend's vtable. */
+#include "symm_internal.h"
+#include <stdlib.h>
+#include <string.h>
+
+extern const magi_symm_backend_ops magi_symm_host_ops;
+#ifdef MAGI_HAVE_CUDA
+/* Strong reference: src/symm/backend_cuda.c is compiled whenever the CUDA
+ * toolkit is found (MAGI_HAVE_CUDA), so static consumers always pull it in. */
+extern const magi_symm_backend_ops magi_symm_cuda_ops;
+#endif
+
+struct magi_symm_backend {
+    const magi_symm_backend_ops *ops;
+    void *state;
+    const magi_symm_plan *plan;
+    magi_symm_group_view *views;  /* one per window */
+    uint32_t *ranks;              /* storage of default groups' ranks */
+    int ready;                    /* rendezvous done */
+};
+
+const magi_symm_backend_ops *magi_symm_backend_find(const char *name) {
+    if (name && !strcmp(name, "host")) return &magi_symm_host_ops;
+#ifdef MAGI_HAVE_CUDA
+    if (name && !strcmp(name, "cuda")) return &magi_symm_cuda_ops;
+#endif
+    magi_set_error(MAGI_ERR_UNSUPPORTED, "symm backend '%s' is not built in (available: host%s)",
+                   name ? name : "(null)",
+#ifdef MAGI_HAVE_CUDA
+                   ", cuda"
+#else
+                   ""
+#endif
+    );
+    return NULL;
+}
+
+static magi_status resolve_groups(magi_symm_backend *b, const magi_symm_backend_config *c) {
+    uint32_t nw;
+    const magi_symm_window *w = magi_symm_plan_windows(b->plan, &nw);
+    size_t total = 0;
+    for (uint32_t i = 0; i < nw; i++) total += w[i].group_size;
+    b->views = calloc(nw ? nw : 1, sizeof *b->views);
+    b->ranks = calloc(total ? total : 1, sizeof *b->ranks);
+    if (!b->views || !b->ranks) return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
+    uint32_t *next = b->ranks;
+    for (uint32_t i = 0; i < nw; i++) {
+        magi_symm_group_view *v = &b->views[i];
+        v->name = w[i].group;
+        v->size = w[i].group_size;
+        const magi_symm_group *g = NULL;
+        for (uint32_t k = 0; k < c->n_groups; k++)
+            if (c->groups[k].name && !strcmp(c->groups[k].name, w[i].group)) g = &c->groups[k];
+        if (g) {
+            if (g->size != w[i].group_size || !g->ranks)
+                return magi_set_error(MAGI_ERR_INVALID_ARG,
+                                      "group '%s': config gives size %u%s, the plan needs %u", g->name,
+                                      g->size, g->ranks ? "" : " without ranks", w[i].group_size);
+            int found = 0;
+            for (uint32_t k = 0; k < g->size; k++) {
+                if (g->ranks[k] >= c->world)
+                    return magi_set_error(MAGI_ERR_INVALID_ARG, "group '%s': rank %u >= world %u",
+                                          g->name, g->ranks[k], c->world);
+                for (uint32_t j = 0; j < k; j++)
+                    if (g->ranks[j] == g->ranks[k])
+                        return magi_set_error(MAGI_ERR_INVALID_ARG, "group '%s': rank %u listed twice",
+                                              g->name, g->ranks[k]);
+                if (g->ranks[k] == c->rank) v->my_index = k, found = 1;
+                next[k] = g->ranks[k];
+            }
+            if (!found)
+                return magi_set_error(MAGI_ERR_INVALID_ARG, "group '%s' does not contain rank %u",
+                                      g->name, c->rank);
+            v->comm = g->comm;
+        } else {
+            uint32_t s = w[i].group_size;
+            if (s > c->world || c->world % s)
+                return magi_set_error(MAGI_ERR_INVALID_ARG,
+                                      "group '%s' of size %u does not divide world %u: pass explicit "
+                                      "groups", w[i].group, s, c->world);
+            uint32_t base = c->rank / s * s;
+            for (uint32_t k = 0; k < s; k++) next[k] = base + k;
+            v->my_index = c->rank - base;
+        }
+        v->ranks = next;
+        next += w[i].group_size;
+    }
+    return MAGI_OK;
+}
+
+magi_status magi_symm_backend_create(magi_symm_backend **out, const magi_symm_backend_ops *ops,
+                                     const magi_symm_plan *plan,
+                                     const magi_symm_backend_config *cfg) {
+    magi_status st = MAGI_OK;
+    magi_symm_backend *b = NULL;
+    if (!out || !ops || !plan || !cfg)
+        return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_symm_backend_create: NULL argument");
+    *out = NULL;
+    if (cfg->version != MAGI_SYMM_BACKEND_CONFIG_VERSION)
+        return magi_set_error(MAGI_ERR_INVALID_ARG, "backend config version %u (expected %u)",
+                              cfg->version, MAGI_SYMM_BACKEND_CONFIG_VERSION);
+    if (ops->version != 1)
+        return magi_set_error(MAGI_ERR_INVALID_ARG, "backend ops version %u (expected 1)", ops->version);
+    if (cfg->world == 0 || cfg->rank >= cfg->world)
+        return magi_set_error(MAGI_ERR_INVALID_ARG, "rank %u is not in world %u", cfg->rank, cfg->world);
+    if (cfg->n_groups && !cfg->groups)
+        return magi_set_error(MAGI_ERR_INVALID_ARG, "n_groups %u but groups is NULL", cfg->n_groups);
+    b = calloc(1, sizeof *b);
+    if (!b) return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
+    b->ops = ops;
+    b->plan = plan;
+    MAGI_CHECK(resolve_groups(b, cfg));
+    MAGI_CHECK(ops->create(&b->state, plan, cfg, b->views));
+    *out = b;
+    b = NULL;
+cleanup:
+    magi_symm_backend_free(b);
+    return st;
+}
+
+magi_status magi_symm_backend_rendezvous(magi_symm_backend *b) {
+    if (!b) return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_symm_backend_rendezvous: NULL backend");
+    if (b->ready) return MAGI_OK;
+    magi_status st = b->ops->rendezvous(b->state);
+    if (st == MAGI_OK) b->ready = 1;
+    return st;
+}
+
+magi_status magi_symm_backend_barrier(magi_symm_backend *b, void *stream) {
+    if (!b) return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_symm_backend_barrier: NULL backend");
+    if (!b->ready)
+        return magi_set_error(MAGI_ERR_INVALID_ARG,
+                              "magi_symm_backend_barrier: the backend has not completed its rendezvous");
+    return b->ops->barrier(b->state, stream);
+}
+
+void magi_symm_backend_free(magi_symm_backend *b) {
+    if (!b) return;
+    if (b->state) b->ops->destroy(b->state);
+    free(b->views);
+    free(b->ranks);
+    free(b);
+}
+
+static magi_status check_slot(const magi_symm_backend *b, uint32_t slot, const char *fn,
+                              const magi_symm_slot **out) {
+    uint32_t ns;
+    const magi_symm_slot *s = magi_symm_plan_slots(b->plan, &ns);
+    if (slot >= ns)
+        return magi_set_error(MAGI_ERR_INVALID_ARG, "%s: slot %u out of range (%u slots)", fn, slot, ns);
+    *out = &s[slot];
+    return MAGI_OK;
+}
+
+magi_status magi_symm_bind(magi_symm_backend *b, uint32_t slot, const void *src, uint64_t nbytes,
+                           void *stream) {
+    const magi_symm_slot *s = NULL;
+    magi_status st;
+    if (!b || !src) return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_symm_bind: NULL argument");
+    if ((st = check_slot(b, slot, "magi_symm_bind", &s))) return st;
+    if (nbytes != s->nbytes)
+        return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_symm_bind: slot %u ('%s') holds %llu bytes, got %llu",
+                              slot, s->weight, (unsigned long long)s->nbytes, (unsigned long long)nbytes);
+    return b->ops->bind(b->state, slot, src, nbytes, stream);
+}
+
+magi_status magi_symm_local_slot_ptr(magi_symm_backend *b, uint32_t slot, void **out) {
+    const magi_symm_slot *s = NULL;
+    magi_status st;
+    if (!b || !out) return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_symm_local_slot_ptr: NULL argument");
+    if ((st = check_slot(b, slot, "magi_symm_local_slot_ptr", &s))) return st;
+    return b->ops->local_slot_ptr(b->state, slot, out);
+}
+
+static magi_status check_gather(const magi_symm_backend *b, uint32_t slot, const void *dst,
+                                uint64_t dst_bytes, const char *fn) {
+    const magi_symm_slot *s = NULL;
+    magi_status st;
+    if (!b->ready)
+        return magi_set_error(MAGI_ERR_INVALID_ARG, "%s: the backend has not completed its rendezvous", fn);
+    if ((st = check_slot(b, slot, fn, &s))) return st;
+    if (!dst) return magi_set_error(MAGI_ERR_INVALID_ARG, "%s: NULL destination", fn);
+    uint64_t need;
+    if (__builtin_mul_overflow(s->nbytes, (uint64_t)b->views[s->window].size, &need) || dst_bytes != need)
+        return magi_set_error(MAGI_ERR_INVALID_ARG,
+                              "%s: slot %u ('%s') gathers %u x %llu bytes, destination has %llu", fn,
+                              slot, s->weight, b->views[s->window].size,
+                              (unsigned long long)s->nbytes, (unsigned long long)dst_bytes);
+    return MAGI_OK;
+}
+
+magi_status magi_symm_all_gather(magi_symm_backend *b, uint32_t slot, void *dst, uint64_t dst_bytes,
+                                 void *stream) {
+    magi_status st;
+    if (!b) return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_symm_all_gather: NULL backend");
+    if ((st = check_gather(b, slot, dst, dst_bytes, "magi_symm_all_gather"))) return st;
+    return b->ops->gather(b->state, slot, dst, stream);
+}
+
+magi_status magi_symm_all_gather_coalesced(magi_symm_backend *b, uint32_t n, const uint32_t *slots,
+                                           void *const *dsts, const uint64_t *dst_bytes,
+                                           void *stream) {
+    magi_status st;
+    if (!b || (n && (!slots || !dsts || !dst_bytes)))
+        return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_symm_all_gather_coalesced: NULL argument");
+    for (uint32_t i = 0; i < n; i++)
+        if ((st = check_gather(b, slots[i], dsts[i], dst_bytes[i], "magi_symm_all_gather_coalesced")))
+            return magi_error_prefix(st, "input %u", i);
+    return b->ops->gather_coalesced(b->state, n, slots, dsts, stream);
+}

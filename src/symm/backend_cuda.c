@@ -1,0 +1,784 @@
+/* cuda SymmBuffer backend (cuda_backend.h, docs/CUDA.md): device windows
+ * shared through CUDA IPC, gathers as one cudaMemcpyBatchAsync per call on
+ * a side stream, joined back to the caller's stream with an event. */
+#include "symm_internal.h"
+#include "cuda_backend.h"
+#include "rdzv_sock.h"
+#include <cuda_runtime_api.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* cudaMemcpyBatchAsync: 8 arguments from CUDA 13.0, 9 (with failIdx) in
+ * 12.8/12.9, absent before: every gather then takes the per-copy path. */
+#if CUDART_VERSION >= 13000
+#define MAGI_CUDA_HAVE_BATCH 1
+static cudaError_t batch_async(void **d, const void **s, size_t *z, size_t n, struct cudaMemcpyAttributes *a,
+                               size_t *ai, size_t na, cudaStream_t st, size_t *fail) {
+    *fail = SIZE_MAX;
+    return cudaMemcpyBatchAsync((void *const *)d, (const void *const *)s, z, n, a, ai, na, st);
+}
+#elif CUDART_VERSION >= 12080
+#define MAGI_CUDA_HAVE_BATCH 1
+static cudaError_t batch_async(void **d, const void **s, size_t *z, size_t n, struct cudaMemcpyAttributes *a,
+                               size_t *ai, size_t na, cudaStream_t st, size_t *fail) {
+    *fail = SIZE_MAX;
+    return cudaMemcpyBatchAsync(d, (void **)s, z, n, a, ai, na, fail, st);
+}
+#else
+#define MAGI_CUDA_HAVE_BATCH 0
+#endif
+
+#define REC_MAGIC 0x52435353u /* "SSCR" */
+#define REC_VERSION 1u
+#define DEFAULT_TIMEOUT_MS 60000u
+#define RANGE_CACHE 64
+
+typedef struct rec_hdr {
+    uint32_t magic, version, rank, world, n_windows;
+    int32_t device;
+    int32_t pid;
+    int32_t status;          /* != 0: this rank failed before the exchange; the
+                                payload is its error message (no handles) */
+    uint64_t enc_len;
+    uint8_t digest[32];
+    char host[64];
+} rec_hdr;
+
+typedef struct cwin {
+    uint8_t *local;
+    uint64_t bytes;
+    uint32_t gsize, my;
+    uint32_t *ranks;
+    uint8_t **peer;          /* peer[my] == local; others opened through IPC */
+    uint8_t *opened;         /* 1: peer[j] came from cudaIpcOpenMemHandle */
+} cwin;
+
+typedef struct range { uintptr_t lo, hi; } range;
+
+typedef int (*get_range_fn)(unsigned long long *base, size_t *size, unsigned long long ptr);
+
+struct magi_symm_cuda {
+    int device;
+    uint32_t rank, world, timeout_ms;
+    char *dir;
+    void *world_comm;
+    cwin *wins;
+    uint32_t n_windows;
+    magi_symm_cuda_slot *slots;
+    uint32_t n_slots;
+    uint8_t *enc;
+    size_t enc_len;
+    uint8_t digest[32];
+    magi_symm_sock *sock;
+    int ready, barrier_done, failed;
+    cudaStream_t side;
+    cudaEvent_t ev_fork, ev_join;
+    magi_symm_cuda_local_mode local_mode;
+    int no_batch;            /* the driver refused cudaMemcpyBatchAsync once */
+    /* per-call scratch, grown on demand */
+    void **dsts;
+    const void **srcs;
+    size_t *sizes;
+    size_t cap;
+    void **tmp_dsts;
+    uint32_t tmp_cap;
+    uint8_t *stage;
+    size_t stage_cap;
+    range cache[RANGE_CACHE];   /* device allocations seen as destinations */
+    uint32_t cache_next, cache_mru;
+    get_range_fn get_range;
+    magi_symm_cuda_stats stats;
+};
+
+static magi_status cuda_fail(cudaError_t e, const char *what) {
+    (void)cudaGetLastError(); /* clear a non-sticky error so the next call starts clean */
+    return magi_set_error(MAGI_ERR_DEVICE, "cuda backend: %s: %s (%s)", what, cudaGetErrorString(e),
+                          cudaGetErrorName(e));
+}
+#define CU(call, what)                                   \
+    do {                                                 \
+        cudaError_t e_ = (call);                         \
+        if (e_ != cudaSuccess) {                         \
+            st = cuda_fail(e_, what);                    \
+            goto cleanup;                                \
+        }                                                \
+    } while (0)
+
+int magi_symm_cuda_has_batch(void) { return MAGI_CUDA_HAVE_BATCH; }
+
+void magi_symm_cuda_set_local_mode(magi_symm_cuda *c, magi_symm_cuda_local_mode m) {
+    if (c && (unsigned)m <= MAGI_SYMM_CUDA_LOCAL_MEMCPY) c->local_mode = m;
+}
+
+void magi_symm_cuda_set_per_copy(magi_symm_cuda *c, int on) {
+    if (c) c->no_batch = on != 0;
+}
+
+void magi_symm_cuda_get_stats(const magi_symm_cuda *c, magi_symm_cuda_stats *out) {
+    if (c && out) *out = c->stats;
+}
+
+static magi_status use_device(magi_symm_cuda *c) {
+    int cur = -1;
+    cudaError_t e = cudaGetDevice(&cur);
+    if (e == cudaSuccess && cur == c->device) return MAGI_OK;
+    e = cudaSetDevice(c->device);
+    if (e != cudaSuccess) return cuda_fail(e, "cudaSetDevice");
+    return MAGI_OK;
+}
+
+/* ------------------------------------------------------------ lifetime */
+
+void magi_symm_cuda_destroy(magi_symm_cuda *c) {
+    if (!c) return;
+    if (c->side || c->wins) cudaSetDevice(c->device);
+    if (c->side) cudaStreamSynchronize(c->side);
+    /* Peers may still be reading our windows: meet them once more before
+     * freeing (socket engine only: with NCCL the runtime owns teardown order). */
+    if (c->sock && c->barrier_done && !c->failed) magi_symm_sock_barrier(c->sock);
+    for (uint32_t w = 0; w < c->n_windows && c->wins; w++) {
+        cwin *cw = &c->wins[w];
+        for (uint32_t j = 0; cw->peer && j < cw->gsize; j++)
+            if (cw->opened && cw->opened[j]) cudaIpcCloseMemHandle(cw->peer[j]);
+        if (cw->local) cudaFree(cw->local);
+        free(cw->peer);
+        free(cw->opened);
+        free(cw->ranks);
+    }
+    if (c->stage) cudaFree(c->stage);
+    if (c->ev_fork) cudaEventDestroy(c->ev_fork);
+    if (c->ev_join) cudaEventDestroy(c->ev_join);
+    if (c->side) cudaStreamDestroy(c->side);
+    magi_symm_sock_close(c->sock);
+    free(c->wins);
+    free(c->slots);
+    free(c->enc);
+    free(c->dir);
+    free(c->dsts);
+    free(c->srcs);
+    free(c->sizes);
+    free(c->tmp_dsts);
+    free(c);
+}
+
+magi_status magi_symm_cuda_create(magi_symm_cuda **out, const magi_symm_cuda_layout *l,
+                                  const magi_symm_backend_config *cfg) {
+    magi_status st = MAGI_OK;
+    magi_symm_cuda *c = NULL;
+    int ndev = 0;
+    if (!out || !l || !cfg || (l->n_windows && !l->windows) || (l->n_slots && !l->slots))
+        return magi_set_error(MAGI_ERR_INVALID_ARG, "cuda backend: NULL argument");
+    *out = NULL;
+    cudaError_t e = cudaGetDeviceCount(&ndev);
+    if (e != cudaSuccess || ndev == 0) {
+        (void)cudaGetLastError();
+        return magi_set_error(MAGI_ERR_UNSUPPORTED, "cuda backend: no CUDA device (%s)",
+                              e != cudaSuccess ? cudaGetErrorString(e) : "device count 0");
+    }
+    if (cfg->device < 0 || cfg->device >= ndev)
+        return magi_set_error(MAGI_ERR_INVALID_ARG, "cuda backend: device %d out of range (%d devices)",
+                              cfg->device, ndev);
+    c = calloc(1, sizeof *c);
+    if (!c) return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
+    c->device = cfg->device;
+    c->rank = cfg->rank;
+    c->world = cfg->world;
+    c->timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : DEFAULT_TIMEOUT_MS;
+    c->world_comm = cfg->world_comm;
+    if (cfg->rendezvous && !(c->dir = strdup(cfg->rendezvous))) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
+    if (cfg->world > 1 && !c->world_comm && !c->dir)
+        MAGI_FAIL(MAGI_ERR_INVALID_ARG,
+                  "cuda backend: world %u needs an NCCL communicator (world_comm) or a rendezvous directory",
+                  cfg->world);
+#ifndef MAGI_HAVE_NCCL
+    if (c->world_comm)
+        MAGI_FAIL(MAGI_ERR_UNSUPPORTED, "cuda backend: an NCCL communicator was given but NCCL is not built in");
+#endif
+    c->n_windows = l->n_windows;
+    c->n_slots = l->n_slots;
+    c->wins = calloc(l->n_windows ? l->n_windows : 1, sizeof *c->wins);
+    c->slots = malloc(sizeof *c->slots * (l->n_slots ? l->n_slots : 1));
+    c->enc = malloc(l->plan_enc_len ? l->plan_enc_len : 1);
+    if (!c->wins || !c->slots || !c->enc) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
+    if (l->plan_enc_len) memcpy(c->enc, l->plan_enc, l->plan_enc_len);
+    c->enc_len = l->plan_enc_len;
+    magi_sha256(c->enc, c->enc_len, c->digest);
+    if (l->n_slots) memcpy(c->slots, l->slots, sizeof *c->slots * l->n_slots);
+    for (uint32_t s = 0; s < l->n_slots; s++) {
+        const magi_symm_cuda_slot *sl = &l->slots[s];
+        if (sl->window >= l->n_windows || sl->offset > l->windows[sl->window].bytes ||
+            sl->nbytes > l->windows[sl->window].bytes - sl->offset)
+            MAGI_FAIL(MAGI_ERR_INVALID_ARG, "cuda backend: slot %u lies outside its window", s);
+    }
+    CU(cudaSetDevice(c->device), "cudaSetDevice");
+    for (uint32_t w = 0; w < l->n_windows; w++) {
+        const magi_symm_cuda_window *lw = &l->windows[w];
+        cwin *cw = &c->wins[w];
+        if (!lw->group_size || lw->my_index >= lw->group_size || !lw->ranks)
+            MAGI_FAIL(MAGI_ERR_INVALID_ARG, "cuda backend: window %u has a bad group", w);
+        cw->bytes = lw->bytes;
+        cw->gsize = lw->group_size;
+        cw->my = lw->my_index;
+        cw->ranks = malloc(sizeof *cw->ranks * cw->gsize);
+        cw->peer = calloc(cw->gsize, sizeof *cw->peer);
+        cw->opened = calloc(cw->gsize, 1);
+        if (!cw->ranks || !cw->peer || !cw->opened) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
+        for (uint32_t j = 0; j < cw->gsize; j++) {
+            if (lw->ranks[j] >= cfg->world)
+                MAGI_FAIL(MAGI_ERR_INVALID_ARG, "cuda backend: window %u: rank %u >= world %u", w,
+                          lw->ranks[j], cfg->world);
+            cw->ranks[j] = lw->ranks[j];
+        }
+        if (cw->ranks[cw->my] != cfg->rank)
+            MAGI_FAIL(MAGI_ERR_INVALID_ARG, "cuda backend: window %u: my_index does not name rank %u", w, cfg->rank);
+        if (cw->bytes) {
+            char what[96];
+            snprintf(what, sizeof what, "cudaMalloc of window %u (%llu bytes)", w, (unsigned long long)cw->bytes);
+            CU(cudaMalloc((void **)&cw->local, (size_t)cw->bytes), what);
+            CU(cudaMemset(cw->local, 0, (size_t)cw->bytes), "cudaMemset of a window");
+        }
+        cw->peer[cw->my] = cw->local;
+    }
+    CU(cudaStreamCreateWithFlags(&c->side, cudaStreamNonBlocking), "cudaStreamCreate (side stream)");
+    CU(cudaEventCreateWithFlags(&c->ev_fork, cudaEventDisableTiming), "cudaEventCreate");
+    CU(cudaEventCreateWithFlags(&c->ev_join, cudaEventDisableTiming), "cudaEventCreate");
+#if CUDART_VERSION >= 12050
+    {
+        void *fn = NULL;
+        enum cudaDriverEntryPointQueryResult q;
+        if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &fn, 12000, cudaEnableDefault, &q) ==
+                cudaSuccess &&
+            q == cudaDriverEntryPointSuccess)
+            c->get_range = (get_range_fn)fn;
+        (void)cudaGetLastError();
+    }
+#endif
+    CU(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    *out = c;
+    c = NULL;
+cleanup:
+    magi_symm_cuda_destroy(c);
+    return st;
+}
+
+/* ----------------------------------------------------------- rendezvous */
+
+static magi_status engine_allgather(magi_symm_cuda *c, const void *mine, size_t len, uint8_t **all,
+                                    size_t **offs) {
+#ifdef MAGI_HAVE_NCCL
+    if (c->world_comm) return magi_symm_nccl_allgather(c->world_comm, c->rank, c->world, mine, len, all, offs);
+#endif
+    return magi_symm_sock_allgather(c->sock, mine, len, all, offs);
+}
+
+static magi_status engine_barrier(magi_symm_cuda *c) {
+#ifdef MAGI_HAVE_NCCL
+    if (c->world_comm) return magi_symm_nccl_barrier(c->world_comm);
+#endif
+    return magi_symm_sock_barrier(c->sock);
+}
+
+/* Second round: every rank learns whether every rank succeeded, so a local
+ * failure (IPC open, different host) fails the rendezvous everywhere. */
+static magi_status agree(magi_symm_cuda *c, magi_status mine) {
+    char msg[1100];
+    int32_t code = (int32_t)mine;
+    memcpy(msg, &code, 4);
+    snprintf(msg + 4, sizeof msg - 4, "%s", mine ? magi_last_error() : "");
+    uint8_t *all = NULL;
+    size_t *offs = NULL;
+    magi_status st = engine_allgather(c, msg, 4 + strlen(msg + 4) + 1, &all, &offs);
+    if (st) return mine ? mine : st;
+    st = mine;
+    if (!mine)
+        for (uint32_t r = 0; r < c->world; r++) {
+            if (offs[r + 1] - offs[r] < 5) {
+                st = magi_set_error(MAGI_ERR_IO, "cuda backend rendezvous: short status from rank %u", r);
+                break;
+            }
+            int32_t rc;
+            memcpy(&rc, all + offs[r], 4);
+            if (rc) {
+                all[offs[r + 1] - 1] = 0;
+                magi_status rs = (magi_status)rc;
+                if (rs > 0 || rs < MAGI_ERR_DEVICE) rs = MAGI_ERR_DEVICE;
+                st = magi_set_error(rs, "cuda backend rendezvous: rank %u failed: %s", r,
+                                    (const char *)all + offs[r] + 4);
+                break;
+            }
+        }
+    free(all);
+    free(offs);
+    return st;
+}
+
+static magi_status open_peers(magi_symm_cuda *c, const uint8_t *all, const size_t *offs) {
+    const rec_hdr *mine = (const rec_hdr *)(all + offs[c->rank]);
+    for (uint32_t w = 0; w < c->n_windows; w++) {
+        cwin *cw = &c->wins[w];
+        for (uint32_t j = 0; j < cw->gsize; j++) {
+            if (j == cw->my) continue;
+            uint32_t r = cw->ranks[j];
+            const rec_hdr *h = (const rec_hdr *)(all + offs[r]);
+            if (strncmp(h->host, mine->host, sizeof h->host))
+                return magi_set_error(MAGI_ERR_UNSUPPORTED,
+                                      "cuda backend: window %u: rank %u is on host '%.64s', rank %u on '%.64s': "
+                                      "CUDA IPC windows are node-local",
+                                      w, r, h->host, c->rank, mine->host);
+            if (h->pid == mine->pid)
+                return magi_set_error(MAGI_ERR_UNSUPPORTED,
+                                      "cuda backend: ranks %u and %u are the same process: one rank per process",
+                                      r, c->rank);
+            if (!cw->bytes) continue;
+            cudaIpcMemHandle_t hd;
+            memcpy(&hd, (const uint8_t *)h + sizeof *h + (size_t)w * sizeof hd, sizeof hd);
+            void *p = NULL;
+            cudaError_t e = cudaIpcOpenMemHandle(&p, hd, cudaIpcMemLazyEnablePeerAccess);
+            if (e != cudaSuccess) {
+                char what[128];
+                snprintf(what, sizeof what, "cudaIpcOpenMemHandle of window %u of rank %u (device %d)", w, r,
+                         h->device);
+                return cuda_fail(e, what);
+            }
+            cw->peer[j] = p;
+            cw->opened[j] = 1;
+        }
+    }
+    return MAGI_OK;
+}
+
+/* Same verdict on every rank: each compares every plan with rank 0's. */
+static magi_status check_records(magi_symm_cuda *c, uint8_t *all, const size_t *offs) {
+    size_t hsz = sizeof(rec_hdr) + (size_t)c->n_windows * sizeof(cudaIpcMemHandle_t);
+    const rec_hdr *h0 = NULL;
+    for (uint32_t r = 0; r < c->world; r++) {
+        size_t n = offs[r + 1] - offs[r];
+        const rec_hdr *h = (const rec_hdr *)(all + offs[r]);
+        if (n < sizeof(rec_hdr) || h->magic != REC_MAGIC || h->version != REC_VERSION)
+            return magi_set_error(MAGI_ERR_MISMATCH, "cuda backend rendezvous: rank %u sent no cuda record "
+                                  "(a different backend or version?)", r);
+        if (h->rank != r || h->world != c->world)
+            return magi_set_error(MAGI_ERR_MISMATCH,
+                                  "cuda backend rendezvous: record %u says rank %u of world %u (expected world %u)",
+                                  r, h->rank, h->world, c->world);
+        if (h->status) {
+            magi_status rs = (magi_status)h->status;
+            if (rs > 0 || rs < MAGI_ERR_DEVICE) rs = MAGI_ERR_DEVICE;
+            const char *msg = "(no message)";
+            if (n > sizeof *h) {
+                all[offs[r + 1] - 1] = 0;
+                msg = (const char *)h + sizeof *h;
+            }
+            return magi_set_error(rs, "cuda backend rendezvous: rank %u failed: %s", r, msg);
+        }
+    }
+    for (uint32_t r = 0; r < c->world; r++) {
+        size_t n = offs[r + 1] - offs[r];
+        const rec_hdr *h = (const rec_hdr *)(all + offs[r]);
+        if (r == 0) h0 = h;
+        if (memcmp(h->digest, h0->digest, 32)) {
+            char d0[17], dq[17];
+            magi_hex(d0, h0->digest, 8);
+            magi_hex(dq, h->digest, 8);
+            size_t hsz0 = sizeof(rec_hdr) + (size_t)h0->n_windows * sizeof(cudaIpcMemHandle_t);
+            size_t hszq = sizeof(rec_hdr) + (size_t)h->n_windows * sizeof(cudaIpcMemHandle_t);
+            size_t n0 = offs[1] - offs[0];
+            magi_status st = MAGI_ERR_MISMATCH;
+            if (h0->enc_len <= n0 && h->enc_len <= n && hsz0 + h0->enc_len <= n0 && hszq + h->enc_len <= n)
+                st = magi_symm_plan_compare((const uint8_t *)h0 + hsz0, (size_t)h0->enc_len,
+                                            (const uint8_t *)h + hszq, (size_t)h->enc_len);
+            if (st == MAGI_OK) magi_set_error(MAGI_ERR_MISMATCH, "digests differ");
+            return magi_error_prefix(MAGI_ERR_MISMATCH,
+                                     "rank %u planned different windows than rank 0 (plan %s... vs %s...): "
+                                     "rank 0 vs rank %u",
+                                     r, d0, dq, r);
+        }
+        if (h->n_windows != c->n_windows || n != hsz + h->enc_len)
+            return magi_set_error(MAGI_ERR_MISMATCH, "cuda backend rendezvous: record of rank %u is malformed", r);
+    }
+    return MAGI_OK;
+}
+
+magi_status magi_symm_cuda_rendezvous(magi_symm_cuda *c) {
+    magi_status st = MAGI_OK;
+    uint8_t *rec = NULL, *all = NULL;
+    size_t *offs = NULL;
+    if (!c) return magi_set_error(MAGI_ERR_INVALID_ARG, "cuda backend: NULL handle");
+    if (c->ready) return MAGI_OK;
+    if (c->failed) return magi_set_error(MAGI_ERR_INVALID_ARG, "cuda backend: an earlier rendezvous failed");
+    MAGI_CHECK(use_device(c));
+    if (!c->world_comm)
+        MAGI_CHECK(magi_symm_sock_open(&c->sock, c->dir ? c->dir : "/tmp", "magi-symm-cuda.sock", c->rank,
+                                       c->world, c->timeout_ms));
+    size_t hsz = sizeof(rec_hdr) + (size_t)c->n_windows * sizeof(cudaIpcMemHandle_t), len;
+    if (!magi_add_ok(hsz, c->enc_len, &len)) MAGI_FAIL(MAGI_ERR_LIMIT, "plan too large");
+    rec = calloc(1, len);
+    if (!rec) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
+    rec_hdr *h = (rec_hdr *)rec;
+    h->magic = REC_MAGIC;
+    h->version = REC_VERSION;
+    h->rank = c->rank;
+    h->world = c->world;
+    h->n_windows = c->n_windows;
+    h->device = c->device;
+    h->pid = (int32_t)getpid();
+    h->enc_len = c->enc_len;
+    memcpy(h->digest, c->digest, 32);
+    gethostname(h->host, sizeof h->host - 1);
+    for (uint32_t w = 0; w < c->n_windows; w++) {
+        if (!c->wins[w].local) continue;
+        cudaIpcMemHandle_t hd;
+        cudaError_t e = cudaIpcGetMemHandle(&hd, c->wins[w].local);
+        if (e != cudaSuccess) {
+            /* Still take part in the exchange, so every rank fails with
+             * this message instead of waiting for us. */
+            magi_status mine = cuda_fail(e, "cudaIpcGetMemHandle");
+            char msg[1024];
+            snprintf(msg, sizeof msg, "%s", magi_last_error());
+            h->status = (int32_t)mine;
+            h->n_windows = 0;
+            h->enc_len = strlen(msg) + 1;
+            memcpy(rec + sizeof *h, msg, (size_t)h->enc_len);
+            len = sizeof *h + (size_t)h->enc_len;
+            break;
+        }
+        memcpy(rec + sizeof *h + (size_t)w * sizeof hd, &hd, sizeof hd);
+    }
+    if (!h->status) memcpy(rec + hsz, c->enc, c->enc_len);
+    MAGI_CHECK(engine_allgather(c, rec, len, &all, &offs));
+    MAGI_CHECK(check_records(c, all, offs)); /* identical verdict everywhere */
+    st = open_peers(c, all, offs);
+    MAGI_CHECK(agree(c, st));
+    c->ready = 1;
+cleanup:
+    if (st) c->failed = 1;
+    free(rec);
+    free(all);
+    free(offs);
+    return st;
+}
+
+magi_status magi_symm_cuda_barrier(magi_symm_cuda *c, void *stream) {
+    magi_status st = MAGI_OK;
+    if (!c) return magi_set_error(MAGI_ERR_INVALID_ARG, "cuda backend: NULL handle");
+    if (!c->ready) return magi_set_error(MAGI_ERR_INVALID_ARG, "cuda backend: barrier before the rendezvous");
+    MAGI_CHECK(use_device(c));
+    /* Every bind must have landed before peers read: the caller's stream
+     * (binds and in-place writes) and, to be safe, the whole device. */
+    CU(cudaStreamSynchronize((cudaStream_t)stream), "cudaStreamSynchronize before the barrier");
+    CU(cudaDeviceSynchronize(), "cudaDeviceSynchronize before the barrier");
+    MAGI_CHECK(engine_barrier(c));
+    c->barrier_done = 1;
+    c->stats.barriers++;
+cleanup:
+    if (st) c->failed = 1;
+    return st;
+}
+
+/* ------------------------------------------------------------- binding */
+
+magi_status magi_symm_cuda_local_slot_ptr(magi_symm_cuda *c, uint32_t slot, void **out) {
+    if (!c || !out || slot >= c->n_slots)
+        return magi_set_error(MAGI_ERR_INVALID_ARG, "cuda backend: bad local_slot_ptr arguments");
+    const magi_symm_cuda_slot *s = &c->slots[slot];
+    *out = c->wins[s->window].local + s->offset;
+    return MAGI_OK;
+}
+
+magi_status magi_symm_cuda_bind(magi_symm_cuda *c, uint32_t slot, const void *src, uint64_t nbytes,
+                                void *stream) {
+    magi_status st = MAGI_OK;
+    if (!c || !src || slot >= c->n_slots || nbytes != c->slots[slot].nbytes)
+        return magi_set_error(MAGI_ERR_INVALID_ARG, "cuda backend: bad bind arguments (slot %u)", slot);
+    MAGI_CHECK(use_device(c));
+    const magi_symm_cuda_slot *s = &c->slots[slot];
+    if (nbytes) {
+        char what[64];
+        snprintf(what, sizeof what, "cudaMemcpyAsync binding slot %u", slot);
+        /* cudaMemcpyDefault: src may be device, pinned or pageable host memory. */
+        CU(cudaMemcpyAsync(c->wins[s->window].local + s->offset, src, (size_t)nbytes, cudaMemcpyDefault,
+                           (cudaStream_t)stream),
+           what);
+    }
+cleanup:
+    return st;
+}
+
+/* -------------------------------------------------------------- gather */
+
+static magi_status grow(magi_symm_cuda *c, size_t need) {
+    if (need <= c->cap) return MAGI_OK;
+    size_t cap = c->cap ? c->cap : 64;
+    while (cap < need) cap *= 2;
+    void **d = realloc(c->dsts, cap * sizeof *d);
+    if (d) c->dsts = d;
+    const void **s = realloc(c->srcs, cap * sizeof *s);
+    if (s) c->srcs = s;
+    size_t *z = realloc(c->sizes, cap * sizeof *z);
+    if (z) c->sizes = z;
+    if (!d || !s || !z) return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
+    c->cap = cap;
+    return MAGI_OK;
+}
+
+/* 1: the copy engine can write [p, p+n) as is (device, managed or pinned
+ * memory); 0: pageable host memory (goes through a device buffer). */
+static int direct_ok(magi_symm_cuda *c, const void *p, size_t n) {
+    uintptr_t a = (uintptr_t)p;
+    const range *m = &c->cache[c->cache_mru];
+    if (a >= m->lo && a + n <= m->hi) return 1; /* destinations cluster in few allocations */
+    for (uint32_t i = 0; i < RANGE_CACHE; i++)
+        if (c->cache[i].hi && a >= c->cache[i].lo && a + n <= c->cache[i].hi) {
+            c->cache_mru = i;
+            return 1;
+        }
+    struct cudaPointerAttributes at;
+    if (cudaPointerGetAttributes(&at, p) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    if (at.type == cudaMemoryTypeUnregistered) return 0;
+    if (at.type == cudaMemoryTypeDevice && c->get_range) {
+        unsigned long long base = 0;
+        size_t size = 0;
+        if (c->get_range(&base, &size, (unsigned long long)a) == 0 && a + n <= base + size) {
+            c->cache[c->cache_next].lo = (uintptr_t)base;
+            c->cache[c->cache_next].hi = (uintptr_t)(base + size);
+            c->cache_mru = c->cache_next;
+            c->cache_next = (c->cache_next + 1) % RANGE_CACHE;
+        }
+    }
+    return 1;
+}
+
+/* Issue the copies in c->dsts/srcs/sizes [0, n_peer + n_local) on the side
+ * stream: peers first, then the local shards. */
+static magi_status issue(magi_symm_cuda *c, size_t n_peer, size_t n_local, int capturing) {
+    magi_status st = MAGI_OK;
+    size_t n = n_peer + n_local;
+    size_t n_batch = c->local_mode == MAGI_SYMM_CUDA_LOCAL_MEMCPY ? n_peer : n;
+    size_t done = 0; /* copies issued per copy */
+    if (!n) return MAGI_OK;
+#if MAGI_CUDA_HAVE_BATCH
+    if (!capturing && !c->no_batch && n_batch) {
+        struct cudaMemcpyAttributes at[2];
+        size_t idx[2] = {0, n_peer};
+        size_t na = 1, fail = SIZE_MAX;
+        memset(at, 0, sizeof at);
+        at[0].srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+        at[0].flags = cudaMemcpyFlagPreferOverlapWithCompute;
+        at[1].srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+        at[1].flags = cudaMemcpyFlagDefault;
+        if (c->local_mode == MAGI_SYMM_CUDA_LOCAL_BATCH && n_local) {
+            if (n_peer) na = 2;
+            else at[0].flags = cudaMemcpyFlagDefault;
+        }
+        cudaError_t e = batch_async(c->dsts, c->srcs, c->sizes, n_batch, at, idx, na, c->side, &fail);
+        if (e == cudaSuccess) {
+            c->stats.batch_calls++;
+            c->stats.batch_copies += n_batch;
+            done = n_batch;
+        } else if (e == cudaErrorNotSupported || e == cudaErrorCallRequiresNewerDriver) {
+            (void)cudaGetLastError();
+            c->no_batch = 1; /* older driver: per-copy from now on */
+        } else {
+            char what[160];
+            if (fail != SIZE_MAX)
+                snprintf(what, sizeof what, "cudaMemcpyBatchAsync of %zu copies (copy %zu failed: %zu bytes)",
+                         n_batch, fail, fail < n_batch ? c->sizes[fail] : 0);
+            else
+                snprintf(what, sizeof what, "cudaMemcpyBatchAsync of %zu copies", n_batch);
+            return cuda_fail(e, what);
+        }
+    }
+#else
+    (void)n_batch;
+    (void)capturing;
+#endif
+    /* Per-copy path: graph capture, no batch API, or the local shards in
+     * MEMCPY mode. Every return code is checked: a copy is never dropped. */
+    for (size_t k = done; k < n; k++) {
+        cudaError_t e = cudaMemcpyAsync(c->dsts[k], c->srcs[k], c->sizes[k], cudaMemcpyDefault, c->side);
+        if (e != cudaSuccess) {
+            char what[128];
+            snprintf(what, sizeof what, "cudaMemcpyAsync %zu of %zu (%zu bytes)%s", k, n, c->sizes[k],
+                     capturing ? " under graph capture" : "");
+            return cuda_fail(e, what);
+        }
+        if (!(c->local_mode == MAGI_SYMM_CUDA_LOCAL_MEMCPY && k >= n_peer && done == n_peer))
+            c->stats.fallback_copies++;
+    }
+    return st;
+}
+
+static magi_status gather_device(magi_symm_cuda *c, uint32_t n, const uint32_t *slots, void *const *dsts,
+                                 cudaStream_t stream, int capturing) {
+    magi_status st = MAGI_OK;
+    size_t total = 0;
+    for (uint32_t i = 0; i < n; i++) total += c->wins[c->slots[slots[i]].window].gsize;
+    MAGI_CHECK(grow(c, total));
+    size_t k = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        const magi_symm_cuda_slot *s = &c->slots[slots[i]];
+        const cwin *cw = &c->wins[s->window];
+        if (!s->nbytes) continue;
+        for (uint32_t j = 0; j < cw->gsize; j++) {
+            if (j == cw->my) continue;
+            c->dsts[k] = (uint8_t *)dsts[i] + (size_t)j * s->nbytes;
+            c->srcs[k] = cw->peer[j] + s->offset;
+            c->sizes[k] = (size_t)s->nbytes;
+            k++;
+        }
+    }
+    size_t n_peer = k;
+    for (uint32_t i = 0; i < n; i++) {
+        const magi_symm_cuda_slot *s = &c->slots[slots[i]];
+        const cwin *cw = &c->wins[s->window];
+        if (!s->nbytes) continue;
+        c->dsts[k] = (uint8_t *)dsts[i] + (size_t)cw->my * s->nbytes;
+        c->srcs[k] = cw->local + s->offset;
+        c->sizes[k] = (size_t)s->nbytes;
+        k++;
+    }
+    /* Side stream ordered after the caller's stream; under capture this
+     * also pulls the side stream into the capture (fork). */
+    CU(cudaEventRecord(c->ev_fork, stream), "cudaEventRecord (fork)");
+    CU(cudaStreamWaitEvent(c->side, c->ev_fork, 0), "cudaStreamWaitEvent (fork)");
+    MAGI_CHECK(issue(c, n_peer, k - n_peer, capturing));
+    /* Completion: the caller's stream waits here (the wait_tensor point). */
+    CU(cudaEventRecord(c->ev_join, c->side), "cudaEventRecord (join)");
+    CU(cudaStreamWaitEvent(stream, c->ev_join, 0), "cudaStreamWaitEvent (join)");
+cleanup:
+    return st;
+}
+
+magi_status magi_symm_cuda_gather_coalesced(magi_symm_cuda *c, uint32_t n, const uint32_t *slots,
+                                            void *const *dsts, void *stream) {
+    magi_status st = MAGI_OK;
+    cudaStream_t cs = (cudaStream_t)stream;
+    if (!c || (n && (!slots || !dsts))) return magi_set_error(MAGI_ERR_INVALID_ARG, "cuda backend: NULL argument");
+    if (!c->ready) return magi_set_error(MAGI_ERR_INVALID_ARG, "cuda backend: gather before the rendezvous");
+    if (!n) return MAGI_OK;
+    for (uint32_t i = 0; i < n; i++)
+        if (slots[i] >= c->n_slots || !dsts[i])
+            return magi_set_error(MAGI_ERR_INVALID_ARG, "cuda backend: input %u: bad slot or destination", i);
+    MAGI_CHECK(use_device(c));
+    if (!c->barrier_done) MAGI_CHECK(magi_symm_cuda_barrier(c, stream));
+    enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+    CU(cudaStreamIsCapturing(cs, &cap), "cudaStreamIsCapturing");
+    if (cap == cudaStreamCaptureStatusInvalidated)
+        MAGI_FAIL(MAGI_ERR_DEVICE, "cuda backend: the caller's stream is in an invalidated capture");
+    int capturing = cap == cudaStreamCaptureStatusActive;
+    /* Under capture every destination must be device memory anyway: skip
+     * the pointer queries. */
+    if (capturing) return gather_device(c, n, slots, dsts, cs, 1);
+    /* Destinations in pageable host memory (tools) go through a device buffer. */
+    uint32_t n_host = 0;
+    size_t stage_bytes = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        const magi_symm_cuda_slot *s = &c->slots[slots[i]];
+        size_t bytes = (size_t)s->nbytes * c->wins[s->window].gsize;
+        if (!direct_ok(c, dsts[i], bytes)) {
+            n_host++;
+            stage_bytes += (bytes + 255) & ~(size_t)255;
+        }
+    }
+    if (!n_host) return gather_device(c, n, slots, dsts, cs, 0);
+    if (stage_bytes > c->stage_cap) {
+        if (c->stage) cudaFree(c->stage);
+        c->stage = NULL;
+        c->stage_cap = 0;
+        CU(cudaMalloc((void **)&c->stage, stage_bytes), "cudaMalloc (staging for host destinations)");
+        c->stage_cap = stage_bytes;
+    }
+    if (n > c->tmp_cap) {
+        void **t = realloc(c->tmp_dsts, sizeof *t * n);
+        if (!t) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
+        c->tmp_dsts = t;
+        c->tmp_cap = n;
+    }
+    size_t at = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        const magi_symm_cuda_slot *s = &c->slots[slots[i]];
+        size_t bytes = (size_t)s->nbytes * c->wins[s->window].gsize;
+        if (direct_ok(c, dsts[i], bytes)) {
+            c->tmp_dsts[i] = dsts[i];
+        } else {
+            c->tmp_dsts[i] = c->stage + at;
+            at += (bytes + 255) & ~(size_t)255;
+        }
+    }
+    MAGI_CHECK(gather_device(c, n, slots, c->tmp_dsts, cs, 0));
+    for (uint32_t i = 0; i < n; i++) {
+        if (c->tmp_dsts[i] == dsts[i]) continue;
+        const magi_symm_cuda_slot *s = &c->slots[slots[i]];
+        size_t bytes = (size_t)s->nbytes * c->wins[s->window].gsize;
+        CU(cudaMemcpyAsync(dsts[i], c->tmp_dsts[i], bytes, cudaMemcpyDeviceToHost, cs), "cudaMemcpyAsync (staging to host)");
+    }
+    CU(cudaStreamSynchronize(cs), "cudaStreamSynchronize (host destinations)");
+    c->stats.staged_calls++;
+cleanup:
+    return st;
+}
+
+magi_status magi_symm_cuda_gather(magi_symm_cuda *c, uint32_t slot, void *dst, void *stream) {
+    return magi_symm_cuda_gather_coalesced(c, 1, &slot, &dst, stream);
+}
+
+/* --------------------------------------------------------------- vtable */
+
+static magi_status ops_create(void **state, const magi_symm_plan *plan, const magi_symm_backend_config *cfg,
+                              const magi_symm_group_view *groups) {
+    magi_status st = MAGI_OK;
+    uint32_t nw = 0, ns = 0;
+    const magi_symm_window *w = magi_symm_plan_windows(plan, &nw);
+    const magi_symm_slot *s = magi_symm_plan_slots(plan, &ns);
+    magi_symm_cuda_window *lw = calloc(nw ? nw : 1, sizeof *lw);
+    magi_symm_cuda_slot *ls = calloc(ns ? ns : 1, sizeof *ls);
+    void *enc = NULL;
+    size_t enc_len = 0;
+    if (!lw || !ls) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
+    for (uint32_t i = 0; i < nw; i++) {
+        lw[i].bytes = w[i].bytes;
+        lw[i].group_size = groups[i].size;
+        lw[i].my_index = groups[i].my_index;
+        lw[i].ranks = groups[i].ranks;
+    }
+    for (uint32_t i = 0; i < ns; i++) {
+        ls[i].window = s[i].window;
+        ls[i].offset = s[i].offset;
+        ls[i].nbytes = s[i].nbytes;
+    }
+    MAGI_CHECK(magi_symm_plan_encode(plan, &enc, &enc_len));
+    magi_symm_cuda_layout l = {nw, lw, ns, ls, enc, enc_len};
+    MAGI_CHECK(magi_symm_cuda_create((magi_symm_cuda **)state, &l, cfg));
+cleanup:
+    free(lw);
+    free(ls);
+    free(enc);
+    return st;
+}
+
+static magi_status ops_rendezvous(void *state) { return magi_symm_cuda_rendezvous(state); }
+static magi_status ops_barrier(void *state, void *stream) { return magi_symm_cuda_barrier(state, stream); }
+static magi_status ops_bind(void *state, uint32_t slot, const void *src, uint64_t nbytes, void *stream) {
+    return magi_symm_cuda_bind(state, slot, src, nbytes, stream);
+}
+static magi_status ops_local_slot_ptr(void *state, uint32_t slot, void **out) {
+    return magi_symm_cuda_local_slot_ptr(state, slot, out);
+}
+static magi_status ops_gather(void *state, uint32_t slot, void *dst, void *stream) {
+    return magi_symm_cuda_gather(state, slot, dst, stream);
+}
+static magi_status ops_gather_coalesced(void *state, uint32_t n, const uint32_t *slots, void *const *dsts,
+                                        void *stream) {
+    return magi_symm_cuda_gather_coalesced(state, n, slots, dsts, stream);
+}
+static void ops_destroy(void *state) { magi_symm_cuda_destroy(state); }
+
+const magi_symm_backend_ops magi_symm_cuda_ops = {
+    1, "cuda", ops_create, ops_rendezvous, ops_barrier, ops_bind, ops_local_slot_ptr, ops_gather, ops_gather_coalesced,
+    ops_destroy,
+};

@@ -1,0 +1,593 @@
+/* Host SymmBuffer backend: windows are POSIX shared-memory files under a
+ * rendezvous directory (put it on /dev/shm); every rank maps its peers'
+ * windows and a gather is a memcpy from every member's slot.
+ * Protocol (docs/SYMM.md): control file with per-rank phase counters,
+ * plan files (digest + canonical plan), then window files. */
+#include "symm_internal.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CTL_MAGIC "MAGICTL1"
+#define PLANFILE_MAGIC "MAGIPLAN"
+#define CTL_HDR_BYTES 2048u
+#define CTL_STRIDE 64u
+#define DEFAULT_TIMEOUT_MS 60000u
+#define ABORT_CLAIMED 0xffffffffu
+
+typedef struct ctl_hdr {
+    char magic[8];
+    uint32_t world;
+    uint32_t abort_flag;     /* rank+1 of the first rank that gave up */
+    int32_t abort_status;
+    char abort_msg[1024];
+} ctl_hdr;
+
+typedef struct host_win {
+    uint8_t *local;
+    size_t map_len;
+    uint8_t **peer;          /* group_size entries; peer[my_index] == local */
+    char *tmp_path, *pub_path;
+    int published;           /* pub_path exists and is ours */
+    int tmp_exists;
+} host_win;
+
+typedef struct host_state {
+    const magi_symm_plan *plan;
+    const magi_symm_group_view *views;
+    uint32_t rank, world, timeout_ms;
+    char *dir;
+    int own_dir;
+    host_win *wins;
+    uint32_t n_windows;
+    uint8_t *ctl;
+    size_t ctl_len;
+    char *plan_path;
+    int plan_published;
+    uint32_t phase;          /* last barrier phase passed */
+    struct timespec start;
+} host_state;
+
+static size_t page_round(uint64_t n) {
+    long pg = sysconf(_SC_PAGESIZE);
+    size_t p = pg > 0 ? (size_t)pg : 4096;
+    return (size_t)((n + p - 1) / p * p);
+}
+
+static char *path_fmt(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *path_fmt(const char *fmt, ...) {
+    va_list ap;
+    char *s = NULL;
+    va_start(ap, fmt);
+    if (vasprintf(&s, fmt, ap) < 0) s = NULL;
+    va_end(ap);
+    return s;
+}
+
+static void host_destroy(void *vs) {
+    host_state *s = vs;
+    if (!s) return;
+    for (uint32_t w = 0; w < s->n_windows && s->wins; w++) {
+        host_win *hw = &s->wins[w];
+        const magi_symm_group_view *v = &s->views[w];
+        if (hw->peer)
+            for (uint32_t j = 0; j < v->size; j++)
+                if (hw->peer[j] && j != v->my_index) munmap(hw->peer[j], hw->map_len);
+        if (hw->local) munmap(hw->local, hw->map_len);
+        if (hw->tmp_exists) unlink(hw->tmp_path);
+        if (hw->published) unlink(hw->pub_path);
+        free(hw->peer);
+        free(hw->tmp_path);
+        free(hw->pub_path);
+    }
+    free(s->wins);
+    if (s->plan_published) unlink(s->plan_path);
+    free(s->plan_path);
+    if (s->ctl) munmap(s->ctl, s->ctl_len);
+    if (s->own_dir) {
+        char *c = path_fmt("%s/ctl", s->dir);
+        if (c) unlink(c);
+        free(c);
+        rmdir(s->dir);
+    }
+    free(s->dir);
+    free(s);
+}
+
+static magi_status host_create(void **out, const magi_symm_plan *plan,
+                               const magi_symm_backend_config *cfg,
+                               const magi_symm_group_view *views) {
+    magi_status st = MAGI_OK;
+    host_state *s = calloc(1, sizeof *s);
+    if (!s) return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
+    s->plan = plan;
+    s->views = views;
+    s->rank = cfg->rank;
+    s->world = cfg->world;
+    s->timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : DEFAULT_TIMEOUT_MS;
+    if (!cfg->rendezvous || !*cfg->rendezvous) {
+        if (cfg->world != 1)
+            MAGI_FAIL(MAGI_ERR_INVALID_ARG,
+                      "host backend: world %u needs a rendezvous directory shared by the ranks", cfg->world);
+        char tmpl[] = "/dev/shm/magi-symm-XXXXXX", tmpl2[] = "/tmp/magi-symm-XXXXXX";
+        char *d = mkdtemp(tmpl);
+        if (!d) d = mkdtemp(tmpl2);
+        if (!d) MAGI_FAIL(MAGI_ERR_IO, "host backend: cannot create a private directory: %s", strerror(errno));
+        s->dir = strdup(d);
+        s->own_dir = 1;
+    } else {
+        if (mkdir(cfg->rendezvous, 0700) != 0 && errno != EEXIST)
+            MAGI_FAIL(MAGI_ERR_IO, "host backend: cannot create rendezvous directory '%s': %s",
+                      cfg->rendezvous, strerror(errno));
+        s->dir = strdup(cfg->rendezvous);
+    }
+    if (!s->dir) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
+    uint32_t nw;
+    const magi_symm_window *win = magi_symm_plan_windows(plan, &nw);
+    s->n_windows = nw;
+    s->wins = calloc(nw ? nw : 1, sizeof *s->wins);
+    if (!s->wins) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
+    for (uint32_t w = 0; w < nw; w++) {
+        host_win *hw = &s->wins[w];
+        hw->map_len = page_round(win[w].bytes);
+        hw->peer = calloc(views[w].size, sizeof *hw->peer);
+        hw->tmp_path = path_fmt("%s/.win%u.r%u.tmp", s->dir, w, s->rank);
+        hw->pub_path = path_fmt("%s/win%u.r%u", s->dir, w, s->rank);
+        if (!hw->peer || !hw->tmp_path || !hw->pub_path) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
+        int fd = open(hw->tmp_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd < 0)
+            MAGI_FAIL(errno == EEXIST ? MAGI_ERR_INVALID_ARG : MAGI_ERR_IO,
+                      "host backend: cannot create window file '%s': %s%s", hw->tmp_path, strerror(errno),
+                      errno == EEXIST ? " (the rendezvous directory must be fresh per job)" : "");
+        hw->tmp_exists = 1;
+        if (ftruncate(fd, (off_t)hw->map_len) != 0) {
+            int e = errno;
+            close(fd);
+            MAGI_FAIL(MAGI_ERR_IO, "host backend: cannot size window '%s' to %zu bytes: %s",
+                      hw->tmp_path, hw->map_len, strerror(e));
+        }
+        void *m = mmap(NULL, hw->map_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+        int e = errno;
+        close(fd);
+        if (m == MAP_FAILED)
+            MAGI_FAIL(MAGI_ERR_NOMEM, "host backend: cannot map window '%s' (%zu bytes): %s",
+                      hw->tmp_path, hw->map_len, strerror(e));
+        hw->local = m;
+        hw->peer[views[w].my_index] = m;
+    }
+    *out = s;
+    s = NULL;
+cleanup:
+    host_destroy(s);
+    return st;
+}
+
+/* ------------------------------------------------------------ control */
+
+static ctl_hdr *ctl_of(host_state *s) { return (ctl_hdr *)s->ctl; }
+static uint32_t *phase_of(host_state *s, uint32_t r) {
+    return (uint32_t *)(s->ctl + CTL_HDR_BYTES + (size_t)r * CTL_STRIDE);
+}
+
+static long elapsed_ms(const host_state *s) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (long)((now.tv_sec - s->start.tv_sec) * 1000 + (now.tv_nsec - s->start.tv_nsec) / 1000000);
+}
+
+static void nap(unsigned *spins) {
+    if (*spins < 200) {
+        (*spins)++;
+        sched_yield();
+        return;
+    }
+    struct timespec t = {0, *spins < 2000 ? 100000 : 1000000};
+    (*spins)++;
+    nanosleep(&t, NULL);
+}
+
+/* Tell the peers this rank gave up (they fail at their next wait). */
+static magi_status host_abort(host_state *s, magi_status st) {
+    if (!s->ctl) return st;
+    ctl_hdr *h = ctl_of(s);
+    uint32_t zero = 0;
+    char msg[sizeof h->abort_msg];
+    snprintf(msg, sizeof msg, "%s", magi_last_error());
+    /* Claim the slot first so two failing ranks never interleave messages;
+     * readers ignore the claim marker until the rank is stored. */
+    if (__atomic_compare_exchange_n(&h->abort_flag, &zero, ABORT_CLAIMED, 0, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_RELAXED)) {
+        memcpy(h->abort_msg, msg, sizeof msg);
+        h->abort_status = (int32_t)st;
+        __atomic_store_n(&h->abort_flag, s->rank + 1, __ATOMIC_RELEASE);
+    }
+    return st;
+}
+
+static magi_status check_abort(host_state *s) {
+    ctl_hdr *h = ctl_of(s);
+    uint32_t a = __atomic_load_n(&h->abort_flag, __ATOMIC_ACQUIRE);
+    if (!a || a == ABORT_CLAIMED || a == s->rank + 1) return MAGI_OK;
+    magi_status st = (magi_status)h->abort_status;
+    if (st >= 0 || st < MAGI_ERR_DEVICE) st = MAGI_ERR_DEVICE;
+    return magi_set_error(st, "rendezvous in '%s': rank %u failed: %.1000s", s->dir, a - 1, h->abort_msg);
+}
+
+static magi_status barrier(host_state *s, uint32_t phase, const char *what) {
+    s->phase = phase;
+    __atomic_store_n(phase_of(s, s->rank), phase, __ATOMIC_RELEASE);
+    unsigned spins = 0;
+    for (;;) {
+        magi_status st = check_abort(s);
+        if (st) return st;
+        uint32_t missing = 0;
+        for (uint32_t r = 0; r < s->world; r++)
+            if (__atomic_load_n(phase_of(s, r), __ATOMIC_ACQUIRE) < phase) missing++;
+        if (!missing) return MAGI_OK;
+        if (elapsed_ms(s) > (long)s->timeout_ms) {
+            char list[512];
+            size_t o = 0;
+            list[0] = '\0';
+            for (uint32_t r = 0; r < s->world && o < sizeof list - 16; r++)
+                if (__atomic_load_n(phase_of(s, r), __ATOMIC_ACQUIRE) < phase)
+                    o += (size_t)snprintf(list + o, sizeof list - o, "%s%u", o ? ", " : "", r);
+            magi_set_error(MAGI_ERR_TIMEOUT,
+                           "rendezvous in '%s' timed out after %u ms at step '%s': rank(s) %s did not arrive",
+                           s->dir, s->timeout_ms, what, list);
+            return host_abort(s, MAGI_ERR_TIMEOUT);
+        }
+        nap(&spins);
+    }
+}
+
+static magi_status attach_ctl(host_state *s) {
+    magi_status st = MAGI_OK;
+    char *path = path_fmt("%s/ctl", s->dir);
+    char *tmp = path_fmt("%s/.ctl.tmp", s->dir);
+    int fd = -1;
+    size_t len = CTL_HDR_BYTES + (size_t)s->world * CTL_STRIDE;
+    if (!path || !tmp) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
+    if (s->rank == 0) {
+        fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd < 0)
+            MAGI_FAIL(MAGI_ERR_IO, "rendezvous: cannot create '%s': %s%s", tmp, strerror(errno),
+                      errno == EEXIST ? " (the rendezvous directory must be fresh per job)" : "");
+        if (ftruncate(fd, (off_t)len) != 0) {
+            unlink(tmp);
+            MAGI_FAIL(MAGI_ERR_IO, "rendezvous: cannot size '%s': %s", tmp, strerror(errno));
+        }
+        void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (m == MAP_FAILED) {
+            unlink(tmp);
+            MAGI_FAIL(MAGI_ERR_IO, "rendezvous: cannot map '%s': %s", tmp, strerror(errno));
+        }
+        s->ctl = m;
+        s->ctl_len = len;
+        ctl_hdr *h = ctl_of(s);
+        memcpy(h->magic, CTL_MAGIC, 8);
+        h->world = s->world;
+        int lk = link(tmp, path);
+        int e = errno;
+        unlink(tmp);
+        if (lk != 0)
+            MAGI_FAIL(e == EEXIST ? MAGI_ERR_INVALID_ARG : MAGI_ERR_IO,
+                      "rendezvous: cannot publish '%s': %s%s", path, strerror(e),
+                      e == EEXIST ? " (the rendezvous directory must be fresh per job)" : "");
+    } else {
+        unsigned spins = 0;
+        for (;;) {
+            fd = open(path, O_RDWR | O_CLOEXEC);
+            if (fd >= 0) break;
+            if (errno != ENOENT) MAGI_FAIL(MAGI_ERR_IO, "rendezvous: cannot open '%s': %s", path, strerror(errno));
+            if (elapsed_ms(s) > (long)s->timeout_ms)
+                MAGI_FAIL(MAGI_ERR_TIMEOUT,
+                          "rendezvous in '%s' timed out after %u ms: rank 0 did not create '%s'", s->dir,
+                          s->timeout_ms, path);
+            nap(&spins);
+        }
+        struct stat sb;
+        if (fstat(fd, &sb) != 0) MAGI_FAIL(MAGI_ERR_IO, "rendezvous: stat '%s': %s", path, strerror(errno));
+        if ((size_t)sb.st_size < CTL_HDR_BYTES)
+            MAGI_FAIL(MAGI_ERR_CORRUPT, "rendezvous: '%s' is truncated", path);
+        size_t have = (size_t)sb.st_size;
+        void *m = mmap(NULL, have, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (m == MAP_FAILED) MAGI_FAIL(MAGI_ERR_IO, "rendezvous: cannot map '%s': %s", path, strerror(errno));
+        s->ctl = m;
+        s->ctl_len = have;
+        ctl_hdr *h = ctl_of(s);
+        if (memcmp(h->magic, CTL_MAGIC, 8)) MAGI_FAIL(MAGI_ERR_CORRUPT, "rendezvous: '%s' is not a control file", path);
+        if (h->world != s->world || have != len) {
+            magi_set_error(MAGI_ERR_MISMATCH, "rendezvous in '%s': rank %u has world %u but rank 0 has world %u",
+                           s->dir, s->rank, s->world, h->world);
+            st = MAGI_ERR_MISMATCH;
+            if (have >= len) host_abort(s, st);
+            goto cleanup;
+        }
+    }
+cleanup:
+    if (fd >= 0) close(fd);
+    free(path);
+    free(tmp);
+    return st;
+}
+
+/* ------------------------------------------------------------ plan files */
+
+static magi_status publish_plan(host_state *s) {
+    magi_status st = MAGI_OK;
+    void *enc = NULL;
+    size_t len = 0;
+    char *tmp = NULL;
+    int fd = -1;
+    magi_buf b = {0};
+    uint8_t sha[32];
+    MAGI_CHECK(magi_symm_plan_encode(s->plan, &enc, &len));
+    magi_sha256(enc, len, sha);
+    uint32_t hdr[2] = {s->world, s->rank};
+    uint64_t l64 = len;
+    magi_buf_append(&b, PLANFILE_MAGIC, 8);
+    magi_buf_append(&b, hdr, sizeof hdr);
+    magi_buf_append(&b, sha, 32);
+    magi_buf_append(&b, &l64, 8);
+    magi_buf_append(&b, enc, len);
+    if (b.failed) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
+    s->plan_path = path_fmt("%s/plan.r%u", s->dir, s->rank);
+    tmp = path_fmt("%s/.plan.r%u.tmp", s->dir, s->rank);
+    if (!s->plan_path || !tmp) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) MAGI_FAIL(MAGI_ERR_IO, "rendezvous: cannot create '%s': %s", tmp, strerror(errno));
+    size_t off = 0;
+    while (off < b.len) {
+        ssize_t w = write(fd, b.data + off, b.len - off);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) MAGI_FAIL(MAGI_ERR_IO, "rendezvous: cannot write '%s': %s", tmp, strerror(errno));
+        off += (size_t)w;
+    }
+    close(fd);
+    fd = -1;
+    if (rename(tmp, s->plan_path) != 0)
+        MAGI_FAIL(MAGI_ERR_IO, "rendezvous: cannot publish '%s': %s", s->plan_path, strerror(errno));
+    s->plan_published = 1;
+cleanup:
+    if (fd >= 0) {
+        close(fd);
+        unlink(tmp);
+    }
+    free(tmp);
+    free(enc);
+    magi_buf_free(&b);
+    return st;
+}
+
+/* Read rank q's plan file; *enc points into *buf. */
+static magi_status read_plan(host_state *s, uint32_t q, char **buf, const uint8_t **enc, size_t *len,
+                             uint8_t sha[32]) {
+    magi_status st;
+    char *path = path_fmt("%s/plan.r%u", s->dir, q);
+    size_t n;
+    if (!path) return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
+    st = magi_read_file(path, 1ull << 30, buf, &n);
+    if (st) {
+        magi_error_prefix(st, "rendezvous: plan of rank %u", q);
+        free(path);
+        return st;
+    }
+    const uint8_t *p = (const uint8_t *)*buf;
+    uint32_t hdr[2];
+    uint64_t l64;
+    if (n < 8 + 8 + 32 + 8 || memcmp(p, PLANFILE_MAGIC, 8)) {
+        st = magi_set_error(MAGI_ERR_CORRUPT, "rendezvous: '%s' is not a plan file", path);
+        goto done;
+    }
+    memcpy(hdr, p + 8, 8);
+    memcpy(sha, p + 16, 32);
+    memcpy(&l64, p + 48, 8);
+    if (l64 != n - 56) {
+        st = magi_set_error(MAGI_ERR_CORRUPT, "rendezvous: '%s' is truncated", path);
+        goto done;
+    }
+    if (hdr[1] != q || hdr[0] != s->world) {
+        st = magi_set_error(MAGI_ERR_MISMATCH, "rendezvous: '%s' says rank %u of world %u (expected rank %u of %u)",
+                            path, hdr[1], hdr[0], q, s->world);
+        goto done;
+    }
+    uint8_t check[32];
+    magi_sha256(p + 56, (size_t)l64, check);
+    if (memcmp(check, sha, 32)) {
+        st = magi_set_error(MAGI_ERR_DIGEST, "rendezvous: '%s': plan digest does not match its plan", path);
+        goto done;
+    }
+    *enc = p + 56;
+    *len = (size_t)l64;
+    st = MAGI_OK;
+done:
+    free(path);
+    return st;
+}
+
+/* Compare every rank's plan with rank 0's; the same verdict on every rank. */
+static magi_status check_plans(host_state *s) {
+    magi_status st = MAGI_OK;
+    char *b0 = NULL, *bq = NULL;
+    const uint8_t *e0, *eq;
+    size_t l0, lq;
+    uint8_t h0[32], hq[32];
+    MAGI_CHECK(read_plan(s, 0, &b0, &e0, &l0, h0));
+    for (uint32_t q = 1; q < s->world; q++) {
+        free(bq);
+        bq = NULL;
+        MAGI_CHECK(read_plan(s, q, &bq, &eq, &lq, hq));
+        if (!memcmp(h0, hq, 32)) continue;
+        char d0[17], dq[17];
+        magi_hex(d0, h0, 8);
+        magi_hex(dq, hq, 8);
+        st = magi_symm_plan_compare(e0, l0, eq, lq);
+        if (st == MAGI_OK) st = magi_set_error(MAGI_ERR_MISMATCH, "digests differ");
+        magi_error_prefix(MAGI_ERR_MISMATCH,
+                          "rank %u planned different windows than rank 0 (plan %s... vs %s...): rank 0 vs rank %u",
+                          q, d0, dq, q);
+        st = MAGI_ERR_MISMATCH;
+        goto cleanup;
+    }
+cleanup:
+    free(b0);
+    free(bq);
+    return st;
+}
+
+/* --------------------------------------------------------- rendezvous */
+
+static magi_status map_peers(host_state *s) {
+    for (uint32_t w = 0; w < s->n_windows; w++) {
+        host_win *hw = &s->wins[w];
+        const magi_symm_group_view *v = &s->views[w];
+        for (uint32_t j = 0; j < v->size; j++) {
+            if (j == v->my_index) continue;
+            char *path = path_fmt("%s/win%u.r%u", s->dir, w, v->ranks[j]);
+            if (!path) return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
+            int fd = open(path, O_RDONLY | O_CLOEXEC);
+            if (fd < 0) {
+                magi_set_error(MAGI_ERR_IO, "rendezvous: cannot open peer window '%s': %s", path, strerror(errno));
+                free(path);
+                return MAGI_ERR_IO;
+            }
+            struct stat sb;
+            if (fstat(fd, &sb) != 0 || (size_t)sb.st_size != hw->map_len) {
+                close(fd);
+                magi_set_error(MAGI_ERR_MISMATCH, "rendezvous: peer window '%s' has %lld bytes, expected %zu",
+                               path, (long long)sb.st_size, hw->map_len);
+                free(path);
+                return MAGI_ERR_MISMATCH;
+            }
+            void *m = mmap(NULL, hw->map_len, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
+            int e = errno;
+            close(fd);
+            if (m == MAP_FAILED) {
+                magi_set_error(MAGI_ERR_NOMEM, "rendezvous: cannot map peer window '%s': %s", path, strerror(e));
+                free(path);
+                return MAGI_ERR_NOMEM;
+            }
+            free(path);
+            hw->peer[j] = m;
+        }
+    }
+    return MAGI_OK;
+}
+
+static magi_status host_rendezvous(void *vs) {
+    host_state *s = vs;
+    magi_status st = MAGI_OK;
+    clock_gettime(CLOCK_MONOTONIC, &s->start);
+    MAGI_CHECK(attach_ctl(s));
+    st = publish_plan(s);
+    if (st) goto fail;
+    if ((st = barrier(s, 1, "plans published"))) goto cleanup;
+    magi_status verdict = check_plans(s);
+    if (verdict && verdict != MAGI_ERR_MISMATCH) {
+        st = verdict;
+        goto fail;
+    }
+    char keep[2048];
+    snprintf(keep, sizeof keep, "%s", magi_last_error());
+    /* Everyone has read every plan file past this point. */
+    if ((st = barrier(s, 2, "plans checked"))) goto cleanup;
+    unlink(s->plan_path);
+    s->plan_published = 0;
+    if (verdict) {
+        if (s->rank == 0) {
+            char *c = path_fmt("%s/ctl", s->dir);
+            if (c) unlink(c);
+            free(c);
+        }
+        st = magi_set_error(verdict, "%s", keep);
+        goto cleanup;
+    }
+    for (uint32_t w = 0; w < s->n_windows; w++) {
+        host_win *hw = &s->wins[w];
+        if (rename(hw->tmp_path, hw->pub_path) != 0) {
+            st = magi_set_error(MAGI_ERR_IO, "rendezvous: cannot publish window '%s': %s", hw->pub_path,
+                                strerror(errno));
+            goto fail;
+        }
+        hw->tmp_exists = 0;
+        hw->published = 1;
+    }
+    if ((st = barrier(s, 3, "windows published"))) goto cleanup;
+    if ((st = map_peers(s))) goto fail;
+    if ((st = barrier(s, 4, "windows mapped"))) goto cleanup;
+    for (uint32_t w = 0; w < s->n_windows; w++) {
+        unlink(s->wins[w].pub_path);
+        s->wins[w].published = 0;
+    }
+    if (s->rank == 0) {
+        char *c = path_fmt("%s/ctl", s->dir);
+        if (c) unlink(c);
+        free(c);
+    }
+    return MAGI_OK;
+fail:
+    host_abort(s, st);
+cleanup:
+    /* Window files are never needed again after a failure: peers fail too. */
+    for (uint32_t w = 0; w < s->n_windows; w++) {
+        host_win *hw = &s->wins[w];
+        if (hw->tmp_exists) unlink(hw->tmp_path);
+        if (hw->published) unlink(hw->pub_path);
+        hw->tmp_exists = hw->published = 0;
+    }
+    return st;
+}
+
+/* ------------------------------------------------------------- data path */
+
+static magi_status host_barrier(void *vs, void *stream) {
+    host_state *s = vs;
+    clock_gettime(CLOCK_MONOTONIC, &s->start);
+    return barrier(s, s->phase + 1, "barrier");
+}
+
+static magi_status host_local_slot_ptr(void *vs, uint32_t slot, void **out) {
+    host_state *s = vs;
+    uint32_t ns;
+    const magi_symm_slot *sl = &magi_symm_plan_slots(s->plan, &ns)[slot];
+    *out = s->wins[sl->window].local + sl->offset;
+    return MAGI_OK;
+}
+
+static magi_status host_bind(void *vs, uint32_t slot, const void *src, uint64_t nbytes, void *stream) {
+    void *p;
+    host_local_slot_ptr(vs, slot, &p);
+    memcpy(p, src, (size_t)nbytes);
+    return MAGI_OK;
+}
+
+static magi_status host_gather(void *vs, uint32_t slot, void *dst, void *stream) {
+    host_state *s = vs;
+    uint32_t ns;
+    const magi_symm_slot *sl = &magi_symm_plan_slots(s->plan, &ns)[slot];
+    const host_win *hw = &s->wins[sl->window];
+    const magi_symm_group_view *v = &s->views[sl->window];
+    uint8_t *d = dst;
+    for (uint32_t j = 0; j < v->size; j++)
+        memcpy(d + (size_t)j * sl->nbytes, hw->peer[j] + sl->offset, (size_t)sl->nbytes);
+    return MAGI_OK;
+}
+
+static magi_status host_gather_coalesced(void *vs, uint32_t n, const uint32_t *slots,
+                                         void *const *dsts, void *stream) {
+    for (uint32_t i = 0; i < n; i++) host_gather(vs, slots[i], dsts[i], stream);
+    return MAGI_OK;
+}
+
+const magi_symm_backend_ops magi_symm_host_ops = {
+    1, "host", host_create, host_rendezvous, host_barrier, host_bind, host_local_slot_ptr,
+    host_gather, host_gather_coalesced, host_destroy,
+};

@@ -1,0 +1,935 @@
+/* SymmBuffer planning: classify the all-gathers of regions, lay out the
+ * windows and slots deterministically, canonical encoding, digest, compare.
+ * Design notes: docs/SYMM.md. */
+#include "symm_internal.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------- dtypes */
+
+size_t magi_symm_dtype_size(const char *dtype) {
+    static const struct {
+        const char *name;
+        size_t size;
+    } t[] = {
+        {"bool", 1},           {"uint8", 1},          {"int8", 1},
+        {"float8_e4m3fn", 1},  {"float8_e5m2", 1},    {"float8_e4m3fnuz", 1},
+        {"float8_e5m2fnuz", 1}, {"float8_e8m0fnu", 1}, {"int16", 2},
+        {"uint16", 2},         {"float16", 2},        {"half", 2},
+        {"bfloat16", 2},       {"short", 2},          {"int32", 4},
+        {"uint32", 4},         {"int", 4},            {"float32", 4},
+        {"float", 4},          {"complex32", 4},      {"int64", 8},
+        {"uint64", 8},         {"long", 8},           {"float64", 8},
+        {"double", 8},         {"complex64", 8},      {"complex128", 16},
+    };
+    if (!dtype) return 0;
+    if (!strncmp(dtype, "torch.", 6)) dtype += 6;
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        if (!strcmp(dtype, t[i].name)) return t[i].size;
+    return 0;
+}
+
+const char *magi_symm_reason_name(magi_symm_reason r) {
+    static const char *const names[] = {"rewritten",       "cast",   "pad",      "not_resident",
+                                        "mixed_coalesced", "uneven", "transport"};
+    return (unsigned)r < sizeof names / sizeof names[0] ? names[r] : NULL;
+}
+
+/* ------------------------------------------------------- target matching */
+
+enum gather_kind { G_NONE = 0, G_C10D, G_C10D_COALESCED, G_SYMM, G_SYMM_COALESCED };
+
+#define C10D_PREFIX "torch.ops._c10d_functional."
+#define SYMM_PREFIX "torch.ops.magi."
+
+/* Classify a call_function target; *suffix gets the overload suffix
+ * (".default" or ""). */
+static enum gather_kind gather_kind_of(const char *t, const char **suffix) {
+    const char *rest;
+    int symm;
+    if (!t) return G_NONE;
+    if (!strncmp(t, C10D_PREFIX, strlen(C10D_PREFIX))) {
+        rest = t + strlen(C10D_PREFIX);
+        symm = 0;
+    } else if (!strncmp(t, SYMM_PREFIX, strlen(SYMM_PREFIX))) {
+        rest = t + strlen(SYMM_PREFIX);
+        symm = 1;
+    } else {
+        return G_NONE;
+    }
+    const char *dot = strchr(rest, '.');
+    size_t n = dot ? (size_t)(dot - rest) : strlen(rest);
+    *suffix = rest + n;
+    if (!symm) {
+        if (n == 22 && !strncmp(rest, "all_gather_into_tensor", n)) return G_C10D;
+        if (n == 32 && !strncmp(rest, "all_gather_into_tensor_coalesced", n))
+            return G_C10D_COALESCED;
+    } else {
+        if (n == 15 && !strncmp(rest, "symm_all_gather", n)) return G_SYMM;
+        if (n == 25 && !strncmp(rest, "symm_all_gather_coalesced", n)) return G_SYMM_COALESCED;
+    }
+    return G_NONE;
+}
+
+/* Does the dotted path `t` contain the component `word`? */
+static int has_component(const char *t, const char *word) {
+    size_t wl = strlen(word);
+    while (t && *t) {
+        const char *dot = strchr(t, '.');
+        size_t n = dot ? (size_t)(dot - t) : strlen(t);
+        if (n == wl && !strncmp(t, word, n)) return 1;
+        t = dot ? dot + 1 : NULL;
+    }
+    return 0;
+}
+
+static const char *last_component(const char *t) {
+    const char *dot = strrchr(t, '.');
+    return dot ? dot + 1 : t;
+}
+
+static int is_to_local(const magi_node *n) {
+    if (!n->target) return 0;
+    if (n->op == MAGI_OP_CALL_METHOD) return !strcmp(n->target, "to_local");
+    if (n->op == MAGI_OP_CALL_FUNCTION) return !strncmp(last_component(n->target), "to_local", 8);
+    return 0;
+}
+
+static int is_cast(const magi_node *n) {
+    static const char *const methods[] = {"to", "_to_copy", "type", "bfloat16", "half",
+                                          "float", "double"};
+    if (!n->target) return 0;
+    if (n->op == MAGI_OP_CALL_METHOD) {
+        for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++)
+            if (!strcmp(n->target, methods[i])) return 1;
+        return 0;
+    }
+    if (n->op == MAGI_OP_CALL_FUNCTION)
+        return has_component(n->target, "to") || has_component(n->target, "_to_copy") ||
+               has_component(n->target, "convert_element_type");
+    return 0;
+}
+
+static int is_pad(const magi_node *n) {
+    if (!n->target) return 0;
+    if (n->op == MAGI_OP_CALL_METHOD) return !strcmp(n->target, "pad");
+    if (n->op == MAGI_OP_CALL_FUNCTION)
+        return has_component(n->target, "pad") || has_component(n->target, "constant_pad_nd");
+    return 0;
+}
+
+static int is_weight_op(const magi_node *n) {
+    return n->op == MAGI_OP_PLACEHOLDER || n->op == MAGI_OP_GET_ATTR;
+}
+
+/* ------------------------------------------------------------- helpers */
+
+static const char *afmt(magi_arena *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static const char *afmt(magi_arena *a, const char *fmt, ...) {
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    return magi_arena_strdup(a, buf);
+}
+
+static void fmt_dims(char *dst, size_t cap, const magi_dim *d, uint32_t n) {
+    size_t o = 0;
+    o += (size_t)snprintf(dst + o, cap - o, "[");
+    for (uint32_t i = 0; i < n && o < cap; i++) {
+        if (d[i].expr)
+            o += (size_t)snprintf(dst + o, cap - o, "%s%s", i ? ", " : "", d[i].expr);
+        else
+            o += (size_t)snprintf(dst + o, cap - o, "%s%lld", i ? ", " : "", (long long)d[i].value);
+    }
+    if (o < cap) snprintf(dst + o, cap - o, "]");
+}
+
+static void fmt_shape(char *dst, size_t cap, const int64_t *s, uint32_t n) {
+    size_t o = 0;
+    o += (size_t)snprintf(dst + o, cap - o, "[");
+    for (uint32_t i = 0; i < n && o < cap; i++)
+        o += (size_t)snprintf(dst + o, cap - o, "%s%lld", i ? ", " : "", (long long)s[i]);
+    if (o < cap) snprintf(dst + o, cap - o, "]");
+}
+
+static int dims_concrete(const magi_dim *d, uint32_t n) {
+    for (uint32_t i = 0; i < n; i++)
+        if (d[i].expr || d[i].value < 0) return 0;
+    return 1;
+}
+
+static const magi_value *arg_at(const magi_node *n, uint32_t i, const char *kw) {
+    if (n->args.kind == MAGI_V_LIST && i < n->args.u.seq.n) return &n->args.u.seq.items[i];
+    if (n->kwargs.kind == MAGI_V_DICT && n->kwargs.u.seq.keys)
+        for (uint32_t k = 0; k < n->kwargs.u.seq.n; k++)
+            if (n->kwargs.u.seq.keys[k] && !strcmp(n->kwargs.u.seq.keys[k], kw))
+                return &n->kwargs.u.seq.items[k];
+    return NULL;
+}
+
+static uint32_t align_up_ok(uint64_t v, uint32_t align, uint64_t *out) {
+    if (v > UINT64_MAX - (align - 1)) return 0;
+    *out = (v + align - 1) & ~(uint64_t)(align - 1);
+    return 1;
+}
+
+/* ------------------------------------------------------ classification */
+
+typedef struct input_res {
+    magi_symm_reason reason;
+    const char *detail;
+    uint32_t src;              /* node index of X */
+    const char *dtype;
+    uint32_t ndim;
+    const magi_dim *shape;     /* concrete */
+    uint64_t nbytes;
+} input_res;
+
+static void classify_input(magi_arena *a, const magi_region *r, const magi_value *v,
+                           const magi_example *oex, int64_t gs, input_res *res) {
+    char s1[256], s2[256];
+    memset(res, 0, sizeof *res);
+    if (v->kind != MAGI_V_NODE || v->u.node >= r->n_nodes) {
+        res->reason = MAGI_SYMM_KEEP_NOT_RESIDENT;
+        res->detail = "input is not a node";
+        return;
+    }
+    const magi_node *p = &r->nodes[v->u.node];
+    const magi_node *x = NULL;
+    const magi_example *shard = NULL;
+    if (is_weight_op(p)) {
+        x = p;
+        shard = p->example;
+    } else if (is_to_local(p)) {
+        const magi_value *a0 = arg_at(p, 0, "self");
+        if (!a0 || a0->kind != MAGI_V_NODE || a0->u.node >= r->n_nodes ||
+            !is_weight_op(&r->nodes[a0->u.node])) {
+            res->reason = MAGI_SYMM_KEEP_NOT_RESIDENT;
+            res->detail = afmt(a, "input '%s' is to_local of something other than a placeholder or get_attr",
+                               p->name);
+            return;
+        }
+        x = &r->nodes[a0->u.node];
+        shard = p->example;
+    } else if (is_cast(p)) {
+        res->reason = MAGI_SYMM_KEEP_CAST;
+        res->detail = afmt(a, "input '%s' is a cast (%s %s)", p->name, magi_opcode_name(p->op),
+                           p->target);
+        return;
+    } else if (is_pad(p)) {
+        res->reason = MAGI_SYMM_KEEP_PAD;
+        res->detail = afmt(a, "input '%s' is padded (%s)", p->name, p->target);
+        return;
+    } else {
+        res->reason = MAGI_SYMM_KEEP_NOT_RESIDENT;
+        res->detail = afmt(a, "input '%s' (%s %s) is not a resident weight shard", p->name,
+                           magi_opcode_name(p->op) ? magi_opcode_name(p->op) : "?",
+                           p->target ? p->target : "");
+        return;
+    }
+    if (!shard || shard->kind != MAGI_EX_TENSOR) {
+        res->reason = MAGI_SYMM_KEEP_NOT_RESIDENT;
+        res->detail = afmt(a, "shard '%s' has no tensor example_value", p->name);
+        return;
+    }
+    size_t es = magi_symm_dtype_size(shard->u.tensor.dtype);
+    if (!es) {
+        res->reason = MAGI_SYMM_KEEP_NOT_RESIDENT;
+        res->detail = afmt(a, "shard '%s' has unknown dtype '%s'", p->name,
+                           shard->u.tensor.dtype ? shard->u.tensor.dtype : "");
+        return;
+    }
+    uint32_t nd = shard->u.tensor.ndim;
+    const magi_dim *sh = shard->u.tensor.shape;
+    fmt_dims(s1, sizeof s1, sh, nd);
+    if (nd == 0 || !dims_concrete(sh, nd)) {
+        res->reason = MAGI_SYMM_KEEP_UNEVEN;
+        res->detail = afmt(a, "shard '%s' shape %s is not a concrete shape of rank >= 1", p->name, s1);
+        return;
+    }
+    size_t nb = es;
+    for (uint32_t i = 0; i < nd; i++)
+        if (!magi_mul_ok(nb, (size_t)sh[i].value, &nb)) nb = 0, i = nd;
+    if (nb == 0) {
+        res->reason = MAGI_SYMM_KEEP_UNEVEN;
+        res->detail = afmt(a, "shard '%s' shape %s is empty or too large", p->name, s1);
+        return;
+    }
+    /* The gathered output must be group_size shards stacked on dim 0. */
+    int64_t g0;
+    if (__builtin_mul_overflow(sh[0].value, gs, &g0)) g0 = -1;
+    if (oex) {
+        int ok = oex->kind == MAGI_EX_TENSOR && oex->u.tensor.ndim == nd &&
+                 oex->u.tensor.dtype && !strcmp(oex->u.tensor.dtype, shard->u.tensor.dtype) &&
+                 dims_concrete(oex->u.tensor.shape, nd) && oex->u.tensor.shape[0].value == g0;
+        for (uint32_t i = 1; ok && i < nd; i++) ok = oex->u.tensor.shape[i].value == sh[i].value;
+        if (!ok) {
+            if (oex->kind == MAGI_EX_TENSOR)
+                fmt_dims(s2, sizeof s2, oex->u.tensor.shape, oex->u.tensor.ndim);
+            else
+                snprintf(s2, sizeof s2, "(not a tensor)");
+            res->reason = MAGI_SYMM_KEEP_UNEVEN;
+            res->detail = afmt(a, "gathered shape %s is not %lld x shard %s", s2, (long long)gs, s1);
+            return;
+        }
+    }
+    /* X's own metadata is either the local shard or the global tensor. */
+    if (x != p && x->example && x->example->kind == MAGI_EX_TENSOR &&
+        x->example->u.tensor.ndim == nd && dims_concrete(x->example->u.tensor.shape, nd)) {
+        const magi_dim *xs = x->example->u.tensor.shape;
+        int same = 1, global = xs[0].value == g0;
+        for (uint32_t i = 0; i < nd; i++) same = same && xs[i].value == sh[i].value;
+        for (uint32_t i = 1; i < nd; i++) global = global && xs[i].value == sh[i].value;
+        if (!same && !global) {
+            fmt_dims(s2, sizeof s2, xs, nd);
+            res->reason = MAGI_SYMM_KEEP_UNEVEN;
+            res->detail = afmt(a, "weight '%s' shape %s is not %lld even shards of %s", x->name, s2,
+                               (long long)gs, s1);
+            return;
+        }
+    }
+    res->reason = MAGI_SYMM_REWRITTEN;
+    res->detail = "";
+    res->src = (uint32_t)(x - r->nodes);
+    res->dtype = shard->u.tensor.dtype;
+    res->ndim = nd;
+    res->shape = sh;
+    res->nbytes = nb;
+}
+
+/* -------------------------------------------------------------- build */
+
+typedef struct usage {
+    uint32_t src, gather, k;
+    input_res in;
+    const char *group;
+    uint32_t gs;
+} usage;
+
+typedef struct build_ctx {
+    magi_symm_plan *p;
+    const char *const *names;
+    char name_buf[2][512];
+    uint32_t *slot_region;  /* region that created each slot */
+    size_t slots_cap, windows_cap;
+} build_ctx;
+
+/* "region 1 ('a.json')" for messages; two buffers so a message can name two. */
+static const char *rname(build_ctx *b, uint32_t ri, int which) {
+    if (b->names && b->names[ri])
+        snprintf(b->name_buf[which], sizeof b->name_buf[which], "region %u ('%s')", ri, b->names[ri]);
+    else
+        snprintf(b->name_buf[which], sizeof b->name_buf[which], "region %u", ri);
+    return b->name_buf[which];
+}
+
+static magi_status add_window(build_ctx *b, const char *dtype, const char *group, uint32_t gs,
+                              uint32_t part, uint32_t *out) {
+    magi_symm_plan *p = b->p;
+    if (p->n_windows == b->windows_cap) {
+        size_t nc = b->windows_cap ? b->windows_cap * 2 : 8;
+        magi_symm_window *nw = realloc(p->windows, nc * sizeof *nw);
+        if (!nw) return magi_set_error(MAGI_ERR_NOMEM, "out of memory planning windows");
+        p->windows = nw;
+        b->windows_cap = nc;
+    }
+    magi_symm_window *w = &p->windows[p->n_windows];
+    memset(w, 0, sizeof *w);
+    w->dtype = magi_arena_strdup(p->arena, dtype);
+    w->group = magi_arena_strdup(p->arena, group);
+    if (!w->dtype || !w->group) return MAGI_ERR_NOMEM;
+    w->group_size = gs;
+    w->part = part;
+    *out = p->n_windows++;
+    return MAGI_OK;
+}
+
+static magi_status find_or_add_slot(build_ctx *b, uint32_t ri, const magi_node *x,
+                                    const usage *u, uint32_t *out) {
+    magi_symm_plan *p = b->p;
+    char s1[256], s2[256];
+    /* Same weight in the same window family: one slot. */
+    for (uint32_t s = 0; s < p->n_slots; s++) {
+        const magi_symm_slot *sl = &p->slots[s];
+        const magi_symm_window *w = &p->windows[sl->window];
+        if (strcmp(sl->weight, x->target) || strcmp(w->dtype, u->in.dtype) ||
+            strcmp(w->group, u->group))
+            continue;
+        int same = sl->ndim == u->in.ndim;
+        for (uint32_t i = 0; same && i < sl->ndim; i++)
+            same = sl->shape[i] == u->in.shape[i].value;
+        if (!same) {
+            fmt_shape(s1, sizeof s1, sl->shape, sl->ndim);
+            fmt_dims(s2, sizeof s2, u->in.shape, u->in.ndim);
+            return magi_set_error(MAGI_ERR_MISMATCH,
+                                  "weight '%s' (%s, group '%s'): shard shape %s in %s "
+                                  "differs from %s planned from %s",
+                                  x->target, u->in.dtype, u->group, s2, rname(b, ri, 0), s1,
+                                  rname(b, b->slot_region[s], 1));
+        }
+        *out = s;
+        return MAGI_OK;
+    }
+    /* Group sizes must agree across every planned gather. */
+    int64_t last = -1;
+    for (uint32_t w = 0; w < p->n_windows; w++) {
+        if (strcmp(p->windows[w].group, u->group)) continue;
+        if (p->windows[w].group_size != u->gs)
+            return magi_set_error(MAGI_ERR_MISMATCH,
+                                  "process group '%s' has size %u in %s but %u elsewhere",
+                                  u->group, u->gs, rname(b, ri, 0), p->windows[w].group_size);
+        if (!strcmp(p->windows[w].dtype, u->in.dtype)) last = w;
+    }
+    magi_status st;
+    uint32_t wi;
+    if (last < 0) {
+        if ((st = add_window(b, u->in.dtype, u->group, u->gs, 0, &wi))) return st;
+    } else {
+        wi = (uint32_t)last;
+    }
+    uint64_t off, end;
+    if (!align_up_ok(p->windows[wi].bytes, p->align, &off))
+        return magi_set_error(MAGI_ERR_LIMIT, "window offset overflow");
+    if (p->windows[wi].n_slots > 0 && (off + u->in.nbytes < off || off + u->in.nbytes > p->cap)) {
+        if ((st = add_window(b, u->in.dtype, u->group, u->gs, p->windows[wi].part + 1, &wi)))
+            return st;
+        off = 0;
+    }
+    if (off + u->in.nbytes < off || !align_up_ok(off + u->in.nbytes, p->align, &end))
+        return magi_set_error(MAGI_ERR_LIMIT, "window size overflow");
+    if (p->n_slots == b->slots_cap) {
+        size_t nc = b->slots_cap ? b->slots_cap * 2 : 16;
+        magi_symm_slot *ns = realloc(p->slots, nc * sizeof *ns);
+        uint32_t *nr = realloc(b->slot_region, nc * sizeof *nr);
+        if (ns) p->slots = ns;
+        if (nr) b->slot_region = nr;
+        if (!ns || !nr) return magi_set_error(MAGI_ERR_NOMEM, "out of memory planning slots");
+        b->slots_cap = nc;
+    }
+    magi_symm_slot *sl = &p->slots[p->n_slots];
+    int64_t *shape = magi_arena_calloc(p->arena, u->in.ndim, sizeof *shape);
+    sl->weight = magi_arena_strdup(p->arena, x->target);
+    if (!shape || !sl->weight) return MAGI_ERR_NOMEM;
+    for (uint32_t i = 0; i < u->in.ndim; i++) shape[i] = u->in.shape[i].value;
+    sl->shape = shape;
+    sl->ndim = u->in.ndim;
+    sl->window = wi;
+    sl->offset = off;
+    sl->nbytes = u->in.nbytes;
+    p->windows[wi].bytes = end;
+    p->windows[wi].n_slots++;
+    b->slot_region[p->n_slots] = ri;
+    *out = p->n_slots++;
+    return MAGI_OK;
+}
+
+static magi_status plan_region(build_ctx *b, uint32_t ri, const magi_region *r) {
+    magi_symm_plan *p = b->p;
+    magi_arena *a = p->arena;
+    magi_symm_region_plan *rp = &p->regions[ri];
+    magi_status st = MAGI_OK;
+    usage *us = NULL;
+    size_t n_us = 0, cap_us = 0;
+    input_res *ins = NULL;
+    const char *suffix;
+
+    rp->n_nodes = r->n_nodes;
+    uint32_t ng = 0;
+    for (uint32_t i = 0; i < r->n_nodes; i++)
+        if (r->nodes[i].op == MAGI_OP_CALL_FUNCTION && gather_kind_of(r->nodes[i].target, &suffix))
+            ng++;
+    rp->gathers = magi_arena_calloc(a, ng ? ng : 1, sizeof *rp->gathers);
+    if (!rp->gathers) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
+
+    for (uint32_t i = 0; i < r->n_nodes; i++) {
+        const magi_node *n = &r->nodes[i];
+        if (n->op != MAGI_OP_CALL_FUNCTION) continue;
+        enum gather_kind gk = gather_kind_of(n->target, &suffix);
+        if (!gk) continue;
+        magi_symm_gather *g = &rp->gathers[rp->n_gathers++];
+        int coalesced = gk == G_C10D_COALESCED || gk == G_SYMM_COALESCED;
+        int symm = gk == G_SYMM || gk == G_SYMM_COALESCED;
+        g->node = i;
+        g->name = magi_arena_strdup(a, n->name);
+        g->from = magi_arena_strdup(a, n->target);
+        g->coalesced = coalesced;
+        g->already_symm = symm;
+        if (!g->name || !g->from) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
+        const magi_value *vin = arg_at(n, 0, coalesced ? "inputs" : "input");
+        const magi_value *vgs = arg_at(n, 1, "group_size");
+        const magi_value *vgn = arg_at(n, 2, "group_name");
+        if (!vin || !vgs || vgs->kind != MAGI_V_INT || vgs->u.i < 1 || vgs->u.i > 1 << 20 || !vgn ||
+            vgn->kind != MAGI_V_STR ||
+            (coalesced && vin->kind != MAGI_V_LIST && vin->kind != MAGI_V_TUPLE))
+            MAGI_FAIL(MAGI_ERR_FORMAT,
+                      "%s: node '%s' (#%u): %s: expected args [%s, group_size (int), "
+                      "group_name (str)]",
+                      rname(b, ri, 0), n->name, i, n->target, coalesced ? "[inputs]" : "input");
+        uint32_t nin = coalesced ? vin->u.seq.n : 1;
+        const magi_value *items = coalesced ? vin->u.seq.items : vin;
+        if (nin == 0)
+            MAGI_FAIL(MAGI_ERR_FORMAT, "%s: node '%s' (#%u): coalesced gather has no inputs",
+                      rname(b, ri, 0), n->name, i);
+        free(ins);
+        ins = calloc(nin, sizeof *ins);
+        if (!ins) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
+        uint32_t n_ok = 0;
+        for (uint32_t k = 0; k < nin; k++) {
+            const magi_example *oex = NULL;
+            if (n->example) {
+                if (!coalesced)
+                    oex = n->example;
+                else if ((n->example->kind == MAGI_EX_LIST || n->example->kind == MAGI_EX_TUPLE) &&
+                         n->example->u.seq.n == nin)
+                    oex = &n->example->u.seq.items[k];
+            }
+            classify_input(a, r, &items[k], oex, vgs->u.i, &ins[k]);
+            if (ins[k].reason == MAGI_SYMM_REWRITTEN) n_ok++;
+        }
+        int plan_it = 0;
+        if (symm) {
+            if (n_ok != nin) {
+                uint32_t k = 0;
+                while (ins[k].reason == MAGI_SYMM_REWRITTEN) k++;
+                MAGI_FAIL(MAGI_ERR_FORMAT, "%s: node '%s' (#%u): %s input %u is not a "
+                          "resident shard: %s", rname(b, ri, 0), n->name, i, n->target, k, ins[k].detail);
+            }
+            g->to = g->from;
+            g->reason = MAGI_SYMM_REWRITTEN;
+            g->detail = "already a symmetric-buffer gather";
+            plan_it = 1;
+        } else if (p->transport == MAGI_SYMM_TRANSPORT_NCCL) {
+            g->to = g->from;
+            g->reason = MAGI_SYMM_KEEP_TRANSPORT;
+            g->detail = "transport nccl selected";
+        } else if (n_ok == nin) {
+            g->to = afmt(a, "%s%s%s", SYMM_PREFIX,
+                         coalesced ? "symm_all_gather_coalesced" : "symm_all_gather", suffix);
+            g->reason = MAGI_SYMM_REWRITTEN;
+            g->detail = "";
+            plan_it = 1;
+        } else {
+            uint32_t k = 0;
+            while (ins[k].reason == MAGI_SYMM_REWRITTEN) k++;
+            g->to = g->from;
+            if (n_ok > 0) {
+                g->reason = MAGI_SYMM_KEEP_MIXED_COALESCED;
+                g->detail = afmt(a, "%u of %u inputs qualify; input %u: %s (%s)", n_ok, nin, k,
+                                 magi_symm_reason_name(ins[k].reason), ins[k].detail);
+            } else {
+                g->reason = ins[k].reason;
+                g->detail = coalesced ? afmt(a, "input %u: %s", k, ins[k].detail) : ins[k].detail;
+            }
+        }
+        if (!g->to || !g->detail) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
+        if (!plan_it) continue;
+        g->n_slots = nin;
+        uint32_t *sl = magi_arena_calloc(a, nin, sizeof *sl);
+        if (!sl) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
+        g->slots = sl;
+        for (uint32_t k = 0; k < nin; k++) {
+            if (n_us == cap_us) {
+                size_t nc = cap_us ? cap_us * 2 : 16;
+                usage *nu = realloc(us, nc * sizeof *nu);
+                if (!nu) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
+                us = nu;
+                cap_us = nc;
+            }
+            usage *u = &us[n_us++];
+            u->src = ins[k].src;
+            u->gather = rp->n_gathers - 1;
+            u->k = k;
+            u->in = ins[k];
+            u->group = vgn->u.s;
+            u->gs = (uint32_t)vgs->u.i;
+        }
+    }
+
+    /* Deterministic walk: weights in graph order, then their uses in order. */
+    rp->bindings = magi_arena_calloc(a, n_us ? n_us : 1, sizeof *rp->bindings);
+    if (!rp->bindings) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
+    for (uint32_t i = 0; i < r->n_nodes; i++) {
+        if (!is_weight_op(&r->nodes[i])) continue;
+        for (size_t k = 0; k < n_us; k++) {
+            if (us[k].src != i) continue;
+            uint32_t slot = 0;
+            st = find_or_add_slot(b, ri, &r->nodes[i], &us[k], &slot);
+            if (st) goto cleanup;
+            ((uint32_t *)rp->gathers[us[k].gather].slots)[us[k].k] = slot;
+            int have = 0;
+            for (uint32_t j = 0; j < rp->n_bindings; j++)
+                have |= rp->bindings[j].node == i && rp->bindings[j].slot == slot;
+            if (!have) {
+                magi_symm_binding *bd = &rp->bindings[rp->n_bindings++];
+                bd->node = i;
+                bd->placeholder = magi_arena_strdup(a, r->nodes[i].name);
+                bd->slot = slot;
+                if (!bd->placeholder) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
+            }
+        }
+    }
+cleanup:
+    free(us);
+    free(ins);
+    return st;
+}
+
+/* Order slots by (window, offset) so each window's slots are contiguous. */
+static magi_status renumber_slots(magi_symm_plan *p) {
+    uint32_t n = p->n_slots;
+    if (n == 0) return MAGI_OK;
+    uint32_t *newi = malloc(n * sizeof *newi);
+    magi_symm_slot *ns = malloc(n * sizeof *ns);
+    if (!newi || !ns) {
+        free(newi);
+        free(ns);
+        return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
+    }
+    uint32_t o = 0;
+    for (uint32_t w = 0; w < p->n_windows; w++) {
+        p->windows[w].first_slot = o;
+        for (uint32_t s = 0; s < n; s++) /* creation order == offset order */
+            if (p->slots[s].window == w) {
+                newi[s] = o;
+                ns[o++] = p->slots[s];
+            }
+    }
+    free(p->slots);
+    p->slots = ns;
+    for (uint32_t r = 0; r < p->n_regions; r++) {
+        magi_symm_region_plan *rp = &p->regions[r];
+        for (uint32_t j = 0; j < rp->n_bindings; j++) rp->bindings[j].slot = newi[rp->bindings[j].slot];
+        for (uint32_t g = 0; g < rp->n_gathers; g++)
+            for (uint32_t k = 0; k < rp->gathers[g].n_slots; k++)
+                ((uint32_t *)rp->gathers[g].slots)[k] = newi[rp->gathers[g].slots[k]];
+    }
+    free(newi);
+    return MAGI_OK;
+}
+
+magi_status magi_symm_plan_build(magi_symm_plan **out, const magi_region *const *regions,
+                                 uint32_t n_regions, const magi_symm_plan_options *opts) {
+    magi_status st = MAGI_OK;
+    magi_symm_plan *p = NULL;
+    build_ctx b = {0};
+    if (!out) return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_symm_plan_build: out is NULL");
+    *out = NULL;
+    if (n_regions && !regions)
+        return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_symm_plan_build: regions is NULL");
+    magi_symm_plan_options o = MAGI_SYMM_PLAN_OPTIONS_INIT;
+    if (opts) {
+        if (opts->version != 1)
+            return magi_set_error(MAGI_ERR_INVALID_ARG, "symm plan options version %u (expected 1)",
+                                  opts->version);
+        o = *opts;
+    }
+    if (!o.slot_align) o.slot_align = MAGI_SYMM_DEFAULT_SLOT_ALIGN;
+    if (!o.window_cap_bytes) o.window_cap_bytes = MAGI_SYMM_DEFAULT_WINDOW_CAP;
+    if (o.slot_align < 256 || (o.slot_align & (o.slot_align - 1)))
+        return magi_set_error(MAGI_ERR_INVALID_ARG, "slot_align %u: must be a power of two >= 256",
+                              o.slot_align);
+    if (o.transport != MAGI_SYMM_TRANSPORT_COPY_ENGINE && o.transport != MAGI_SYMM_TRANSPORT_NCCL)
+        return magi_set_error(MAGI_ERR_INVALID_ARG, "unknown transport %d", (int)o.transport);
+
+    p = calloc(1, sizeof *p);
+    if (!p) return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
+    b.p = p;
+    b.names = o.region_names;
+    MAGI_CHECK(magi_arena_new(&p->arena, 0));
+    p->transport = o.transport;
+    p->align = o.slot_align;
+    p->cap = o.window_cap_bytes;
+    p->n_regions = n_regions;
+    p->regions = magi_arena_calloc(p->arena, n_regions ? n_regions : 1, sizeof *p->regions);
+    if (!p->regions) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
+    for (uint32_t i = 0; i < n_regions; i++) {
+        if (!regions[i]) MAGI_FAIL(MAGI_ERR_INVALID_ARG, "magi_symm_plan_build: region %u is NULL", i);
+        MAGI_CHECK(plan_region(&b, i, regions[i]));
+    }
+    MAGI_CHECK(renumber_slots(p));
+    *out = p;
+    p = NULL;
+cleanup:
+    free(b.slot_region);
+    magi_symm_plan_free(p);
+    return st;
+}
+
+void magi_symm_plan_free(magi_symm_plan *p) {
+    if (!p) return;
+    free(p->windows);
+    free(p->slots);
+    magi_arena_free(p->arena);
+    free(p);
+}
+
+const magi_symm_window *magi_symm_plan_windows(const magi_symm_plan *p, uint32_t *n) {
+    *n = p ? p->n_windows : 0;
+    return p ? p->windows : NULL;
+}
+const magi_symm_slot *magi_symm_plan_slots(const magi_symm_plan *p, uint32_t *n) {
+    *n = p ? p->n_slots : 0;
+    return p ? p->slots : NULL;
+}
+uint32_t magi_symm_plan_region_count(const magi_symm_plan *p) { return p ? p->n_regions : 0; }
+const magi_symm_gather *magi_symm_plan_gathers(const magi_symm_plan *p, uint32_t region,
+                                               uint32_t *n) {
+    if (!p || region >= p->n_regions) {
+        *n = 0;
+        return NULL;
+    }
+    *n = p->regions[region].n_gathers;
+    return p->regions[region].gathers;
+}
+const magi_symm_binding *magi_symm_plan_bindings(const magi_symm_plan *p, uint32_t region,
+                                                 uint32_t *n) {
+    if (!p || region >= p->n_regions) {
+        *n = 0;
+        return NULL;
+    }
+    *n = p->regions[region].n_bindings;
+    return p->regions[region].bindings;
+}
+const magi_symm_gather *magi_symm_plan_find_gather(const magi_symm_plan *p, uint32_t region,
+                                                   uint32_t node) {
+    if (!p || region >= p->n_regions) return NULL;
+    const magi_symm_region_plan *rp = &p->regions[region];
+    for (uint32_t g = 0; g < rp->n_gathers; g++)
+        if (rp->gathers[g].node == node) return &rp->gathers[g];
+    return NULL;
+}
+uint32_t magi_symm_plan_slot_align(const magi_symm_plan *p) { return p ? p->align : 0; }
+
+/* ---------------------------------------------- canonical encoding */
+
+#define PLAN_MAGIC "MAGISYMP"
+#define PLAN_ENC_VERSION 1u
+
+static void put_u32(magi_buf *b, uint32_t v) {
+    uint8_t x[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
+    magi_buf_append(b, x, 4);
+}
+static void put_u64(magi_buf *b, uint64_t v) {
+    put_u32(b, (uint32_t)v);
+    put_u32(b, (uint32_t)(v >> 32));
+}
+static void put_str(magi_buf *b, const char *s) {
+    size_t n = strlen(s);
+    put_u32(b, (uint32_t)n);
+    magi_buf_append(b, s, n);
+}
+
+magi_status magi_symm_plan_encode(const magi_symm_plan *p, void **out, size_t *len) {
+    if (!p || !out || !len) return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_symm_plan_encode: NULL argument");
+    magi_buf b = {0};
+    magi_buf_append(&b, PLAN_MAGIC, 8);
+    put_u32(&b, PLAN_ENC_VERSION);
+    put_u32(&b, p->align);
+    put_u64(&b, p->cap);
+    put_u32(&b, p->n_windows);
+    put_u32(&b, p->n_slots);
+    for (uint32_t w = 0; w < p->n_windows; w++) {
+        const magi_symm_window *x = &p->windows[w];
+        put_str(&b, x->dtype);
+        put_str(&b, x->group);
+        put_u32(&b, x->group_size);
+        put_u32(&b, x->part);
+        put_u64(&b, x->bytes);
+        put_u32(&b, x->first_slot);
+        put_u32(&b, x->n_slots);
+    }
+    for (uint32_t s = 0; s < p->n_slots; s++) {
+        const magi_symm_slot *x = &p->slots[s];
+        put_str(&b, x->weight);
+        put_u32(&b, x->window);
+        put_u64(&b, x->offset);
+        put_u64(&b, x->nbytes);
+        put_u32(&b, x->ndim);
+        for (uint32_t i = 0; i < x->ndim; i++) put_u64(&b, (uint64_t)x->shape[i]);
+    }
+    if (b.failed) {
+        magi_buf_free(&b);
+        return magi_set_error(MAGI_ERR_NOMEM, "out of memory encoding the plan");
+    }
+    *out = b.data;
+    *len = b.len;
+    return MAGI_OK;
+}
+
+magi_status magi_symm_plan_digest(const magi_symm_plan *p, uint8_t out[32]) {
+    void *enc;
+    size_t len;
+    magi_status st = magi_symm_plan_encode(p, &enc, &len);
+    if (st) return st;
+    magi_sha256(enc, len, out);
+    free(enc);
+    return MAGI_OK;
+}
+
+/* A bounds-checked reader over an encoding. */
+typedef struct rd {
+    const uint8_t *p;
+    size_t n, o;
+    int bad;
+} rd;
+static uint32_t get_u32(rd *r) {
+    if (r->bad || r->n - r->o < 4) {
+        r->bad = 1;
+        return 0;
+    }
+    const uint8_t *x = r->p + r->o;
+    r->o += 4;
+    return (uint32_t)x[0] | (uint32_t)x[1] << 8 | (uint32_t)x[2] << 16 | (uint32_t)x[3] << 24;
+}
+static uint64_t get_u64(rd *r) {
+    uint64_t lo = get_u32(r);
+    return lo | (uint64_t)get_u32(r) << 32;
+}
+/* Copies at most cap-1 bytes of the string into dst (for messages). */
+static void get_str(rd *r, char *dst, size_t cap) {
+    uint32_t n = get_u32(r);
+    if (r->bad || r->n - r->o < n) {
+        r->bad = 1;
+        dst[0] = '\0';
+        return;
+    }
+    size_t c = n < cap - 1 ? n : cap - 1;
+    memcpy(dst, r->p + r->o, c);
+    dst[c] = '\0';
+    r->o += n;
+}
+
+typedef struct dec_window {
+    char dtype[64], group[128];
+    uint32_t gs, part, first, n;
+    uint64_t bytes;
+} dec_window;
+
+magi_status magi_symm_plan_compare(const void *a, size_t a_len, const void *b, size_t b_len) {
+    rd ra = {a, a_len, 0, 0}, rb = {b, b_len, 0, 0};
+    if (a_len == b_len && !memcmp(a, b, a_len)) return MAGI_OK;
+    if (a_len < 8 || b_len < 8 || memcmp(a, PLAN_MAGIC, 8) || memcmp(b, PLAN_MAGIC, 8))
+        return magi_set_error(MAGI_ERR_FORMAT, "not a symm plan encoding");
+    ra.o = rb.o = 8;
+    uint32_t va = get_u32(&ra), vb = get_u32(&rb);
+    if (va != vb) return magi_set_error(MAGI_ERR_MISMATCH, "plan encoding version %u vs %u", va, vb);
+    uint32_t aa = get_u32(&ra), ab = get_u32(&rb);
+    if (aa != ab) return magi_set_error(MAGI_ERR_MISMATCH, "slot alignment %u vs %u", aa, ab);
+    uint64_t ca = get_u64(&ra), cb = get_u64(&rb);
+    if (ca != cb)
+        return magi_set_error(MAGI_ERR_MISMATCH, "window cap %llu vs %llu bytes",
+                              (unsigned long long)ca, (unsigned long long)cb);
+    uint32_t nwa = get_u32(&ra), nwb = get_u32(&rb);
+    uint32_t nsa = get_u32(&ra), nsb = get_u32(&rb);
+    if (ra.bad || rb.bad) return magi_set_error(MAGI_ERR_FORMAT, "truncated symm plan encoding");
+    if (nwa > a_len || nwb > b_len || nsa > a_len || nsb > b_len)
+        return magi_set_error(MAGI_ERR_FORMAT, "symm plan encoding counts exceed its size");
+    dec_window *wa = calloc(nwa ? nwa : 1, sizeof *wa), *wb = calloc(nwb ? nwb : 1, sizeof *wb);
+    magi_status st = MAGI_OK;
+    if (!wa || !wb) {
+        st = magi_set_error(MAGI_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (int side = 0; side < 2; side++) {
+        rd *r = side ? &rb : &ra;
+        dec_window *w = side ? wb : wa;
+        uint32_t nw = side ? nwb : nwa;
+        for (uint32_t i = 0; i < nw; i++) {
+            get_str(r, w[i].dtype, sizeof w[i].dtype);
+            get_str(r, w[i].group, sizeof w[i].group);
+            w[i].gs = get_u32(r);
+            w[i].part = get_u32(r);
+            w[i].bytes = get_u64(r);
+            w[i].first = get_u32(r);
+            w[i].n = get_u32(r);
+        }
+    }
+    if (ra.bad || rb.bad) {
+        st = magi_set_error(MAGI_ERR_FORMAT, "truncated symm plan encoding");
+        goto done;
+    }
+#define WNAME(w, i) (w)[i].dtype, (w)[i].group, (w)[i].part
+    for (uint32_t i = 0; i < nwa && i < nwb; i++) {
+        const char *f = NULL;
+        unsigned long long x = 0, y = 0;
+        if (strcmp(wa[i].dtype, wb[i].dtype) || strcmp(wa[i].group, wb[i].group)) {
+            st = magi_set_error(MAGI_ERR_MISMATCH,
+                                "window %u: (%s, group '%s', part %u) vs (%s, group '%s', part %u)",
+                                i, WNAME(wa, i), WNAME(wb, i));
+            goto done;
+        }
+        if (wa[i].gs != wb[i].gs) f = "group_size", x = wa[i].gs, y = wb[i].gs;
+        else if (wa[i].part != wb[i].part) f = "part", x = wa[i].part, y = wb[i].part;
+        else if (wa[i].bytes != wb[i].bytes) f = "bytes", x = wa[i].bytes, y = wb[i].bytes;
+        else if (wa[i].n != wb[i].n) f = "slots", x = wa[i].n, y = wb[i].n;
+        else if (wa[i].first != wb[i].first) f = "first_slot", x = wa[i].first, y = wb[i].first;
+        if (f) {
+            st = magi_set_error(MAGI_ERR_MISMATCH, "window %u (%s, group '%s', part %u): %s %llu vs %llu",
+                                i, WNAME(wa, i), f, x, y);
+            goto done;
+        }
+    }
+    if (nwa != nwb) {
+        uint32_t i = nwa < nwb ? nwa : nwb;
+        dec_window *w = nwa > nwb ? wa : wb;
+        st = magi_set_error(MAGI_ERR_MISMATCH, "window count %u vs %u (window %u (%s, group '%s', part %u) "
+                            "exists on one side only)", nwa, nwb, i, WNAME(w, i));
+        goto done;
+    }
+    for (uint32_t s = 0; s < nsa && s < nsb; s++) {
+        char na[256], nb[256];
+        get_str(&ra, na, sizeof na);
+        get_str(&rb, nb, sizeof nb);
+        uint32_t wia = get_u32(&ra), wib = get_u32(&rb);
+        uint64_t oa = get_u64(&ra), ob = get_u64(&rb);
+        uint64_t ba = get_u64(&ra), bb = get_u64(&rb);
+        uint32_t da = get_u32(&ra), db = get_u32(&rb);
+        if (ra.bad || rb.bad || da > 64 || db > 64) {
+            st = magi_set_error(MAGI_ERR_FORMAT, "truncated symm plan encoding");
+            goto done;
+        }
+        int64_t sa[64], sb[64];
+        for (uint32_t i = 0; i < da; i++) sa[i] = (int64_t)get_u64(&ra);
+        for (uint32_t i = 0; i < db; i++) sb[i] = (int64_t)get_u64(&rb);
+        const char *where = wia < nwa ? wa[wia].dtype : "?";
+        const char *grp = wia < nwa ? wa[wia].group : "?";
+        if (strcmp(na, nb)) {
+            st = magi_set_error(MAGI_ERR_MISMATCH, "slot %u (window %u (%s, group '%s')): weight '%s' vs '%s'",
+                                s, wia, where, grp, na, nb);
+            goto done;
+        }
+        const char *f = NULL;
+        unsigned long long x = 0, y = 0;
+        if (wia != wib) f = "window", x = wia, y = wib;
+        else if (oa != ob) f = "offset", x = oa, y = ob;
+        else if (ba != bb) f = "nbytes", x = ba, y = bb;
+        if (f) {
+            st = magi_set_error(MAGI_ERR_MISMATCH, "slot %u '%s' (window %u (%s, group '%s')): %s %llu vs %llu",
+                                s, na, wia, where, grp, f, x, y);
+            goto done;
+        }
+        int same = da == db;
+        for (uint32_t i = 0; same && i < da; i++) same = sa[i] == sb[i];
+        if (!same) {
+            char s1[256], s2[256];
+            fmt_shape(s1, sizeof s1, sa, da);
+            fmt_shape(s2, sizeof s2, sb, db);
+            st = magi_set_error(MAGI_ERR_MISMATCH, "slot %u '%s' (window %u (%s, group '%s')): shape %s vs %s",
+                                s, na, wia, where, grp, s1, s2);
+            goto done;
+        }
+    }
+    if (nsa != nsb) {
+        st = magi_set_error(MAGI_ERR_MISMATCH, "slot count %u vs %u", nsa, nsb);
+        goto done;
+    }
+    st = magi_set_error(MAGI_ERR_MISMATCH, "plan encodings differ in trailing bytes");
+done:
+#undef WNAME
+    free(wa);
+    free(wb);
+    return st;
+}

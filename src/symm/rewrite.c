@@ -1,0 +1,40 @@
+/* The copy-engine rewrite pass: c10d all-gathers the plan marked become
+ * torch.ops.magi.symm_all_gather(_coalesced). Only targets change. */
+#include "symm_internal.h"
+#include <string.h>
+
+magi_status magi_symm_rewrite(magi_region *r, const magi_symm_plan *p, uint32_t region,
+                              uint32_t *n_rewritten) {
+    if (n_rewritten) *n_rewritten = 0;
+    if (!r || !p) return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_symm_rewrite: NULL argument");
+    if (region >= p->n_regions)
+        return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_symm_rewrite: region %u out of range (%u planned)",
+                              region, p->n_regions);
+    const magi_symm_region_plan *rp = &p->regions[region];
+    if (r->n_nodes != rp->n_nodes)
+        return magi_set_error(MAGI_ERR_INVALID_ARG,
+                              "magi_symm_rewrite: region has %u nodes but region %u was planned with %u",
+                              r->n_nodes, region, rp->n_nodes);
+    /* Check everything first so a wrong region is refused untouched. */
+    for (uint32_t g = 0; g < rp->n_gathers; g++) {
+        const magi_symm_gather *ga = &rp->gathers[g];
+        const magi_node *n = &r->nodes[ga->node];
+        if (strcmp(n->name, ga->name) ||
+            (strcmp(n->target, ga->from) && strcmp(n->target, ga->to)))
+            return magi_set_error(MAGI_ERR_INVALID_ARG,
+                                  "magi_symm_rewrite: node #%u is '%s' (%s), planned as '%s' (%s)",
+                                  ga->node, n->name, n->target, ga->name, ga->from);
+    }
+    uint32_t changed = 0;
+    for (uint32_t g = 0; g < rp->n_gathers; g++) {
+        const magi_symm_gather *ga = &rp->gathers[g];
+        magi_node *n = &r->nodes[ga->node];
+        if (ga->reason != MAGI_SYMM_REWRITTEN || !strcmp(n->target, ga->to)) continue;
+        const char *t = magi_arena_strdup(r->arena, ga->to);
+        if (!t) return magi_set_error(MAGI_ERR_NOMEM, "out of memory rewriting node '%s'", n->name);
+        n->target = t;
+        changed++;
+    }
+    if (n_rewritten) *n_rewritten = changed;
+    return MAGI_OK;
+}
