@@ -39,7 +39,8 @@ typedef enum magi_section_kind {
 
 typedef struct magi_save_options {
     uint32_t version;       /* 1 */
-    int zstd_level;         /* 0: default (19) */
+    int zstd_level;         /* 0: auto - 19 for sections up to 1 MiB raw, 6 above
+                               (a function of the size: still deterministic) */
 } magi_save_options;
 #define MAGI_SAVE_OPTIONS_INIT { 1, 0 }
 
@@ -101,18 +102,26 @@ MAGI_API magi_status magi_artifact_verify(magi_artifact *a);
 
 /* Verify, decompress and parse into a region. Legacy keys skipped are listed
  * in region->dropped_legacy; unknown sections/keys in region->ignored.
- * Owned by the caller. */
+ * The region is independent of the handle (its strings point into the
+ * decompressed string table, kept in the region's own arena), so the handle
+ * may be freed first. Owned by the caller (magi_region_free()); on failure
+ * *out is NULL. Errors: MAGI_ERR_DIGEST/MAGI_ERR_CORRUPT (section named),
+ * MAGI_ERR_FORMAT (section, node and byte offset named), MAGI_ERR_LIMIT. */
 MAGI_API magi_status magi_artifact_load_region(magi_region **out, magi_artifact *a);
 
-/* Load any supported file: magi-fx JSON, artifact v1 or legacy v0, chosen
- * by content. Owned by the caller. */
+/* Load any supported file: magi-fx JSON (first non-space byte '{'),
+ * artifact v1 (magic) or legacy v0 (a msgpack map), chosen by content.
+ * Owned by the caller. Errors name the file. max_input_bytes counts bytes
+ * actually read: a v0 file's skipped payload does not count. */
 MAGI_API magi_status magi_load_file(magi_region **out, const char *path,
                                     const magi_load_options *opts);
 
 /* Write a legacy v0 file (the fixture tool and tests use it): the region as
- * v0 map, plus an `example_inputs` bin of `example_inputs_len` bytes produced
- * by `fill` in chunks (NULL fill: zeros), and a small `triton_kernel_info`.
- * Written atomically. */
+ * v0 map, plus an `example_inputs` bin of `example_inputs_len` (< 4 GiB)
+ * bytes produced by `fill` in 1 MiB chunks at increasing offsets (NULL fill:
+ * a file hole that reads as zeros), and a small `triton_kernel_info`.
+ * Memory use is independent of example_inputs_len. Written atomically; a
+ * non-OK status from `fill` aborts the write and is returned. */
 typedef magi_status (*magi_chunk_fill_fn)(void *ctx, uint8_t *buf, size_t len, uint64_t offset);
 MAGI_API magi_status magi_legacy_v0_write(const magi_region *r, const char *path,
                                           uint64_t example_inputs_len,

@@ -1,0 +1,88 @@
+/* Artifact internals shared by artifact_*.c and the tests. Not installed.
+ * Byte layout: FORMAT.md at the repository root. */
+#ifndef MAGI_ARTIFACT_INTERNAL_H
+#define MAGI_ARTIFACT_INTERNAL_H
+
+#include "../core/internal.h"
+#include "mpack_reader.h"
+
+#define MAGI_ART_MAGIC "MAGIAOT\0"
+#define MAGI_ART_HEADER_SIZE 32u
+#define MAGI_ART_ENTRY_SIZE 64u
+#define MAGI_ART_DIGEST_SIZE 32u
+#define MAGI_ART_MAX_SECTIONS 1024u
+#define MAGI_ART_MAX_HEADER 4096u /* header_size / entry_size a newer minor may use */
+#define MAGI_ART_CODEC_ZSTD 1u
+#define MAGI_ART_DEFAULT_LEVEL 19               /* sections up to the limit below */
+#define MAGI_ART_AUTO_LEVEL_LIMIT (1u << 20)
+#define MAGI_ART_LARGE_LEVEL 6                  /* larger sections */
+
+/* Value tags inside GRAPH (pinned by FORMAT.md, equal to magi_value_kind). */
+enum {
+    MAGI_ART_TAG_STR = 4, MAGI_ART_TAG_LIST = 5, MAGI_ART_TAG_TUPLE = 6, MAGI_ART_TAG_DICT = 7,
+    MAGI_ART_TAG_SLICE = 8, MAGI_ART_TAG_NODE = 9, MAGI_ART_TAG_SYM = 10,
+    MAGI_ART_TAG_DTYPE = 11, MAGI_ART_TAG_DEVICE = 12, MAGI_ART_TAG_LAYOUT = 13,
+    MAGI_ART_TAG_MEMORY_FORMAT = 14, MAGI_ART_TAG_SPECIAL_FLOAT = 15,
+    MAGI_ART_TAG_ELLIPSIS = 16, MAGI_ART_TAG_OPAQUE = 17
+};
+/* Node map keys. */
+enum {
+    MAGI_ART_NODE_NAME = 0, MAGI_ART_NODE_OP = 1, MAGI_ART_NODE_TARGET = 2,
+    MAGI_ART_NODE_ARGS = 3, MAGI_ART_NODE_KWARGS = 4, MAGI_ART_NODE_EXAMPLE = 5,
+    MAGI_ART_NODE_FLAGS = 6
+};
+
+/* One section before compression (used by the encoder and by tests that
+ * craft artifacts: unknown kinds, newer versions, hostile payloads). */
+typedef struct magi_raw_section {
+    uint32_t kind;
+    const void *raw;
+    size_t raw_len;
+} magi_raw_section;
+
+/* Lay out a v1 container: compress each raw section (zstd `level`; 0 =
+ * auto: 19 up to 1 MiB raw, 6 above), hash,
+ * write header + table + header digest + sections. *out is malloc'd. */
+magi_status magi_artifact_assemble(void **out, size_t *out_len, const magi_raw_section *secs,
+                                   uint32_t n, uint16_t major, uint16_t minor, int level);
+
+/* Verify and decode section i of an open v1 artifact into a malloc'd
+ * buffer (tests and tools that craft variants of real sections). */
+magi_status magi_artifact_section_raw(magi_artifact *a, uint32_t i, void **out, size_t *len);
+
+/* Name of a section kind ("meta", ..., "unknown"). */
+const char *magi_artifact_kind_name(uint32_t kind);
+
+/* Atomic file writer: temp file in the target directory, then
+ * fsync + rename + fsync(dir) on commit; abort unlinks the temp file. */
+typedef struct magi_atomic_file {
+    int fd;
+    char *tmp_path;
+    char *path;
+} magi_atomic_file;
+magi_status magi_atomic_begin(magi_atomic_file *f, const char *path);
+magi_status magi_atomic_write(magi_atomic_file *f, const void *p, size_t n);
+/* Leave a hole of n bytes (reads as zeros; sparse where the FS supports it). */
+magi_status magi_atomic_hole(magi_atomic_file *f, uint64_t n);
+magi_status magi_atomic_commit(magi_atomic_file *f);
+void magi_atomic_abort(magi_atomic_file *f);
+
+/* Read-only mapping of a whole file (empty files map to a non-NULL dummy). */
+typedef struct magi_mapped {
+    const uint8_t *data;
+    size_t size;
+    int mapped;
+} magi_mapped;
+magi_status magi_map_file(magi_mapped *m, const char *path, uint64_t max_bytes);
+void magi_unmap_file(magi_mapped *m);
+
+/* Legacy v0 reader (artifact_v0.c): parse the whole v0 map. */
+magi_status magi_legacy_v0_read(magi_region **out, const uint8_t *data, size_t size,
+                                const magi_load_options *opts);
+/* Does `data` start like a v0 file (a msgpack map)? */
+int magi_legacy_v0_sniff(const uint8_t *data, size_t size);
+
+/* Append `s` to list *v (n entries) in the region's arena unless present. */
+magi_status magi_region_note(magi_region *r, const char ***v, uint32_t *n, const char *s);
+
+#endif

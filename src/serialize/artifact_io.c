@@ -1,0 +1,188 @@
+/* Files: atomic writes (temp + fsync + rename + fsync dir), read-only
+ * mappings, and magi_load_file()'s detection by content. */
+#include "artifact_internal.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char *dir_of(const char *path) {
+    const char *slash = strrchr(path, '/');
+    if (!slash) return strdup(".");
+    if (slash == path) return strdup("/");
+    return strndup(path, (size_t)(slash - path));
+}
+
+magi_status magi_atomic_begin(magi_atomic_file *f, const char *path) {
+    magi_status st = MAGI_OK;
+    char *dir = NULL;
+    f->fd = -1;
+    f->tmp_path = NULL;
+    f->path = NULL;
+    if (!path || !*path) return magi_set_error(MAGI_ERR_INVALID_ARG, "write: empty path");
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+        return magi_set_error(MAGI_ERR_IO, "%s: is a directory", path);
+    dir = dir_of(path);
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    f->path = strdup(path);
+    if (!dir || !f->path) MAGI_FAIL(MAGI_ERR_NOMEM, "%s: out of memory", path);
+    if (asprintf(&f->tmp_path, "%s/.%s.tmp.XXXXXX", dir, base) < 0) {
+        f->tmp_path = NULL;
+        MAGI_FAIL(MAGI_ERR_NOMEM, "%s: out of memory", path);
+    }
+    f->fd = mkostemp(f->tmp_path, O_CLOEXEC);
+    if (f->fd < 0)
+        MAGI_FAIL(MAGI_ERR_IO, "%s: cannot create a temporary file in '%s': %s", path, dir, strerror(errno));
+    if (fchmod(f->fd, 0644) != 0)
+        MAGI_FAIL(MAGI_ERR_IO, "%s: chmod of the temporary file failed: %s", path, strerror(errno));
+cleanup:
+    free(dir);
+    if (st) magi_atomic_abort(f);
+    return st;
+}
+
+magi_status magi_atomic_write(magi_atomic_file *f, const void *p, size_t n) {
+    const char *c = p;
+    while (n) {
+        ssize_t w = write(f->fd, c, n > (1u << 30) ? (1u << 30) : n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0)
+            return magi_set_error(MAGI_ERR_IO, "%s: write failed: %s", f->path,
+                                  w < 0 ? strerror(errno) : "no progress");
+        c += w;
+        n -= (size_t)w;
+    }
+    return MAGI_OK;
+}
+
+magi_status magi_atomic_hole(magi_atomic_file *f, uint64_t n) {
+    off_t cur = lseek(f->fd, 0, SEEK_CUR);
+    if (cur < 0 || n > (uint64_t)INT64_MAX - (uint64_t)cur)
+        return magi_set_error(MAGI_ERR_IO, "%s: seek failed", f->path);
+    off_t end = cur + (off_t)n;
+    /* Extending with ftruncate leaves a hole that reads back as zeros. */
+    if (ftruncate(f->fd, end) != 0 || lseek(f->fd, end, SEEK_SET) != end)
+        return magi_set_error(MAGI_ERR_IO, "%s: cannot extend file: %s", f->path, strerror(errno));
+    return MAGI_OK;
+}
+
+magi_status magi_atomic_commit(magi_atomic_file *f) {
+    magi_status st = MAGI_OK;
+    char *dir = NULL;
+    int dfd = -1;
+    if (fsync(f->fd) != 0) MAGI_FAIL(MAGI_ERR_IO, "%s: fsync failed: %s", f->path, strerror(errno));
+    if (close(f->fd) != 0) {
+        f->fd = -1;
+        MAGI_FAIL(MAGI_ERR_IO, "%s: close failed: %s", f->path, strerror(errno));
+    }
+    f->fd = -1;
+    if (rename(f->tmp_path, f->path) != 0)
+        MAGI_FAIL(MAGI_ERR_IO, "%s: rename failed: %s", f->path, strerror(errno));
+    free(f->tmp_path);
+    f->tmp_path = NULL; /* now the final file: nothing to unlink */
+    dir = dir_of(f->path);
+    if (!dir) MAGI_FAIL(MAGI_ERR_NOMEM, "%s: out of memory", f->path);
+    dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0 || fsync(dfd) != 0)
+        MAGI_FAIL(MAGI_ERR_IO, "%s: fsync of directory '%s' failed: %s", f->path, dir, strerror(errno));
+cleanup:
+    if (dfd >= 0) close(dfd);
+    free(dir);
+    magi_atomic_abort(f);
+    return st;
+}
+
+void magi_atomic_abort(magi_atomic_file *f) {
+    if (f->fd >= 0) close(f->fd);
+    f->fd = -1;
+    if (f->tmp_path) unlink(f->tmp_path);
+    free(f->tmp_path);
+    free(f->path);
+    f->tmp_path = NULL;
+    f->path = NULL;
+}
+
+magi_status magi_write_file_atomic(const char *path, const void *data, size_t len) {
+    magi_atomic_file f;
+    magi_status st = magi_atomic_begin(&f, path);
+    if (st) return st;
+    st = magi_atomic_write(&f, data, len);
+    if (st) {
+        magi_atomic_abort(&f);
+        return st;
+    }
+    return magi_atomic_commit(&f);
+}
+
+/* ---- mapping ---- */
+
+magi_status magi_map_file(magi_mapped *m, const char *path, uint64_t max_bytes) {
+    magi_status st = MAGI_OK;
+    memset(m, 0, sizeof *m);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return magi_set_error(MAGI_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) MAGI_FAIL(MAGI_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
+    if (!S_ISREG(sb.st_mode)) MAGI_FAIL(MAGI_ERR_IO, "%s: not a regular file", path);
+    if ((uint64_t)sb.st_size > max_bytes)
+        MAGI_FAIL(MAGI_ERR_LIMIT, "%s: %lld bytes exceeds the input limit of %llu bytes", path,
+                  (long long)sb.st_size, (unsigned long long)max_bytes);
+    m->size = (size_t)sb.st_size;
+    if (m->size == 0) {
+        static const uint8_t empty[1];
+        m->data = empty;
+        goto cleanup;
+    }
+    void *p = mmap(NULL, m->size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p == MAP_FAILED) MAGI_FAIL(MAGI_ERR_IO, "%s: mmap failed: %s", path, strerror(errno));
+    m->data = p;
+    m->mapped = 1;
+cleanup:
+    close(fd);
+    return st;
+}
+
+void magi_unmap_file(magi_mapped *m) {
+    if (m->mapped) munmap((void *)m->data, m->size);
+    memset(m, 0, sizeof *m);
+}
+
+/* ---- any supported file ---- */
+
+magi_status magi_load_file(magi_region **out, const char *path, const magi_load_options *opts) {
+    magi_status st = MAGI_OK;
+    magi_mapped mf;
+    magi_load_options lo;
+    if (!out || !path) return magi_set_error(MAGI_ERR_INVALID_ARG, "load: NULL argument");
+    *out = NULL;
+    magi_load_options_resolve(&lo, opts);
+    MAGI_CHECK(magi_map_file(&mf, path, UINT64_MAX)); /* mapping reads nothing; each format applies the limit */
+    size_t i = 0;
+    while (i < mf.size && (mf.data[i] == ' ' || mf.data[i] == '\t' || mf.data[i] == '\n' || mf.data[i] == '\r'))
+        i++;
+    if (i < mf.size && mf.data[i] == '{') {
+        magi_unmap_file(&mf);
+        return magi_json_read_file(out, path, &lo);
+    }
+    if ((mf.size >= 8 && memcmp(mf.data, MAGI_ART_MAGIC, 8) == 0) || magi_legacy_v0_sniff(mf.data, mf.size)) {
+        magi_artifact *a = NULL;
+        st = magi_artifact_open(&a, mf.data, mf.size, &lo);
+        if (!st) st = magi_artifact_load_region(out, a);
+        magi_artifact_free(a);
+        if (st) magi_error_prefix(st, "%s", path);
+        goto cleanup;
+    }
+    if (mf.size == 0) MAGI_FAIL(MAGI_ERR_FORMAT, "%s: empty file", path);
+    MAGI_FAIL(MAGI_ERR_FORMAT,
+              "%s: not a magi artifact, legacy v0 file or magi-fx JSON document (first byte 0x%02x)",
+              path, mf.data[0]);
+cleanup:
+    magi_unmap_file(&mf);
+    return st;
+}

@@ -1,0 +1,929 @@
+/* Artifact v1 reader: open (header, table, header digest), verify, and load
+ * a region (digest -> zstd content-size check -> decompress -> parse with the
+ * bounded msgpack cursor). Strings borrow the decompressed STRINGS section,
+ * which lives in the region's arena. */
+#include "artifact_internal.h"
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+#include <zstd.h>
+
+struct magi_artifact {
+    const uint8_t *data;
+    size_t size;
+    magi_mapped map;      /* when opened from a file */
+    char *name;           /* file path or "artifact" (for messages) */
+    magi_load_options lo;
+    int legacy;
+    uint16_t major, minor;
+    uint32_t n;
+    magi_section_info *secs;
+    uint32_t *codec;
+    uint8_t header_sha[32];
+};
+
+static uint16_t le16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+static uint32_t le32(const uint8_t *p) {
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+static uint64_t le64(const uint8_t *p) { return (uint64_t)le32(p) | ((uint64_t)le32(p + 4) << 32); }
+
+void magi_artifact_free(magi_artifact *a) {
+    if (!a) return;
+    magi_unmap_file(&a->map);
+    free(a->name);
+    free(a->secs);
+    free(a->codec);
+    free(a);
+}
+
+static magi_status open_v1(magi_artifact *a) {
+    const uint8_t *d = a->data;
+    size_t size = a->size;
+    if (size < 12) return magi_set_error(MAGI_ERR_FORMAT, "truncated header (%zu bytes)", size);
+    a->major = le16(d + 8);
+    a->minor = le16(d + 10);
+    if (a->major > MAGI_ARTIFACT_MAJOR)
+        return magi_set_error(MAGI_ERR_VERSION, "artifact format %u.%u is newer than this reader (%d.%d)",
+                              a->major, a->minor, MAGI_ARTIFACT_MAJOR, MAGI_ARTIFACT_MINOR);
+    if (a->major < 1)
+        return magi_set_error(MAGI_ERR_VERSION, "artifact format %u.%u is not supported by this reader (%d.%d)",
+                              a->major, a->minor, MAGI_ARTIFACT_MAJOR, MAGI_ARTIFACT_MINOR);
+    if (size < MAGI_ART_HEADER_SIZE) return magi_set_error(MAGI_ERR_FORMAT, "truncated header (%zu bytes)", size);
+    uint32_t hsize = le32(d + 12), esize = le32(d + 16), n = le32(d + 20);
+    uint64_t fsize = le64(d + 24);
+    if (hsize < MAGI_ART_HEADER_SIZE || hsize > MAGI_ART_MAX_HEADER || esize < MAGI_ART_ENTRY_SIZE ||
+        esize > MAGI_ART_MAX_HEADER)
+        return magi_set_error(MAGI_ERR_CORRUPT, "header: bad header/entry size %u/%u", hsize, esize);
+    if (n > MAGI_ART_MAX_SECTIONS)
+        return magi_set_error(MAGI_ERR_CORRUPT, "header: %u sections (at most %u)", n, MAGI_ART_MAX_SECTIONS);
+    uint64_t table_end = (uint64_t)hsize + (uint64_t)n * esize;
+    if (table_end + MAGI_ART_DIGEST_SIZE > size)
+        return magi_set_error(MAGI_ERR_CORRUPT, "truncated: section table needs %llu bytes, file has %zu",
+                              (unsigned long long)(table_end + MAGI_ART_DIGEST_SIZE), size);
+    uint8_t dig[32];
+    magi_sha256(d, (size_t)table_end, dig);
+    if (memcmp(dig, d + table_end, 32) != 0)
+        return magi_set_error(MAGI_ERR_DIGEST, "header digest mismatch (header or section table corrupted)");
+    memcpy(a->header_sha, dig, 32);
+    if (fsize != size)
+        return magi_set_error(MAGI_ERR_CORRUPT, "%s: header records %llu bytes, file has %zu",
+                              fsize > size ? "truncated" : "trailing bytes", (unsigned long long)fsize, size);
+    a->secs = calloc(n ? n : 1, sizeof *a->secs);
+    a->codec = calloc(n ? n : 1, sizeof *a->codec);
+    if (!a->secs || !a->codec) return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
+    a->n = n;
+    uint64_t prev_end = table_end + MAGI_ART_DIGEST_SIZE, raw_total = 0;
+    unsigned seen = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        const uint8_t *e = d + hsize + (size_t)i * esize;
+        magi_section_info *s = &a->secs[i];
+        s->kind = le32(e);
+        a->codec[i] = le32(e + 4);
+        s->offset = le64(e + 8);
+        s->stored_size = le64(e + 16);
+        s->raw_size = le64(e + 24);
+        memcpy(s->sha256, e + 32, 32);
+        s->kind_name = magi_artifact_kind_name(s->kind);
+        if (s->offset < prev_end || s->stored_size > size || s->offset > size - s->stored_size)
+            return magi_set_error(MAGI_ERR_CORRUPT, "section %s (#%u): offset %llu + %llu bytes outside the file or overlapping",
+                                  s->kind_name, i, (unsigned long long)s->offset,
+                                  (unsigned long long)s->stored_size);
+        prev_end = s->offset + s->stored_size;
+        if (s->kind >= MAGI_SECTION_META && s->kind <= MAGI_SECTION_GRAPH) {
+            if (seen & (1u << s->kind))
+                return magi_set_error(MAGI_ERR_CORRUPT, "section %s appears twice", s->kind_name);
+            seen |= 1u << s->kind;
+            if (a->codec[i] != MAGI_ART_CODEC_ZSTD)
+                return magi_set_error(MAGI_ERR_UNSUPPORTED, "section %s (#%u): unknown codec %u", s->kind_name,
+                                      i, a->codec[i]);
+            if (s->raw_size > a->lo.max_decompressed_bytes - raw_total)
+                return magi_set_error(MAGI_ERR_LIMIT, "section %s (#%u): %llu raw bytes pass the decompression limit of %llu",
+                                      s->kind_name, i, (unsigned long long)s->raw_size,
+                                      (unsigned long long)a->lo.max_decompressed_bytes);
+            raw_total += s->raw_size;
+        }
+    }
+    for (uint32_t k = MAGI_SECTION_META; k <= MAGI_SECTION_GRAPH; k++)
+        if (!(seen & (1u << k)))
+            return magi_set_error(MAGI_ERR_CORRUPT, "missing section %s", magi_artifact_kind_name(k));
+    return MAGI_OK;
+}
+
+/* max_input_bytes counts bytes actually read: all of a v1 file (every byte
+ * is hashed), but of a v0 file only what is not skipped (the graph_module
+ * text is checked by the JSON reader; skipped payloads are never read). */
+static magi_status open_common(magi_artifact *a) {
+    if (a->size >= 8 && memcmp(a->data, MAGI_ART_MAGIC, 8) == 0) {
+        if (a->size > a->lo.max_input_bytes)
+            return magi_set_error(MAGI_ERR_LIMIT, "%zu bytes exceed the input limit of %llu bytes", a->size,
+                                  (unsigned long long)a->lo.max_input_bytes);
+        return open_v1(a);
+    }
+    if (magi_legacy_v0_sniff(a->data, a->size)) {
+        a->legacy = 1;
+        return MAGI_OK;
+    }
+    if (a->size == 0) return magi_set_error(MAGI_ERR_FORMAT, "empty file");
+    return magi_set_error(MAGI_ERR_FORMAT, "not a magi artifact (bad magic; first byte 0x%02x)", a->data[0]);
+}
+
+static magi_status new_handle(magi_artifact **out, const char *name, const magi_load_options *opts) {
+    magi_artifact *a = calloc(1, sizeof *a);
+    if (!a) return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
+    a->name = strdup(name);
+    if (!a->name) {
+        free(a);
+        return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
+    }
+    magi_load_options_resolve(&a->lo, opts);
+    *out = a;
+    return MAGI_OK;
+}
+
+magi_status magi_artifact_open(magi_artifact **out, const void *data, size_t size,
+                               const magi_load_options *opts) {
+    magi_artifact *a = NULL;
+    if (!out || (!data && size)) return magi_set_error(MAGI_ERR_INVALID_ARG, "artifact open: NULL argument");
+    *out = NULL;
+    magi_status st = new_handle(&a, "artifact", opts);
+    if (st) return st;
+    static const uint8_t empty[1];
+    a->data = data ? data : empty;
+    a->size = size;
+    st = open_common(a);
+    if (st) {
+        magi_artifact_free(a);
+        return st;
+    }
+    *out = a;
+    return MAGI_OK;
+}
+
+magi_status magi_artifact_open_file(magi_artifact **out, const char *path, const magi_load_options *opts) {
+    magi_artifact *a = NULL;
+    if (!out || !path) return magi_set_error(MAGI_ERR_INVALID_ARG, "artifact open: NULL argument");
+    *out = NULL;
+    magi_status st = new_handle(&a, path, opts);
+    if (st) return st;
+    st = magi_map_file(&a->map, path, UINT64_MAX); /* limits: open_common() */
+    if (!st) {
+        a->data = a->map.data;
+        a->size = a->map.size;
+        st = open_common(a);
+        if (st) magi_error_prefix(st, "%s", path);
+    }
+    if (st) {
+        magi_artifact_free(a);
+        return st;
+    }
+    *out = a;
+    return MAGI_OK;
+}
+
+magi_status magi_artifact_get_info(const magi_artifact *a, magi_artifact_info *out) {
+    if (!a || !out) return magi_set_error(MAGI_ERR_INVALID_ARG, "artifact info: NULL argument");
+    memset(out, 0, sizeof *out);
+    out->major = a->major;
+    out->minor = a->minor;
+    out->legacy_v0 = a->legacy;
+    out->file_size = a->size;
+    memcpy(out->header_sha256, a->header_sha, 32);
+    out->n_sections = a->n;
+    return MAGI_OK;
+}
+
+magi_status magi_artifact_get_section(const magi_artifact *a, uint32_t i, magi_section_info *out) {
+    if (!a || !out) return magi_set_error(MAGI_ERR_INVALID_ARG, "artifact section: NULL argument");
+    if (i >= a->n) return magi_set_error(MAGI_ERR_NOT_FOUND, "%s: no section #%u", a->name, i);
+    *out = a->secs[i];
+    return MAGI_OK;
+}
+
+/* Check the digest, then the frame's declared content size. Called before
+ * the raw_size buffer is allocated, so a table that lies about raw_size
+ * (up to the decompression cap) costs no memory. */
+static magi_status sec_check(magi_artifact *a, uint32_t i) {
+    const magi_section_info *s = &a->secs[i];
+    const uint8_t *src = a->data + s->offset;
+    uint8_t dig[32];
+    magi_sha256(src, (size_t)s->stored_size, dig);
+    if (memcmp(dig, s->sha256, 32) != 0)
+        return magi_set_error(MAGI_ERR_DIGEST, "section %s (#%u): SHA-256 mismatch (stored bytes corrupted)",
+                              s->kind_name, i);
+    unsigned long long cs = ZSTD_getFrameContentSize(src, (size_t)s->stored_size);
+    if (cs == ZSTD_CONTENTSIZE_ERROR || cs == ZSTD_CONTENTSIZE_UNKNOWN)
+        return magi_set_error(MAGI_ERR_CORRUPT, "section %s (#%u): not a zstd frame with a content size",
+                              s->kind_name, i);
+    if (cs != s->raw_size)
+        return magi_set_error(MAGI_ERR_CORRUPT, "section %s (#%u): zstd content size %llu != table raw size %llu",
+                              s->kind_name, i, cs, (unsigned long long)s->raw_size);
+    size_t fl = ZSTD_findFrameCompressedSize(src, (size_t)s->stored_size);
+    if (ZSTD_isError(fl) || fl != s->stored_size)
+        return magi_set_error(MAGI_ERR_CORRUPT, "section %s (#%u): stored bytes are not exactly one zstd frame",
+                              s->kind_name, i);
+    return MAGI_OK;
+}
+
+/* Decode a section that passed sec_check() into dst (raw_size bytes). */
+static magi_status sec_decode(magi_artifact *a, ZSTD_DCtx *dctx, uint32_t i, void *dst) {
+    const magi_section_info *s = &a->secs[i];
+    const uint8_t *src = a->data + s->offset;
+    size_t r = ZSTD_decompressDCtx(dctx, dst, (size_t)s->raw_size, src, (size_t)s->stored_size);
+    if (ZSTD_isError(r) || r != s->raw_size)
+        return magi_set_error(MAGI_ERR_CORRUPT, "section %s (#%u): zstd: %s", s->kind_name, i,
+                              ZSTD_isError(r) ? ZSTD_getErrorName(r) : "short frame");
+    return MAGI_OK;
+}
+
+magi_status magi_artifact_section_raw(magi_artifact *a, uint32_t i, void **out, size_t *len) {
+    if (!a || !out || !len || a->legacy || i >= a->n || a->codec[i] != MAGI_ART_CODEC_ZSTD ||
+        a->secs[i].raw_size > a->lo.max_decompressed_bytes)
+        return magi_set_error(MAGI_ERR_INVALID_ARG, "section raw: bad argument");
+    magi_status cst = sec_check(a, i);
+    if (cst) return cst;
+    ZSTD_DCtx *dctx = ZSTD_createDCtx();
+    void *buf = malloc(a->secs[i].raw_size ? (size_t)a->secs[i].raw_size : 1);
+    magi_status st = (dctx && buf) ? sec_decode(a, dctx, i, buf) : magi_set_error(MAGI_ERR_NOMEM, "out of memory");
+    ZSTD_freeDCtx(dctx);
+    if (st) {
+        free(buf);
+        return st;
+    }
+    *out = buf;
+    *len = (size_t)a->secs[i].raw_size;
+    return MAGI_OK;
+}
+
+magi_status magi_artifact_verify(magi_artifact *a) {
+    magi_status st = MAGI_OK;
+    ZSTD_DCtx *dctx = NULL;
+    void *buf = NULL;
+    if (!a) return magi_set_error(MAGI_ERR_INVALID_ARG, "artifact verify: NULL handle");
+    if (a->legacy) {
+        magi_region *r = NULL;
+        st = magi_legacy_v0_read(&r, a->data, a->size, &a->lo);
+        magi_region_free(r);
+        if (st) magi_error_prefix(st, "%s", a->name);
+        return st;
+    }
+    dctx = ZSTD_createDCtx();
+    if (!dctx) MAGI_FAIL(MAGI_ERR_NOMEM, "%s: out of memory", a->name);
+    for (uint32_t i = 0; i < a->n; i++) {
+        const magi_section_info *s = &a->secs[i];
+        if (s->kind < MAGI_SECTION_META || s->kind > MAGI_SECTION_GRAPH) {
+            /* unknown kind (a newer writer's): digest only, never decoded */
+            uint8_t dig[32];
+            magi_sha256(a->data + s->offset, (size_t)s->stored_size, dig);
+            if (memcmp(dig, s->sha256, 32) != 0)
+                MAGI_FAIL(MAGI_ERR_DIGEST, "%s: section %s (#%u): SHA-256 mismatch", a->name, s->kind_name, i);
+            continue;
+        }
+        if (s->raw_size > a->lo.max_decompressed_bytes)
+            MAGI_FAIL(MAGI_ERR_LIMIT, "%s: section %s (#%u): %llu raw bytes pass the decompression limit",
+                      a->name, s->kind_name, i, (unsigned long long)s->raw_size);
+        if ((st = sec_check(a, i))) {
+            magi_error_prefix(st, "%s", a->name);
+            goto cleanup;
+        }
+        buf = malloc(s->raw_size ? (size_t)s->raw_size : 1);
+        if (!buf) MAGI_FAIL(MAGI_ERR_NOMEM, "%s: out of memory", a->name);
+        st = sec_decode(a, dctx, i, buf);
+        free(buf);
+        buf = NULL;
+        if (st) {
+            magi_error_prefix(st, "%s", a->name);
+            goto cleanup;
+        }
+    }
+cleanup:
+    free(buf);
+    ZSTD_freeDCtx(dctx);
+    return st;
+}
+
+/* ---- section parsers ---- */
+
+typedef struct dec {
+    magi_region *r;
+    magi_arena *ar;
+    const char **strs;
+    uint32_t nstr;
+    const magi_load_options *lo;
+    uint64_t elements;
+    magi_mp m;
+    uint32_t self; /* index of the node being read (references must be lower) */
+    uint32_t *name_owner; /* per string id: node index + 1 using it as name */
+} dec;
+
+static magi_status count_elems(dec *d, uint64_t n) {
+    if (n > d->lo->max_elements - d->elements)
+        return magi_set_error(MAGI_ERR_LIMIT, "more than %llu elements (nodes, values, strings)",
+                              (unsigned long long)d->lo->max_elements);
+    d->elements += n;
+    return MAGI_OK;
+}
+
+static magi_status note_ignored(dec *d, const char *fmt, const char *what) {
+    char buf[256];
+    snprintf(buf, sizeof buf, fmt, what);
+    return magi_region_note(d->r, &d->r->ignored, &d->r->n_ignored, buf);
+}
+
+static int key_is(const magi_mp_obj *k, const char *s) {
+    size_t n = strlen(s);
+    return k->type == MAGI_MP_STR && k->len == n && memcmp(k->data, s, n) == 0;
+}
+
+static void key_text(char *dst, size_t cap, const magi_mp_obj *k) {
+    if (k->type == MAGI_MP_STR) {
+        size_t n = k->len < cap - 1 ? k->len : cap - 1;
+        for (size_t i = 0; i < n; i++) dst[i] = (k->data[i] >= 32 && k->data[i] < 127) ? (char)k->data[i] : '?';
+        dst[n] = '\0';
+    } else if (k->type == MAGI_MP_UINT) {
+        snprintf(dst, cap, "%llu", (unsigned long long)k->v.u);
+    } else {
+        snprintf(dst, cap, "<%s>", magi_mp_type_name(k->type));
+    }
+}
+
+/* A string-table reference (uint id) or, when allowed, nil -> NULL. */
+static magi_status dec_str_id(dec *d, const char **out, uint32_t *id, int nil_ok) {
+    size_t at = magi_mp_offset(&d->m);
+    magi_mp_obj o;
+    magi_status st = magi_mp_read(&d->m, &o);
+    if (st) return st;
+    if (o.type == MAGI_MP_NIL && nil_ok) {
+        *out = NULL;
+        return MAGI_OK;
+    }
+    if (o.type != MAGI_MP_UINT)
+        return magi_set_error(MAGI_ERR_FORMAT, "expected a string id at byte %zu, found %s", at,
+                              magi_mp_type_name(o.type));
+    if (o.v.u >= d->nstr)
+        return magi_set_error(MAGI_ERR_FORMAT, "string id %llu out of range (%u strings) at byte %zu",
+                              (unsigned long long)o.v.u, d->nstr, at);
+    *out = d->strs[o.v.u];
+    if (id) *id = (uint32_t)o.v.u;
+    return MAGI_OK;
+}
+
+static magi_status dec_str(dec *d, const char **out, int nil_ok) { return dec_str_id(d, out, NULL, nil_ok); }
+
+static magi_status dec_dim(dec *d, magi_dim *out) {
+    size_t at = magi_mp_offset(&d->m);
+    magi_mp_obj o;
+    magi_status st = magi_mp_read(&d->m, &o);
+    if (st) return st;
+    out->expr = NULL;
+    out->value = 0;
+    if (magi_mp_as_i64(&o, &out->value)) return MAGI_OK;
+    if (o.type == MAGI_MP_ARRAY && o.v.n == 1) return dec_str(d, &out->expr, 0);
+    return magi_set_error(MAGI_ERR_FORMAT, "expected a dim (int or [string id]) at byte %zu, found %s", at,
+                          magi_mp_type_name(o.type));
+}
+
+static magi_status dec_value(dec *d, magi_value *v, uint32_t depth) {
+    size_t at = magi_mp_offset(&d->m);
+    if (depth > d->lo->max_depth)
+        return magi_set_error(MAGI_ERR_LIMIT, "value nesting deeper than %u at byte %zu", d->lo->max_depth, at);
+    magi_mp_obj o;
+    magi_status st = magi_mp_read(&d->m, &o);
+    if (st) return st;
+    memset(v, 0, sizeof *v);
+    switch (o.type) {
+    case MAGI_MP_NIL: v->kind = MAGI_V_NONE; return MAGI_OK;
+    case MAGI_MP_BOOL: v->kind = MAGI_V_BOOL; v->u.b = o.v.b; return MAGI_OK;
+    case MAGI_MP_UINT: case MAGI_MP_INT:
+        v->kind = MAGI_V_INT;
+        if (!magi_mp_as_i64(&o, &v->u.i))
+            return magi_set_error(MAGI_ERR_FORMAT, "integer out of int64 range at byte %zu", at);
+        return MAGI_OK;
+    case MAGI_MP_FLOAT: v->kind = MAGI_V_FLOAT; v->u.f = o.v.f; return MAGI_OK;
+    case MAGI_MP_ARRAY: break;
+    default:
+        return magi_set_error(MAGI_ERR_FORMAT, "unexpected %s as a value at byte %zu", magi_mp_type_name(o.type), at);
+    }
+    uint32_t n = o.v.n, tag;
+    if (n == 0) return magi_set_error(MAGI_ERR_FORMAT, "empty tagged value at byte %zu", at);
+    if ((st = magi_mp_read_u32(&d->m, &tag))) return st;
+    switch (tag) {
+    case MAGI_ART_TAG_STR: case MAGI_ART_TAG_DTYPE: case MAGI_ART_TAG_DEVICE: case MAGI_ART_TAG_LAYOUT:
+    case MAGI_ART_TAG_MEMORY_FORMAT: case MAGI_ART_TAG_SPECIAL_FLOAT: case MAGI_ART_TAG_OPAQUE:
+        if (n != 2) break;
+        v->kind = (magi_value_kind)tag;
+        return dec_str(d, &v->u.s, 0);
+    case MAGI_ART_TAG_NODE: {
+        if (n != 2) break;
+        uint32_t idx;
+        if ((st = magi_mp_read_u32(&d->m, &idx))) return st;
+        if (idx >= d->self)
+            return magi_set_error(MAGI_ERR_FORMAT, "reference to node #%u is not an earlier node (at byte %zu)", idx, at);
+        v->kind = MAGI_V_NODE;
+        v->u.node = idx;
+        return MAGI_OK;
+    }
+    case MAGI_ART_TAG_SYM:
+        if (n != 2) break;
+        v->kind = MAGI_V_SYM;
+        return dec_dim(d, &v->u.dim);
+    case MAGI_ART_TAG_ELLIPSIS:
+        if (n != 1) break;
+        v->kind = MAGI_V_ELLIPSIS;
+        return MAGI_OK;
+    case MAGI_ART_TAG_LIST: case MAGI_ART_TAG_TUPLE: case MAGI_ART_TAG_SLICE: case MAGI_ART_TAG_DICT: {
+        int dict = tag == MAGI_ART_TAG_DICT;
+        uint32_t cnt = n - 1;
+        if (dict) {
+            if (cnt % 2) break;
+            cnt /= 2;
+        }
+        if (tag == MAGI_ART_TAG_SLICE && cnt != 3) break;
+        if ((st = count_elems(d, cnt))) return st;
+        v->kind = (magi_value_kind)tag;
+        v->u.seq.n = cnt;
+        v->u.seq.items = magi_arena_calloc(d->ar, cnt ? cnt : 1, sizeof(magi_value));
+        if (!v->u.seq.items) return MAGI_ERR_NOMEM;
+        if (dict) {
+            v->u.seq.keys = magi_arena_calloc(d->ar, cnt ? cnt : 1, sizeof(char *));
+            if (!v->u.seq.keys) return MAGI_ERR_NOMEM;
+        }
+        for (uint32_t i = 0; i < cnt; i++) {
+            if (dict && (st = dec_str(d, &v->u.seq.keys[i], 0))) return st;
+            if ((st = dec_value(d, &v->u.seq.items[i], depth + 1))) return st;
+        }
+        return MAGI_OK;
+    }
+    default:
+        return magi_set_error(MAGI_ERR_FORMAT, "unknown value tag %u at byte %zu", tag, at);
+    }
+    return magi_set_error(MAGI_ERR_FORMAT, "value tag %u with %u items at byte %zu", tag, n, at);
+}
+
+static magi_status dec_example(dec *d, magi_example *x, uint32_t depth) {
+    size_t at = magi_mp_offset(&d->m);
+    if (depth > d->lo->max_depth)
+        return magi_set_error(MAGI_ERR_LIMIT, "example nesting deeper than %u at byte %zu", d->lo->max_depth, at);
+    uint32_t n, kind;
+    magi_status st;
+    if ((st = magi_mp_read_array(&d->m, &n))) return st;
+    if (n < 2) return magi_set_error(MAGI_ERR_FORMAT, "example with %u fields at byte %zu", n, at);
+    if ((st = magi_mp_read_u32(&d->m, &kind))) return st;
+    if ((st = dec_str(d, &x->extra_json, 1))) return st;
+    uint32_t need;
+    switch (kind) {
+    case MAGI_EX_TENSOR: need = 9; break;
+    case MAGI_EX_NONE: need = 2; break;
+    case MAGI_EX_SYMINT: case MAGI_EX_SYMBOOL: case MAGI_EX_SYMFLOAT: case MAGI_EX_INT:
+    case MAGI_EX_FLOAT: case MAGI_EX_BOOL: case MAGI_EX_TUPLE: case MAGI_EX_LIST: case MAGI_EX_OPAQUE:
+        need = 3;
+        break;
+    default:
+        return magi_set_error(MAGI_ERR_FORMAT, "unknown example kind %u at byte %zu", kind, at);
+    }
+    if (n < need)
+        return magi_set_error(MAGI_ERR_FORMAT, "example kind %s with %u fields (needs %u) at byte %zu",
+                              magi_example_kind_name((magi_example_kind)kind), n, need, at);
+    x->kind = (magi_example_kind)kind;
+    switch (x->kind) {
+    case MAGI_EX_TENSOR: {
+        uint32_t nd, ns;
+        if ((st = dec_str(d, &x->u.tensor.dtype, 1))) return st;
+        if ((st = magi_mp_read_array(&d->m, &nd))) return st;
+        if ((st = count_elems(d, 2ull * nd))) return st;
+        x->u.tensor.ndim = nd;
+        x->u.tensor.shape = magi_arena_calloc(d->ar, nd ? nd : 1, sizeof(magi_dim));
+        if (!x->u.tensor.shape) return MAGI_ERR_NOMEM;
+        for (uint32_t i = 0; i < nd; i++)
+            if ((st = dec_dim(d, &x->u.tensor.shape[i]))) return st;
+        magi_mp_obj o;
+        size_t sat = magi_mp_offset(&d->m);
+        if ((st = magi_mp_read(&d->m, &o))) return st;
+        if (o.type == MAGI_MP_NIL) {
+            x->u.tensor.strided = 0;
+            ns = 0;
+        } else if (o.type == MAGI_MP_ARRAY && o.v.n == nd) {
+            x->u.tensor.strided = 1;
+            ns = nd;
+        } else {
+            return magi_set_error(MAGI_ERR_FORMAT, "tensor stride must be nil or %u dims at byte %zu", nd, sat);
+        }
+        x->u.tensor.stride = magi_arena_calloc(d->ar, nd ? nd : 1, sizeof(magi_dim));
+        if (!x->u.tensor.stride) return MAGI_ERR_NOMEM;
+        for (uint32_t i = 0; i < ns; i++)
+            if ((st = dec_dim(d, &x->u.tensor.stride[i]))) return st;
+        if ((st = dec_dim(d, &x->u.tensor.storage_offset))) return st;
+        if ((st = dec_str(d, &x->u.tensor.device, 1))) return st;
+        size_t bat = magi_mp_offset(&d->m);
+        if ((st = magi_mp_read(&d->m, &o))) return st;
+        if (o.type != MAGI_MP_BOOL) return magi_set_error(MAGI_ERR_FORMAT, "requires_grad must be bool at byte %zu", bat);
+        x->u.tensor.requires_grad = o.v.b;
+        if ((st = dec_str(d, &x->u.tensor.layout, 1))) return st;
+        break;
+    }
+    case MAGI_EX_TUPLE: case MAGI_EX_LIST: {
+        uint32_t cnt;
+        if ((st = magi_mp_read_array(&d->m, &cnt))) return st;
+        if ((st = count_elems(d, cnt))) return st;
+        x->u.seq.n = cnt;
+        x->u.seq.items = magi_arena_calloc(d->ar, cnt ? cnt : 1, sizeof(magi_example));
+        if (!x->u.seq.items) return MAGI_ERR_NOMEM;
+        for (uint32_t i = 0; i < cnt; i++)
+            if ((st = dec_example(d, &x->u.seq.items[i], depth + 1))) return st;
+        break;
+    }
+    case MAGI_EX_NONE: break;
+    case MAGI_EX_OPAQUE:
+        if ((st = dec_str(d, &x->u.repr, 1))) return st;
+        break;
+    default:
+        if ((st = dec_value(d, &x->u.scalar, depth + 1))) return st;
+        break;
+    }
+    for (uint32_t i = need; i < n; i++) { /* fields a newer minor added */
+        if ((st = magi_mp_skip(&d->m))) return st;
+        if ((st = note_ignored(d, "graph: example field %s", "(trailing)"))) return st;
+    }
+    return MAGI_OK;
+}
+
+static magi_status dec_node(dec *d, magi_node *nd) {
+    uint32_t n;
+    magi_status st;
+    if ((st = magi_mp_read_map(&d->m, &n))) return st;
+    int have_op = 0;
+    for (uint32_t k = 0; k < n; k++) {
+        magi_mp_obj key;
+        size_t at = magi_mp_offset(&d->m);
+        if ((st = magi_mp_read(&d->m, &key))) return st;
+        uint64_t kk = key.type == MAGI_MP_UINT ? key.v.u : UINT64_MAX;
+        switch (kk) {
+        case MAGI_ART_NODE_NAME: {
+            uint32_t id;
+            if (nd->name) return magi_set_error(MAGI_ERR_FORMAT, "two names");
+            if ((st = dec_str_id(d, &nd->name, &id, 0))) return st;
+            /* names are unique; equal strings share one id */
+            if (d->name_owner[id])
+                return magi_set_error(MAGI_ERR_FORMAT, "duplicate name '%s' (first used by node #%u)", nd->name,
+                                      d->name_owner[id] - 1);
+            d->name_owner[id] = d->self + 1;
+            break;
+        }
+        case MAGI_ART_NODE_OP: {
+            uint32_t op;
+            if ((st = magi_mp_read_u32(&d->m, &op))) return st;
+            if (op >= MAGI_OP_COUNT_) return magi_set_error(MAGI_ERR_FORMAT, "unknown opcode %u at byte %zu", op, at);
+            nd->op = (magi_opcode)op;
+            have_op = 1;
+            break;
+        }
+        case MAGI_ART_NODE_TARGET:
+            if ((st = dec_str(d, &nd->target, 0))) return st;
+            break;
+        case MAGI_ART_NODE_ARGS: {
+            uint32_t cnt;
+            if ((st = magi_mp_read_array(&d->m, &cnt))) return st;
+            if ((st = count_elems(d, cnt))) return st;
+            nd->args.kind = MAGI_V_LIST;
+            nd->args.u.seq.n = cnt;
+            nd->args.u.seq.items = magi_arena_calloc(d->ar, cnt ? cnt : 1, sizeof(magi_value));
+            if (!nd->args.u.seq.items) return MAGI_ERR_NOMEM;
+            for (uint32_t i = 0; i < cnt; i++)
+                if ((st = dec_value(d, &nd->args.u.seq.items[i], 2)))
+                    return magi_error_prefix(st, "args[%u]", i);
+            break;
+        }
+        case MAGI_ART_NODE_KWARGS: {
+            uint32_t cnt;
+            if ((st = magi_mp_read_array(&d->m, &cnt))) return st;
+            if (cnt % 2) return magi_set_error(MAGI_ERR_FORMAT, "kwargs with an odd item count at byte %zu", at);
+            cnt /= 2;
+            if ((st = count_elems(d, cnt))) return st;
+            nd->kwargs.kind = MAGI_V_DICT;
+            nd->kwargs.u.seq.n = cnt;
+            nd->kwargs.u.seq.items = magi_arena_calloc(d->ar, cnt ? cnt : 1, sizeof(magi_value));
+            nd->kwargs.u.seq.keys = magi_arena_calloc(d->ar, cnt ? cnt : 1, sizeof(char *));
+            if (!nd->kwargs.u.seq.items || !nd->kwargs.u.seq.keys) return MAGI_ERR_NOMEM;
+            for (uint32_t i = 0; i < cnt; i++) {
+                if ((st = dec_str(d, &nd->kwargs.u.seq.keys[i], 0))) return st;
+                if ((st = dec_value(d, &nd->kwargs.u.seq.items[i], 2)))
+                    return magi_error_prefix(st, "kwargs['%s']", nd->kwargs.u.seq.keys[i]);
+            }
+            break;
+        }
+        case MAGI_ART_NODE_EXAMPLE: {
+            if ((st = count_elems(d, 1))) return st;
+            magi_example *x = magi_arena_alloc(d->ar, sizeof *x);
+            if (!x) return MAGI_ERR_NOMEM;
+            if ((st = dec_example(d, x, 1))) return magi_error_prefix(st, "example_value");
+            nd->example = x;
+            break;
+        }
+        case MAGI_ART_NODE_FLAGS:
+            if ((st = magi_mp_read_u32(&d->m, &nd->flags))) return st;
+            break;
+        default: {
+            char kt[64];
+            key_text(kt, sizeof kt, &key);
+            if ((st = magi_mp_skip(&d->m))) return st;
+            if ((st = note_ignored(d, "graph: node key %s", kt))) return st;
+        }
+        }
+    }
+    if (!nd->name) return magi_set_error(MAGI_ERR_FORMAT, "node without a name");
+    if (!have_op) return magi_set_error(MAGI_ERR_FORMAT, "node without an opcode");
+    if (!nd->target) return magi_set_error(MAGI_ERR_FORMAT, "node without a target");
+    return MAGI_OK;
+}
+
+static magi_status parse_graph(dec *d) {
+    uint32_t n;
+    magi_status st;
+    int have_nodes = 0;
+    if ((st = magi_mp_read_map(&d->m, &n))) return st;
+    for (uint32_t k = 0; k < n; k++) {
+        magi_mp_obj key;
+        if ((st = magi_mp_read(&d->m, &key))) return st;
+        if (key_is(&key, "nodes") && !have_nodes) {
+            uint32_t cnt;
+            if ((st = magi_mp_read_array(&d->m, &cnt))) return st;
+            if ((st = count_elems(d, cnt))) return st;
+            d->r->nodes = magi_arena_calloc(d->ar, cnt ? cnt : 1, sizeof(magi_node));
+            if (!d->r->nodes) return MAGI_ERR_NOMEM;
+            free(d->name_owner);
+            d->name_owner = calloc(d->nstr ? d->nstr : 1, sizeof(uint32_t));
+            if (!d->name_owner) return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
+            for (uint32_t i = 0; i < cnt; i++) {
+                d->self = i;
+                if ((st = dec_node(d, &d->r->nodes[i]))) {
+                    const char *nm = d->r->nodes[i].name;
+                    return nm ? magi_error_prefix(st, "node '%s' (#%u)", nm, i)
+                              : magi_error_prefix(st, "node #%u", i);
+                }
+            }
+            d->r->n_nodes = cnt;
+            have_nodes = 1;
+        } else {
+            char kt[64];
+            key_text(kt, sizeof kt, &key);
+            if ((st = magi_mp_skip(&d->m))) return st;
+            if ((st = note_ignored(d, "graph: key '%s'", kt))) return st;
+        }
+    }
+    if (!have_nodes) return magi_set_error(MAGI_ERR_FORMAT, "no 'nodes' array");
+    return MAGI_OK;
+}
+
+static magi_status parse_symbols(dec *d) {
+    uint32_t n;
+    magi_status st;
+    if ((st = magi_mp_read_map(&d->m, &n))) return st;
+    for (uint32_t k = 0; k < n; k++) {
+        magi_mp_obj key;
+        if ((st = magi_mp_read(&d->m, &key))) return st;
+        if (key_is(&key, "symbols") && !d->r->symbols) {
+            uint32_t cnt;
+            if ((st = magi_mp_read_array(&d->m, &cnt))) return st;
+            if ((st = count_elems(d, cnt))) return st;
+            d->r->symbols = magi_arena_calloc(d->ar, cnt ? cnt : 1, sizeof(magi_symbol));
+            if (!d->r->symbols) return MAGI_ERR_NOMEM;
+            for (uint32_t i = 0; i < cnt; i++) {
+                magi_symbol *s = &d->r->symbols[i];
+                uint32_t f;
+                if ((st = magi_mp_read_array(&d->m, &f))) return st;
+                if (f < 2) return magi_set_error(MAGI_ERR_FORMAT, "symbol #%u: %u fields", i, f);
+                if ((st = dec_str(d, &s->name, 0))) return magi_error_prefix(st, "symbol #%u", i);
+                magi_mp_obj o;
+                if ((st = magi_mp_read(&d->m, &o))) return st;
+                if (o.type == MAGI_MP_NIL) s->has_hint = 0;
+                else if (magi_mp_as_i64(&o, &s->hint)) s->has_hint = 1;
+                else return magi_set_error(MAGI_ERR_FORMAT, "symbol '%s': hint must be int or nil", s->name);
+                for (uint32_t j = 2; j < f; j++)
+                    if ((st = magi_mp_skip(&d->m))) return st;
+            }
+            d->r->n_symbols = cnt;
+        } else {
+            char kt[64];
+            key_text(kt, sizeof kt, &key);
+            if ((st = magi_mp_skip(&d->m))) return st;
+            if ((st = note_ignored(d, "symbols: key '%s'", kt))) return st;
+        }
+    }
+    return MAGI_OK;
+}
+
+static magi_status dec_strv(dec *d, const char ***out, uint32_t *n_out) {
+    uint32_t cnt;
+    magi_status st;
+    if ((st = magi_mp_read_array(&d->m, &cnt))) return st;
+    if ((st = count_elems(d, cnt))) return st;
+    const char **v = magi_arena_calloc(d->ar, cnt ? cnt : 1, sizeof(char *));
+    if (!v) return MAGI_ERR_NOMEM;
+    for (uint32_t i = 0; i < cnt; i++)
+        if ((st = dec_str(d, &v[i], 0))) return st;
+    *out = v;
+    *n_out = cnt;
+    return MAGI_OK;
+}
+
+static magi_status parse_meta(dec *d) {
+    uint32_t n;
+    magi_status st;
+    if ((st = magi_mp_read_map(&d->m, &n))) return st;
+    magi_region *r = d->r;
+    for (uint32_t k = 0; k < n; k++) {
+        magi_mp_obj key;
+        if ((st = magi_mp_read(&d->m, &key))) return st;
+        if (key_is(&key, "flags")) {
+            st = magi_mp_read_u32(&d->m, &r->flags);
+        } else if (key_is(&key, "model_tag")) {
+            st = dec_str(d, &r->model_tag, 1);
+        } else if (key_is(&key, "model_idx")) {
+            st = magi_mp_read_i64(&d->m, &r->model_idx);
+        } else if (key_is(&key, "traced_files")) {
+            st = dec_strv(d, &r->traced_files, &r->n_traced_files);
+        } else if (key_is(&key, "compile_config")) {
+            st = dec_str(d, &r->compile_config_json, 1);
+        } else if (key_is(&key, "dropped_legacy")) {
+            const char **v = NULL;
+            uint32_t cnt = 0;
+            if (!(st = dec_strv(d, &v, &cnt)))
+                for (uint32_t i = 0; i < cnt && !st; i++)
+                    st = magi_region_note(r, &r->dropped_legacy, &r->n_dropped_legacy, v[i]);
+        } else {
+            char kt[64];
+            key_text(kt, sizeof kt, &key);
+            if (!(st = magi_mp_skip(&d->m))) st = note_ignored(d, "meta: key '%s'", kt);
+        }
+        if (st) return st;
+    }
+    return MAGI_OK;
+}
+
+/* The writer interns every string once, and node-name uniqueness is
+ * checked by id, so a table holding the same string under two ids is
+ * refused. Returns 1 and the two ids on a duplicate, 0 if none, -1 OOM. */
+static int strings_dup(const char *const *strs, uint32_t n, uint32_t *first, uint32_t *second) {
+    size_t cap = 16;
+    while (cap < (size_t)n * 2) cap *= 2;
+    uint32_t *slot = calloc(cap, sizeof *slot); /* id + 1, 0 = empty */
+    if (!slot) return -1;
+    int found = 0;
+    for (uint32_t i = 0; i < n && !found; i++) {
+        uint64_t h = 1469598103934665603ull; /* FNV-1a */
+        for (const char *c = strs[i]; *c; c++) h = (h ^ (uint8_t)*c) * 1099511628211ull;
+        size_t k = (size_t)h & (cap - 1);
+        for (; slot[k]; k = (k + 1) & (cap - 1))
+            if (strcmp(strs[slot[k] - 1], strs[i]) == 0) {
+                *first = slot[k] - 1;
+                *second = i;
+                found = 1;
+                break;
+            }
+        if (!found) slot[k] = i + 1;
+    }
+    free(slot);
+    return found;
+}
+
+static magi_status parse_strings(dec *d) {
+    uint32_t n, count = 0;
+    int have_count = 0, have_data = 0;
+    const uint8_t *blob = NULL;
+    uint32_t blen = 0;
+    magi_status st;
+    if ((st = magi_mp_read_map(&d->m, &n))) return st;
+    for (uint32_t k = 0; k < n; k++) {
+        magi_mp_obj key, val;
+        if ((st = magi_mp_read(&d->m, &key))) return st;
+        if (key_is(&key, "count")) {
+            if ((st = magi_mp_read_u32(&d->m, &count))) return st;
+            have_count = 1;
+        } else if (key_is(&key, "data")) {
+            if ((st = magi_mp_read(&d->m, &val))) return st;
+            if (val.type != MAGI_MP_BIN) return magi_set_error(MAGI_ERR_FORMAT, "'data' must be bin");
+            blob = val.data;
+            blen = val.len;
+            have_data = 1;
+        } else {
+            char kt[64];
+            key_text(kt, sizeof kt, &key);
+            if ((st = magi_mp_skip(&d->m))) return st;
+            if ((st = note_ignored(d, "strings: key '%s'", kt))) return st;
+        }
+    }
+    if (!have_count || !have_data) return magi_set_error(MAGI_ERR_FORMAT, "needs 'count' and 'data'");
+    /* each string takes at least its NUL */
+    if (count > blen) return magi_set_error(MAGI_ERR_FORMAT, "%u strings cannot fit in %u bytes", count, blen);
+    if (blen && blob[blen - 1] != '\0') return magi_set_error(MAGI_ERR_FORMAT, "string table not NUL-terminated");
+    if ((st = count_elems(d, count))) return st;
+    d->strs = magi_arena_calloc(d->ar, count ? count : 1, sizeof(char *));
+    if (!d->strs) return MAGI_ERR_NOMEM;
+    const uint8_t *p = blob, *end = blob + blen;
+    for (uint32_t i = 0; i < count; i++) {
+        const uint8_t *z = memchr(p, 0, (size_t)(end - p));
+        if (!z) return magi_set_error(MAGI_ERR_FORMAT, "string table has fewer than %u strings", count);
+        d->strs[i] = (const char *)p;
+        p = z + 1;
+    }
+    if (p != end) return magi_set_error(MAGI_ERR_FORMAT, "string table has more than %u strings", count);
+    uint32_t i1 = 0, i2 = 0;
+    int dup = strings_dup(d->strs, count, &i1, &i2);
+    if (dup < 0) return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
+    if (dup) return magi_set_error(MAGI_ERR_FORMAT, "string table holds '%.100s' twice (ids %u and %u)", d->strs[i1], i1, i2);
+    d->nstr = count;
+    return MAGI_OK;
+}
+
+static magi_status parse_section(dec *d, uint32_t kind, const uint8_t *raw, size_t len) {
+    magi_status st;
+    magi_mp_init(&d->m, raw, len);
+    switch (kind) {
+    case MAGI_SECTION_STRINGS: st = parse_strings(d); break;
+    case MAGI_SECTION_META: st = parse_meta(d); break;
+    case MAGI_SECTION_SYMBOLS: st = parse_symbols(d); break;
+    case MAGI_SECTION_GRAPH: st = parse_graph(d); break;
+    default: return MAGI_OK;
+    }
+    if (!st && magi_mp_remaining(&d->m))
+        st = magi_set_error(MAGI_ERR_FORMAT, "%zu trailing bytes", magi_mp_remaining(&d->m));
+    return st;
+}
+
+magi_status magi_artifact_load_region(magi_region **out, magi_artifact *a) {
+    magi_status st = MAGI_OK;
+    magi_region *r = NULL;
+    ZSTD_DCtx *dctx = NULL;
+    uint8_t *tmp = NULL;
+    if (!out || !a) return magi_set_error(MAGI_ERR_INVALID_ARG, "artifact load: NULL argument");
+    *out = NULL;
+    if (a->legacy) {
+        st = magi_legacy_v0_read(out, a->data, a->size, &a->lo);
+        if (st) magi_error_prefix(st, "%s", a->name);
+        return st;
+    }
+    dec d;
+    memset(&d, 0, sizeof d);
+    MAGI_CHECK(magi_region_new(&r));
+    dctx = ZSTD_createDCtx();
+    if (!dctx) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
+    d.r = r;
+    d.ar = r->arena;
+    d.lo = &a->lo;
+    /* STRINGS first (the others reference it), then the rest in kind order. */
+    static const uint32_t order[] = {MAGI_SECTION_STRINGS, MAGI_SECTION_META, MAGI_SECTION_SYMBOLS,
+                                     MAGI_SECTION_GRAPH};
+    for (size_t o = 0; o < sizeof order / sizeof order[0]; o++) {
+        uint32_t i = 0;
+        while (a->secs[i].kind != order[o]) i++; /* present: checked at open */
+        const magi_section_info *s = &a->secs[i];
+        uint8_t *raw;
+        MAGI_CHECK(sec_check(a, i)); /* before allocating raw_size bytes */
+        if (order[o] == MAGI_SECTION_STRINGS) {
+            /* kept: the region's strings point into it */
+            raw = magi_arena_alloc(r->arena, (size_t)s->raw_size);
+            if (!raw) MAGI_FAIL(MAGI_ERR_NOMEM, "section strings: out of memory");
+        } else {
+            tmp = malloc(s->raw_size ? (size_t)s->raw_size : 1);
+            if (!tmp) MAGI_FAIL(MAGI_ERR_NOMEM, "section %s: out of memory", s->kind_name);
+            raw = tmp;
+        }
+        MAGI_CHECK(sec_decode(a, dctx, i, raw));
+        st = parse_section(&d, s->kind, raw, (size_t)s->raw_size);
+        free(tmp);
+        tmp = NULL;
+        if (st) {
+            magi_error_prefix(st, "section %s", s->kind_name);
+            goto cleanup;
+        }
+    }
+    for (uint32_t i = 0; i < a->n; i++) {
+        if (a->secs[i].kind >= MAGI_SECTION_META && a->secs[i].kind <= MAGI_SECTION_GRAPH) continue;
+        char buf[64];
+        snprintf(buf, sizeof buf, "section kind %u (#%u)", a->secs[i].kind, i);
+        MAGI_CHECK(magi_region_note(r, &r->ignored, &r->n_ignored, buf));
+    }
+    *out = r;
+    r = NULL;
+cleanup:
+    if (st) magi_error_prefix(st, "%s", a->name);
+    free(d.name_owner);
+    free(tmp);
+    ZSTD_freeDCtx(dctx);
+    magi_region_free(r);
+    return st;
+}
+
+magi_status magi_region_note(magi_region *r, const char ***v, uint32_t *n, const char *s) {
+    for (uint32_t i = 0; i < *n; i++)
+        if (strcmp((*v)[i], s) == 0) return MAGI_OK;
+    if (*n >= 4096) return MAGI_OK; /* a report, not data: keep it bounded */
+    const char **nv = magi_arena_calloc(r->arena, (size_t)*n + 1, sizeof(char *));
+    char *c = magi_arena_strdup(r->arena, s);
+    if (!nv || !c) return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
+    if (*n) memcpy(nv, *v, (size_t)*n * sizeof(char *));
+    nv[*n] = c;
+    *v = nv;
+    (*n)++;
+    return MAGI_OK;
+}

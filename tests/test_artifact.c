@@ -1,0 +1,780 @@
+/* Artifact v1 / legacy v0 / bounded msgpack reader: unit tests.
+ * Linked with --wrap=malloc/calloc/realloc/free so hostile-header cases can
+ * check how much the library allocated. */
+#include "magi_aot.h"
+#include "serialize/artifact_internal.h"
+#include "testlib.h"
+#include <malloc.h>
+#include <msgpack.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <dirent.h>
+#include <unistd.h>
+
+/* ---- allocation accounting (library code linked into this executable) ---- */
+void *__real_malloc(size_t n);
+void *__real_calloc(size_t n, size_t s);
+void *__real_realloc(void *p, size_t n);
+void __real_free(void *p);
+static long long g_live, g_peak;
+static size_t g_largest;
+static void acct_add(void *p, size_t req) {
+    if (!p) return;
+    g_live += (long long)malloc_usable_size(p);
+    if (g_live > g_peak) g_peak = g_live;
+    if (req > g_largest) g_largest = req;
+}
+void *__wrap_malloc(size_t n) {
+    void *p = __real_malloc(n);
+    acct_add(p, n);
+    return p;
+}
+void *__wrap_calloc(size_t n, size_t s) {
+    void *p = __real_calloc(n, s);
+    acct_add(p, n * s);
+    return p;
+}
+void *__wrap_realloc(void *p, size_t n) {
+    size_t old = p ? malloc_usable_size(p) : 0;
+    void *q = __real_realloc(p, n);
+    if (q) {
+        g_live -= (long long)old;
+        acct_add(q, n);
+    }
+    return q;
+}
+void __wrap_free(void *p) {
+    if (p) g_live -= (long long)malloc_usable_size(p);
+    __real_free(p);
+}
+static void acct_reset(void) {
+    g_peak = g_live;
+    g_largest = 0;
+}
+static long long acct_peak_growth(long long base) { return g_peak - base; }
+
+/* ---- helpers ---- */
+
+static magi_region *read_fixture(const char *name) {
+    char *p = mt_fixture(name);
+    magi_region *r = NULL;
+    MT_OK(magi_json_read_file(&r, p, NULL));
+    free(p);
+    return r;
+}
+
+static char *to_json(const magi_region *r) {
+    char *t = NULL;
+    size_t n = 0;
+    MT_OK(magi_json_write(&t, &n, r, 0));
+    return t;
+}
+
+static void encode(const magi_region *r, void **out, size_t *len) {
+    MT_OK(magi_artifact_encode(out, len, r, NULL));
+}
+
+/* Open + verify + load; returns the status of the first failing step. */
+static magi_status load_bytes(const void *d, size_t n, magi_region **out, int do_verify) {
+    magi_artifact *a = NULL;
+    magi_status st = magi_artifact_open(&a, d, n, NULL);
+    if (!st && do_verify) st = magi_artifact_verify(a);
+    if (!st) st = magi_artifact_load_region(out, a);
+    magi_artifact_free(a);
+    return st;
+}
+
+/* Minimal raw sections around a hand-made GRAPH; strings "a", "b". */
+typedef struct craft {
+    msgpack_sbuffer meta, strs, syms, graph;
+    msgpack_packer pm, ps, py, pg;
+} craft;
+
+static void pstr(msgpack_packer *pk, const char *s) {
+    msgpack_pack_str(pk, strlen(s));
+    msgpack_pack_str_body(pk, s, strlen(s));
+}
+
+static void craft_init(craft *c) {
+    msgpack_sbuffer_init(&c->meta);
+    msgpack_sbuffer_init(&c->strs);
+    msgpack_sbuffer_init(&c->syms);
+    msgpack_sbuffer_init(&c->graph);
+    msgpack_packer_init(&c->pm, &c->meta, msgpack_sbuffer_write);
+    msgpack_packer_init(&c->ps, &c->strs, msgpack_sbuffer_write);
+    msgpack_packer_init(&c->py, &c->syms, msgpack_sbuffer_write);
+    msgpack_packer_init(&c->pg, &c->graph, msgpack_sbuffer_write);
+    msgpack_pack_map(&c->pm, 1);
+    pstr(&c->pm, "flags");
+    msgpack_pack_uint32(&c->pm, 0);
+    msgpack_pack_map(&c->ps, 2);
+    pstr(&c->ps, "count");
+    msgpack_pack_uint32(&c->ps, 2);
+    pstr(&c->ps, "data");
+    msgpack_pack_bin(&c->ps, 4);
+    msgpack_pack_bin_body(&c->ps, "a\0b\0", 4);
+    msgpack_pack_map(&c->py, 1);
+    pstr(&c->py, "symbols");
+    msgpack_pack_array(&c->py, 0);
+}
+
+static void craft_finish(craft *c, void **out, size_t *len, uint16_t major, uint16_t minor) {
+    magi_raw_section s[4] = {{MAGI_SECTION_META, c->meta.data, c->meta.size},
+                             {MAGI_SECTION_STRINGS, c->strs.data, c->strs.size},
+                             {MAGI_SECTION_SYMBOLS, c->syms.data, c->syms.size},
+                             {MAGI_SECTION_GRAPH, c->graph.data, c->graph.size}};
+    MT_OK(magi_artifact_assemble(out, len, s, 4, major, minor, 3));
+    msgpack_sbuffer_destroy(&c->meta);
+    msgpack_sbuffer_destroy(&c->strs);
+    msgpack_sbuffer_destroy(&c->syms);
+    msgpack_sbuffer_destroy(&c->graph);
+}
+
+/* node map {0: name sid, 1: op, 2: target sid} with `extra` more pairs to follow */
+static void craft_node(msgpack_packer *pk, uint32_t name, int op, uint32_t extra) {
+    msgpack_pack_map(pk, 3 + extra);
+    msgpack_pack_uint8(pk, 0);
+    msgpack_pack_uint32(pk, name);
+    msgpack_pack_uint8(pk, 1);
+    msgpack_pack_uint8(pk, (uint8_t)op);
+    msgpack_pack_uint8(pk, 2);
+    msgpack_pack_uint32(pk, name);
+}
+
+/* ---- cases ---- */
+
+static void test_roundtrip_fixtures(void) {
+    for (int i = 0; mt_real_fixtures[i]; i++) {
+        magi_region *r = read_fixture(mt_real_fixtures[i]), *back = NULL;
+        void *a = NULL, *b = NULL;
+        size_t na = 0, nb = 0;
+        encode(r, &a, &na);
+        MT_OK(load_bytes(a, na, &back, 1));
+        char *j1 = to_json(r), *j2 = to_json(back);
+        MT_CHECK(strcmp(j1, j2) == 0, "%s: JSON after artifact round trip differs", mt_real_fixtures[i]);
+        MT_CHECK(back->n_nodes == r->n_nodes && back->n_symbols == r->n_symbols, "%s", mt_real_fixtures[i]);
+        encode(back, &b, &nb);
+        MT_CHECK(na == nb && memcmp(a, b, na) == 0, "%s: re-encoding a loaded region changed the bytes",
+                 mt_real_fixtures[i]);
+        free(a);
+        free(b);
+        free(j1);
+        free(j2);
+        magi_region_free(back);
+        magi_region_free(r);
+    }
+}
+
+static void test_deterministic_and_levels(void) {
+    magi_region *r = read_fixture("block.json");
+    void *a = NULL, *b = NULL;
+    size_t na, nb;
+    encode(r, &a, &na);
+    encode(r, &b, &nb);
+    MT_CHECK(na == nb && memcmp(a, b, na) == 0, "two encodes differ");
+    free(b);
+    magi_save_options so = MAGI_SAVE_OPTIONS_INIT;
+    so.zstd_level = 1;
+    MT_OK(magi_artifact_encode(&b, &nb, r, &so));
+    magi_region *back = NULL;
+    MT_OK(load_bytes(b, nb, &back, 1));
+    MT_CHECK(back->n_nodes == r->n_nodes);
+    so.zstd_level = 99;
+    void *c = NULL;
+    size_t nc;
+    MT_CHECK(magi_artifact_encode(&c, &nc, r, &so) == MAGI_ERR_INVALID_ARG, "level 99 accepted");
+    free(a);
+    free(b);
+    magi_region_free(back);
+    magi_region_free(r);
+}
+
+static void test_strings_borrowed_from_one_table(void) {
+    magi_region *r = read_fixture("stack24.json"), *back = NULL;
+    void *a = NULL;
+    size_t na;
+    encode(r, &a, &na);
+    MT_OK(load_bytes(a, na, &back, 0));
+    /* the same target string in two nodes is the same pointer (one table) */
+    const char *t = NULL;
+    int shared = 0;
+    for (uint32_t i = 0; i < back->n_nodes; i++) {
+        if (back->nodes[i].op != MAGI_OP_CALL_FUNCTION) continue;
+        for (uint32_t j = i + 1; j < back->n_nodes; j++)
+            if (!strcmp(back->nodes[i].target, back->nodes[j].target)) {
+                t = back->nodes[i].target;
+                shared = back->nodes[j].target == t;
+                break;
+            }
+        if (t) break;
+    }
+    MT_CHECK(t && shared, "repeated strings are not borrowed from one string table");
+    free(a);
+    magi_region_free(back);
+    magi_region_free(r);
+}
+
+static void test_every_byte_flip_fails(void) {
+    magi_region *r = read_fixture("cp_a2a.json");
+    void *a = NULL;
+    size_t n;
+    encode(r, &a, &n);
+    uint8_t *buf = malloc(n);
+    int bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        static const uint8_t masks[] = {0x01, 0x80, 0xff};
+        for (size_t k = 0; k < sizeof masks; k++) {
+            memcpy(buf, a, n);
+            buf[i] ^= masks[k];
+            magi_region *back = NULL;
+            magi_artifact *h = NULL;
+            magi_status st = magi_artifact_open(&h, buf, n, NULL);
+            if (!st) st = magi_artifact_verify(h);
+            magi_status st2 = MAGI_OK;
+            if (h) st2 = magi_artifact_load_region(&back, h);
+            if (st == MAGI_OK || (h && st2 == MAGI_OK) || !magi_last_error()[0]) {
+                if (bad++ < 5) fprintf(stderr, "flip 0x%02x at byte %zu not detected\n", masks[k], i);
+            }
+            magi_region_free(back);
+            magi_artifact_free(h);
+        }
+    }
+    MT_CHECK(bad == 0, "%d single-byte corruptions went undetected", bad);
+    /* a flip inside the graph section names it */
+    memcpy(buf, a, n);
+    buf[n - 3] ^= 0x10;
+    magi_artifact *h = NULL;
+    MT_OK(magi_artifact_open(&h, buf, n, NULL));
+    MT_CHECK(magi_artifact_verify(h) == MAGI_ERR_DIGEST);
+    MT_CHECK(strstr(magi_last_error(), "section graph") != NULL, "message: %s", magi_last_error());
+    magi_artifact_free(h);
+    free(buf);
+    free(a);
+    magi_region_free(r);
+}
+
+static void test_every_truncation_fails(void) {
+    magi_region *r = read_fixture("mixed.json");
+    void *a = NULL;
+    size_t n;
+    encode(r, &a, &n);
+    int bad = 0;
+    for (size_t len = 0; len < n; len++) {
+        uint8_t *buf = malloc(len ? len : 1); /* exact size: ASan sees overreads */
+        memcpy(buf, a, len);
+        magi_region *back = NULL;
+        magi_status st = load_bytes(buf, len, &back, 0);
+        if (st == MAGI_OK || !magi_last_error()[0]) bad++;
+        magi_region_free(back);
+        free(buf);
+    }
+    MT_CHECK(bad == 0, "%d truncations loaded", bad);
+    free(a);
+    magi_region_free(r);
+}
+
+static void test_hostile_counts_allocate_little(void) {
+    /* 5 bytes: array32 claiming 2^32-1 items */
+    static const uint8_t arr32[] = {0xdd, 0xff, 0xff, 0xff, 0xff};
+    magi_mp m;
+    magi_mp_obj o;
+    magi_mp_init(&m, arr32, sizeof arr32);
+    MT_CHECK(magi_mp_read(&m, &o) == MAGI_ERR_FORMAT, "array32 header accepted");
+    magi_mp_init(&m, arr32, sizeof arr32);
+    MT_CHECK(magi_mp_skip(&m) == MAGI_ERR_FORMAT, "array32 header skipped");
+
+    /* as a legacy v0 file: map32 claiming 2^32-1 pairs */
+    static const uint8_t map32[] = {0xdf, 0xff, 0xff, 0xff, 0xff};
+    long long base = g_live;
+    acct_reset();
+    magi_region *r = NULL;
+    MT_CHECK(load_bytes(map32, sizeof map32, &r, 0) == MAGI_ERR_FORMAT);
+    MT_CHECK(acct_peak_growth(base) < 4096, "v0 map32: %lld bytes allocated", acct_peak_growth(base));
+
+    /* v0 map whose example_inputs is the array32 header */
+    uint8_t v0[32];
+    size_t k = 0;
+    v0[k++] = 0x81;
+    v0[k++] = 0xa0 | 14;
+    memcpy(v0 + k, "example_inputs", 14);
+    k += 14;
+    memcpy(v0 + k, arr32, 5);
+    k += 5;
+    base = g_live;
+    acct_reset();
+    MT_CHECK(load_bytes(v0, k, &r, 0) == MAGI_ERR_FORMAT);
+    MT_CHECK(acct_peak_growth(base) < 4096, "v0 array32: %lld bytes allocated", acct_peak_growth(base));
+
+    /* v1 GRAPH whose nodes array claims 2^32-1 nodes (digests valid) */
+    craft c;
+    craft_init(&c);
+    msgpack_pack_map(&c.pg, 1);
+    pstr(&c.pg, "nodes");
+    msgpack_sbuffer_write(&c.graph, (const char *)arr32, 5);
+    void *art = NULL;
+    size_t n = 0;
+    craft_finish(&c, &art, &n, 1, 0);
+    base = g_live;
+    acct_reset();
+    MT_CHECK(load_bytes(art, n, &r, 0) == MAGI_ERR_FORMAT);
+    MT_CHECK(strstr(magi_last_error(), "section graph") != NULL, "message: %s", magi_last_error());
+    /* the region's first arena chunk (16 KiB) + section buffers; never count*size */
+    MT_CHECK(acct_peak_growth(base) < 24 * 1024, "v1 array32: %lld bytes allocated", acct_peak_growth(base));
+    MT_CHECK(g_largest < 20 * 1024, "v1 array32: largest allocation %zu bytes", g_largest);
+    MT_CHECK(g_largest > 0, "allocation accounting is not active");
+    printf("  hostile v1 nodes array32: peak %lld bytes allocated, largest block %zu\n",
+           acct_peak_growth(base), g_largest);
+    free(art);
+}
+
+static void test_newer_major_refused_newer_minor_ok(void) {
+    craft c;
+    craft_init(&c);
+    msgpack_pack_map(&c.pg, 1);
+    pstr(&c.pg, "nodes");
+    msgpack_pack_array(&c.pg, 1);
+    craft_node(&c.pg, 0, MAGI_OP_PLACEHOLDER, 1);
+    msgpack_pack_uint8(&c.pg, 9); /* a node key from the future */
+    msgpack_pack_map(&c.pg, 1);
+    pstr(&c.pg, "x");
+    msgpack_pack_array(&c.pg, 2);
+    msgpack_pack_nil(&c.pg);
+    msgpack_pack_bin(&c.pg, 3);
+    msgpack_pack_bin_body(&c.pg, "abc", 3);
+    msgpack_sbuffer g;
+    msgpack_sbuffer_init(&g);
+    msgpack_sbuffer_write(&g, c.graph.data, c.graph.size);
+    void *art = NULL;
+    size_t n;
+    craft_finish(&c, &art, &n, 2, 0);
+    magi_artifact *h = NULL;
+    MT_CHECK(magi_artifact_open(&h, art, n, NULL) == MAGI_ERR_VERSION);
+    MT_CHECK(strstr(magi_last_error(), "artifact format 2.0 is newer than this reader (1.0)") != NULL,
+             "message: %s", magi_last_error());
+    free(art);
+    /* same sections as 1.7: accepted */
+    craft_init(&c);
+    msgpack_sbuffer_write(&c.graph, g.data, g.size);
+    craft_finish(&c, &art, &n, 1, 7);
+    magi_region *r = NULL;
+    MT_OK(load_bytes(art, n, &r, 1));
+    MT_CHECK(r->n_nodes == 1 && !strcmp(r->nodes[0].name, "a"));
+    MT_CHECK(r->n_ignored == 1 && !strcmp(r->ignored[0], "graph: node key 9"), "ignored: %s",
+             r->n_ignored ? r->ignored[0] : "(none)");
+    magi_region_free(r);
+    free(art);
+    msgpack_sbuffer_destroy(&g);
+}
+
+static void test_unknown_section_and_keys_skipped(void) {
+    magi_region *r = read_fixture("block.json"), *back = NULL;
+    void *a = NULL;
+    size_t n;
+    encode(r, &a, &n);
+    magi_artifact *h = NULL;
+    MT_OK(magi_artifact_open(&h, a, n, NULL));
+    magi_raw_section s[5];
+    void *raw[4];
+    size_t rl[4];
+    for (uint32_t i = 0; i < 4; i++) {
+        magi_section_info si;
+        MT_OK(magi_artifact_get_section(h, i, &si));
+        MT_OK(magi_artifact_section_raw(h, i, &raw[i], &rl[i]));
+        s[i].kind = si.kind;
+        s[i].raw = raw[i];
+        s[i].raw_len = rl[i];
+    }
+    magi_artifact_free(h);
+    /* META gains a key from the future: bump the fixmap count, append a pair */
+    MT_REQUIRE(((uint8_t *)raw[0])[0] >= 0x80 && ((uint8_t *)raw[0])[0] < 0x8f);
+    uint8_t *meta = malloc(rl[0] + 16);
+    memcpy(meta, raw[0], rl[0]);
+    meta[0]++;
+    memcpy(meta + rl[0], "\xaa" "future_key" "\x2a", 12);
+    s[0].raw = meta;
+    s[0].raw_len = rl[0] + 12;
+    /* an unknown section kind between known ones */
+    s[4] = s[3];
+    s[3].kind = 99;
+    s[3].raw = "\x93\x01\x02\x03";
+    s[3].raw_len = 4;
+    void *b = NULL;
+    size_t nb;
+    MT_OK(magi_artifact_assemble(&b, &nb, s, 5, 1, 0, 3));
+    magi_artifact *h2 = NULL;
+    MT_OK(magi_artifact_open(&h2, b, nb, NULL));
+    MT_OK(magi_artifact_verify(h2));
+    MT_OK(magi_artifact_load_region(&back, h2));
+    int saw_kind = 0, saw_key = 0;
+    for (uint32_t i = 0; i < back->n_ignored; i++) {
+        saw_kind |= strstr(back->ignored[i], "section kind 99") != NULL;
+        saw_key |= strstr(back->ignored[i], "future_key") != NULL;
+    }
+    MT_CHECK(saw_kind && saw_key, "ignored: %u entries", back->n_ignored);
+    char *j1 = to_json(r), *j2 = to_json(back);
+    MT_CHECK(!strcmp(j1, j2), "content changed by skipped parts");
+    free(j1);
+    free(j2);
+    magi_artifact_free(h2);
+    magi_region_free(back);
+    for (int i = 0; i < 4; i++) free(raw[i]);
+    free(meta);
+    free(a);
+    free(b);
+    magi_region_free(r);
+}
+
+static void test_forward_reference_and_depth_rejected(void) {
+    /* node 0 refers to node 1 */
+    craft c;
+    craft_init(&c);
+    msgpack_pack_map(&c.pg, 1);
+    pstr(&c.pg, "nodes");
+    msgpack_pack_array(&c.pg, 2);
+    craft_node(&c.pg, 0, MAGI_OP_CALL_FUNCTION, 1);
+    msgpack_pack_uint8(&c.pg, 3);
+    msgpack_pack_array(&c.pg, 1);
+    msgpack_pack_array(&c.pg, 2);
+    msgpack_pack_uint8(&c.pg, 9);
+    msgpack_pack_uint8(&c.pg, 1);
+    craft_node(&c.pg, 1, MAGI_OP_PLACEHOLDER, 0);
+    void *art = NULL;
+    size_t n;
+    craft_finish(&c, &art, &n, 1, 0);
+    magi_region *r = NULL;
+    MT_CHECK(load_bytes(art, n, &r, 1) == MAGI_ERR_FORMAT);
+    MT_CHECK(strstr(magi_last_error(), "not an earlier node") && strstr(magi_last_error(), "node 'a' (#0)"),
+             "message: %s", magi_last_error());
+    free(art);
+    /* 10000 nested lists: refused by depth, no stack overflow */
+    craft_init(&c);
+    msgpack_pack_map(&c.pg, 1);
+    pstr(&c.pg, "nodes");
+    msgpack_pack_array(&c.pg, 1);
+    craft_node(&c.pg, 0, MAGI_OP_CALL_FUNCTION, 1);
+    msgpack_pack_uint8(&c.pg, 3);
+    msgpack_pack_array(&c.pg, 1);
+    for (int i = 0; i < 10000; i++) {
+        msgpack_pack_array(&c.pg, 2);
+        msgpack_pack_uint8(&c.pg, 5);
+    }
+    msgpack_pack_nil(&c.pg);
+    craft_finish(&c, &art, &n, 1, 0);
+    MT_CHECK(load_bytes(art, n, &r, 1) == MAGI_ERR_LIMIT, "deep nesting: %s", magi_last_error());
+    MT_CHECK(strstr(magi_last_error(), "deeper than") != NULL, "message: %s", magi_last_error());
+    free(art);
+    /* two nodes named "a" */
+    craft_init(&c);
+    msgpack_pack_map(&c.pg, 1);
+    pstr(&c.pg, "nodes");
+    msgpack_pack_array(&c.pg, 2);
+    craft_node(&c.pg, 0, MAGI_OP_PLACEHOLDER, 0);
+    craft_node(&c.pg, 0, MAGI_OP_PLACEHOLDER, 0);
+    craft_finish(&c, &art, &n, 1, 0);
+    MT_CHECK(load_bytes(art, n, &r, 1) == MAGI_ERR_FORMAT);
+    MT_CHECK(strstr(magi_last_error(), "duplicate name 'a' (first used by node #0)") != NULL, "message: %s",
+             magi_last_error());
+    free(art);
+    /* string id out of range */
+    craft_init(&c);
+    msgpack_pack_map(&c.pg, 1);
+    pstr(&c.pg, "nodes");
+    msgpack_pack_array(&c.pg, 1);
+    craft_node(&c.pg, 7, MAGI_OP_PLACEHOLDER, 0);
+    craft_finish(&c, &art, &n, 1, 0);
+    MT_CHECK(load_bytes(art, n, &r, 1) == MAGI_ERR_FORMAT);
+    MT_CHECK(strstr(magi_last_error(), "string id 7 out of range") != NULL, "message: %s", magi_last_error());
+    free(art);
+}
+
+static void test_limits(void) {
+    magi_region *r = read_fixture("block.json"), *back = NULL;
+    void *a = NULL;
+    size_t n;
+    encode(r, &a, &n);
+    magi_load_options lo = MAGI_LOAD_OPTIONS_INIT;
+    lo.max_decompressed_bytes = 1000;
+    magi_artifact *h = NULL;
+    MT_CHECK(magi_artifact_open(&h, a, n, &lo) == MAGI_ERR_LIMIT, "decompression limit not applied");
+    lo.max_decompressed_bytes = 0;
+    lo.max_elements = 50;
+    MT_OK(magi_artifact_open(&h, a, n, &lo));
+    MT_CHECK(magi_artifact_load_region(&back, h) == MAGI_ERR_LIMIT, "element limit not applied");
+    magi_artifact_free(h);
+    lo.max_elements = 0;
+    lo.max_input_bytes = 100;
+    MT_CHECK(magi_artifact_open(&h, a, n, &lo) == MAGI_ERR_LIMIT, "input limit not applied");
+    free(a);
+    magi_region_free(r);
+}
+
+/* Mutated section payloads re-packed with valid digests reach the msgpack
+ * parsers: every outcome must be a clean error or a well-formed region. */
+static void test_mutated_sections_with_valid_digests(void) {
+    magi_region *r = read_fixture("fsdp_block.json");
+    void *a = NULL;
+    size_t n;
+    encode(r, &a, &n);
+    magi_artifact *h = NULL;
+    MT_OK(magi_artifact_open(&h, a, n, NULL));
+    magi_raw_section s[4];
+    void *raw[4];
+    size_t rl[4];
+    for (uint32_t i = 0; i < 4; i++) {
+        magi_section_info si;
+        MT_OK(magi_artifact_get_section(h, i, &si));
+        MT_OK(magi_artifact_section_raw(h, i, &raw[i], &rl[i]));
+        s[i].kind = si.kind;
+    }
+    magi_artifact_free(h);
+    uint64_t seed = 0x9e3779b97f4a7c15ull;
+    int accepted = 0, rejected = 0, bad = 0;
+    for (int it = 0; it < 1500; it++) {
+        uint32_t which = (uint32_t)(it % 4);
+        size_t len = rl[which];
+        uint8_t *m = malloc(len + 8);
+        memcpy(m, raw[which], len);
+        int flips = 1 + (int)((seed >> 60) & 3);
+        for (int f = 0; f < flips; f++) {
+            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+            size_t pos = (size_t)((seed >> 17) % len);
+            uint8_t v = (uint8_t)(seed >> 41);
+            if ((seed >> 33) & 1) m[pos] ^= (uint8_t)(1u << (v & 7));
+            else m[pos] = v; /* whole-byte replacement: type bytes, counts */
+        }
+        if (((seed >> 50) & 7) == 0 && len > 1) len = (size_t)((seed >> 20) % len); /* truncate */
+        for (uint32_t i = 0; i < 4; i++) {
+            s[i].raw = i == which ? (const void *)m : raw[i];
+            s[i].raw_len = i == which ? len : rl[i];
+        }
+        void *b = NULL;
+        size_t nb;
+        MT_OK(magi_artifact_assemble(&b, &nb, s, 4, 1, 0, 1));
+        magi_region *back = NULL;
+        magi_status st = load_bytes(b, nb, &back, 1);
+        if (st) {
+            rejected++;
+            if (!magi_last_error()[0] || back) bad++;
+        } else {
+            accepted++;
+            for (uint32_t k = 0; k < back->n_nodes; k++) {
+                const magi_node *nd = &back->nodes[k];
+                if (!nd->name || !nd->target || (unsigned)nd->op >= MAGI_OP_COUNT_) bad++;
+                for (uint32_t q = 0; nd->args.kind == MAGI_V_LIST && q < nd->args.u.seq.n; q++)
+                    if (nd->args.u.seq.items[q].kind == MAGI_V_NODE && nd->args.u.seq.items[q].u.node >= k) bad++;
+            }
+            char *j = NULL;
+            size_t jl;
+            if (magi_json_write(&j, &jl, back, 0) != MAGI_OK) bad++;
+            magi_free(j);
+        }
+        magi_region_free(back);
+        free(b);
+        free(m);
+    }
+    printf("  mutations: %d accepted, %d rejected\n", accepted, rejected);
+    MT_CHECK(bad == 0, "%d mutated artifacts gave a bad outcome", bad);
+    MT_CHECK(rejected > 0);
+    for (int i = 0; i < 4; i++) free(raw[i]);
+    free(a);
+    magi_region_free(r);
+}
+
+static size_t count_entries(const char *dir) {
+    DIR *d = opendir(dir);
+    size_t n = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) n++;
+    if (d) closedir(d);
+    return n;
+}
+
+static void test_atomic_save_failures(void) {
+    magi_region *r = read_fixture("block.json");
+    char *dir = mt_tmpdir();
+    char *out = mt_fmt("%s/out.magi", dir);
+    MT_OK(magi_artifact_save(r, out, NULL));
+    size_t n0;
+    char *orig = mt_read(out, &n0);
+    /* target is a directory */
+    char *sub = mt_fmt("%s/sub", dir);
+    mkdir(sub, 0755);
+    MT_CHECK(magi_artifact_save(r, sub, NULL) == MAGI_ERR_IO);
+    struct stat sb;
+    MT_CHECK(stat(sub, &sb) == 0 && S_ISDIR(sb.st_mode) && count_entries(sub) == 0);
+    /* parent is missing / not a directory */
+    char *bad = mt_fmt("%s/missing/x.magi", dir);
+    MT_CHECK(magi_artifact_save(r, bad, NULL) == MAGI_ERR_IO);
+    char *bad2 = mt_fmt("%s/out.magi/x.magi", dir);
+    MT_CHECK(magi_artifact_save(r, bad2, NULL) == MAGI_ERR_IO);
+    /* an encode failure over an existing artifact leaves it intact */
+    magi_region *broken = NULL;
+    MT_OK(magi_region_clone(&broken, r));
+    broken->nodes[1].name = NULL;
+    MT_CHECK(magi_artifact_save(broken, out, NULL) != MAGI_OK);
+    /* a write failure (file size limit) in a child leaves it intact too */
+    pid_t pid = fork();
+    if (pid == 0) {
+        signal(SIGXFSZ, SIG_IGN);
+        struct rlimit rl = {64, 64};
+        setrlimit(RLIMIT_FSIZE, &rl);
+        _exit(magi_artifact_save(r, out, NULL) == MAGI_ERR_IO ? 0 : 1);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    MT_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "save under RLIMIT_FSIZE did not fail with IO");
+    size_t n1;
+    char *now = mt_read(out, &n1);
+    MT_CHECK(now && n1 == n0 && memcmp(now, orig, n0) == 0, "existing artifact clobbered");
+    MT_CHECK(count_entries(dir) == 2, "temporary files left behind (%zu entries)", count_entries(dir));
+    free(now);
+    free(orig);
+    free(bad);
+    free(bad2);
+    free(sub);
+    free(out);
+    mt_rmtree(dir);
+    free(dir);
+    magi_region_free(broken);
+    magi_region_free(r);
+}
+
+static magi_status fill_pattern(void *ctx, uint8_t *buf, size_t len, uint64_t off) {
+    (void)ctx;
+    for (size_t i = 0; i < len; i++) buf[i] = (uint8_t)((off + i) * 131u);
+    return MAGI_OK;
+}
+
+static void test_legacy_v0_roundtrip(void) {
+    magi_region *r = read_fixture("fsdp_block.json"), *back = NULL;
+    char *dir = mt_tmpdir();
+    char *p = mt_fmt("%s/x.v0", dir);
+    MT_OK(magi_legacy_v0_write(r, p, 3u << 20, fill_pattern, NULL));
+    MT_OK(magi_load_file(&back, p, NULL));
+    char *j1 = to_json(r), *j2 = to_json(back);
+    MT_CHECK(!strcmp(j1, j2), "v0 content differs");
+    MT_CHECK(back->n_dropped_legacy == 2 && !strcmp(back->dropped_legacy[0], "example_inputs") &&
+                 !strcmp(back->dropped_legacy[1], "triton_kernel_info"),
+             "dropped: %u", back->n_dropped_legacy);
+    /* v0 -> v1: the artifact records the dropped keys but not the payload */
+    void *a = NULL;
+    size_t n;
+    encode(back, &a, &n);
+    MT_CHECK(n < 8192, "artifact of %zu bytes carries the payload?", n);
+    magi_region *b2 = NULL;
+    MT_OK(load_bytes(a, n, &b2, 1));
+    MT_CHECK(b2->n_dropped_legacy == 2);
+    /* a sparse (fill NULL) payload */
+    MT_OK(magi_legacy_v0_write(r, p, 8u << 20, NULL, NULL));
+    struct stat sb;
+    MT_CHECK(stat(p, &sb) == 0 && sb.st_size > (8 << 20));
+    magi_region *b3 = NULL;
+    MT_OK(magi_load_file(&b3, p, NULL));
+    MT_CHECK(b3->n_nodes == r->n_nodes);
+    /* absent model_idx/model_tag stay absent through v0 */
+    magi_region *nomodel = NULL, *b5 = NULL;
+    MT_OK(magi_region_clone(&nomodel, r));
+    nomodel->flags &= ~(MAGI_REGION_HAS_MODEL_IDX | MAGI_REGION_HAS_MODEL_TAG);
+    nomodel->model_tag = NULL;
+    MT_OK(magi_legacy_v0_write(nomodel, p, 16, NULL, NULL));
+    MT_OK(magi_load_file(&b5, p, NULL));
+    MT_CHECK(!(b5->flags & (MAGI_REGION_HAS_MODEL_IDX | MAGI_REGION_HAS_MODEL_TAG)) && !b5->model_tag,
+             "v0 invented model_idx/model_tag");
+    magi_region_free(b5);
+    magi_region_free(nomodel);
+    MT_OK(magi_legacy_v0_write(r, p, 8u << 20, NULL, NULL));
+    /* the input limit counts bytes read: the skipped payload is not */
+    magi_load_options lo = MAGI_LOAD_OPTIONS_INIT;
+    lo.max_input_bytes = 1u << 20;
+    magi_region *b4 = NULL;
+    MT_OK(magi_load_file(&b4, p, &lo));
+    magi_region_free(b4);
+    lo.max_input_bytes = 1000; /* smaller than graph_module */
+    MT_CHECK(magi_load_file(&b4, p, &lo) == MAGI_ERR_LIMIT, "graph_module not bounded by the input limit");
+    free(a);
+    free(j1);
+    free(j2);
+    free(p);
+    mt_rmtree(dir);
+    free(dir);
+    magi_region_free(b3);
+    magi_region_free(b2);
+    magi_region_free(back);
+    magi_region_free(r);
+}
+
+/* The skipped payload is never read: its pages are PROT_NONE. */
+static void test_legacy_v0_payload_never_touched(void) {
+    magi_region *r = read_fixture("block.json");
+    char *json = to_json(r);
+    size_t jl = strlen(json);
+    long pg = sysconf(_SC_PAGESIZE);
+    size_t payload = 16 * (size_t)pg;
+    msgpack_sbuffer head;
+    msgpack_sbuffer_init(&head);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &head, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, 3);
+    pstr(&pk, "graph_module");
+    msgpack_pack_str(&pk, jl);
+    msgpack_pack_str_body(&pk, json, jl);
+    pstr(&pk, "example_inputs");
+    msgpack_pack_bin(&pk, payload);
+    size_t pre = ((head.size + (size_t)pg - 1) / (size_t)pg) * (size_t)pg;
+    size_t total = pre + payload + 64;
+    uint8_t *map = mmap(NULL, total + (size_t)pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    MT_REQUIRE(map != MAP_FAILED);
+    /* head ends exactly where the payload page starts */
+    uint8_t *start = map + (pre - head.size);
+    memcpy(start, head.data, head.size);
+    msgpack_sbuffer tail;
+    msgpack_sbuffer_init(&tail);
+    msgpack_packer_init(&pk, &tail, msgpack_sbuffer_write);
+    pstr(&pk, "triton_kernel_info");
+    msgpack_pack_nil(&pk);
+    memcpy(map + pre + payload, tail.data, tail.size);
+    MT_REQUIRE(mprotect(map + pre, payload, PROT_NONE) == 0);
+    size_t len = (size_t)(map + pre + payload + tail.size - start);
+    magi_region *back = NULL;
+    MT_OK(load_bytes(start, len, &back, 1));
+    MT_CHECK(back->n_dropped_legacy == 2);
+    munmap(map, total + (size_t)pg);
+    msgpack_sbuffer_destroy(&head);
+    msgpack_sbuffer_destroy(&tail);
+    free(json);
+    magi_region_free(back);
+    magi_region_free(r);
+}
+
+static void test_committed_v0_fixtures(void) {
+    static const char *const names[] = {"block", "mixed", "cp_a2a"};
+    for (size_t i = 0; i < 3; i++) {
+        char *v0 = mt_fmt("%s/v0/%s.v0", MAGI_FIXTURES_DIR, names[i]);
+        char *js = mt_fmt("%s.json", names[i]);
+        magi_region *a = NULL, *b = read_fixture(js);
+        MT_OK(magi_load_file(&a, v0, NULL));
+        char *j1 = to_json(a), *j2 = to_json(b);
+        MT_CHECK(!strcmp(j1, j2), "%s: v0 fixture content differs from the JSON", names[i]);
+        MT_CHECK(a->n_dropped_legacy == 2, "%s: dropped %u", names[i], a->n_dropped_legacy);
+        free(j1);
+        free(j2);
+        free(v0);
+        free(js);
+        magi_region_free(a);
+        magi_region_free(b);
+    }
+}
+
+MT_MAIN(MT_CASE(test_roundtrip_fixtures), MT_CASE(test_deterministic_and_levels),
+        MT_CASE(test_strings_borrowed_from_one_table), MT_CASE(test_every_byte_flip_fails),
+        MT_CASE(test_every_truncation_fails), MT_CASE(test_hostile_counts_allocate_little),
+        MT_CASE(test_newer_major_refused_newer_minor_ok), MT_CASE(test_unknown_section_and_keys_skipped),
+        MT_CASE(test_forward_reference_and_depth_rejected), MT_CASE(test_limits),
+        MT_CASE(test_mutated_sections_with_valid_digests),
+        MT_CASE(test_atomic_save_failures), MT_CASE(test_legacy_v0_roundtrip),
+        MT_CASE(test_legacy_v0_payload_never_touched), MT_CASE(test_committed_v0_fixtures))

@@ -1,0 +1,146 @@
+/* magi-aot inspect FILE [--json]: header, sections (stored/raw sizes and
+ * digests), node/placeholder/symbol counts, legacy keys dropped and unknown
+ * keys/sections skipped. Accepts artifacts, legacy v0 and magi-fx JSON. */
+#include "cli.h"
+#include <ctype.h>
+#include <string.h>
+
+static void hex(char *dst, const uint8_t *src, size_t n) {
+    static const char d[] = "0123456789abcdef";
+    for (size_t i = 0; i < n; i++) {
+        dst[2 * i] = d[src[i] >> 4];
+        dst[2 * i + 1] = d[src[i] & 15];
+    }
+    dst[2 * n] = '\0';
+}
+
+static void json_str(const char *s) {
+    putchar('"');
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') printf("\\%c", c);
+        else if (c < 0x20) printf("\\u%04x", c);
+        else putchar(c);
+    }
+    putchar('"');
+}
+
+static void json_list(const char *const *v, uint32_t n) {
+    putchar('[');
+    for (uint32_t i = 0; i < n; i++) {
+        if (i) putchar(',');
+        json_str(v[i]);
+    }
+    putchar(']');
+}
+
+static int is_json_file(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    int c;
+    while ((c = fgetc(f)) != EOF && isspace(c)) {
+    }
+    fclose(f);
+    return c == '{';
+}
+
+int magi_cmd_inspect(int argc, char **argv) {
+    const char *in = NULL;
+    int as_json = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--json")) as_json = 1;
+        else if (argv[i][0] == '-' && argv[i][1]) return magi_cli_usage(argv[0], "unknown option '%s'", argv[i]);
+        else if (!in) in = argv[i];
+        else return magi_cli_usage(argv[0], "more than one input file");
+    }
+    if (!in) return magi_cli_usage(argv[0], "usage: inspect FILE [--json]");
+    magi_artifact *a = NULL;
+    magi_region *r = NULL;
+    magi_artifact_info info;
+    memset(&info, 0, sizeof info);
+    magi_status st;
+    int json_doc = is_json_file(in);
+    if (json_doc) {
+        st = magi_load_file(&r, in, NULL);
+    } else {
+        st = magi_artifact_open_file(&a, in, NULL);
+        if (!st) st = magi_artifact_get_info(a, &info);
+        if (!st) st = magi_artifact_load_region(&r, a);
+    }
+    if (st) {
+        magi_artifact_free(a);
+        return magi_cli_fail(argv[0], st);
+    }
+    const char *fmt = json_doc ? "magi-fx-json" : info.legacy_v0 ? "legacy-v0" : "artifact";
+    char hexbuf[65];
+    uint32_t nph = magi_region_count_placeholders(r);
+    if (as_json) {
+        printf("{\"file\":");
+        json_str(in);
+        printf(",\"format\":\"%s\"", fmt);
+        if (a) {
+            printf(",\"version\":\"%u.%u\",\"file_size\":%llu", info.major, info.minor,
+                   (unsigned long long)info.file_size);
+            if (!info.legacy_v0) {
+                hex(hexbuf, info.header_sha256, 32);
+                printf(",\"header_sha256\":\"%s\"", hexbuf);
+            }
+            printf(",\"sections\":[");
+            for (uint32_t i = 0; i < info.n_sections; i++) {
+                magi_section_info s;
+                if (magi_artifact_get_section(a, i, &s)) continue;
+                hex(hexbuf, s.sha256, 32);
+                printf("%s{\"index\":%u,\"kind\":%u,\"name\":\"%s\",\"offset\":%llu,\"stored_size\":%llu,"
+                       "\"raw_size\":%llu,\"sha256\":\"%s\"}",
+                       i ? "," : "", i, s.kind, s.kind_name, (unsigned long long)s.offset,
+                       (unsigned long long)s.stored_size, (unsigned long long)s.raw_size, hexbuf);
+            }
+            printf("]");
+        }
+        printf(",\"nodes\":%u,\"placeholders\":%u,\"symbols\":%u,\"model_tag\":", r->n_nodes, nph, r->n_symbols);
+        if (r->model_tag) json_str(r->model_tag);
+        else printf("null");
+        printf(",\"dropped_legacy\":");
+        json_list(r->dropped_legacy, r->n_dropped_legacy);
+        printf(",\"ignored\":");
+        json_list(r->ignored, r->n_ignored);
+        printf("}\n");
+    } else {
+        printf("file:        %s\n", in);
+        if (a && !info.legacy_v0) {
+            hex(hexbuf, info.header_sha256, 32);
+            printf("format:      artifact %u.%u\n", info.major, info.minor);
+            printf("size:        %llu bytes\n", (unsigned long long)info.file_size);
+            printf("header sha256: %s\n", hexbuf);
+            printf("sections:    %u\n", info.n_sections);
+            printf("  %-3s %-8s %10s %10s %10s  %s\n", "#", "kind", "offset", "stored", "raw", "sha256");
+            for (uint32_t i = 0; i < info.n_sections; i++) {
+                magi_section_info s;
+                if (magi_artifact_get_section(a, i, &s)) continue;
+                hex(hexbuf, s.sha256, 32);
+                char kind[32];
+                if (!strcmp(s.kind_name, "unknown")) snprintf(kind, sizeof kind, "kind %u", s.kind);
+                else snprintf(kind, sizeof kind, "%s", s.kind_name);
+                printf("  %-3u %-8s %10llu %10llu %10llu  %s\n", i, kind, (unsigned long long)s.offset,
+                       (unsigned long long)s.stored_size, (unsigned long long)s.raw_size, hexbuf);
+            }
+        } else if (a) {
+            printf("format:      legacy v0 (msgpack state dict)\n");
+            printf("size:        %llu bytes\n", (unsigned long long)info.file_size);
+        } else {
+            printf("format:      magi-fx JSON\n");
+        }
+        printf("model_tag:   %s\n", r->model_tag ? r->model_tag : "(none)");
+        printf("nodes:       %u\nplaceholders: %u\nsymbols:     %u\n", r->n_nodes, nph, r->n_symbols);
+        printf("dropped legacy keys:");
+        if (!r->n_dropped_legacy) printf(" (none)");
+        for (uint32_t i = 0; i < r->n_dropped_legacy; i++) printf(" %s", r->dropped_legacy[i]);
+        printf("\nskipped unknown:");
+        if (!r->n_ignored) printf(" (none)");
+        for (uint32_t i = 0; i < r->n_ignored; i++) printf("%s %s", i ? "," : "", r->ignored[i]);
+        printf("\n");
+    }
+    magi_region_free(r);
+    magi_artifact_free(a);
+    return MAGI_EXIT_OK;
+}
