@@ -23,5 +23,14 @@ for a in "$out"/*.magi; do
   "$cli" fingerprint "$a"
 done
 echo
-echo "######## copy-engine load of fsdp_block (rank 0 of 4, host backend)"
-"$cli" load "$out/fsdp_block.magi" --transport copy_engine --json
+echo "######## copy-engine load of fsdp_block: 4 rank processes bind one SymmBuffer (host backend)"
+rdv="$out/rendezvous"
+mkdir -p "$rdv"
+for r in 1 2 3; do
+  "$cli" load "$out/fsdp_block.magi" --transport copy_engine --backend host --rendezvous "$rdv" \
+    --rank "$r" --world 4 --check-gathers --json >"$out/rank$r.json" 2>"$out/rank$r.log" &
+done
+"$cli" load "$out/fsdp_block.magi" --transport copy_engine --backend host --rendezvous "$rdv" \
+  --rank 0 --world 4 --check-gathers --json
+wait
+echo "all 4 ranks bound the same plan and checked every rewritten gather"
