@@ -28,6 +28,19 @@ static cudaError_t batch_async(void **d, const void **s, size_t *z, size_t n, st
 }
 #else
 #define MAGI_CUDA_HAVE_BATCH 0
+struct cudaMemcpy3DBatchOp { int unused; }; /* only sized, never used, before 12.8 */
+#endif
+/* Its 2D/3D sibling, same versions (failIdx in 12.8/12.9 only). */
+#if CUDART_VERSION >= 13000
+static cudaError_t batch3d_async(struct cudaMemcpy3DBatchOp *ops, size_t n, cudaStream_t st, size_t *fail) {
+    *fail = SIZE_MAX;
+    return cudaMemcpy3DBatchAsync(n, ops, 0, st);
+}
+#elif CUDART_VERSION >= 12080
+static cudaError_t batch3d_async(struct cudaMemcpy3DBatchOp *ops, size_t n, cudaStream_t st, size_t *fail) {
+    *fail = SIZE_MAX;
+    return cudaMemcpy3DBatchAsync(n, ops, fail, 0, st);
+}
 #endif
 
 #define REC_MAGIC 0x52435353u /* "SSCR" */
@@ -55,7 +68,30 @@ typedef struct cwin {
     uint8_t *opened;         /* 1: peer[j] came from cudaIpcOpenMemHandle */
 } cwin;
 
-typedef struct range { uintptr_t lo, hi; } range;
+/* A device allocation seen as a destination. span: whether one 2D copy
+ * may stride across it (0 unknown, 1 a batch did, -1 the driver refused:
+ * its range can hold several user allocations). */
+typedef struct range {
+    uintptr_t lo, hi;
+    int span;
+} range;
+
+#define RETRY_WITHOUT_RUNS ((magi_status)1) /* internal: issue() asks for 1D copies */
+
+/* One copy: `height` rows of `width` bytes (height 1: a plain copy). */
+typedef struct cpy {
+    void *dst;
+    const void *src;
+    size_t width, height, dpitch, spitch;
+} cpy;
+
+/* Consecutive inputs of a coalesced call that one 2D copy per member can
+ * cover: same window and size, constant source and destination strides. */
+typedef struct run {
+    uint32_t first, len;
+    size_t spitch, dpitch;
+    int range;               /* range-cache entry holding the destination span (len > 1) */
+} run;
 
 typedef int (*get_range_fn)(unsigned long long *base, size_t *size, unsigned long long ptr);
 
@@ -78,9 +114,13 @@ struct magi_symm_cuda {
     magi_symm_cuda_local_mode local_mode;
     int no_batch;            /* the driver refused cudaMemcpyBatchAsync once */
     /* per-call scratch, grown on demand */
-    void **dsts;
+    cpy *cp;                 /* the copies of one call: peers first, then local shards */
+    void **dsts;             /* cudaMemcpyBatchAsync arguments (all copies 1D) */
     const void **srcs;
     size_t *sizes;
+    struct cudaMemcpy3DBatchOp *ops; /* cudaMemcpy3DBatchAsync arguments (some 2D) */
+    run *runs;
+    uint32_t n_runs;
     size_t cap;
     void **tmp_dsts;
     uint32_t tmp_cap;
@@ -120,14 +160,19 @@ void magi_symm_cuda_get_stats(const magi_symm_cuda *c, magi_symm_cuda_stats *out
     if (c && out) *out = c->stats;
 }
 
-static magi_status use_device(magi_symm_cuda *c) {
+/* Make c->device current; *prev (may be NULL) receives the device to
+ * restore afterwards, or -1 when nothing changed. */
+static magi_status use_device_prev(magi_symm_cuda *c, int *prev) {
     int cur = -1;
+    if (prev) *prev = -1;
     cudaError_t e = cudaGetDevice(&cur);
     if (e == cudaSuccess && cur == c->device) return MAGI_OK;
     e = cudaSetDevice(c->device);
     if (e != cudaSuccess) return cuda_fail(e, "cudaSetDevice");
+    if (prev) *prev = cur;
     return MAGI_OK;
 }
+static magi_status use_device(magi_symm_cuda *c) { return use_device_prev(c, NULL); }
 
 /* ------------------------------------------------------------ lifetime */
 
@@ -156,9 +201,12 @@ void magi_symm_cuda_destroy(magi_symm_cuda *c) {
     free(c->slots);
     free(c->enc);
     free(c->dir);
+    free(c->cp);
     free(c->dsts);
     free(c->srcs);
     free(c->sizes);
+    free(c->ops);
+    free(c->runs);
     free(c->tmp_dsts);
     free(c);
 }
@@ -512,13 +560,19 @@ static magi_status grow(magi_symm_cuda *c, size_t need) {
     if (need <= c->cap) return MAGI_OK;
     size_t cap = c->cap ? c->cap : 64;
     while (cap < need) cap *= 2;
-    void **d = realloc(c->dsts, cap * sizeof *d);
-    if (d) c->dsts = d;
-    const void **s = realloc(c->srcs, cap * sizeof *s);
-    if (s) c->srcs = s;
-    size_t *z = realloc(c->sizes, cap * sizeof *z);
-    if (z) c->sizes = z;
-    if (!d || !s || !z) return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
+#define GROW(field)                                                    \
+    do {                                                               \
+        void *p_ = realloc((void *)c->field, cap * sizeof *c->field);  \
+        if (!p_) return magi_set_error(MAGI_ERR_NOMEM, "out of memory"); \
+        memcpy(&c->field, &p_, sizeof p_);                             \
+    } while (0)
+    GROW(cp);
+    GROW(dsts);
+    GROW(srcs);
+    GROW(sizes);
+    GROW(ops);
+    GROW(runs);
+#undef GROW
     c->cap = cap;
     return MAGI_OK;
 }
@@ -546,6 +600,7 @@ static int direct_ok(magi_symm_cuda *c, const void *p, size_t n) {
         if (c->get_range(&base, &size, (unsigned long long)a) == 0 && a + n <= base + size) {
             c->cache[c->cache_next].lo = (uintptr_t)base;
             c->cache[c->cache_next].hi = (uintptr_t)(base + size);
+            c->cache[c->cache_next].span = 0;
             c->cache_mru = c->cache_next;
             c->cache_next = (c->cache_next + 1) % RANGE_CACHE;
         }
@@ -553,100 +608,241 @@ static int direct_ok(magi_symm_cuda *c, const void *p, size_t n) {
     return 1;
 }
 
-/* Issue the copies in c->dsts/srcs/sizes [0, n_peer + n_local) on the side
- * stream: peers first, then the local shards. */
-static magi_status issue(magi_symm_cuda *c, size_t n_peer, size_t n_local, int capturing) {
-    magi_status st = MAGI_OK;
+static const char *mode_flags_what(int capturing) { return capturing ? " under graph capture" : ""; }
+
+/* Per-copy path for copies [from, to): graph capture, no batch API, or the
+ * local shards in MEMCPY mode. Every return code is checked: a copy is
+ * never dropped. */
+static magi_status issue_each(magi_symm_cuda *c, size_t from, size_t to, int capturing, int count_fallback) {
+    for (size_t k = from; k < to; k++) {
+        const cpy *x = &c->cp[k];
+        cudaError_t e = x->height == 1
+                            ? cudaMemcpyAsync(x->dst, x->src, x->width, cudaMemcpyDefault, c->side)
+                            : cudaMemcpy2DAsync(x->dst, x->dpitch, x->src, x->spitch, x->width, x->height,
+                                                cudaMemcpyDefault, c->side);
+        if (e != cudaSuccess) {
+            char what[160];
+            snprintf(what, sizeof what, "%s %zu of %zu (%zu x %zu bytes)%s",
+                     x->height == 1 ? "cudaMemcpyAsync" : "cudaMemcpy2DAsync", k, to, x->height, x->width,
+                     mode_flags_what(capturing));
+            return cuda_fail(e, what);
+        }
+        if (count_fallback) c->stats.fallback_copies++;
+    }
+    return MAGI_OK;
+}
+
+/* Issue c->cp[0, n_peer + n_local) on the side stream: peers first, then
+ * the local shards. One batch call when the driver has it and the stream
+ * is not capturing: cudaMemcpyBatchAsync when every copy is 1D, else its
+ * 2D/3D sibling cudaMemcpy3DBatchAsync (one op per copy). */
+static magi_status issue(magi_symm_cuda *c, size_t n_peer, size_t n_local, int capturing, int any_2d) {
     size_t n = n_peer + n_local;
     size_t n_batch = c->local_mode == MAGI_SYMM_CUDA_LOCAL_MEMCPY ? n_peer : n;
-    size_t done = 0; /* copies issued per copy */
     if (!n) return MAGI_OK;
 #if MAGI_CUDA_HAVE_BATCH
     if (!capturing && !c->no_batch && n_batch) {
-        struct cudaMemcpyAttributes at[2];
-        size_t idx[2] = {0, n_peer};
-        size_t na = 1, fail = SIZE_MAX;
-        memset(at, 0, sizeof at);
-        at[0].srcAccessOrder = cudaMemcpySrcAccessOrderStream;
-        at[0].flags = cudaMemcpyFlagPreferOverlapWithCompute;
-        at[1].srcAccessOrder = cudaMemcpySrcAccessOrderStream;
-        at[1].flags = cudaMemcpyFlagDefault;
-        if (c->local_mode == MAGI_SYMM_CUDA_LOCAL_BATCH && n_local) {
-            if (n_peer) na = 2;
-            else at[0].flags = cudaMemcpyFlagDefault;
+        size_t fail = SIZE_MAX;
+        unsigned local_flags = c->local_mode == MAGI_SYMM_CUDA_LOCAL_CE ? cudaMemcpyFlagPreferOverlapWithCompute
+                                                                        : cudaMemcpyFlagDefault;
+        cudaError_t e;
+        if (!any_2d) {
+            struct cudaMemcpyAttributes at[2];
+            size_t idx[2] = {0, n_peer}, na = 1;
+            memset(at, 0, sizeof at);
+            at[0].srcAccessOrder = at[1].srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+            at[0].flags = cudaMemcpyFlagPreferOverlapWithCompute;
+            at[1].flags = local_flags;
+            if (n_batch > n_peer && local_flags != at[0].flags) {
+                if (n_peer) na = 2;
+                else at[0].flags = local_flags;
+            }
+            for (size_t k = 0; k < n_batch; k++) {
+                c->dsts[k] = c->cp[k].dst;
+                c->srcs[k] = c->cp[k].src;
+                c->sizes[k] = c->cp[k].width;
+            }
+            e = batch_async(c->dsts, c->srcs, c->sizes, n_batch, at, idx, na, c->side, &fail);
+        } else {
+            for (size_t k = 0; k < n_batch; k++) {
+                const cpy *x = &c->cp[k];
+                struct cudaMemcpy3DBatchOp *o = &c->ops[k];
+                memset(o, 0, sizeof *o);
+                o->src.type = cudaMemcpyOperandTypePointer;
+                o->src.op.ptr.ptr = (void *)x->src;
+                o->src.op.ptr.rowLength = x->spitch;
+                o->dst.type = cudaMemcpyOperandTypePointer;
+                o->dst.op.ptr.ptr = x->dst;
+                o->dst.op.ptr.rowLength = x->dpitch;
+                o->extent.width = x->width;
+                o->extent.height = x->height;
+                o->extent.depth = 1;
+                o->srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+                o->flags = k < n_peer ? cudaMemcpyFlagPreferOverlapWithCompute : local_flags;
+            }
+            e = batch3d_async(c->ops, n_batch, c->side, &fail);
         }
-        cudaError_t e = batch_async(c->dsts, c->srcs, c->sizes, n_batch, at, idx, na, c->side, &fail);
         if (e == cudaSuccess) {
             c->stats.batch_calls++;
             c->stats.batch_copies += n_batch;
-            done = n_batch;
-        } else if (e == cudaErrorNotSupported || e == cudaErrorCallRequiresNewerDriver) {
+            return issue_each(c, n_batch, n, 0, 0); /* MEMCPY mode: the local shards */
+        }
+        if (e == cudaErrorNotSupported || e == cudaErrorCallRequiresNewerDriver) {
             (void)cudaGetLastError();
             c->no_batch = 1; /* older driver: per-copy from now on */
+        } else if (any_2d && e == cudaErrorInvalidValue) {
+            /* A 2D span the driver will not take (it crosses user
+             * allocations inside one driver range): nothing was queued;
+             * the caller re-issues the same copies 1D. */
+            (void)cudaGetLastError();
+            return RETRY_WITHOUT_RUNS;
         } else {
-            char what[160];
-            if (fail != SIZE_MAX)
-                snprintf(what, sizeof what, "cudaMemcpyBatchAsync of %zu copies (copy %zu failed: %zu bytes)",
-                         n_batch, fail, fail < n_batch ? c->sizes[fail] : 0);
-            else
-                snprintf(what, sizeof what, "cudaMemcpyBatchAsync of %zu copies", n_batch);
+            char what[200];
+            snprintf(what, sizeof what, "%s of %zu copies", any_2d ? "cudaMemcpy3DBatchAsync" : "cudaMemcpyBatchAsync",
+                     n_batch);
+            if (fail < n_batch)
+                snprintf(what + strlen(what), sizeof what - strlen(what), " (copy %zu failed: %zu x %zu bytes)",
+                         fail, c->cp[fail].height, c->cp[fail].width);
             return cuda_fail(e, what);
         }
     }
 #else
     (void)n_batch;
-    (void)capturing;
+    (void)any_2d;
 #endif
-    /* Per-copy path: graph capture, no batch API, or the local shards in
-     * MEMCPY mode. Every return code is checked: a copy is never dropped. */
-    for (size_t k = done; k < n; k++) {
-        cudaError_t e = cudaMemcpyAsync(c->dsts[k], c->srcs[k], c->sizes[k], cudaMemcpyDefault, c->side);
-        if (e != cudaSuccess) {
-            char what[128];
-            snprintf(what, sizeof what, "cudaMemcpyAsync %zu of %zu (%zu bytes)%s", k, n, c->sizes[k],
-                     capturing ? " under graph capture" : "");
-            return cuda_fail(e, what);
+    return issue_each(c, 0, n, capturing, 1);
+}
+
+static int in_one_range(const magi_symm_cuda *c, uintptr_t lo, uintptr_t hi) {
+    for (uint32_t i = 0; i < RANGE_CACHE; i++)
+        if (c->cache[i].hi && lo >= c->cache[i].lo && hi <= c->cache[i].hi) return (int)i;
+    return -1;
+}
+
+/* Split the inputs into runs (see `run`). A run needs the same window and
+ * size, positive strides of at least the size (rows do not overlap) and
+ * below 2 GiB (the 2D pitch limit). */
+static uint32_t find_runs(magi_symm_cuda *c, uint32_t n, const uint32_t *slots, void *const *dsts, int strict) {
+    uint32_t nr = 0;
+    for (uint32_t i = 0; i < n;) {
+        const magi_symm_cuda_slot *s = &c->slots[slots[i]];
+        run *r = &c->runs[nr++];
+        r->first = i;
+        r->len = 1;
+        r->spitch = r->dpitch = (size_t)s->nbytes;
+        r->range = -1;
+        if (i + 1 < n && s->nbytes) {
+            const magi_symm_cuda_slot *t = &c->slots[slots[i + 1]];
+            uint64_t sp = t->offset - s->offset;
+            uintptr_t dp = (uintptr_t)dsts[i + 1] - (uintptr_t)dsts[i];
+            if (t->window == s->window && t->nbytes == s->nbytes && t->offset > s->offset && sp >= s->nbytes &&
+                sp < (1ull << 31) && (uintptr_t)dsts[i + 1] > (uintptr_t)dsts[i] && dp >= s->nbytes &&
+                dp < (1ull << 31)) {
+                r->spitch = (size_t)sp;
+                r->dpitch = (size_t)dp;
+                r->len = 2;
+                while (i + r->len < n) {
+                    uint32_t k = i + r->len;
+                    const magi_symm_cuda_slot *u = &c->slots[slots[k]], *v = &c->slots[slots[k - 1]];
+                    if (u->window != s->window || u->nbytes != s->nbytes || u->offset != v->offset + sp ||
+                        (uintptr_t)dsts[k] != (uintptr_t)dsts[k - 1] + dp)
+                        break;
+                    r->len++;
+                }
+            }
         }
-        if (!(c->local_mode == MAGI_SYMM_CUDA_LOCAL_MEMCPY && k >= n_peer && done == n_peer))
-            c->stats.fallback_copies++;
+        /* One 2D copy writes rows inside [dsts[first], last row's end): keep
+         * it within one device allocation the range cache knows, so the
+         * driver never sees a span across unrelated memory. */
+        if (r->len > 1) {
+            const cwin *cw = &c->wins[s->window];
+            uintptr_t lo = (uintptr_t)dsts[i];
+            uintptr_t hi = (uintptr_t)dsts[i + r->len - 1] + (uintptr_t)s->nbytes * cw->gsize;
+            r->range = in_one_range(c, lo, hi);
+            /* strict (capture, per-copy path): only where a batch took a
+             * span before, as a refused copy there would break the capture */
+            if (r->range < 0 || c->cache[r->range].span < 0 || (strict && c->cache[r->range].span != 1)) {
+                r->len = 1;
+                r->spitch = r->dpitch = (size_t)s->nbytes;
+            }
+        }
+        i += r->len;
     }
-    return st;
+    return nr;
+}
+
+/* Fill c->cp: peers' shards first, then the local ones. Returns the count;
+ * *n_peer the peers' part; *any_2d whether a run made a 2D copy. */
+static size_t build_copies(magi_symm_cuda *c, uint32_t n, const uint32_t *slots, void *const *dsts, int runs,
+                           int strict, size_t *n_peer, int *any_2d) {
+    uint32_t nr;
+    if (runs) {
+        nr = find_runs(c, n, slots, dsts, strict);
+    } else {
+        for (uint32_t i = 0; i < n; i++) {
+            run *r = &c->runs[i];
+            r->first = i;
+            r->len = 1;
+            r->spitch = r->dpitch = (size_t)c->slots[slots[i]].nbytes;
+            r->range = -1;
+        }
+        nr = n;
+    }
+    size_t k = 0;
+    *any_2d = 0;
+    *n_peer = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        for (uint32_t q = 0; q < nr; q++) {
+            const run *r = &c->runs[q];
+            const magi_symm_cuda_slot *s = &c->slots[slots[r->first]];
+            const cwin *cw = &c->wins[s->window];
+            if (!s->nbytes) continue;
+            for (uint32_t j = 0; j < cw->gsize; j++) {
+                if ((j == cw->my) != (pass == 1)) continue;
+                cpy *x = &c->cp[k++];
+                x->dst = (uint8_t *)dsts[r->first] + (size_t)j * s->nbytes;
+                x->src = cw->peer[j] + s->offset;
+                x->width = (size_t)s->nbytes;
+                x->height = r->len;
+                x->spitch = r->spitch;
+                x->dpitch = r->dpitch;
+                *any_2d |= r->len > 1;
+            }
+        }
+        if (pass == 0) *n_peer = k;
+    }
+    c->n_runs = nr;
+    return k;
+}
+
+static void mark_spans(magi_symm_cuda *c, int verdict) {
+    for (uint32_t q = 0; q < c->n_runs; q++)
+        if (c->runs[q].len > 1 && c->runs[q].range >= 0) c->cache[c->runs[q].range].span = verdict;
 }
 
 static magi_status gather_device(magi_symm_cuda *c, uint32_t n, const uint32_t *slots, void *const *dsts,
                                  cudaStream_t stream, int capturing) {
     magi_status st = MAGI_OK;
-    size_t total = 0;
+    size_t total = n, n_peer;
+    int any_2d;
     for (uint32_t i = 0; i < n; i++) total += c->wins[c->slots[slots[i]].window].gsize;
     MAGI_CHECK(grow(c, total));
-    size_t k = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        const magi_symm_cuda_slot *s = &c->slots[slots[i]];
-        const cwin *cw = &c->wins[s->window];
-        if (!s->nbytes) continue;
-        for (uint32_t j = 0; j < cw->gsize; j++) {
-            if (j == cw->my) continue;
-            c->dsts[k] = (uint8_t *)dsts[i] + (size_t)j * s->nbytes;
-            c->srcs[k] = cw->peer[j] + s->offset;
-            c->sizes[k] = (size_t)s->nbytes;
-            k++;
-        }
-    }
-    size_t n_peer = k;
-    for (uint32_t i = 0; i < n; i++) {
-        const magi_symm_cuda_slot *s = &c->slots[slots[i]];
-        const cwin *cw = &c->wins[s->window];
-        if (!s->nbytes) continue;
-        c->dsts[k] = (uint8_t *)dsts[i] + (size_t)cw->my * s->nbytes;
-        c->srcs[k] = cw->local + s->offset;
-        c->sizes[k] = (size_t)s->nbytes;
-        k++;
-    }
+    int strict = capturing || c->no_batch;
+    size_t k = build_copies(c, n, slots, dsts, 1, strict, &n_peer, &any_2d);
     /* Side stream ordered after the caller's stream; under capture this
      * also pulls the side stream into the capture (fork). */
     CU(cudaEventRecord(c->ev_fork, stream), "cudaEventRecord (fork)");
     CU(cudaStreamWaitEvent(c->side, c->ev_fork, 0), "cudaStreamWaitEvent (fork)");
-    MAGI_CHECK(issue(c, n_peer, k - n_peer, capturing));
+    st = issue(c, n_peer, k - n_peer, capturing, any_2d);
+    if (st == RETRY_WITHOUT_RUNS) {
+        mark_spans(c, -1);
+        c->stats.run_retries++;
+        k = build_copies(c, n, slots, dsts, 0, strict, &n_peer, &any_2d);
+        st = issue(c, n_peer, k - n_peer, capturing, 0);
+    } else if (st == MAGI_OK && any_2d && !strict) {
+        mark_spans(c, 1);
+    }
+    if (st) goto cleanup;
     /* Completion: the caller's stream waits here (the wait_tensor point). */
     CU(cudaEventRecord(c->ev_join, c->side), "cudaEventRecord (join)");
     CU(cudaStreamWaitEvent(stream, c->ev_join, 0), "cudaStreamWaitEvent (join)");
@@ -664,16 +860,25 @@ magi_status magi_symm_cuda_gather_coalesced(magi_symm_cuda *c, uint32_t n, const
     for (uint32_t i = 0; i < n; i++)
         if (slots[i] >= c->n_slots || !dsts[i])
             return magi_set_error(MAGI_ERR_INVALID_ARG, "cuda backend: input %u: bad slot or destination", i);
-    MAGI_CHECK(use_device(c));
-    if (!c->barrier_done) MAGI_CHECK(magi_symm_cuda_barrier(c, stream));
+    int prev_dev = -1;
+    MAGI_CHECK(use_device_prev(c, &prev_dev));
     enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
     CU(cudaStreamIsCapturing(cs, &cap), "cudaStreamIsCapturing");
     if (cap == cudaStreamCaptureStatusInvalidated)
         MAGI_FAIL(MAGI_ERR_DEVICE, "cuda backend: the caller's stream is in an invalidated capture");
     int capturing = cap == cudaStreamCaptureStatusActive;
+    if (!c->barrier_done) {
+        if (capturing)
+            MAGI_FAIL(MAGI_ERR_INVALID_ARG, "cuda backend: first gather under graph capture: call "
+                                            "magi_symm_backend_barrier() after binding, before capturing");
+        MAGI_CHECK(magi_symm_cuda_barrier(c, stream));
+    }
     /* Under capture every destination must be device memory anyway: skip
      * the pointer queries. */
-    if (capturing) return gather_device(c, n, slots, dsts, cs, 1);
+    if (capturing) {
+        st = gather_device(c, n, slots, dsts, cs, 1);
+        goto cleanup;
+    }
     /* Destinations in pageable host memory (tools) go through a device buffer. */
     uint32_t n_host = 0;
     size_t stage_bytes = 0;
@@ -685,7 +890,10 @@ magi_status magi_symm_cuda_gather_coalesced(magi_symm_cuda *c, uint32_t n, const
             stage_bytes += (bytes + 255) & ~(size_t)255;
         }
     }
-    if (!n_host) return gather_device(c, n, slots, dsts, cs, 0);
+    if (!n_host) {
+        st = gather_device(c, n, slots, dsts, cs, 0);
+        goto cleanup;
+    }
     if (stage_bytes > c->stage_cap) {
         if (c->stage) cudaFree(c->stage);
         c->stage = NULL;
@@ -720,6 +928,7 @@ magi_status magi_symm_cuda_gather_coalesced(magi_symm_cuda *c, uint32_t n, const
     CU(cudaStreamSynchronize(cs), "cudaStreamSynchronize (host destinations)");
     c->stats.staged_calls++;
 cleanup:
+    if (prev_dev >= 0) cudaSetDevice(prev_dev); /* leave the caller's current device alone */
     return st;
 }
 

@@ -71,6 +71,7 @@ typedef struct magi_symm_cuda_stats {
     uint64_t fallback_copies;   /* per-copy cudaMemcpyAsync (graph capture, no batch API) */
     uint64_t staged_calls;      /* gathers into pageable host memory (through a device buffer) */
     uint64_t barriers;          /* collective barriers after binding (0 or 1) */
+    uint64_t run_retries;       /* calls whose 2D copies the driver refused, re-issued 1D */
 } magi_symm_cuda_stats;
 
 /* Allocate the local windows on cfg->device. Uses cfg->rank, world,

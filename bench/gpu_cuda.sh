@@ -1,0 +1,77 @@
+#!/bin/bash
+# Build, every GPU check and every benchmark of the cuda SymmBuffer backend,
+# in one go, on a machine with a GPU (docs/CUDA.md). Run from the repo root:
+#   bash bench/gpu_cuda.sh [OUTDIR]
+# Logs go to OUTDIR (default $OUT, else /tmp/magi-gpu); the last lines
+# printed are the summary and the benchmark tables.
+# If the machine lacks the msgpack/jansson development packages, put their
+# .deb files in .debs/ (apt-get download libmsgpack-dev libmsgpackc2
+# libjansson-dev libjansson4 ...): they are unpacked under /tmp/pfx.
+set -u
+OUTDIR=${1:-${OUT:-/tmp/magi-gpu}}
+mkdir -p "$OUTDIR"
+ROOT=$(pwd)
+BUILD=${MAGI_GPU_BUILD:-/tmp/magi-gpu-build}
+SUMMARY="$OUTDIR/summary.txt"
+: >"$SUMMARY"
+note() { echo "$*" | tee -a "$SUMMARY"; }
+
+EXTRA=()
+if [ -d .debs ] && { [ -n "${MAGI_FORCE_DEBS:-}" ] || ! pkg-config --exists msgpack jansson 2>/dev/null; }; then
+    PFX=/tmp/pfx
+    for f in .debs/*.deb; do dpkg -x "$f" "$PFX"; done
+    if [ ! -f /usr/include/zstd.h ] || [ ! -d /usr/include/openssl ]; then
+        for f in .debs/fallback/*.deb; do [ -f "$f" ] && dpkg -x "$f" "$PFX"; done
+    fi
+    for pc in "$PFX"/usr/lib/x86_64-linux-gnu/pkgconfig/*.pc "$PFX"/usr/share/pkgconfig/*.pc; do
+        [ -f "$pc" ] && sed -i -e "s|^prefix=/usr\$|prefix=$PFX/usr|" \
+            -e 's|^libdir=${exec_prefix}/lib$|libdir=${exec_prefix}/lib/x86_64-linux-gnu|' "$pc"
+    done
+    export PKG_CONFIG_PATH="$PFX/usr/lib/x86_64-linux-gnu/pkgconfig:$PFX/usr/share/pkgconfig:${PKG_CONFIG_PATH:-}"
+    export LD_LIBRARY_PATH="$PFX/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
+    EXTRA+=("-DCMAKE_PREFIX_PATH=$PFX/usr" "-DCMAKE_BUILD_RPATH=$PFX/usr/lib/x86_64-linux-gnu")
+    [ -d /usr/include/openssl ] || EXTRA+=("-DOPENSSL_ROOT_DIR=$PFX/usr")
+fi
+
+nvidia-smi -L 2>&1 | tee -a "$SUMMARY"
+T0=$(date +%s)
+if ! cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMAGI_WITH_CUDA=ON "${EXTRA[@]}" \
+        >"$OUTDIR/build.log" 2>&1; then
+    note "CONFIGURE FAILED"; tail -30 "$OUTDIR/build.log"; exit 1
+fi
+if ! cmake --build "$BUILD" -j"$(nproc)" --target magi-aot test_symm_cuda test_symm_sock bench_symm_cuda \
+        >>"$OUTDIR/build.log" 2>&1; then
+    note "BUILD FAILED"; grep -E "error|Error" "$OUTDIR/build.log" | head -30; exit 1
+fi
+note "build: $(( $(date +%s) - T0 )) s; $("$BUILD/magi-aot" --version)"
+
+# 1. the GPU tests (4 rank processes on the GPU(s))
+T0=$(date +%s)
+timeout 300 "$BUILD/tests/test_symm_cuda" >"$OUTDIR/test_symm_cuda.log" 2>&1
+note "test_symm_cuda: exit $? in $(( $(date +%s) - T0 )) s ($(tail -1 "$OUTDIR/test_symm_cuda.log"))"
+grep -E "^(ok|FAIL)|rank [0-9]:" "$OUTDIR/test_symm_cuda.log" | tee -a "$SUMMARY"
+"$BUILD/tests/test_symm_sock" >"$OUTDIR/test_symm_sock.log" 2>&1
+note "test_symm_sock: exit $? ($(tail -1 "$OUTDIR/test_symm_sock.log"))"
+
+# 2. the whole load path: an artifact saved from the fsdp fixture, loaded by
+#    4 ranks with --transport copy_engine --backend cuda (binds device
+#    windows, runs every rewritten gather once and checks it).
+W=$(mktemp -d /tmp/magi-load-XXXXXX)
+"$BUILD/magi-aot" save "$ROOT/fixtures/real/fsdp_block.json" -o "$W/fsdp.magi" >"$OUTDIR/load.log" 2>&1
+pids=()
+for r in 0 1 2 3; do
+    timeout 120 "$BUILD/magi-aot" load "$W/fsdp.magi" --transport copy_engine --backend cuda --rank $r --world 4 \
+        --rendezvous "$W/rdv" --timeout-ms 60000 --check-gathers >"$W/out.$r" 2>&1 &
+    pids+=($!)
+done
+lrc=0
+for r in 0 1 2 3; do wait "${pids[$r]}" || lrc=$?; { echo "--- rank $r"; cat "$W/out.$r"; } >>"$OUTDIR/load.log"; done
+note "magi-aot load --backend cuda, 4 ranks: exit $lrc"
+grep -iE "gather|check|backend|error" "$W/out.0" | head -20 | tee -a "$SUMMARY"
+rm -rf "$W"
+
+# 3. benchmarks
+T0=$(date +%s)
+timeout 240 "$BUILD/tests/bench_symm_cuda" >"$OUTDIR/bench.log" 2>&1
+note "bench_symm_cuda: exit $? in $(( $(date +%s) - T0 )) s"
+cat "$OUTDIR/bench.log"

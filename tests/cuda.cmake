@@ -1,0 +1,26 @@
+# cuda SymmBuffer backend (docs/CUDA.md).
+# The socket rendezvous needs no GPU and runs everywhere.
+magi_add_unit_test(test_symm_sock SOURCES ${PROJECT_SOURCE_DIR}/tests/test_symm_sock.c LABELS crossproc)
+# GPU tests: built when the CUDA toolkit is found; exit 77 (skip) without a device.
+if(MAGI_HAVE_CUDA)
+  magi_add_unit_test(test_symm_cuda SOURCES ${PROJECT_SOURCE_DIR}/tests/test_symm_cuda.c LABELS cuda)
+  target_link_libraries(test_symm_cuda PRIVATE CUDA::cudart)
+  target_compile_definitions(test_symm_cuda PRIVATE MAGI_HAVE_CUDA)
+  if(MAGI_HAVE_NCCL)
+    target_compile_definitions(test_symm_cuda PRIVATE MAGI_HAVE_NCCL)
+    target_include_directories(test_symm_cuda PRIVATE ${NCCL_INCLUDE_DIR})
+    target_link_libraries(test_symm_cuda PRIVATE ${NCCL_LIBRARY})
+  endif()
+endif()
+
+# Benchmark program (not a test): bench/bench_symm_cuda.c, run by bench/gpu_cuda.sh.
+if(MAGI_HAVE_CUDA AND TARGET CUDA::cublas)
+  add_executable(bench_symm_cuda ${PROJECT_SOURCE_DIR}/bench/bench_symm_cuda.c)
+  target_link_libraries(bench_symm_cuda PRIVATE magi_aot_static CUDA::cudart CUDA::cublas)
+  target_include_directories(bench_symm_cuda PRIVATE ${PROJECT_SOURCE_DIR}/src)
+  target_compile_definitions(bench_symm_cuda PRIVATE _GNU_SOURCE MAGI_HAVE_CUDA)
+endif()
+add_dependencies(test_symm_sock magi-aot)
+if(TARGET test_symm_cuda)
+  add_dependencies(test_symm_cuda magi-aot)
+endif()
