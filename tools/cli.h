@@ -24,6 +24,16 @@ int magi_cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(
 
 /* Write `s` as a JSON string literal ("null" for NULL). */
 void magi_cli_json_str(FILE *f, const char *s);
+/* Does the file's first byte after white space (as magi_load_file() skips
+ * it) open a JSON object? 0 when it cannot be read. */
+int magi_cli_is_json_file(const char *path);
+/* Lower-case hex of n bytes into dst (2*n+1 bytes, NUL-terminated). */
+void magi_cli_hex(char *dst, const uint8_t *src, size_t n);
+
+/* Benchmarks (tools/cmd_bench.c): a monotonic clock in microseconds and a
+ * qsort comparator for doubles. */
+double magi_cli_now_us(void);
+int magi_cli_cmp_double(const void *a, const void *b);
 
 /* One function per subcommand; argv[0] is the subcommand name. */
 typedef int (*magi_cmd_fn)(int argc, char **argv);

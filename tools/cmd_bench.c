@@ -10,13 +10,13 @@
 #include <time.h>
 #include <unistd.h>
 
-static double now_us(void) {
+double magi_cli_now_us(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
 }
 
-static int cmp_double(const void *a, const void *b) {
+int magi_cli_cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
 }
@@ -56,7 +56,7 @@ static int bench_load(int argc, char **argv) {
     long rss_before = peak_rss_kb();
     uint32_t nodes = 0;
     for (long i = 0; i < iters; i++) {
-        double t0 = now_us();
+        double t0 = magi_cli_now_us();
         magi_artifact *a = NULL;
         magi_region *r = NULL;
         magi_status st = magi_artifact_open_file(&a, file, NULL);
@@ -69,9 +69,9 @@ static int bench_load(int argc, char **argv) {
         nodes = r->n_nodes;
         magi_region_free(r);
         magi_artifact_free(a);
-        t[i] = now_us() - t0;
+        t[i] = magi_cli_now_us() - t0;
     }
-    qsort(t, (size_t)iters, sizeof *t, cmp_double);
+    qsort(t, (size_t)iters, sizeof *t, magi_cli_cmp_double);
     printf("file=%s nodes=%u iters=%ld\n", file, nodes, iters);
     printf("load_min_us=%.1f load_p90_us=%.1f load_max_us=%.1f\n", t[0], t[(size_t)(iters * 9 / 10)],
            t[iters - 1]);
@@ -199,7 +199,13 @@ static int bench_scale(int argc, char **argv) {
            "load_ns/node");
     int rc = MAGI_EXIT_OK;
     for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
-        uint32_t n = (uint32_t)strtoul(tok, NULL, 10);
+        char *end;
+        unsigned long nl = strtoul(tok, &end, 10);
+        if (*end || nl < 3 || nl > UINT32_MAX) {
+            rc = magi_cli_usage("bench scale", "bad --nodes entry '%s' (3..%u)", tok, UINT32_MAX);
+            break;
+        }
+        uint32_t n = (uint32_t)nl;
         magi_region *r = NULL, *back = NULL;
         magi_artifact *a = NULL;
         char path[512];
@@ -209,12 +215,12 @@ static int bench_scale(int argc, char **argv) {
             rc = magi_cli_fail("bench scale", st);
             break;
         }
-        double t0 = now_us();
+        double t0 = magi_cli_now_us();
         st = magi_artifact_save(r, path, &so);
-        double t1 = now_us();
+        double t1 = magi_cli_now_us();
         if (!st) st = magi_artifact_open_file(&a, path, NULL);
         if (!st) st = magi_artifact_load_region(&back, a);
-        double t2 = now_us();
+        double t2 = magi_cli_now_us();
         magi_artifact_info info = {0};
         if (!st) st = magi_artifact_get_info(a, &info);
         if (!st && back->n_nodes != r->n_nodes) st = MAGI_ERR_CORRUPT;

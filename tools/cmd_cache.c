@@ -37,10 +37,12 @@ static int parse_u64(const char *s, uint64_t *out) {
     return 0;
 }
 
-/* Load FILE, derive its key (or use `key`), and its canonical bytes. */
-static magi_status region_bytes(const char *file, char key[65], void **bytes, size_t *len) {
+/* Load FILE, derive its key (or use `key`), and its canonical bytes.
+ * *named: the error message already names FILE (a load error). */
+static magi_status region_bytes(const char *file, char key[65], void **bytes, size_t *len, int *named) {
     magi_region *r = NULL;
     magi_status st = magi_load_file(&r, file, NULL);
+    *named = st != MAGI_OK;
     if (!st && key) st = magi_cache_region_key(key, r);
     if (!st && bytes) st = magi_artifact_encode(bytes, len, r, NULL);
     magi_region_free(r);
@@ -75,12 +77,13 @@ static int cmd_put(const char *cmd, const char *dir, int argc, char **argv) {
         char k[65];
         void *bytes = NULL;
         size_t len = 0;
-        st = region_bytes(argv[i], key ? NULL : k, &bytes, &len);
+        int named = 0;
+        st = region_bytes(argv[i], key ? NULL : k, &bytes, &len, &named);
         magi_cache_put_result res;
         if (!st) st = magi_cache_put(c, key ? key : k, bytes, len, flags, &res);
         magi_free(bytes);
         if (st) {
-            fprintf(stderr, "magi-aot %s: %s: %s\n", cmd, argv[i], magi_last_error());
+            fprintf(stderr, "magi-aot %s: %s%s%s\n", cmd, named ? "" : argv[i], named ? "" : ": ", magi_last_error());
             if (rc == MAGI_EXIT_OK) rc = magi_cli_exit_code(st);
             continue;
         }
@@ -212,9 +215,10 @@ static int cmd_key(const char *cmd, int argc, char **argv) {
     int rc = MAGI_EXIT_OK;
     for (int i = 0; i < argc; i++) {
         char k[65];
-        magi_status st = region_bytes(argv[i], k, NULL, NULL);
+        int named = 0;
+        magi_status st = region_bytes(argv[i], k, NULL, NULL, &named);
         if (st) {
-            fprintf(stderr, "magi-aot %s: %s: %s\n", cmd, argv[i], magi_last_error());
+            fprintf(stderr, "magi-aot %s: %s%s%s\n", cmd, named ? "" : argv[i], named ? "" : ": ", magi_last_error());
             if (rc == MAGI_EXIT_OK) rc = magi_cli_exit_code(st);
             continue;
         }

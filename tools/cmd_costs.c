@@ -16,21 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void put_json_str(FILE *f, const char *s) {
-    if (!s) {
-        fputs("null", f);
-        return;
-    }
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-        else if (c < 0x20) fprintf(f, "\\u%04x", c);
-        else fputc(c, f);
-    }
-    fputc('"', f);
-}
-
 int magi_cmd_costs(int argc, char **argv) {
     const char *file = NULL, *table_path = NULL;
     int json = 0, keys_only = 0, rc = MAGI_EXIT_OK;
@@ -68,7 +53,12 @@ int magi_cmd_costs(int argc, char **argv) {
     magi_cost_estimate *est = NULL;
     char *text = NULL;
     magi_status st = peers ? MAGI_OK : MAGI_ERR_NOMEM;
-    if (!st) st = magi_load_file(&r, file, NULL);
+    if (st) {
+        fprintf(stderr, "magi-aot %s: out of memory\n", argv[0]);
+        rc = MAGI_EXIT_RUNTIME;
+        goto done;
+    }
+    st = magi_load_file(&r, file, NULL);
     if (!st && (st = magi_cost_keys(&ks, r)) != MAGI_OK) {
         fprintf(stderr, "magi-aot %s: %s: %s\n", argv[0], file, magi_last_error());
         rc = magi_cli_exit_code(st);
@@ -99,22 +89,22 @@ int magi_cmd_costs(int argc, char **argv) {
     }
     if (json) {
         printf("{\"file\": ");
-        put_json_str(stdout, file);
+        magi_cli_json_str(stdout, file);
         printf(", \"table\": ");
-        put_json_str(stdout, table_path);
+        magi_cli_json_str(stdout, table_path);
         printf(", \"table_used\": %s, \"degraded\": %s, \"note\": ",
                table && !magi_cost_estimate_degraded(est) ? "true" : "false",
                magi_cost_estimate_degraded(est) ? "true" : "false");
-        put_json_str(stdout, magi_cost_estimate_note(est));
+        magi_cli_json_str(stdout, magi_cost_estimate_note(est));
         printf(", \"measured\": %u, \"analytical\": %u, \"total_us\": %.3f, \"nodes\": [", n_meas, n_ana,
                magi_cost_estimate_total_us(est));
         for (uint32_t i = 0; i < n; i++) {
             magi_node_cost c;
             magi_cost_estimate_node(est, i, &c);
             printf("%s\n  {\"index\": %u, \"name\": ", i ? "," : "", i);
-            put_json_str(stdout, r->nodes[i].name);
+            magi_cli_json_str(stdout, r->nodes[i].name);
             printf(", \"key\": ");
-            put_json_str(stdout, c.key);
+            magi_cli_json_str(stdout, c.key);
             printf(", \"cost_us\": %.3f, \"source\": \"%s\"}", c.us, magi_cost_source_name(c.source));
         }
         printf("\n]}\n");

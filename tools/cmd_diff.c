@@ -10,10 +10,10 @@
 
 static void print_side(const char *tag, const char *path, const magi_canon *c) {
     uint8_t d[32];
+    char hex[65];
     magi_canon_digest(c, d);
-    printf("%s: %s  fingerprint ", tag, path);
-    for (int k = 0; k < 32; k++) printf("%02x", d[k]);
-    printf("  nodes %u\n   symbols:", magi_canon_node_count(c));
+    magi_cli_hex(hex, d, 32);
+    printf("%s: %s  fingerprint %s  nodes %u\n   symbols:", tag, path, hex, magi_canon_node_count(c));
     uint32_t n = magi_canon_symbol_count(c);
     for (uint32_t i = 0; i < n; i++) {
         magi_canon_symbol s;

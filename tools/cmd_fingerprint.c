@@ -7,7 +7,6 @@
 #include "cli.h"
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 static int load(const char *cmd, const char *path, magi_region **out) {
     magi_status st = magi_load_file(out, path, NULL);
@@ -41,7 +40,7 @@ int magi_cmd_fingerprint(int argc, char **argv) {
         } else {
             uint8_t d[32];
             magi_canon_digest(c, d);
-            for (int k = 0; k < 32; k++) snprintf(hex[i] + 2 * k, 3, "%02x", d[k]);
+            magi_cli_hex(hex[i], d, 32);
             if (magi_canon_flags(c) & MAGI_CANON_NAME_TIEBREAK)
                 fprintf(stderr, "magi-aot %s: %s: warning: a symmetric tie was broken by symbol names; "
                                 "this fingerprint is name-dependent (docs/FINGERPRINT.md)\n", argv[0], argv[i]);
@@ -62,17 +61,6 @@ int magi_cmd_fingerprint(int argc, char **argv) {
             if (!(argv[i][0] == '-' && argv[i][1])) printf("%s  %s\n", hex[i], argv[i]);
     free(hex);
     return rc;
-}
-
-static double now_us(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
 }
 
 /* bench fingerprint FILE [--iters N]: the region is loaded once; each
@@ -102,16 +90,16 @@ int magi_bench_fingerprint(int argc, char **argv) {
     }
     char hex[65] = {0};
     for (long i = 0; i < iters; i++) {
-        double t0 = now_us();
+        double t0 = magi_cli_now_us();
         magi_status st = magi_fingerprint_hex(hex, r);
-        t[i] = now_us() - t0;
+        t[i] = magi_cli_now_us() - t0;
         if (st) {
             free(t);
             magi_region_free(r);
             return magi_cli_fail(cmd, st);
         }
     }
-    qsort(t, (size_t)iters, sizeof *t, cmp_double);
+    qsort(t, (size_t)iters, sizeof *t, magi_cli_cmp_double);
     printf("file=%s nodes=%u symbols=%u iters=%ld fingerprint=%s\n", file, r->n_nodes, r->n_symbols, iters, hex);
     printf("fingerprint_min_us=%.1f fingerprint_p90_us=%.1f fingerprint_max_us=%.1f\n", t[0],
            t[(size_t)(iters * 9 / 10)], t[iters - 1]);

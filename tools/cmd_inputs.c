@@ -66,14 +66,9 @@ int magi_cmd_inputs(int argc, char **argv) {
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
-static double legacy_now_ms(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
-}
+static double legacy_now_ms(void) { return magi_cli_now_us() / 1e3; }
 
 static int legacy_child(const char *path) {
     double t0 = legacy_now_ms();
@@ -104,11 +99,6 @@ static magi_status legacy_fill_ee(void *ctx, uint8_t *buf, size_t len, uint64_t 
     (void)offset;
     memset(buf, 0xEE, len);
     return MAGI_OK;
-}
-
-static int legacy_cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
 }
 
 int magi_bench_legacy(int argc, char **argv); /* a row of tools/cmd_bench.c */
@@ -186,8 +176,8 @@ int magi_bench_legacy(int argc, char **argv) {
                nin, dropped ? "skipped" : "NOT-REPORTED");
     }
     if (rc == MAGI_EXIT_OK) {
-        qsort(ms, (size_t)iters, sizeof *ms, legacy_cmp);
-        qsort(rss, (size_t)iters, sizeof *rss, legacy_cmp);
+        qsort(ms, (size_t)iters, sizeof *ms, magi_cli_cmp_double);
+        qsort(rss, (size_t)iters, sizeof *rss, magi_cli_cmp_double);
         printf("targets: load < 50 ms, peak RSS < 64 MB\n");
         printf("legacy_load_median_ms=%.3f legacy_load_max_ms=%.3f peak_rss_max_kb=%.0f\n", ms[iters / 2],
                ms[iters - 1], rss[iters - 1]);

@@ -2,46 +2,15 @@
  * digests), node/placeholder/symbol counts, legacy keys dropped and unknown
  * keys/sections skipped. Accepts artifacts, legacy v0 and magi-fx JSON. */
 #include "cli.h"
-#include <ctype.h>
 #include <string.h>
-
-static void hex(char *dst, const uint8_t *src, size_t n) {
-    static const char d[] = "0123456789abcdef";
-    for (size_t i = 0; i < n; i++) {
-        dst[2 * i] = d[src[i] >> 4];
-        dst[2 * i + 1] = d[src[i] & 15];
-    }
-    dst[2 * n] = '\0';
-}
-
-static void json_str(const char *s) {
-    putchar('"');
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') printf("\\%c", c);
-        else if (c < 0x20) printf("\\u%04x", c);
-        else putchar(c);
-    }
-    putchar('"');
-}
 
 static void json_list(const char *const *v, uint32_t n) {
     putchar('[');
     for (uint32_t i = 0; i < n; i++) {
         if (i) putchar(',');
-        json_str(v[i]);
+        magi_cli_json_str(stdout, v[i]);
     }
     putchar(']');
-}
-
-static int is_json_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return 0;
-    int c;
-    while ((c = fgetc(f)) != EOF && isspace(c)) {
-    }
-    fclose(f);
-    return c == '{';
 }
 
 int magi_cmd_inspect(int argc, char **argv) {
@@ -59,7 +28,7 @@ int magi_cmd_inspect(int argc, char **argv) {
     magi_artifact_info info;
     memset(&info, 0, sizeof info);
     magi_status st;
-    int json_doc = is_json_file(in);
+    int json_doc = magi_cli_is_json_file(in);
     if (json_doc) {
         st = magi_load_file(&r, in, NULL);
     } else {
@@ -76,20 +45,20 @@ int magi_cmd_inspect(int argc, char **argv) {
     uint32_t nph = magi_region_count_placeholders(r);
     if (as_json) {
         printf("{\"file\":");
-        json_str(in);
+        magi_cli_json_str(stdout, in);
         printf(",\"format\":\"%s\"", fmt);
         if (a) {
             printf(",\"version\":\"%u.%u\",\"file_size\":%llu", info.major, info.minor,
                    (unsigned long long)info.file_size);
             if (!info.legacy_v0) {
-                hex(hexbuf, info.header_sha256, 32);
+                magi_cli_hex(hexbuf, info.header_sha256, 32);
                 printf(",\"header_sha256\":\"%s\"", hexbuf);
             }
             printf(",\"sections\":[");
             for (uint32_t i = 0; i < info.n_sections; i++) {
                 magi_section_info s;
                 if (magi_artifact_get_section(a, i, &s)) continue;
-                hex(hexbuf, s.sha256, 32);
+                magi_cli_hex(hexbuf, s.sha256, 32);
                 printf("%s{\"index\":%u,\"kind\":%u,\"name\":\"%s\",\"offset\":%llu,\"stored_size\":%llu,"
                        "\"raw_size\":%llu,\"sha256\":\"%s\"}",
                        i ? "," : "", i, s.kind, s.kind_name, (unsigned long long)s.offset,
@@ -98,8 +67,7 @@ int magi_cmd_inspect(int argc, char **argv) {
             printf("]");
         }
         printf(",\"nodes\":%u,\"placeholders\":%u,\"symbols\":%u,\"model_tag\":", r->n_nodes, nph, r->n_symbols);
-        if (r->model_tag) json_str(r->model_tag);
-        else printf("null");
+        magi_cli_json_str(stdout, r->model_tag);
         printf(",\"dropped_legacy\":");
         json_list(r->dropped_legacy, r->n_dropped_legacy);
         printf(",\"ignored\":");
@@ -108,7 +76,7 @@ int magi_cmd_inspect(int argc, char **argv) {
     } else {
         printf("file:        %s\n", in);
         if (a && !info.legacy_v0) {
-            hex(hexbuf, info.header_sha256, 32);
+            magi_cli_hex(hexbuf, info.header_sha256, 32);
             printf("format:      artifact %u.%u\n", info.major, info.minor);
             printf("size:        %llu bytes\n", (unsigned long long)info.file_size);
             printf("header sha256: %s\n", hexbuf);
@@ -117,7 +85,7 @@ int magi_cmd_inspect(int argc, char **argv) {
             for (uint32_t i = 0; i < info.n_sections; i++) {
                 magi_section_info s;
                 if (magi_artifact_get_section(a, i, &s)) continue;
-                hex(hexbuf, s.sha256, 32);
+                magi_cli_hex(hexbuf, s.sha256, 32);
                 char kind[32];
                 if (!strcmp(s.kind_name, "unknown")) snprintf(kind, sizeof kind, "kind %u", s.kind);
                 else snprintf(kind, sizeof kind, "%s", s.kind_name);

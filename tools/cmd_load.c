@@ -17,25 +17,6 @@ typedef struct load_file {
     uint32_t n_inputs;
 } load_file;
 
-static void json_str(FILE *f, const char *s) {
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-        switch (*p) {
-        case '"': fputs("\\\"", f); break;
-        case '\\': fputs("\\\\", f); break;
-        case '\n': fputs("\\n", f); break;
-        case '\r': fputs("\\r", f); break;
-        case '\t': fputs("\\t", f); break;
-        default:
-            if (*p < 0x20)
-                fprintf(f, "\\u%04x", *p);
-            else
-                fputc(*p, f);
-        }
-    }
-    fputc('"', f);
-}
-
 static const char *base_name(const char *p) {
     const char *s = strrchr(p, '/');
     return s ? s + 1 : p;
@@ -44,13 +25,7 @@ static const char *base_name(const char *p) {
 /* Read a region: JSON by content, otherwise an artifact that is verified
  * (every section digest) before it is parsed. */
 static magi_status open_region(load_file *lf) {
-    FILE *f = fopen(lf->path, "rb");
-    if (!f) return magi_load_file(&lf->region, lf->path, NULL); /* names the file in its error */
-    int c;
-    do c = fgetc(f);
-    while (c == ' ' || c == '\t' || c == '\n' || c == '\r');
-    fclose(f);
-    if (c == '{') return magi_json_read_file(&lf->region, lf->path, NULL);
+    if (magi_cli_is_json_file(lf->path)) return magi_json_read_file(&lf->region, lf->path, NULL);
     magi_artifact *a = NULL;
     magi_status st = magi_artifact_open_file(&a, lf->path, NULL);
     if (st == MAGI_OK) st = magi_artifact_verify(a);
@@ -64,14 +39,16 @@ static magi_status open_region(load_file *lf) {
     return st;
 }
 
-static magi_status copy_file_atomic(const char *src, const char *dst, int *reopen_failed) {
+/* Copy src to dst atomically. Failures to read src are reported here (the
+ * library has no message for them) and flagged in *reported. */
+static magi_status copy_file_atomic(const char *src, const char *dst, int *reported) {
     FILE *f = fopen(src, "rb");
     char *buf = NULL;
     size_t len = 0, cap = 0;
     magi_status st;
     if (!f) {
         fprintf(stderr, "magi-aot load: cannot reopen '%s': %s\n", src, strerror(errno));
-        *reopen_failed = 1;
+        *reported = 1;
         return MAGI_ERR_IO;
     }
     for (;;) {
@@ -79,6 +56,8 @@ static magi_status copy_file_atomic(const char *src, const char *dst, int *reope
             size_t nc = cap ? cap * 2 : 1 << 16;
             char *nb = realloc(buf, nc);
             if (!nb) {
+                fprintf(stderr, "magi-aot load: out of memory copying '%s'\n", src);
+                *reported = 1;
                 free(buf);
                 fclose(f);
                 return MAGI_ERR_NOMEM;
@@ -89,6 +68,13 @@ static magi_status copy_file_atomic(const char *src, const char *dst, int *reope
         size_t r = fread(buf + len, 1, cap - len, f);
         len += r;
         if (r == 0) break;
+    }
+    if (ferror(f)) { /* never emit a short copy */
+        fprintf(stderr, "magi-aot load: cannot read '%s': %s\n", src, strerror(errno));
+        *reported = 1;
+        free(buf);
+        fclose(f);
+        return MAGI_ERR_IO;
     }
     fclose(f);
     st = magi_write_file_atomic(dst, buf, len);
@@ -112,15 +98,11 @@ static void print_json(FILE *o, const magi_symm_plan *plan, const load_file *fil
     const magi_symm_slot *sl = magi_symm_plan_slots(plan, &ns);
     uint8_t sha[32];
     char hex[65] = "";
-    if (magi_symm_plan_digest(plan, sha) == MAGI_OK)
-        for (int i = 0; i < 32; i++) sprintf(hex + 2 * i, "%02x", sha[i]);
+    if (magi_symm_plan_digest(plan, sha) == MAGI_OK) magi_cli_hex(hex, sha, 32);
     fprintf(o, "{\"transport\": ");
-    json_str(o, transport);
+    magi_cli_json_str(o, transport);
     fprintf(o, ", \"rank\": %u, \"world\": %u, \"backend\": ", rank, world);
-    if (backend)
-        json_str(o, backend);
-    else
-        fputs("null", o);
+    magi_cli_json_str(o, backend);
     fprintf(o, ", \"plan_sha256\": \"%s\",\n \"regions\": [", hex);
     for (int i = 0; i < n; i++) {
         const magi_region *r = files[i].region;
@@ -128,18 +110,18 @@ static void print_json(FILE *o, const magi_symm_plan *plan, const load_file *fil
         const magi_symm_gather *g = magi_symm_plan_gathers(plan, (uint32_t)i, &ng);
         const magi_symm_binding *b = magi_symm_plan_bindings(plan, (uint32_t)i, &nb);
         fprintf(o, "%s\n  {\"file\": ", i ? "," : "");
-        json_str(o, files[i].path);
+        magi_cli_json_str(o, files[i].path);
         fprintf(o, ", \"fingerprint\": \"%s\", \"nodes\": %u,\n   \"inputs\": %s,\n   \"rewritten\": [",
                 files[i].fingerprint, r->n_nodes, files[i].inputs_json);
         int first = 1;
         for (uint32_t k = 0; k < ng; k++) {
             if (g[k].reason != MAGI_SYMM_REWRITTEN || g[k].already_symm) continue;
             fprintf(o, "%s{\"node\": ", first ? "" : ", ");
-            json_str(o, g[k].name);
+            magi_cli_json_str(o, g[k].name);
             fputs(", \"from\": ", o);
-            json_str(o, g[k].from);
+            magi_cli_json_str(o, g[k].from);
             fputs(", \"to\": ", o);
-            json_str(o, g[k].to);
+            magi_cli_json_str(o, g[k].to);
             fputc('}', o);
             first = 0;
         }
@@ -148,7 +130,7 @@ static void print_json(FILE *o, const magi_symm_plan *plan, const load_file *fil
         for (uint32_t k = 0; k < ng; k++) {
             if (!g[k].already_symm) continue;
             fputs(first ? "" : ", ", o);
-            json_str(o, g[k].name);
+            magi_cli_json_str(o, g[k].name);
             first = 0;
         }
         fputs("],\n   \"kept_nccl\": [", o);
@@ -156,11 +138,11 @@ static void print_json(FILE *o, const magi_symm_plan *plan, const load_file *fil
         for (uint32_t k = 0; k < ng; k++) {
             if (g[k].reason == MAGI_SYMM_REWRITTEN) continue;
             fprintf(o, "%s{\"node\": ", first ? "" : ", ");
-            json_str(o, g[k].name);
+            magi_cli_json_str(o, g[k].name);
             fputs(", \"reason\": ", o);
-            json_str(o, magi_symm_reason_name(g[k].reason));
+            magi_cli_json_str(o, magi_symm_reason_name(g[k].reason));
             fputs(", \"detail\": ", o);
-            json_str(o, g[k].detail);
+            magi_cli_json_str(o, g[k].detail);
             fputc('}', o);
             first = 0;
         }
@@ -168,25 +150,25 @@ static void print_json(FILE *o, const magi_symm_plan *plan, const load_file *fil
         for (uint32_t k = 0; k < nb; k++) {
             const magi_symm_slot *s = &sl[b[k].slot];
             fprintf(o, "%s{\"placeholder\": ", k ? ", " : "");
-            json_str(o, b[k].placeholder);
+            magi_cli_json_str(o, b[k].placeholder);
             fputs(", \"weight\": ", o);
-            json_str(o, s->weight);
+            magi_cli_json_str(o, s->weight);
             fprintf(o, ", \"slot\": %u, \"window\": %u, \"offset\": %llu, \"nbytes\": %llu}", b[k].slot,
                     s->window, (unsigned long long)s->offset, (unsigned long long)s->nbytes);
         }
         fputs("],\n   \"skipped_legacy\": [", o);
         for (uint32_t k = 0; k < r->n_dropped_legacy; k++) {
             fputs(k ? ", " : "", o);
-            json_str(o, r->dropped_legacy[k]);
+            magi_cli_json_str(o, r->dropped_legacy[k]);
         }
         fputs("]}", o);
     }
     fputs("],\n \"windows\": [", o);
     for (uint32_t k = 0; k < nw; k++) {
         fprintf(o, "%s\n  {\"index\": %u, \"dtype\": ", k ? "," : "", k);
-        json_str(o, w[k].dtype);
+        magi_cli_json_str(o, w[k].dtype);
         fputs(", \"group\": ", o);
-        json_str(o, w[k].group);
+        magi_cli_json_str(o, w[k].group);
         fprintf(o, ", \"group_size\": %u, \"part\": %u, \"bytes\": %llu, \"slots\": %u}", w[k].group_size,
                 w[k].part, (unsigned long long)w[k].bytes, w[k].n_slots);
     }
@@ -203,7 +185,7 @@ static void print_json(FILE *o, const magi_symm_plan *plan, const load_file *fil
                 }
             if (dup) continue;
             fputs(first ? "" : ", ", o);
-            json_str(o, key);
+            magi_cli_json_str(o, key);
             first = 0;
         }
     fputs("]}\n", o);
@@ -359,12 +341,10 @@ int magi_cmd_load(int argc, char **argv) {
 
     /* fingerprint (of the region as loaded) and rebuilt input descriptors */
     for (int i = 0; i < n; i++) {
-        magi_inputs *in = NULL;
         if ((st = magi_fingerprint_hex(files[i].fingerprint, files[i].region))) goto fail_file;
-        if ((st = magi_inputs_build(&in, files[i].region, 0))) goto fail_file;
-        files[i].n_inputs = magi_inputs_count(in);
-        magi_inputs_free(in);
+        /* builds the descriptors (one per placeholder) once */
         if ((st = magi_inputs_write_json(&files[i].inputs_json, NULL, files[i].region, 0))) goto fail_file;
+        files[i].n_inputs = magi_region_count_placeholders(files[i].region);
         continue;
     fail_file:
         fprintf(stderr, "magi-aot %s: %s: %s\n", cmd, files[i].path, magi_last_error());
@@ -435,11 +415,11 @@ int magi_cmd_load(int argc, char **argv) {
             }
             /* Nothing rewritten in a v1 artifact: the same bytes. */
             if (files[i].n_rewritten == 0 && files[i].artifact_v1) {
-                int reopen_failed = 0;
-                st = copy_file_atomic(files[i].path, out, &reopen_failed);
-                if (reopen_failed) {
+                int reported = 0;
+                st = copy_file_atomic(files[i].path, out, &reported);
+                if (reported) {
                     free(out);
-                    rc = MAGI_EXIT_IO;
+                    rc = magi_cli_exit_code(st);
                     goto done;
                 }
             } else

@@ -9,6 +9,7 @@
  * optional "issue:KEY" entry is its host issue cost, reported and never used
  * to size a window. */
 #include "cli.h"
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,14 +43,20 @@ static magi_status adapter_cost(void *ctx, const magi_region *r, uint32_t i, mag
     return MAGI_OK;
 }
 
-/* Read one hex fingerprint per line (blank lines and '#' comments skipped). */
-static magi_status read_fingerprints(const char *path, char ***out, uint32_t *n) {
+/* Read one hex fingerprint per line (blank lines and '#' comments skipped).
+ * Failures are reported here, naming the file; returns an exit code. */
+static int read_fingerprints(const char *cmd, const char *path, char ***out, uint32_t *n) {
     FILE *f = fopen(path, "r");
-    if (!f) return MAGI_ERR_IO;
-    char line[256];
+    if (!f) {
+        fprintf(stderr, "magi-aot %s: %s: cannot read peer fingerprints: %s\n", cmd, path, strerror(errno));
+        return MAGI_EXIT_IO;
+    }
+    char *line = NULL;
+    size_t line_cap = 0;
     char **v = NULL;
     uint32_t k = 0;
-    while (fgets(line, sizeof line, f)) {
+    int rc = MAGI_EXIT_OK;
+    while (getline(&line, &line_cap, f) >= 0) {
         char *s = line, *e;
         while (*s == ' ' || *s == '\t') s++;
         for (e = s; *e && *e != '\n' && *e != ' ' && *e != '\t' && *e != '\r'; e++) {
@@ -57,14 +64,24 @@ static magi_status read_fingerprints(const char *path, char ***out, uint32_t *n)
         *e = '\0';
         if (!*s || *s == '#') continue;
         char **nv = realloc(v, (k + 1) * sizeof *v);
-        if (!nv) break;
-        v = nv;
-        v[k++] = strdup(s);
+        char *dup = nv ? strdup(s) : NULL;
+        if (nv) v = nv;
+        if (!dup) {
+            fprintf(stderr, "magi-aot %s: %s: out of memory\n", cmd, path);
+            rc = MAGI_EXIT_RUNTIME;
+            break;
+        }
+        v[k++] = dup;
     }
+    if (rc == MAGI_EXIT_OK && ferror(f)) { /* e.g. a directory */
+        fprintf(stderr, "magi-aot %s: %s: cannot read peer fingerprints: %s\n", cmd, path, strerror(errno));
+        rc = MAGI_EXIT_IO;
+    }
+    free(line);
     fclose(f);
     *out = v;
     *n = k;
-    return MAGI_OK;
+    return rc;
 }
 
 int magi_cmd_schedule(int argc, char **argv) {
@@ -107,19 +124,21 @@ int magi_cmd_schedule(int argc, char **argv) {
     char **fps = NULL;
     uint32_t n_fps = 0;
     char *svg = NULL;
+    int about_region = 0; /* the error is about REGION but does not name it */
     magi_status st = peers ? MAGI_OK : MAGI_ERR_NOMEM;
-    if (!st) st = magi_load_file(&r, file, NULL);
-    if (!st) st = magi_cost_keys(&ks, r);
+    if (st) {
+        fprintf(stderr, "magi-aot %s: out of memory\n", argv[0]);
+        rc = MAGI_EXIT_RUNTIME;
+        goto done;
+    }
+    st = magi_load_file(&r, file, NULL);
+    if (!st) about_region = (st = magi_cost_keys(&ks, r)) != MAGI_OK;
     for (uint32_t i = 0; !st && i < n_peer_keys; i++) st = magi_cost_keyset_read_file(&peers[i], peer_paths[i]);
     if (!st && table_path) st = magi_cost_table_read_file(&table, table_path);
     if (!st)
         st = magi_costs_estimate(&est, r, ks, table, (const magi_cost_keyset *const *)peers, peer_paths,
                                  n_peer_keys, NULL);
-    if (!st && fp_path && read_fingerprints(fp_path, &fps, &n_fps) != MAGI_OK) {
-        fprintf(stderr, "magi-aot %s: %s: cannot read peer fingerprints\n", argv[0], fp_path);
-        rc = MAGI_EXIT_IO;
-        goto done;
-    }
+    if (!st && fp_path && (rc = read_fingerprints(argv[0], fp_path, &fps, &n_fps)) != MAGI_EXIT_OK) goto done;
     if (!st) {
         cost_adapter ad = {est, table};
         magi_sched_options o = MAGI_SCHED_OPTIONS_INIT;
@@ -129,12 +148,26 @@ int magi_cmd_schedule(int argc, char **argv) {
         o.cost_ctx = &ad;
         o.peer_fingerprints = (const char *const *)fps;
         o.n_peer_fingerprints = n_fps;
-        st = magi_schedule(r, &o, &rep);
+        about_region = (st = magi_schedule(r, &o, &rep)) != MAGI_OK;
     }
     if (st) {
+        if (about_region) fprintf(stderr, "magi-aot %s: %s: %s\n", argv[0], file, magi_last_error());
+        rc = about_region ? magi_cli_exit_code(st) : magi_cli_fail(argv[0], st);
+        goto done;
+    }
+    /* Files first: a failure to write one prints no report. */
+    if (svg_path) {
+        if ((st = magi_sched_timeline_svg(&svg, r, rep)) != MAGI_OK ||
+            (st = magi_write_file_atomic(svg_path, svg, strlen(svg))) != MAGI_OK) {
+            rc = magi_cli_fail(argv[0], st);
+            goto done;
+        }
+    }
+    if (emit && rep->applied && (st = magi_artifact_save(r, emit, NULL)) != MAGI_OK) {
         rc = magi_cli_fail(argv[0], st);
         goto done;
     }
+    if (emit && !rep->applied) fprintf(stderr, "magi-aot %s: graph unchanged; nothing emitted\n", argv[0]);
     int measured = table && !magi_cost_estimate_degraded(est);
     const char *reason = !table ? "no cost table given"
                          : magi_cost_estimate_degraded(est) ? magi_cost_estimate_note(est)
@@ -179,15 +212,6 @@ int magi_cmd_schedule(int argc, char **argv) {
     }
     if (magi_cost_estimate_degraded(est))
         fprintf(stderr, "magi-aot %s: warning: %s\n", argv[0], magi_cost_estimate_note(est));
-    if (svg_path) {
-        if ((st = magi_sched_timeline_svg(&svg, r, rep)) != MAGI_OK ||
-            (st = magi_write_file_atomic(svg_path, svg, strlen(svg))) != MAGI_OK) {
-            rc = magi_cli_fail(argv[0], st);
-            goto done;
-        }
-    }
-    if (emit && rep->applied && (st = magi_artifact_save(r, emit, NULL)) != MAGI_OK) rc = magi_cli_fail(argv[0], st);
-    if (emit && !rep->applied) fprintf(stderr, "magi-aot %s: graph unchanged; nothing emitted\n", argv[0]);
 done:
     magi_free(svg);
     for (uint32_t i = 0; i < n_fps; i++) free(fps[i]);

@@ -46,6 +46,25 @@ void magi_cli_json_str(FILE *f, const char *s) {
     fputc('"', f);
 }
 
+int magi_cli_is_json_file(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    int c;
+    do c = fgetc(f);
+    while (c == ' ' || c == '\t' || c == '\n' || c == '\r');
+    fclose(f);
+    return c == '{';
+}
+
+void magi_cli_hex(char *dst, const uint8_t *src, size_t n) {
+    static const char digits[] = "0123456789abcdef";
+    for (size_t i = 0; i < n; i++) {
+        dst[2 * i] = digits[src[i] >> 4];
+        dst[2 * i + 1] = digits[src[i] & 15];
+    }
+    dst[2 * n] = '\0';
+}
+
 static const struct {
     const char *name;
     magi_cmd_fn fn;

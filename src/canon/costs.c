@@ -73,7 +73,8 @@ static void key_ctx_free(key_ctx *k) {
 static magi_status dim_value(key_ctx *k, const magi_dim *d, uint32_t node, dim_val *out) {
     if (!d->expr) {
         out->known = 1;
-        out->hinted = out->analytic = d->value;
+        out->hinted = d->value;
+        out->analytic = d->value < 0 ? 0 : d->value; /* as for symbolic dims below */
         return MAGI_OK;
     }
     size_t len = strlen(d->expr);
@@ -115,13 +116,11 @@ static magi_status dim_value(key_ctx *k, const magi_dim *d, uint32_t node, dim_v
 /* The target's last dotted component without a known overload suffix:
  * "torch.ops.aten.mm.default" -> "mm", "torch._C._nn.linear" -> "linear". */
 static void base_name(const char *target, char *dst, size_t cap) {
+    if (!cap) return;
     dst[0] = '\0';
-    if (!target || !cap) return;
+    if (!target) return;
     const char *end = target + strlen(target);
-    const char *dot = NULL;
-    for (const char *p = end; p > target; p--)
-        if (p[-1] == '.') { dot = p - 1; break; }
-    if (dot && strncmp(target, "torch.ops.", 10) == 0) {
+    if (strncmp(target, "torch.ops.", 10) == 0) {
         /* OpOverload: NS.NAME.OVERLOAD (or a packet NS.NAME) */
         const char *ns = target + 10;
         const char *d1 = strchr(ns, '.');
@@ -133,8 +132,7 @@ static void base_name(const char *target, char *dst, size_t cap) {
         dst[n] = '\0';
         return;
     }
-    const char *s = dot ? dot + 1 : target;
-    snprintf(dst, cap, "%s", s);
+    snprintf(dst, cap, "%s", magi_target_last(target));
 }
 
 static int is_collective(const char *t) {
@@ -546,13 +544,12 @@ uint32_t magi_cost_table_size(const magi_cost_table *t) { return t ? t->n : 0; }
 
 /* ------------------------------------------------------- analytical */
 
+/* Element size from the library's one dtype table (magi_symm_dtype_size);
+ * any other float8 variant is 1 byte, anything unknown is costed as 4. */
 static double dtype_bytes(const char *dt) {
-    if (!dt) return 4;
-    if (!strcmp(dt, "float64") || !strcmp(dt, "int64") || !strcmp(dt, "complex64") || !strcmp(dt, "uint64")) return 8;
-    if (!strcmp(dt, "complex128")) return 16;
-    if (!strcmp(dt, "float32") || !strcmp(dt, "int32") || !strcmp(dt, "uint32")) return 4;
-    if (!strcmp(dt, "bfloat16") || !strcmp(dt, "float16") || !strcmp(dt, "int16") || !strcmp(dt, "uint16")) return 2;
-    if (!strncmp(dt, "float8", 6) || !strcmp(dt, "int8") || !strcmp(dt, "uint8") || !strcmp(dt, "bool")) return 1;
+    size_t s = magi_symm_dtype_size(dt);
+    if (s) return (double)s;
+    if (dt && !strncmp(dt, "float8", 6)) return 1;
     return 4;
 }
 

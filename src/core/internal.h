@@ -49,7 +49,43 @@ int magi_buf_reserve(magi_buf *b, size_t extra);
 int magi_buf_append(magi_buf *b, const void *p, size_t n);
 int magi_buf_puts(magi_buf *b, const char *s);
 int magi_buf_printf(magi_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Append `s` as a JSON string literal ("null" for NULL); short escapes for
+ * the usual controls, \u00XX for the rest. (The canonical fingerprint text
+ * keeps its own escaper: its bytes are hashed and must never change.) */
+void magi_buf_put_json_str(magi_buf *b, const char *s);
 void magi_buf_free(magi_buf *b);
+
+/* FNV-1a over n bytes: the library's one string hash (src/core/smap.c). */
+uint64_t magi_hash_bytes(const void *p, size_t n);
+
+/* Open-addressing map from a byte string to a uint32. Keys are borrowed and
+ * must outlive the map; a zeroed struct is an empty map. */
+typedef struct magi_smap {
+    const char **k;
+    uint32_t *klen;
+    uint32_t *v;
+    size_t cap, n;
+} magi_smap;
+/* 1 and *out when present, else 0. */
+int magi_smap_get(const magi_smap *m, const char *s, size_t n, uint32_t *out);
+/* 1 on success, 0 on out of memory. Replaces an existing value. */
+int magi_smap_put(magi_smap *m, const char *s, size_t n, uint32_t v);
+/* Insert if absent: 1 inserted, 0 already present (its value in *old when
+ * old != NULL; nothing changed), -1 out of memory. */
+int magi_smap_insert(magi_smap *m, const char *s, size_t n, uint32_t v, uint32_t *old);
+/* Room for n keys without rehashing; 0 on out of memory. */
+int magi_smap_reserve(magi_smap *m, size_t n);
+void magi_smap_free(magi_smap *m);
+
+/* Node targets (src/graph/region.c). Does `target` name the operator
+ * `base` ("torch.ops.NS.NAME"): `base` itself (the overload packet) or
+ * `base` + ".OVERLOAD" (exactly one more, non-empty dotted component)?
+ * On a match *overload (when not NULL) points at the suffix: "" or
+ * ".OVERLOAD". A NULL target never matches. */
+int magi_target_is(const char *target, const char *base, const char **overload);
+/* The last dotted component of a target ("torch.ops.aten.mm.default" ->
+ * "default"); the whole string when it has no dot. */
+const char *magi_target_last(const char *target);
 
 /* SHA-256 (OpenSSL libcrypto). */
 void magi_sha256(const void *data, size_t len, uint8_t out[32]);

@@ -851,11 +851,7 @@ typedef struct symset {
     const char *local[256];
 } symset;
 
-static uint64_t name_hash(const char *s) {
-    uint64_t h = 1469598103934665603ULL;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-    return h;
-}
+static uint64_t name_hash(const char *s) { return magi_hash_bytes(s, strlen(s)); }
 
 /* 1: inserted, 0: present, -1: out of memory. */
 static int symset_add(symset *S, const char *name) {

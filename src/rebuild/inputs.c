@@ -337,23 +337,6 @@ const magi_input *magi_inputs_at(const magi_inputs *in, uint32_t i) {
 
 /* ---- JSON ---- */
 
-static void json_str(magi_buf *b, const char *s) {
-    magi_buf_puts(b, "\"");
-    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-        switch (*p) {
-        case '"': magi_buf_puts(b, "\\\""); break;
-        case '\\': magi_buf_puts(b, "\\\\"); break;
-        case '\n': magi_buf_puts(b, "\\n"); break;
-        case '\r': magi_buf_puts(b, "\\r"); break;
-        case '\t': magi_buf_puts(b, "\\t"); break;
-        default:
-            if (*p < 0x20) magi_buf_printf(b, "\\u%04x", *p);
-            else magi_buf_append(b, p, 1);
-        }
-    }
-    magi_buf_puts(b, "\"");
-}
-
 static void json_dims(magi_buf *b, const magi_input_dim *d, uint32_t n) {
     magi_buf_puts(b, "[");
     for (uint32_t i = 0; i < n; i++) magi_buf_printf(b, "%s%lld", i ? ", " : "", (long long)d[i].value);
@@ -386,9 +369,9 @@ magi_status magi_inputs_write_json(char **out_text, size_t *out_len, const magi_
         const magi_input *x = &in->items[i];
         magi_buf_puts(&b, i ? ",\n  {" : "\n  {");
         magi_buf_printf(&b, "\"index\": %u, \"node\": %u, \"name\": ", x->index, x->node);
-        json_str(&b, x->name);
+        magi_buf_put_json_str(&b, x->name ? x->name : "");
         magi_buf_puts(&b, ", \"target\": ");
-        json_str(&b, x->target);
+        magi_buf_put_json_str(&b, x->target ? x->target : "");
         magi_buf_puts(&b, ", \"example_value\": ");
         st = magi_json_write_example(&ex, r->nodes[x->node].example);
         if (st) {

@@ -7,35 +7,22 @@
 
 /* ---- classification ---- */
 
-/* target == base, or base + ".overload" (one more dotted component). */
-static int target_is(const char *target, const char *base) {
-    size_t n = strlen(base);
-    if (strncmp(target, base, n)) return 0;
-    if (target[n] == '\0') return 1;
-    return target[n] == '.' && target[n + 1] && !strchr(target + n + 1, '.');
-}
-
-static const char *last_component(const char *s) {
-    const char *d = strrchr(s, '.');
-    return d ? d + 1 : s;
-}
-
 magi_sched_class magi_sched_classify(const magi_region *r, uint32_t i) {
     const magi_node *n = &r->nodes[i];
     if (n->op == MAGI_OP_PLACEHOLDER || n->op == MAGI_OP_GET_ATTR || n->op == MAGI_OP_OUTPUT)
         return MAGI_SCHED_FREE;
     const char *t = n->target;
     if (n->op == MAGI_OP_CALL_FUNCTION) {
-        if (target_is(t, "torch.ops._c10d_functional.all_gather_into_tensor") ||
-            target_is(t, "torch.ops._c10d_functional.all_gather_into_tensor_coalesced"))
+        if (magi_target_is(t, "torch.ops._c10d_functional.all_gather_into_tensor", NULL) ||
+            magi_target_is(t, "torch.ops._c10d_functional.all_gather_into_tensor_coalesced", NULL))
             return MAGI_SCHED_GATHER_NCCL;
-        if (target_is(t, "torch.ops.magi.symm_all_gather") ||
-            target_is(t, "torch.ops.magi.symm_all_gather_coalesced"))
+        if (magi_target_is(t, "torch.ops.magi.symm_all_gather", NULL) ||
+            magi_target_is(t, "torch.ops.magi.symm_all_gather_coalesced", NULL))
             return MAGI_SCHED_GATHER_SYMM;
-        if (target_is(t, "torch.ops._c10d_functional.wait_tensor")) return MAGI_SCHED_WAIT;
+        if (magi_target_is(t, "torch.ops._c10d_functional.wait_tensor", NULL)) return MAGI_SCHED_WAIT;
         if (!strncmp(t, "torch.ops._c10d_functional.", 27) || !strncmp(t, "torch.ops.c10d_functional.", 26))
             return MAGI_SCHED_COLLECTIVE;
-        if (!strcmp(t, "operator.getitem") || strstr(last_component(t), "to_local"))
+        if (!strcmp(t, "operator.getitem") || strstr(magi_target_last(t), "to_local"))
             return MAGI_SCHED_FREE;
         return MAGI_SCHED_COMPUTE;
     }
@@ -138,6 +125,29 @@ typedef struct pass {
 
 static magi_sched_class classify(pass *p, uint32_t i) {
     return p->o->classify ? p->o->classify(p->o->classify_ctx, p->r, i) : magi_sched_classify(p->r, i);
+}
+
+/* Per-node class and cost, the identity order, the reference graph; shared
+ * by the reordering pass and the report-only path. */
+static magi_status pass_prepare(pass *p) {
+    const magi_region *r = p->r;
+    uint32_t n = p->n;
+    p->cls = calloc(n ? n : 1, sizeof *p->cls);
+    p->cost = calloc(n ? n : 1, sizeof *p->cost);
+    p->order = calloc(n ? n : 1, sizeof *p->order);
+    p->pos = calloc(n ? n : 1, sizeof *p->pos);
+    if (!p->cls || !p->cost || !p->order || !p->pos) return magi_set_error(MAGI_ERR_NOMEM, "schedule: out of memory");
+    magi_status st = build_graph(r, &p->in, &p->users);
+    if (st) return st;
+    for (uint32_t i = 0; i < n; i++) {
+        p->cls[i] = classify(p, i);
+        p->order[i] = p->pos[i] = i;
+        if ((st = p->o->cost(p->o->cost_ctx, r, i, &p->cost[i]))) return st;
+        if (!(p->cost[i].compute_us >= 0) || !(p->cost[i].transfer_us >= 0))
+            return magi_set_error(MAGI_ERR_INVALID_ARG, "schedule: node '%s' (#%u): negative or NaN cost",
+                                  r->nodes[i].name, i);
+    }
+    return MAGI_OK;
 }
 
 static double compute_of(const pass *p, uint32_t node) {
@@ -417,24 +427,12 @@ magi_status magi_schedule(magi_region *r, const magi_sched_options *opts, magi_s
             }
     }
 
-    p.cls = calloc(n ? n : 1, sizeof *p.cls);
-    p.cost = calloc(n ? n : 1, sizeof *p.cost);
-    p.order = calloc(n ? n : 1, sizeof *p.order);
-    p.pos = calloc(n ? n : 1, sizeof *p.pos);
     p.in_group = calloc(n ? n : 1, 1);
     members = calloc(n ? n : 1, sizeof *members);
     tmp = calloc(n ? n : 1, sizeof *tmp);
     orig_order = calloc(n ? n : 1, sizeof *orig_order);
-    if (!p.cls || !p.cost || !p.order || !p.pos || !p.in_group || !members || !tmp || !orig_order)
-        MAGI_FAIL(MAGI_ERR_NOMEM, "schedule: out of memory");
-    MAGI_CHECK(build_graph(r, &p.in, &p.users));
-    for (uint32_t i = 0; i < n; i++) {
-        p.cls[i] = classify(&p, i);
-        p.order[i] = p.pos[i] = i;
-        MAGI_CHECK(o.cost(o.cost_ctx, r, i, &p.cost[i]));
-        if (!(p.cost[i].compute_us >= 0) || !(p.cost[i].transfer_us >= 0))
-            MAGI_FAIL(MAGI_ERR_INVALID_ARG, "schedule: node '%s' (#%u): negative or NaN cost", r->nodes[i].name, i);
-    }
+    if (!p.in_group || !members || !tmp || !orig_order) MAGI_FAIL(MAGI_ERR_NOMEM, "schedule: out of memory");
+    MAGI_CHECK(pass_prepare(&p));
     for (uint32_t i = 0; i < n; i++)
         if (is_gather(p.cls[i])) schedule_gather(&p, i, members, tmp);
     rep->applied = 1;
@@ -467,17 +465,7 @@ magi_status magi_schedule(magi_region *r, const magi_sched_options *opts, magi_s
 
 timeline_only:
     /* Unchanged graph: still report verdicts for the current order. */
-    p.cls = calloc(n ? n : 1, sizeof *p.cls);
-    p.cost = calloc(n ? n : 1, sizeof *p.cost);
-    p.order = calloc(n ? n : 1, sizeof *p.order);
-    p.pos = calloc(n ? n : 1, sizeof *p.pos);
-    if (!p.cls || !p.cost || !p.order || !p.pos) MAGI_FAIL(MAGI_ERR_NOMEM, "schedule: out of memory");
-    MAGI_CHECK(build_graph(r, &p.in, &p.users));
-    for (uint32_t i = 0; i < n; i++) {
-        p.cls[i] = classify(&p, i);
-        p.order[i] = p.pos[i] = i;
-        MAGI_CHECK(o.cost(o.cost_ctx, r, i, &p.cost[i]));
-    }
+    MAGI_CHECK(pass_prepare(&p));
     MAGI_CHECK(verdicts_and_timeline(&p, rep));
     *out = rep;
     rep = NULL;

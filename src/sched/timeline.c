@@ -3,6 +3,8 @@
 #include "../core/internal.h"
 #include <string.h>
 
+/* XML text: markup characters escaped; control characters XML 1.0 does
+ * not allow (names come from the input file) become '?'. */
 static void esc(magi_buf *b, const char *s) {
     for (; *s; s++) {
         switch (*s) {
@@ -10,7 +12,9 @@ static void esc(magi_buf *b, const char *s) {
         case '>': magi_buf_puts(b, "&gt;"); break;
         case '&': magi_buf_puts(b, "&amp;"); break;
         case '"': magi_buf_puts(b, "&quot;"); break;
-        default: magi_buf_append(b, s, 1);
+        default:
+            if ((unsigned char)*s < 0x20 && *s != '\t' && *s != '\n' && *s != '\r') magi_buf_puts(b, "?");
+            else magi_buf_append(b, s, 1);
         }
     }
 }
@@ -29,10 +33,13 @@ magi_status magi_sched_timeline_svg(char **out, const magi_region *r, const magi
                     "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
                     "font-family=\"sans-serif\" font-size=\"11\">\n"
                     "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n"
-                    "<text x=\"8\" y=\"16\" font-size=\"13\">schedule of '%s': %u gathers, %.1f us simulated%s</text>\n"
+                    "<text x=\"8\" y=\"16\" font-size=\"13\">schedule of '",
+                    W, H);
+    esc(&b, r->model_tag ? r->model_tag : "region"); /* from the input file */
+    magi_buf_printf(&b,
+                    "': %u gathers, %.1f us simulated%s</text>\n"
                     "<text x=\"8\" y=\"%.0f\">compute</text><text x=\"8\" y=\"%.0f\">transfers</text>\n",
-                    W, H, r->model_tag ? r->model_tag : "region", ng, rep->total_us,
-                    rep->applied ? "" : " (not applied)", y_comp + 19, y_xfer + 19);
+                    ng, rep->total_us, rep->applied ? "" : " (not applied)", y_comp + 19, y_xfer + 19);
     /* compute lane: node intervals; stalls (exposed waits) in red */
     for (uint32_t i = 0; i < rep->n_nodes && i < r->n_nodes; i++) {
         double s = rep->start_us[i], e = rep->end_us[i];

@@ -764,15 +764,15 @@ static magi_status parse_meta(dec *d) {
  * checked by id, so a table holding the same string under two ids is
  * refused. Returns 1 and the two ids on a duplicate, 0 if none, -1 OOM. */
 static int strings_dup(const char *const *strs, uint32_t n, uint32_t *first, uint32_t *second) {
+    /* Slots hold id + 1 (4 bytes each, not a magi_smap's 16): the table
+     * may hold max_elements strings. */
     size_t cap = 16;
     while (cap < (size_t)n * 2) cap *= 2;
-    uint32_t *slot = calloc(cap, sizeof *slot); /* id + 1, 0 = empty */
+    uint32_t *slot = calloc(cap, sizeof *slot); /* 0 = empty */
     if (!slot) return -1;
     int found = 0;
     for (uint32_t i = 0; i < n && !found; i++) {
-        uint64_t h = 1469598103934665603ull; /* FNV-1a */
-        for (const char *c = strs[i]; *c; c++) h = (h ^ (uint8_t)*c) * 1099511628211ull;
-        size_t k = (size_t)h & (cap - 1);
+        size_t k = (size_t)magi_hash_bytes(strs[i], strlen(strs[i])) & (cap - 1);
         for (; slot[k]; k = (k + 1) & (cap - 1))
             if (strcmp(strs[slot[k] - 1], strs[i]) == 0) {
                 *first = slot[k] - 1;

@@ -18,22 +18,13 @@ typedef struct strtab {
     int failed;
 } strtab;
 
-static uint64_t str_hash(const char *s, size_t len) {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (size_t i = 0; i < len; i++) {
-        h ^= (uint8_t)s[i];
-        h *= 1099511628211ull;
-    }
-    return h;
-}
-
 static int strtab_grow(strtab *t) {
     size_t ns = t->nslots ? t->nslots * 2 : 1024;
     uint32_t *slots = calloc(ns, sizeof *slots);
     if (!slots) return 0;
     for (uint32_t id = 0; id < t->n; id++) {
         const char *s = t->blob.data + t->offs[id];
-        size_t i = str_hash(s, strlen(s)) & (ns - 1);
+        size_t i = magi_hash_bytes(s, strlen(s)) & (ns - 1);
         while (slots[i]) i = (i + 1) & (ns - 1);
         slots[i] = id + 1;
     }
@@ -48,12 +39,12 @@ static uint32_t strtab_intern(strtab *t, const char *s) {
     if (t->failed) return UINT32_MAX;
     size_t len = strlen(s);
     if ((size_t)t->n * 2 >= t->nslots && !strtab_grow(t)) goto fail;
-    uint64_t h = str_hash(s, len);
+    uint64_t h = magi_hash_bytes(s, len);
     size_t i = h & (t->nslots - 1);
     while (t->slots[i]) {
         uint32_t id = t->slots[i] - 1;
         const char *e = t->blob.data + t->offs[id];
-        if (memcmp(e, s, len) == 0 && e[len] == '\0') return id;
+        if (strcmp(e, s) == 0) return id; /* e may be shorter than len: no memcmp */
         i = (i + 1) & (t->nslots - 1);
     }
     if (t->n == t->cap) {

@@ -5,69 +5,17 @@
 #include <math.h>
 #include <string.h>
 
-typedef struct name_map {
-    const char **keys;
-    uint32_t *vals;
-    size_t cap; /* power of two */
-} name_map;
-
-static uint64_t hash_str(const char *s) {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
-static int name_map_init(name_map *m, size_t n) {
-    size_t cap = 16;
-    while (cap < n * 2) cap *= 2;
-    m->keys = calloc(cap, sizeof *m->keys);
-    m->vals = calloc(cap, sizeof *m->vals);
-    m->cap = cap;
-    return m->keys && m->vals;
-}
-
-static void name_map_free(name_map *m) {
-    free(m->keys);
-    free(m->vals);
-}
-
-/* Insert; returns 0 if present already (stores the old index in *old). */
-static int name_map_put(name_map *m, const char *k, uint32_t v, uint32_t *old) {
-    size_t i = hash_str(k) & (m->cap - 1);
-    while (m->keys[i]) {
-        if (strcmp(m->keys[i], k) == 0) {
-            *old = m->vals[i];
-            return 0;
-        }
-        i = (i + 1) & (m->cap - 1);
-    }
-    m->keys[i] = k;
-    m->vals[i] = v;
-    return 1;
-}
-
-static int name_map_get(const name_map *m, const char *k, uint32_t *v) {
-    size_t i = hash_str(k) & (m->cap - 1);
-    while (m->keys[i]) {
-        if (strcmp(m->keys[i], k) == 0) {
-            *v = m->vals[i];
-            return 1;
-        }
-        i = (i + 1) & (m->cap - 1);
-    }
-    return 0;
-}
-
 typedef struct reader {
     magi_region *r;
     magi_arena *a;
     magi_load_options opts;
-    name_map names;
+    magi_smap names;       /* node name -> index */
     uint64_t elements;
     uint32_t cur;          /* index of the node being read */
     const char *cur_name;
     char path[512];        /* field path inside the node, e.g. args[0] */
     size_t path_len;
+    int nomem;             /* a dup() failed (checked once at the end) */
 } reader;
 
 static magi_status fail(reader *rd, magi_status code, const char *fmt, ...)
@@ -110,7 +58,11 @@ static magi_status count(reader *rd, uint64_t n) {
     return MAGI_OK;
 }
 
-static const char *dup(reader *rd, const char *s) { return magi_arena_strdup(rd->a, s); }
+static const char *dup(reader *rd, const char *s) {
+    const char *p = magi_arena_strdup(rd->a, s);
+    if (!p) rd->nomem = 1;
+    return p;
+}
 
 static magi_status read_dim(reader *rd, json_t *j, magi_dim *d) {
     if (json_is_integer(j)) {
@@ -176,7 +128,7 @@ static magi_status read_value(reader *rd, json_t *j, magi_value *v, uint32_t dep
         if (!json_is_string(x)) return fail(rd, MAGI_ERR_FORMAT, "'node' must name a node");
         uint32_t idx;
         const char *name = json_string_value(x);
-        if (!name_map_get(&rd->names, name, &idx))
+        if (!magi_smap_get(&rd->names, name, strlen(name), &idx))
             return fail(rd, MAGI_ERR_FORMAT, "reference to unknown node '%s'", name);
         if (idx >= rd->cur)
             return fail(rd, MAGI_ERR_FORMAT, "reference to node '%s' (#%u), which does not come earlier",
@@ -555,7 +507,7 @@ static magi_status read_document(reader *rd, json_t *root) {
     if (n > UINT32_MAX / 2) return fail(rd, MAGI_ERR_LIMIT, "too many nodes");
     if ((st = count(rd, n))) return st;
     r->nodes = magi_arena_calloc(rd->a, n ? n : 1, sizeof(magi_node));
-    if (!r->nodes || !name_map_init(&rd->names, n)) return fail(rd, MAGI_ERR_NOMEM, "out of memory");
+    if (!r->nodes || !magi_smap_reserve(&rd->names, n)) return fail(rd, MAGI_ERR_NOMEM, "out of memory");
     /* Pass 1: names (so a forward reference says "later", not "unknown"). */
     for (size_t i = 0; i < n; i++) {
         json_t *nj = json_array_get(nodes, i);
@@ -567,7 +519,9 @@ static magi_status read_document(reader *rd, json_t *root) {
         uint32_t old;
         const char *copy = dup(rd, name);
         if (!copy) return MAGI_ERR_NOMEM;
-        if (!name_map_put(&rd->names, copy, (uint32_t)i, &old))
+        int ins = magi_smap_insert(&rd->names, copy, strlen(copy), (uint32_t)i, &old);
+        if (ins < 0) return fail(rd, MAGI_ERR_NOMEM, "out of memory");
+        if (ins == 0)
             return magi_set_error(MAGI_ERR_FORMAT, "node '%s' (#%zu): duplicate name (first used by node #%u)",
                                   name, i, old);
         r->nodes[i].name = copy;
@@ -601,9 +555,10 @@ magi_status magi_json_read(magi_region **out, const char *text, size_t len, cons
     MAGI_CHECK(magi_region_new(&rd.r));
     rd.a = rd.r->arena;
     st = read_document(&rd, root);
-    if (st == MAGI_ERR_NOMEM && !magi_last_error()[0]) magi_set_error(st, "out of memory reading JSON");
+    if (!st && rd.nomem) st = MAGI_ERR_NOMEM; /* never a region with NULL strings */
+    if (st == MAGI_ERR_NOMEM) magi_set_error(st, "out of memory reading JSON");
 cleanup:
-    name_map_free(&rd.names);
+    magi_smap_free(&rd.names);
     json_decref(root);
     if (st) {
         magi_region_free(rd.r);

@@ -5,40 +5,10 @@
 #include <math.h>
 #include <string.h>
 
-static void put_str(magi_buf *b, const char *s) {
-    static const char hex[] = "0123456789abcdef";
-    magi_buf_append(b, "\"", 1);
-    const unsigned char *p = (const unsigned char *)s;
-    const unsigned char *run = p;
-    for (; *p; p++) {
-        unsigned char c = *p;
-        if (c >= 0x20 && c != '"' && c != '\\') continue;
-        magi_buf_append(b, run, (size_t)(p - run));
-        run = p + 1;
-        char esc[7];
-        switch (c) {
-        case '"': magi_buf_append(b, "\\\"", 2); break;
-        case '\\': magi_buf_append(b, "\\\\", 2); break;
-        case '\n': magi_buf_append(b, "\\n", 2); break;
-        case '\t': magi_buf_append(b, "\\t", 2); break;
-        case '\r': magi_buf_append(b, "\\r", 2); break;
-        case '\b': magi_buf_append(b, "\\b", 2); break;
-        case '\f': magi_buf_append(b, "\\f", 2); break;
-        default:
-            memcpy(esc, "\\u00", 4);
-            esc[4] = hex[c >> 4];
-            esc[5] = hex[c & 15];
-            magi_buf_append(b, esc, 6);
-        }
-    }
-    magi_buf_append(b, run, (size_t)(p - run));
-    magi_buf_append(b, "\"", 1);
-}
-
 static void put_key(magi_buf *b, const char *k, int *first) {
     if (!*first) magi_buf_append(b, ",", 1);
     *first = 0;
-    put_str(b, k);
+    magi_buf_put_json_str(b, k);
     magi_buf_append(b, ":", 1);
 }
 
@@ -54,7 +24,7 @@ static void put_float(magi_buf *b, double f) {
 }
 
 static void put_dim(magi_buf *b, const magi_dim *d) {
-    if (d->expr) put_str(b, d->expr);
+    if (d->expr) magi_buf_put_json_str(b, d->expr);
     else magi_buf_printf(b, "%lld", (long long)d->value);
 }
 
@@ -67,7 +37,7 @@ static void put_value(magi_buf *b, const magi_region *r, const magi_value *v) {
         if (isfinite(v->u.f)) put_float(b, v->u.f);
         else magi_buf_puts(b, isnan(v->u.f) ? "{\"float\":\"nan\"}" : v->u.f > 0 ? "{\"float\":\"inf\"}" : "{\"float\":\"-inf\"}");
         break;
-    case MAGI_V_STR: put_str(b, v->u.s); break;
+    case MAGI_V_STR: magi_buf_put_json_str(b, v->u.s); break;
     case MAGI_V_LIST: case MAGI_V_TUPLE: case MAGI_V_SLICE:
         if (v->kind == MAGI_V_TUPLE) magi_buf_puts(b, "{\"tuple\":");
         if (v->kind == MAGI_V_SLICE) magi_buf_puts(b, "{\"slice\":");
@@ -91,7 +61,7 @@ static void put_value(magi_buf *b, const magi_region *r, const magi_value *v) {
     }
     case MAGI_V_NODE:
         magi_buf_puts(b, "{\"node\":");
-        put_str(b, v->u.node < r->n_nodes ? r->nodes[v->u.node].name : "?");
+        magi_buf_put_json_str(b, v->u.node < r->n_nodes ? r->nodes[v->u.node].name : "?");
         magi_buf_append(b, "}", 1);
         break;
     case MAGI_V_SYM:
@@ -108,9 +78,9 @@ static void put_value(magi_buf *b, const magi_region *r, const magi_value *v) {
         const char *tag = (unsigned)v->kind < MAGI_V_KIND_COUNT_ ? tags[v->kind] : NULL;
         if (!tag) { b->failed = 1; return; }
         magi_buf_puts(b, "{");
-        put_str(b, tag);
+        magi_buf_put_json_str(b, tag);
         magi_buf_puts(b, ":");
-        put_str(b, v->u.s);
+        magi_buf_put_json_str(b, v->u.s);
         magi_buf_puts(b, "}");
     }
     }
@@ -139,11 +109,11 @@ static void put_example(magi_buf *b, const magi_region *r, const magi_example *e
     int first = 1;
     magi_buf_append(b, "{", 1);
     put_key(b, "kind", &first);
-    put_str(b, magi_example_kind_name(ex->kind) ? magi_example_kind_name(ex->kind) : "opaque");
+    magi_buf_put_json_str(b, magi_example_kind_name(ex->kind) ? magi_example_kind_name(ex->kind) : "opaque");
     switch (ex->kind) {
     case MAGI_EX_TENSOR:
         put_key(b, "dtype", &first);
-        put_str(b, ex->u.tensor.dtype);
+        magi_buf_put_json_str(b, ex->u.tensor.dtype);
         put_key(b, "shape", &first);
         put_dims(b, ex->u.tensor.shape, ex->u.tensor.ndim);
         put_key(b, "stride", &first);
@@ -152,12 +122,12 @@ static void put_example(magi_buf *b, const magi_region *r, const magi_example *e
         put_key(b, "storage_offset", &first);
         put_dim(b, &ex->u.tensor.storage_offset);
         put_key(b, "device", &first);
-        put_str(b, ex->u.tensor.device);
+        magi_buf_put_json_str(b, ex->u.tensor.device);
         put_key(b, "requires_grad", &first);
         magi_buf_puts(b, ex->u.tensor.requires_grad ? "true" : "false");
         if (ex->u.tensor.layout) {
             put_key(b, "layout", &first);
-            put_str(b, ex->u.tensor.layout);
+            magi_buf_put_json_str(b, ex->u.tensor.layout);
         }
         break;
     case MAGI_EX_SYMINT: case MAGI_EX_SYMBOOL: case MAGI_EX_SYMFLOAT:
@@ -180,7 +150,7 @@ static void put_example(magi_buf *b, const magi_region *r, const magi_example *e
     case MAGI_EX_OPAQUE:
         if (ex->u.repr) {
             put_key(b, "repr", &first);
-            put_str(b, ex->u.repr);
+            magi_buf_put_json_str(b, ex->u.repr);
         }
         break;
     default:
@@ -194,11 +164,11 @@ static void put_node(magi_buf *b, const magi_region *r, const magi_node *n) {
     int first = 1;
     magi_buf_append(b, "{", 1);
     put_key(b, "name", &first);
-    put_str(b, n->name);
+    magi_buf_put_json_str(b, n->name);
     put_key(b, "op", &first);
-    put_str(b, magi_opcode_name(n->op) ? magi_opcode_name(n->op) : "call_function");
+    magi_buf_put_json_str(b, magi_opcode_name(n->op) ? magi_opcode_name(n->op) : "call_function");
     put_key(b, "target", &first);
-    put_str(b, n->target);
+    magi_buf_put_json_str(b, n->target);
     if (n->flags & MAGI_NODE_HAS_ARGS) {
         put_key(b, "args", &first);
         put_value(b, r, &n->args);
@@ -253,12 +223,12 @@ magi_status magi_json_write(char **out_text, size_t *out_len, const magi_region 
     *out_text = NULL;
     magi_buf_puts(&b, "{");
     put_key(&b, "format", &first);
-    put_str(&b, "magi-fx-json");
+    magi_buf_put_json_str(&b, "magi-fx-json");
     put_key(&b, "version", &first);
     magi_buf_puts(&b, "1");
     if (r->flags & MAGI_REGION_HAS_MODEL_TAG) {
         put_key(&b, "model_tag", &first);
-        put_str(&b, r->model_tag ? r->model_tag : "");
+        magi_buf_put_json_str(&b, r->model_tag ? r->model_tag : "");
     }
     if (r->flags & MAGI_REGION_HAS_MODEL_IDX) {
         put_key(&b, "model_idx", &first);
@@ -269,7 +239,7 @@ magi_status magi_json_write(char **out_text, size_t *out_len, const magi_region 
         magi_buf_append(&b, "[", 1);
         for (uint32_t i = 0; i < r->n_traced_files; i++) {
             if (i) magi_buf_append(&b, ",", 1);
-            put_str(&b, r->traced_files[i]);
+            magi_buf_put_json_str(&b, r->traced_files[i]);
         }
         magi_buf_append(&b, "]", 1);
     }

@@ -357,10 +357,8 @@ static magi_status publish_plan(host_state *s) {
         MAGI_FAIL(MAGI_ERR_IO, "rendezvous: cannot publish '%s': %s", s->plan_path, strerror(errno));
     s->plan_published = 1;
 cleanup:
-    if (fd >= 0) {
-        close(fd);
-        unlink(tmp);
-    }
+    if (fd >= 0) close(fd);
+    if (st && tmp) unlink(tmp); /* a failed write or rename leaves no temporary */
     free(tmp);
     free(enc);
     magi_buf_free(&b);
@@ -460,6 +458,7 @@ static magi_status map_peers(host_state *s) {
                 return MAGI_ERR_IO;
             }
             struct stat sb;
+            memset(&sb, 0, sizeof sb); /* the message reads st_size even if fstat fails */
             if (fstat(fd, &sb) != 0 || (size_t)sb.st_size != hw->map_len) {
                 close(fd);
                 magi_set_error(MAGI_ERR_MISMATCH, "rendezvous: peer window '%s' has %lld bytes, expected %zu",

@@ -46,29 +46,10 @@ enum gather_kind { G_NONE = 0, G_C10D, G_C10D_COALESCED, G_SYMM, G_SYMM_COALESCE
 /* Classify a call_function target; *suffix gets the overload suffix
  * (".default" or ""). */
 static enum gather_kind gather_kind_of(const char *t, const char **suffix) {
-    const char *rest;
-    int symm;
-    if (!t) return G_NONE;
-    if (!strncmp(t, C10D_PREFIX, strlen(C10D_PREFIX))) {
-        rest = t + strlen(C10D_PREFIX);
-        symm = 0;
-    } else if (!strncmp(t, SYMM_PREFIX, strlen(SYMM_PREFIX))) {
-        rest = t + strlen(SYMM_PREFIX);
-        symm = 1;
-    } else {
-        return G_NONE;
-    }
-    const char *dot = strchr(rest, '.');
-    size_t n = dot ? (size_t)(dot - rest) : strlen(rest);
-    *suffix = rest + n;
-    if (!symm) {
-        if (n == 22 && !strncmp(rest, "all_gather_into_tensor", n)) return G_C10D;
-        if (n == 32 && !strncmp(rest, "all_gather_into_tensor_coalesced", n))
-            return G_C10D_COALESCED;
-    } else {
-        if (n == 15 && !strncmp(rest, "symm_all_gather", n)) return G_SYMM;
-        if (n == 25 && !strncmp(rest, "symm_all_gather_coalesced", n)) return G_SYMM_COALESCED;
-    }
+    if (magi_target_is(t, C10D_PREFIX "all_gather_into_tensor", suffix)) return G_C10D;
+    if (magi_target_is(t, C10D_PREFIX "all_gather_into_tensor_coalesced", suffix)) return G_C10D_COALESCED;
+    if (magi_target_is(t, SYMM_PREFIX "symm_all_gather", suffix)) return G_SYMM;
+    if (magi_target_is(t, SYMM_PREFIX "symm_all_gather_coalesced", suffix)) return G_SYMM_COALESCED;
     return G_NONE;
 }
 
@@ -84,15 +65,10 @@ static int has_component(const char *t, const char *word) {
     return 0;
 }
 
-static const char *last_component(const char *t) {
-    const char *dot = strrchr(t, '.');
-    return dot ? dot + 1 : t;
-}
-
 static int is_to_local(const magi_node *n) {
     if (!n->target) return 0;
     if (n->op == MAGI_OP_CALL_METHOD) return !strcmp(n->target, "to_local");
-    if (n->op == MAGI_OP_CALL_FUNCTION) return !strncmp(last_component(n->target), "to_local", 8);
+    if (n->op == MAGI_OP_CALL_FUNCTION) return !strncmp(magi_target_last(n->target), "to_local", 8);
     return 0;
 }
 
