@@ -443,7 +443,8 @@ static magi_status check_records(magi_symm_cuda *c, uint8_t *all, const size_t *
                                      "rank 0 vs rank %u",
                                      r, d0, dq, r);
         }
-        if (h->n_windows != c->n_windows || n != hsz + h->enc_len)
+        /* records are padded to a multiple of 8 bytes (see rendezvous) */
+        if (h->n_windows != c->n_windows || h->enc_len > n || n - h->enc_len < hsz || n - h->enc_len - hsz >= 8)
             return magi_set_error(MAGI_ERR_MISMATCH, "cuda backend rendezvous: record of rank %u is malformed", r);
     }
     return MAGI_OK;
@@ -461,8 +462,13 @@ magi_status magi_symm_cuda_rendezvous(magi_symm_cuda *c) {
         MAGI_CHECK(magi_symm_sock_open(&c->sock, c->dir ? c->dir : "/tmp", "magi-symm-cuda.sock", c->rank,
                                        c->world, c->timeout_ms));
     size_t hsz = sizeof(rec_hdr) + (size_t)c->n_windows * sizeof(cudaIpcMemHandle_t), len;
-    if (!magi_add_ok(hsz, c->enc_len, &len)) MAGI_FAIL(MAGI_ERR_LIMIT, "plan too large");
-    rec = calloc(1, len);
+    if (!magi_add_ok(hsz, c->enc_len, &len) || len > SIZE_MAX - 2048) MAGI_FAIL(MAGI_ERR_LIMIT, "plan too large");
+    /* Room for the record or for a failure message, rounded up to 8 bytes:
+     * every rank sends a multiple of 8, so each record in the gathered
+     * buffer starts 8-aligned and its header can be read in place. */
+    size_t cap = len > sizeof(rec_hdr) + 1024 ? len : sizeof(rec_hdr) + 1024;
+    cap = (cap + 7u) & ~(size_t)7u;
+    rec = calloc(1, cap);
     if (!rec) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
     rec_hdr *h = (rec_hdr *)rec;
     h->magic = REC_MAGIC;
@@ -495,6 +501,7 @@ magi_status magi_symm_cuda_rendezvous(magi_symm_cuda *c) {
         memcpy(rec + sizeof *h + (size_t)w * sizeof hd, &hd, sizeof hd);
     }
     if (!h->status) memcpy(rec + hsz, c->enc, c->enc_len);
+    len = (len + 7u) & ~(size_t)7u; /* <= cap */
     MAGI_CHECK(engine_allgather(c, rec, len, &all, &offs));
     MAGI_CHECK(check_records(c, all, offs)); /* identical verdict everywhere */
     st = open_peers(c, all, offs);
