@@ -1,0 +1,36 @@
+"""magi_aot: save Dynamo/torch.fx graph regions as verified artifacts and
+load them back (inputs as metadata, FakeTensors, fingerprints, copy-engine
+gather rewrite), through libmagi_aot via ctypes.
+
+torch is imported only by the functions that need it (save of a
+GraphModule, the compile backend, fake_inputs); load/inputs/fingerprint of
+files work without it.
+"""
+from ._lib import MagiError, MagiUnsupported, lib_path
+from .region import (Region, fingerprint, inputs, load, load_bytes, region_from_doc, save,
+                     save_doc)
+
+__version__ = "0.1.0"
+
+
+def graph_to_doc(gm, **kw):
+    """The magi-fx JSON v1 document (dict) of a GraphModule (see magi_aot.fx)."""
+    from .fx import graph_to_doc as _g
+    return _g(gm, **kw)
+
+
+def save_backend(cache_dir, model_tag, **kw):
+    """A torch.compile backend that saves every region into `cache_dir`
+    (see magi_aot.backend.SaveBackend)."""
+    from .backend import SaveBackend
+    return SaveBackend(cache_dir, model_tag, **kw)
+
+
+def library_version():
+    from ._lib import lib
+    return lib.magi_version().decode()
+
+
+__all__ = ["MagiError", "MagiUnsupported", "Region", "load", "load_bytes", "save", "save_doc",
+           "fingerprint", "inputs", "region_from_doc", "graph_to_doc", "save_backend",
+           "lib_path", "library_version"]

@@ -1,0 +1,379 @@
+"""ctypes binding of libmagi_aot (no compiled extension).
+
+The library is found, in this order:
+  1. the file named by the environment variable MAGI_AOT_LIB;
+  2. a build tree next to this package's source checkout
+     (<repo>/build*/libmagi_aot.so*, newest first; sanitizer builds skipped,
+     since an ASan library cannot be loaded into a plain python3);
+  3. ctypes.util.find_library("magi_aot") (an installed library).
+
+Only functions the loaded library exports are bound. A function that is
+missing (an older library, or a module not built in) raises
+MagiUnsupported naming it when called, never a fake result.
+
+Ownership rules mirror the C headers: every region, arena, plan, cache
+handle and text the library hands out is freed here (with try/finally), so
+no Python object holds C memory past the call that made it, except the
+small RAII wrappers below (_Region, _Arena), which free on close().
+"""
+import ctypes
+import ctypes.util
+import glob
+import os
+import threading
+
+from ctypes import (POINTER, Structure, byref, c_char, c_char_p, c_double, c_int,
+                    c_int64, c_size_t, c_uint, c_uint8, c_uint32, c_uint64, c_void_p)
+
+__all__ = ["MagiError", "MagiUnsupported", "lib", "lib_path", "has"]
+
+STATUS_NAMES = {
+    0: "MAGI_OK", -1: "MAGI_ERR_INVALID_ARG", -2: "MAGI_ERR_NOMEM", -3: "MAGI_ERR_IO",
+    -4: "MAGI_ERR_FORMAT", -5: "MAGI_ERR_VERSION", -6: "MAGI_ERR_DIGEST",
+    -7: "MAGI_ERR_LIMIT", -8: "MAGI_ERR_MISSING_META", -9: "MAGI_ERR_UNBACKED",
+    -10: "MAGI_ERR_EXPR", -11: "MAGI_ERR_MISMATCH", -12: "MAGI_ERR_TIMEOUT",
+    -13: "MAGI_ERR_UNSUPPORTED", -14: "MAGI_ERR_NOT_FOUND", -15: "MAGI_ERR_CORRUPT",
+    -16: "MAGI_ERR_DEVICE",
+}
+
+
+class MagiError(Exception):
+    """A libmagi_aot call failed: .code (negative int), .status ("MAGI_ERR_FORMAT"),
+    .message (the library's last-error text, naming file/section/node)."""
+
+    def __init__(self, code, message, func=""):
+        self.code = code
+        self.status = STATUS_NAMES.get(code, "MAGI_ERR_%d" % code)
+        self.message = message
+        self.func = func
+        super().__init__("%s: %s%s" % (self.status, message, (" (in %s)" % func) if func else ""))
+
+
+class MagiUnsupported(MagiError):
+    """The loaded library lacks a function (or feature) this call needs."""
+
+    def __init__(self, what):
+        super().__init__(-13, "libmagi_aot has no %s (not built into %s)" % (what, lib_path() or "the library"))
+
+
+# ---------------------------------------------------------------- structs
+class LoadOptions(Structure):
+    _fields_ = [("version", c_uint32), ("max_input_bytes", c_uint64),
+                ("max_decompressed_bytes", c_uint64), ("max_depth", c_uint32),
+                ("max_elements", c_uint64)]
+
+
+class SaveOptions(Structure):
+    _fields_ = [("version", c_uint32), ("zstd_level", c_int)]
+
+
+class RegionStruct(Structure):
+    """Leading fields of struct magi_region (graph.h, transparent)."""
+    _fields_ = [("arena", c_void_p), ("flags", c_uint32), ("model_tag", c_char_p),
+                ("model_idx", c_int64), ("traced_files", POINTER(c_char_p)),
+                ("n_traced_files", c_uint32), ("compile_config_json", c_char_p),
+                ("symbols", c_void_p), ("n_symbols", c_uint32),
+                ("nodes", c_void_p), ("n_nodes", c_uint32),
+                ("dropped_legacy", POINTER(c_char_p)), ("n_dropped_legacy", c_uint32),
+                ("ignored", POINTER(c_char_p)), ("n_ignored", c_uint32)]
+
+
+class ExprStruct(Structure):
+    pass
+
+
+ExprStruct._fields_ = [("kind", c_int), ("ival", c_int64), ("name", c_char_p),
+                       ("kids", POINTER(POINTER(ExprStruct))), ("nkids", c_uint32)]
+
+
+class Num(Structure):
+    _fields_ = [("is_float", c_int), ("i", c_int64), ("f", c_double)]
+
+
+class CachePutResult(Structure):
+    _fields_ = [("sha256_hex", c_char * 65), ("published", c_int), ("quarantined", c_int)]
+
+
+class CacheEntry(Structure):
+    _fields_ = [("key", c_char * 201), ("sha256_hex", c_char * 65), ("size", c_uint64),
+                ("file_bytes", c_uint64), ("atime_ns", c_int64), ("mtime_ns", c_int64)]
+
+
+class SymmPlanOptions(Structure):
+    _fields_ = [("version", c_uint32), ("transport", c_int), ("slot_align", c_uint32),
+                ("window_cap_bytes", c_uint64)]
+
+
+class SymmGather(Structure):
+    _fields_ = [("node", c_uint32), ("name", c_char_p), ("from_", c_char_p), ("to", c_char_p),
+                ("coalesced", c_int), ("already_symm", c_int), ("reason", c_int),
+                ("detail", c_char_p), ("n_slots", c_uint32), ("slots", POINTER(c_uint32))]
+
+
+class SymmWindow(Structure):
+    _fields_ = [("dtype", c_char_p), ("group", c_char_p), ("group_size", c_uint32),
+                ("part", c_uint32), ("bytes", c_uint64), ("first_slot", c_uint32),
+                ("n_slots", c_uint32)]
+
+
+class SymmSlot(Structure):
+    _fields_ = [("weight", c_char_p), ("window", c_uint32), ("offset", c_uint64),
+                ("nbytes", c_uint64), ("ndim", c_uint32), ("shape", POINTER(c_int64))]
+
+
+class SymmBinding(Structure):
+    _fields_ = [("node", c_uint32), ("placeholder", c_char_p), ("slot", c_uint32)]
+
+
+LOOKUP_FN = ctypes.CFUNCTYPE(c_int, c_void_p, c_char_p, POINTER(c_int64))
+
+# name: (restype, argtypes). restype int => a magi_status, checked.
+_STATUS = "status"
+_PROTOS = {
+    "magi_version": (c_char_p, []),
+    "magi_status_str": (c_char_p, [c_int]),
+    "magi_last_error": (c_char_p, []),
+    "magi_features": (c_uint, []),
+    "magi_free": (None, [c_void_p]),
+    "magi_region_free": (None, [c_void_p]),
+    "magi_region_count_placeholders": (c_uint32, [c_void_p]),
+    "magi_json_read": (_STATUS, [POINTER(c_void_p), c_char_p, c_size_t, POINTER(LoadOptions)]),
+    "magi_json_read_file": (_STATUS, [POINTER(c_void_p), c_char_p, POINTER(LoadOptions)]),
+    "magi_json_write": (_STATUS, [POINTER(c_void_p), POINTER(c_size_t), c_void_p, c_uint]),
+    "magi_load_file": (_STATUS, [POINTER(c_void_p), c_char_p, POINTER(LoadOptions)]),
+    "magi_artifact_save": (_STATUS, [c_void_p, c_char_p, POINTER(SaveOptions)]),
+    "magi_artifact_encode": (_STATUS, [POINTER(c_void_p), POINTER(c_size_t), c_void_p,
+                                       POINTER(SaveOptions)]),
+    "magi_write_file_atomic": (_STATUS, [c_char_p, c_void_p, c_size_t]),
+    "magi_arena_new": (_STATUS, [POINTER(c_void_p), c_size_t]),
+    "magi_arena_free": (None, [c_void_p]),
+    "magi_expr_parse": (_STATUS, [POINTER(POINTER(ExprStruct)), c_void_p, c_char_p, c_size_t,
+                                  c_void_p]),
+    "magi_expr_eval": (_STATUS, [POINTER(ExprStruct), LOOKUP_FN, c_void_p, POINTER(Num)]),
+    "magi_expr_eval_int": (_STATUS, [POINTER(ExprStruct), LOOKUP_FN, c_void_p, POINTER(c_int64)]),
+    "magi_fingerprint_hex": (_STATUS, [c_char_p, c_void_p]),
+    "magi_inputs_write_json": (_STATUS, [POINTER(c_void_p), POINTER(c_size_t), c_void_p, c_uint]),
+    "magi_artifact_open": (_STATUS, [POINTER(c_void_p), c_void_p, c_size_t, POINTER(LoadOptions)]),
+    "magi_artifact_free": (None, [c_void_p]),
+    "magi_artifact_load_region": (_STATUS, [POINTER(c_void_p), c_void_p]),
+    "magi_cache_open": (_STATUS, [POINTER(c_void_p), c_char_p]),
+    "magi_cache_free": (None, [c_void_p]),
+    "magi_cache_put": (_STATUS, [c_void_p, c_char_p, c_void_p, c_size_t, c_uint,
+                                 POINTER(CachePutResult)]),
+    "magi_cache_get": (_STATUS, [c_void_p, c_char_p, c_char_p, c_uint64, POINTER(c_void_p),
+                                 POINTER(c_size_t), POINTER(CacheEntry), POINTER(c_int)]),
+    "magi_cache_region_key": (_STATUS, [c_char_p, c_void_p]),
+    "magi_symm_plan_build": (_STATUS, [POINTER(c_void_p), POINTER(c_void_p), c_uint32,
+                                       POINTER(SymmPlanOptions)]),
+    "magi_symm_plan_free": (None, [c_void_p]),
+    "magi_symm_plan_windows": (POINTER(SymmWindow), [c_void_p, POINTER(c_uint32)]),
+    "magi_symm_plan_slots": (POINTER(SymmSlot), [c_void_p, POINTER(c_uint32)]),
+    "magi_symm_plan_gathers": (POINTER(SymmGather), [c_void_p, c_uint32, POINTER(c_uint32)]),
+    "magi_symm_plan_bindings": (POINTER(SymmBinding), [c_void_p, c_uint32, POINTER(c_uint32)]),
+    "magi_symm_plan_digest": (_STATUS, [c_void_p, POINTER(c_uint8)]),
+    "magi_symm_reason_name": (c_char_p, [c_int]),
+    "magi_symm_rewrite": (_STATUS, [c_void_p, c_void_p, c_uint32, POINTER(c_uint32)]),
+}
+
+
+def _candidates():
+    env = os.environ.get("MAGI_AOT_LIB")
+    if env:
+        return [env]
+    out = []
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    found = []
+    for d in glob.glob(os.path.join(root, "build*")):
+        base = os.path.basename(d).lower()
+        if any(t in base for t in ("asan", "tsan", "ubsan", "msan", "sanit")):
+            continue
+        for f in sorted(glob.glob(os.path.join(d, "libmagi_aot.so*"))):
+            found.append(f)
+            break
+    found.sort(key=lambda f: os.path.getmtime(f), reverse=True)
+    out.extend(found)
+    sysname = ctypes.util.find_library("magi_aot")
+    if sysname:
+        out.append(sysname)
+    return out
+
+
+class _Lib:
+    """The loaded library plus its checked prototypes."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._dll = None
+        self._path = None
+        self._fns = {}
+
+    def _load(self):
+        with self._lock:
+            if self._dll is not None:
+                return
+            errors = []
+            for path in _candidates():
+                try:
+                    dll = ctypes.CDLL(path)
+                except OSError as e:
+                    errors.append("%s: %s" % (path, e))
+                    continue
+                self._dll, self._path = dll, path
+                break
+            if self._dll is None:
+                raise OSError("libmagi_aot not found: set MAGI_AOT_LIB to libmagi_aot.so, build "
+                              "the repository (cmake -S . -B build), or install it"
+                              + ("; tried: " + "; ".join(errors) if errors else ""))
+            for name, (res, args) in _PROTOS.items():
+                try:
+                    f = getattr(self._dll, name)
+                except AttributeError:
+                    continue
+                f.restype = c_int if res is _STATUS else res
+                f.argtypes = args
+                self._fns[name] = (f, res is _STATUS)
+
+    @property
+    def path(self):
+        self._load()
+        return self._path
+
+    def has(self, name):
+        self._load()
+        return name in self._fns
+
+    def __getattr__(self, name):
+        if not name.startswith("magi_"):
+            raise AttributeError(name)
+        self._load()
+        ent = self._fns.get(name)
+        if ent is None:
+            raise MagiUnsupported(name + "()")
+        f, checked = ent
+        if not checked:
+            return f
+
+        def call(*args):
+            st = f(*args)
+            if st != 0:
+                msg = self._fns["magi_last_error"][0]()
+                raise MagiError(st, (msg or b"").decode("utf-8", "replace"), name)
+            return st
+        call.__name__ = name
+        return call
+
+
+lib = _Lib()
+
+
+def lib_path():
+    try:
+        return lib.path
+    except OSError:
+        return None
+
+
+def has(name):
+    return lib.has(name)
+
+
+def cstr(s):
+    return os.fsencode(s) if not isinstance(s, bytes) else s
+
+
+def take_text(ptr, n):
+    """Copy n bytes the library allocated, then free them."""
+    try:
+        return ctypes.string_at(ptr, n)
+    finally:
+        lib.magi_free(ptr)
+
+
+class CRegion:
+    """Owns one magi_region*; close() (or the with-block) frees it."""
+
+    def __init__(self, ptr):
+        self.ptr = ptr
+
+    @classmethod
+    def from_json_text(cls, text):
+        if isinstance(text, str):
+            text = text.encode("utf-8")
+        out = c_void_p()
+        lib.magi_json_read(byref(out), text, len(text), None)
+        return cls(out)
+
+    @classmethod
+    def from_artifact_bytes(cls, data):
+        """Open artifact bytes (v1 or legacy v0) held in memory, verify, load."""
+        buf = ctypes.create_string_buffer(bytes(data), len(data))
+        art = c_void_p()
+        lib.magi_artifact_open(byref(art), buf, len(data), None)
+        try:
+            out = c_void_p()
+            lib.magi_artifact_load_region(byref(out), art)
+            return cls(out)
+        finally:
+            lib.magi_artifact_free(art)
+
+    @classmethod
+    def from_file(cls, path):
+        out = c_void_p()
+        lib.magi_load_file(byref(out), cstr(path), None)
+        return cls(out)
+
+    @property
+    def struct(self):
+        return ctypes.cast(self.ptr, POINTER(RegionStruct)).contents
+
+    def to_json_text(self, pretty=False):
+        p = c_void_p()
+        n = c_size_t()
+        lib.magi_json_write(byref(p), byref(n), self.ptr, 1 if pretty else 0)
+        return take_text(p, n.value).decode("utf-8")
+
+    def dropped_legacy(self):
+        s = self.struct
+        return [s.dropped_legacy[i].decode() for i in range(s.n_dropped_legacy)]
+
+    def ignored(self):
+        s = self.struct
+        return [s.ignored[i].decode() for i in range(s.n_ignored)]
+
+    def inputs_json(self, concrete=False):
+        p = c_void_p()
+        n = c_size_t()
+        lib.magi_inputs_write_json(byref(p), byref(n), self.ptr, 1 if concrete else 0)
+        return take_text(p, n.value).decode("utf-8")
+
+    def cache_key(self):
+        buf = ctypes.create_string_buffer(65)
+        lib.magi_cache_region_key(buf, self.ptr)
+        return buf.value.decode()
+
+    def fingerprint(self):
+        buf = ctypes.create_string_buffer(65)
+        lib.magi_fingerprint_hex(buf, self.ptr)
+        return buf.value.decode()
+
+    def encode(self, zstd_level=0):
+        """Artifact v1 bytes (zstd_level 0: the library default, 19)."""
+        p = c_void_p()
+        n = c_size_t()
+        opts = SaveOptions(1, int(zstd_level))
+        lib.magi_artifact_encode(byref(p), byref(n), self.ptr, byref(opts))
+        return take_text(p, n.value)
+
+    def save(self, path):
+        lib.magi_artifact_save(self.ptr, cstr(path), None)
+
+    def close(self):
+        if self.ptr:
+            lib.magi_region_free(self.ptr)
+            self.ptr = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        self.close()

@@ -1,0 +1,220 @@
+"""The graph walk: torch.fx.GraphModule -> magi-fx JSON v1 document (dict).
+
+Only metadata is read: for a tensor its dtype, shape, stride, storage
+offset, device, requires_grad and layout. Tensor data is never touched, so
+the walk is safe on FakeTensors, meta tensors, DTensors and real parameters
+alike, and costs O(nodes).
+
+Symbolic sizes (SymInt/SymBool/SymFloat) are written as the expressions
+torch prints (`1024*s27`, `((s17 + s77)//2)`); every free symbol met is
+recorded under "symbols" with its size hint from the ShapeEnv (null for
+unbacked symbols without one).
+"""
+import math
+
+__all__ = ["graph_to_doc", "target_name"]
+
+FORMAT = "magi-fx-json"
+VERSION = 1
+
+
+def _torch():
+    import torch
+    return torch
+
+
+def target_name(node):
+    """The spec's target string of an fx node."""
+    torch = _torch()
+    t = node.target
+    if node.op != "call_function":
+        return str(t)
+    ops = torch._ops
+    if isinstance(t, ops.OpOverload):
+        ns, op = t._schema.name.split("::", 1)
+        return "torch.ops.%s.%s.%s" % (ns, op, t._overloadname)
+    if isinstance(t, ops.OpOverloadPacket):
+        ns, op = t._qualified_op_name.split("::", 1)
+        return "torch.ops.%s.%s" % (ns, op)
+    if isinstance(t, ops.HigherOrderOperator):
+        return "torch.ops.higher_order.%s" % t.name()
+    qual = getattr(t, "__qualname__", None) or getattr(t, "__name__", None)
+    if qual is None:  # a callable object: name its type, never its address
+        qual = type(t).__qualname__
+        mod = type(t).__module__
+    else:
+        mod = getattr(t, "__module__", None)
+    if mod == "_operator":
+        mod = "operator"
+    return "%s.%s" % (mod, qual) if mod else qual
+
+
+class _Walk:
+    def __init__(self):
+        torch = _torch()
+        self.torch = torch
+        self.hints = {}
+        self._scalar_types = (torch.SymInt, torch.SymFloat, torch.SymBool)
+
+    # ---- symbols
+    def _note_symbols(self, node, expr):
+        for s in expr.free_symbols:
+            name = str(s)
+            if name in self.hints:
+                continue
+            self.hints[name] = self._hint(node, s, name)
+
+    @staticmethod
+    def _hint(node, sym, name):
+        env = getattr(node, "shape_env", None)
+        if env is None:
+            return None
+        # torch >= 2.10 names the backed table backed_var_to_val (var_to_val
+        # is a deprecated alias there); older releases only have var_to_val.
+        backed = getattr(env, "backed_var_to_val", None)
+        if backed is None:
+            backed = getattr(env, "var_to_val", None) or {}
+        for table in (backed, getattr(env, "unbacked_var_to_val", None) or {}):
+            v = table.get(sym)
+            if v is None:
+                continue
+            try:
+                return int(v)
+            except (TypeError, ValueError):
+                return None
+        return None
+
+    def expr(self, s):
+        """A SymInt/SymFloat/SymBool as an int/bool constant or EXPR text."""
+        node = s.node
+        try:
+            c = node.maybe_as_int() if isinstance(s, self.torch.SymInt) else None
+        except Exception:
+            c = None
+        if c is not None:
+            return int(c)
+        e = getattr(node, "expr", None)
+        if e is None:  # nested ints and other non-sympy nodes
+            return str(s)
+        if isinstance(s, self.torch.SymInt) and getattr(e, "is_number", False):
+            return int(e)
+        self._note_symbols(node, e)
+        return str(e)
+
+    def dim(self, x):
+        if isinstance(x, self.torch.SymInt):
+            return self.expr(x)
+        return int(x)
+
+    # ---- example values
+    def example(self, v):
+        torch = self.torch
+        if v is None:
+            return {"kind": "none"}
+        if isinstance(v, torch.Tensor):
+            strided = v.layout == torch.strided
+            d = {"kind": "tensor",
+                 "dtype": str(v.dtype).replace("torch.", ""),
+                 "shape": [self.dim(x) for x in v.shape],
+                 "stride": None, "storage_offset": 0,
+                 "device": str(v.device),
+                 "requires_grad": bool(v.requires_grad)}
+            if strided:
+                d["stride"] = [self.dim(x) for x in v.stride()]
+                try:
+                    d["storage_offset"] = self.dim(v.storage_offset())
+                except Exception:  # wrapper subclasses without a storage
+                    d["storage_offset"] = 0
+            else:
+                d["layout"] = str(v.layout).replace("torch.", "")
+            return d
+        if isinstance(v, torch.SymInt):
+            return {"kind": "symint", "expr": self.expr(v)}
+        if isinstance(v, torch.SymBool):
+            e = self.expr(v)
+            return {"kind": "symbool", "expr": e if isinstance(e, str) else str(bool(e))}
+        if isinstance(v, torch.SymFloat):
+            return {"kind": "symfloat", "expr": str(self.expr(v))}
+        if isinstance(v, bool):
+            return {"kind": "bool", "value": v}
+        if isinstance(v, int):
+            return {"kind": "int", "value": int(v)}
+        if isinstance(v, float):
+            return {"kind": "float", "value": _float(v)}
+        if isinstance(v, (tuple, list)):
+            return {"kind": "tuple" if isinstance(v, tuple) else "list",
+                    "items": [self.example(x) for x in v]}
+        return {"kind": "opaque", "repr": type(v).__name__}
+
+    # ---- argument values
+    def value(self, a):
+        torch = self.torch
+        if isinstance(a, torch.fx.Node):
+            return {"node": a.name}
+        if a is None or isinstance(a, (bool, str)):
+            return a
+        if isinstance(a, int):
+            return int(a)
+        if isinstance(a, float):
+            return _float(a)
+        if isinstance(a, torch.SymInt):
+            return {"sym": self.expr(a)}
+        if isinstance(a, tuple):
+            return {"tuple": [self.value(x) for x in a]}
+        if isinstance(a, list):
+            return [self.value(x) for x in a]
+        if isinstance(a, dict):
+            return {"dict": {str(k): self.value(x) for k, x in a.items()}}
+        if isinstance(a, slice):
+            return {"slice": [self.value(a.start), self.value(a.stop), self.value(a.step)]}
+        if isinstance(a, torch.dtype):
+            return {"dtype": str(a).replace("torch.", "")}
+        if isinstance(a, torch.device):
+            return {"device": str(a)}
+        if isinstance(a, torch.layout):
+            return {"layout": str(a).replace("torch.", "")}
+        if isinstance(a, torch.memory_format):
+            return {"memory_format": str(a).replace("torch.", "")}
+        if a is Ellipsis:
+            return {"ellipsis": True}
+        return {"opaque": type(a).__name__}
+
+    def node(self, n):
+        d = {"name": n.name, "op": n.op, "target": target_name(n)}
+        if n.op != "placeholder" or n.args:
+            d["args"] = [self.value(a) for a in n.args]
+        if n.kwargs:
+            d["kwargs"] = {str(k): self.value(v) for k, v in n.kwargs.items()}
+        meta = n.meta
+        key = "example_value" if "example_value" in meta else ("val" if "val" in meta else None)
+        if key is not None:
+            d["meta"] = {"example_value": self.example(meta[key])}
+        return d
+
+
+def _float(f):
+    if math.isnan(f):
+        return {"float": "nan"}
+    if math.isinf(f):
+        return {"float": "inf" if f > 0 else "-inf"}
+    return f
+
+
+def graph_to_doc(gm, *, model_tag, model_idx=0, traced_files=(), compile_config=None):
+    """The magi-fx JSON v1 document of `gm` (a GraphModule or a torch.fx.Graph).
+
+    Node metadata comes from node.meta["example_value"] (Dynamo) or, when
+    absent, node.meta["val"] (AOT/export graphs). Never reads tensor data."""
+    graph = getattr(gm, "graph", gm)
+    w = _Walk()
+    nodes = [w.node(n) for n in graph.nodes]
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "model_tag": str(model_tag),
+        "model_idx": int(model_idx),
+        "traced_files": [str(f) for f in traced_files],
+        "compile_config": {} if compile_config is None else compile_config,
+        "symbols": {k: {"hint": w.hints[k]} for k in sorted(w.hints)},
+        "graph": {"nodes": nodes},
+    }

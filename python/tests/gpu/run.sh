@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# One device call on the H200 machine (PyTorch 2.11, CUDA 13, no msgpack or
+# jansson): build libmagi_aot from the working tree, run the Python tests
+# (binding + torch), then the save/load round trip and the benchmark.
+#   bash python/tests/gpu/run.sh [all|unittest|roundtrip]
+# Debian packages the machine lacks travel in .debs/ (see docs/PYTHON.md);
+# .debs/fallback/ holds zstd/OpenSSL/pkgconf, unpacked only when missing.
+# Logs and JSON results go to $OUT (or /tmp/magi-gpu-out).
+set -uo pipefail
+cd "$(dirname "$0")/../../.."
+what=${1:-all}
+OUT=${OUT:-/tmp/magi-gpu-out}
+mkdir -p "$OUT"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
+t_start=$(date +%s)
+stamp() { echo "[$(( $(date +%s) - t_start ))s] $*"; }
+
+PFX=/tmp/pfx
+LIBD=$PFX/usr/lib/x86_64-linux-gnu
+extra=()
+if [ -d .debs ]; then
+  for f in .debs/*.deb; do dpkg -x "$f" "$PFX"; done
+  has_hdr() { echo "#include <$1>" | cc -E -x c - >/dev/null 2>&1; }
+  if ! has_hdr zstd.h; then
+    for f in .debs/fallback/libzstd*.deb; do dpkg -x "$f" "$PFX"; done; stamp "zstd from .debs"
+  fi
+  if ! has_hdr openssl/sha.h; then
+    for f in .debs/fallback/libssl*.deb; do dpkg -x "$f" "$PFX"; done
+    export CFLAGS="-I$PFX/usr/include/x86_64-linux-gnu ${CFLAGS:-}"; stamp "openssl from .debs"
+  fi
+  if ! command -v pkg-config >/dev/null; then
+    for f in .debs/fallback/*pkgconf*.deb; do dpkg -x "$f" "$PFX"; done
+    export LD_LIBRARY_PATH=$LIBD${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    extra+=(-DPKG_CONFIG_EXECUTABLE=$PFX/usr/bin/pkgconf); stamp "pkgconf from .debs"
+  fi
+  sed -i -e "s|^prefix=/usr\$|prefix=$PFX/usr|" \
+         -e 's|^libdir=${exec_prefix}/lib$|libdir=${exec_prefix}/lib/x86_64-linux-gnu|' \
+         "$LIBD"/pkgconfig/*.pc
+  export PKG_CONFIG_PATH=$LIBD/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
+fi
+stamp "configure"
+cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DMAGI_WITH_CUDA=OFF -DBUILD_TESTING=OFF \
+  -DCMAKE_PREFIX_PATH=$PFX/usr -DCMAKE_INSTALL_RPATH=$LIBD -DCMAKE_BUILD_RPATH=$LIBD \
+  "${extra[@]}" >"$OUT/build.log" 2>&1 &&
+cmake --build build-gpu -j"$(nproc)" --target magi_aot magi-aot >>"$OUT/build.log" 2>&1
+rc=$?
+if [ $rc -ne 0 ]; then tail -40 "$OUT/build.log"; stamp "build failed"; exit 1; fi
+stamp "built"
+export MAGI_AOT_LIB=$PWD/build-gpu/libmagi_aot.so MAGI_CLI=$PWD/build-gpu/magi-aot
+
+fail=0
+# the package installs with pip (no network there: no build isolation)
+rm -rf /tmp/magi-pyinst
+if python3 -m pip install -q --no-build-isolation --no-deps --no-index --target /tmp/magi-pyinst ./python \
+     >"$OUT/pip.log" 2>&1 &&
+   (cd /tmp && PYTHONPATH=/tmp/magi-pyinst python3 -c "import magi_aot, sys; print('installed', magi_aot.__file__, magi_aot.fingerprint(sys.argv[1])[:16])" "$OLDPWD/fixtures/real/block.json"); then
+  stamp "pip install ./python: ok"
+else
+  tail -20 "$OUT/pip.log"; stamp "pip install ./python: FAILED"; fail=1
+fi
+rm -rf python/build python/*.egg-info
+if [ "$what" = all ] || [ "$what" = roundtrip ]; then
+  RT=/tmp/magi-rt; rm -rf "$RT"
+  stamp "roundtrip save"
+  timeout 150 python3 python/tests/gpu/roundtrip.py save "$RT" 2>&1 | tee "$OUT/save.log" | grep -v Warning
+  [ "${PIPESTATUS[0]}" -eq 0 ] || fail=1
+  stamp "roundtrip load (another process)"
+  timeout 120 python3 python/tests/gpu/roundtrip.py load "$RT" 2>&1 | tee "$OUT/load.log"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || fail=1
+  cp "$RT"/expect.json "$RT"/results.json "$OUT"/ 2>/dev/null
+fi
+if [ "$what" = all ] || [ "$what" = unittest ]; then
+  stamp "unittest"
+  timeout 110 python3 -m unittest discover -s python/tests -v 2>&1 | tee "$OUT/unittest.log" | tail -60
+  [ "${PIPESTATUS[0]}" -eq 0 ] || fail=1
+fi
+stamp "done, fail=$fail"
+exit $fail

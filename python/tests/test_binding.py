@@ -1,0 +1,403 @@
+"""Binding tests: the real Dynamo fixtures through the Python API (no torch).
+
+Each test drives libmagi_aot through ctypes and checks what comes back
+against the fixture documents themselves or against the CLI.
+"""
+import copy
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import unittest
+
+from _util import REAL, ROOT, fixture, read_fixture
+
+import magi_aot
+from magi_aot import MagiError, _expr
+from magi_aot.backend import _Cache, cache_get
+from magi_aot.region import region_from_doc
+
+
+def rename_symbols(doc, mapping):
+    """Consistently rename shape symbols (and placeholders named after them)."""
+    pat = re.compile(r"\b(%s)\b" % "|".join(map(re.escape, mapping)))
+    text = json.dumps(doc)
+    # symbol names appear as JSON keys, expression strings and node names
+    text = pat.sub(lambda m: mapping[m.group(1)], text)
+    return json.loads(text)
+
+
+class FixtureLoad(unittest.TestCase):
+    def test_every_fixture_round_trips_through_load(self):
+        for name in REAL:
+            with self.subTest(name):
+                orig = read_fixture(name)
+                r = magi_aot.load(fixture(name), transport=None)
+                self.assertEqual(r.doc, orig)   # lossless: dump == input
+                self.assertEqual(r.model_tag, orig["model_tag"])
+                self.assertEqual(r.symbols, {k: v["hint"] for k, v in orig["symbols"].items()})
+                self.assertEqual(len(r.nodes), len(orig["graph"]["nodes"]))
+                self.assertEqual(r.skipped_legacy, [])
+                self.assertRegex(r.fingerprint, r"^[0-9a-f]{64}$")
+
+    def test_artifact_save_then_load_equals_document(self):
+        with tempfile.TemporaryDirectory() as d:
+            for name in REAL:
+                with self.subTest(name):
+                    orig = read_fixture(name)
+                    out = os.path.join(d, name + ".magi")
+                    info = magi_aot.save_doc(orig, out)
+                    self.assertEqual(info["nodes"], len(orig["graph"]["nodes"]))
+                    with open(out, "rb") as f:
+                        self.assertEqual(f.read(8), b"MAGIAOT\0")
+                    r = magi_aot.load(out, transport=None)
+                    self.assertEqual(r.doc, orig)
+                    self.assertEqual(r.fingerprint, info["fingerprint"])
+                    self.assertEqual(magi_aot.fingerprint(out), magi_aot.fingerprint(fixture(name)))
+
+    def test_save_doc_json_output_is_read_back_equal(self):
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "mixed.json")
+            magi_aot.save_doc(read_fixture("mixed"), out)
+            with open(out) as f:
+                self.assertEqual(json.load(f), read_fixture("mixed"))
+
+    def test_legacy_keys_are_skipped_and_reported(self):
+        doc = read_fixture("block")
+        doc["example_inputs"] = {"blob": "x" * 1000}
+        doc["triton_kernel_info"] = [1, 2, 3]
+        doc["some_future_key"] = 1
+        with tempfile.TemporaryDirectory() as d:
+            src = os.path.join(d, "legacy.json")
+            with open(src, "w") as f:
+                json.dump(doc, f)
+            r = magi_aot.load(src, transport=None)
+            self.assertEqual(sorted(r.skipped_legacy), ["example_inputs", "triton_kernel_info"])
+            self.assertIn("some_future_key", r.ignored)
+            self.assertNotIn("example_inputs", r.doc)
+            art = os.path.join(d, "legacy.magi")
+            magi_aot.save_doc(doc, art)
+            with open(art, "rb") as f:
+                self.assertNotIn(b"x" * 100, f.read())
+            self.assertEqual(magi_aot.load(art, transport=None).doc, read_fixture("block"))
+
+
+    def test_legacy_v0_files_load_like_their_json(self):
+        import glob
+        v0 = sorted(glob.glob(os.path.join(ROOT, "fixtures", "v0", "*.v0")))
+        if not v0:
+            self.skipTest("no legacy v0 fixtures in fixtures/v0")
+        for path in v0:
+            name = os.path.basename(path)[:-3]
+            with self.subTest(name):
+                r = magi_aot.load(path, transport=None)
+                self.assertEqual(sorted(r.skipped_legacy), ["example_inputs", "triton_kernel_info"])
+                self.assertEqual(r.doc, read_fixture(name))
+                self.assertEqual(r.fingerprint, magi_aot.fingerprint(fixture(name)))
+
+
+class Fingerprints(unittest.TestCase):
+    def test_renamed_symbols_give_the_same_fingerprint(self):
+        doc = read_fixture("mixed")
+        renamed = rename_symbols(doc, {"s17": "s901", "s77": "s3"})
+        self.assertNotEqual(json.dumps(doc), json.dumps(renamed))
+        self.assertEqual(magi_aot.fingerprint(doc), magi_aot.fingerprint(renamed))
+        self.assertEqual(magi_aot.fingerprint(doc), magi_aot.fingerprint(fixture("mixed")))
+
+    def test_different_linkage_or_hint_changes_the_fingerprint(self):
+        doc = read_fixture("block")
+        other = copy.deepcopy(doc)
+        other["symbols"]["s27"]["hint"] = 385
+        self.assertNotEqual(magi_aot.fingerprint(doc), magi_aot.fingerprint(other))
+        other = copy.deepcopy(doc)
+        x = next(n for n in other["graph"]["nodes"] if n["name"] == "l_x_")
+        x["meta"]["example_value"]["stride"][0] = "1024*s77"
+        self.assertNotEqual(magi_aot.fingerprint(doc), magi_aot.fingerprint(other))
+
+    def test_fingerprints_are_distinct_across_fixtures(self):
+        fps = {magi_aot.fingerprint(fixture(n)) for n in REAL}
+        self.assertEqual(len(fps), len(REAL))
+
+    def test_fingerprint_agrees_with_the_cli(self):
+        cli = os.environ.get("MAGI_CLI")
+        if not cli:
+            self.skipTest("MAGI_CLI not set (CTest sets it)")
+        proc = subprocess.run([cli, "fingerprint"] + [fixture(n) for n in REAL],
+                              capture_output=True, text=True)
+        if "not available in this build" in proc.stderr:
+            self.skipTest("the CLI's fingerprint command is not built in")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        out = proc.stdout.split("\n")
+        got = dict(reversed(line.split(None, 1)) for line in out if line.strip())
+        for n in REAL:
+            self.assertEqual(got[fixture(n)], magi_aot.fingerprint(fixture(n)))
+
+
+def _cli_or_skip(tc, *args):
+    cli = os.environ.get("MAGI_CLI")
+    if not cli:
+        tc.skipTest("MAGI_CLI not set (CTest sets it)")
+    proc = subprocess.run([cli] + list(args), capture_output=True, text=True)
+    if "not available in this build" in proc.stderr:
+        tc.skipTest("the CLI's %s command is not built in" % args[0])
+    tc.assertEqual(proc.returncode, 0, proc.stderr)
+    return proc.stdout
+
+
+class CliAgreement(unittest.TestCase):
+    """What Python writes the CLI reads, and both describe it the same way."""
+
+    def test_cli_dumps_a_python_saved_artifact_unchanged(self):
+        with tempfile.TemporaryDirectory() as d:
+            for name in ("block", "cp_a2a"):
+                out = os.path.join(d, name + ".magi")
+                magi_aot.save_doc(read_fixture(name), out)
+                self.assertEqual(json.loads(_cli_or_skip(self, "dump", out)), read_fixture(name))
+
+    def test_cli_inputs_equal_python_inputs(self):
+        for name in ("mixed", "fsdp_block"):
+            got = json.loads(_cli_or_skip(self, "inputs", fixture(name), "--concrete"))
+            self.assertEqual(got, magi_aot.inputs(fixture(name), concrete=True))
+
+    def test_cli_cache_key_equals_the_backend_key(self):
+        from magi_aot._lib import CRegion
+        from magi_aot.region import _dumps
+        out = _cli_or_skip(self, "cache", "key", fixture("stack24"))
+        with CRegion.from_json_text(_dumps(read_fixture("stack24"))) as r:
+            self.assertIn(r.cache_key(), out)
+
+
+class Inputs(unittest.TestCase):
+    def test_one_descriptor_per_placeholder_with_metadata(self):
+        for name in REAL:
+            with self.subTest(name):
+                doc = read_fixture(name)
+                phs = [n for n in doc["graph"]["nodes"] if n["op"] == "placeholder"]
+                ins = magi_aot.inputs(fixture(name))
+                self.assertEqual([i["name"] for i in ins], [p["name"] for p in phs])
+                self.assertEqual([i["example_value"] for i in ins],
+                                 [p["meta"]["example_value"] for p in phs])
+
+    def test_concrete_inputs_evaluate_under_the_hints(self):
+        ins = {i["name"]: i for i in magi_aot.inputs(fixture("block"), concrete=True)}
+        self.assertEqual(ins["l_x_"]["concrete"]["shape"], [2, 384, 1024])
+        self.assertEqual(ins["l_x_"]["concrete"]["stride"], [384 * 1024, 1024, 1])
+        self.assertEqual(ins["s27"]["concrete"]["value"], 384)
+        # every symbolic dim of every fixture agrees with the C evaluator run
+        # directly on the expression text
+        for name in REAL:
+            doc = read_fixture(name)
+            hints = {k: v["hint"] for k, v in doc["symbols"].items()}
+            for i in magi_aot.inputs(fixture(name), concrete=True):
+                ex = i["example_value"]
+                if ex["kind"] != "tensor":
+                    continue
+                for d, c in zip(ex["shape"], i["concrete"]["shape"]):
+                    self.assertEqual(_expr.eval_int(d, hints), c)
+
+    def test_missing_metadata_names_every_placeholder(self):
+        doc = read_fixture("block")
+        for n in doc["graph"]["nodes"]:
+            if n["name"] in ("l_x_", "s27"):
+                del n["meta"]
+        with tempfile.TemporaryDirectory() as d:
+            p = os.path.join(d, "nometa.json")
+            with open(p, "w") as f:
+                json.dump(doc, f)
+            with self.assertRaises(MagiError) as cm:
+                magi_aot.inputs(p)
+        self.assertEqual(cm.exception.status, "MAGI_ERR_MISSING_META")
+        self.assertIn("l_x_", cm.exception.message)
+        self.assertIn("s27", cm.exception.message)
+        # load() still works and says why there are no descriptors
+        r = region_from_doc(doc)
+        self.assertIsNone(r.inputs)
+        self.assertEqual(r.inputs_error.status, "MAGI_ERR_MISSING_META")
+        self.assertEqual(r.placeholders[2]["example_value"], None)
+
+    def test_unbacked_placeholder_fails_concrete_naming_the_symbol(self):
+        doc = read_fixture("cp_a2a")
+        x = next(n for n in doc["graph"]["nodes"] if n["name"] == "l_x_")
+        x["meta"]["example_value"]["shape"][0] = "u0"
+        r = region_from_doc(doc)
+        self.assertEqual(r.inputs[2]["example_value"]["shape"][0], "u0")
+        with self.assertRaises(MagiError) as cm:
+            r.concrete_inputs()
+        self.assertEqual(cm.exception.status, "MAGI_ERR_UNBACKED")
+        self.assertIn("u0", cm.exception.message)
+
+
+class CopyEngineReport(unittest.TestCase):
+    def test_fsdp_block_rewrites_exactly_the_eligible_gathers(self):
+        r = magi_aot.load(fixture("fsdp_block"))
+        rep = {g["name"]: g for g in r.rewrite_report}
+        rewritten = sorted(n for n, g in rep.items() if g["reason"] == "rewritten")
+        self.assertEqual(rewritten, ["all_gather_into_tensor_coalesced", "tensor", "tensor_2",
+                                     "tensor_4"])
+        self.assertEqual(rep["tensor_1"]["reason"], "cast")
+        self.assertEqual(rep["tensor_3"]["reason"], "pad")
+        self.assertEqual(r.n_rewritten, 4)
+        targets = {n["name"]: n["target"] for n in r.nodes}
+        self.assertEqual(targets["tensor"], "torch.ops.magi.symm_all_gather")
+        self.assertEqual(targets["all_gather_into_tensor_coalesced"],
+                         "torch.ops.magi.symm_all_gather_coalesced")
+        self.assertEqual(targets["tensor_1"], "torch.ops._c10d_functional.all_gather_into_tensor")
+        bound = sorted(b["placeholder"] for b in r.bind_report["bindings"])
+        self.assertEqual(bound, ["l_self_parameters_expert_a_", "l_self_parameters_expert_b_",
+                                 "l_self_parameters_w_down_", "l_self_parameters_wo_",
+                                 "l_self_parameters_wq_"])
+        self.assertEqual(sorted((w["group"], w["group_size"]) for w in r.bind_report["windows"]),
+                         [("0", 4), ("1", 2)])
+        # the fingerprint is of the region as saved, not of the rewritten one
+        self.assertEqual(r.fingerprint, magi_aot.fingerprint(fixture("fsdp_block")))
+
+    def test_nccl_transport_keeps_every_gather(self):
+        r = magi_aot.load(fixture("fsdp_block"), transport="nccl")
+        self.assertEqual(r.n_rewritten, 0)
+        self.assertEqual({g["reason"] for g in r.rewrite_report}, {"transport"})
+        self.assertEqual(r.doc, read_fixture("fsdp_block"))
+
+
+class Errors(unittest.TestCase):
+    def _write(self, d, name, data):
+        p = os.path.join(d, name)
+        with open(p, "wb" if isinstance(data, bytes) else "w") as f:
+            f.write(data)
+        return p
+
+    def test_errors_carry_status_and_message(self):
+        with tempfile.TemporaryDirectory() as d:
+            with self.assertRaises(MagiError) as cm:
+                magi_aot.load(os.path.join(d, "absent.magi"))
+            self.assertEqual(cm.exception.status, "MAGI_ERR_IO")
+            self.assertIn("absent.magi", cm.exception.message)
+
+            doc = read_fixture("mixed")
+            doc["version"] = 2
+            with self.assertRaises(MagiError) as cm:
+                magi_aot.load(self._write(d, "v2.json", json.dumps(doc)))
+            self.assertEqual(cm.exception.status, "MAGI_ERR_VERSION")
+
+            doc = read_fixture("mixed")
+            doc["graph"]["nodes"][4]["args"][0] = {"node": "nope"}
+            with self.assertRaises(MagiError) as cm:
+                magi_aot.load(self._write(d, "bad.json", json.dumps(doc)))
+            self.assertEqual(cm.exception.status, "MAGI_ERR_FORMAT")
+            self.assertIn("nope", cm.exception.message)
+
+    def test_corrupt_artifact_is_refused(self):
+        with tempfile.TemporaryDirectory() as d:
+            p = os.path.join(d, "a.magi")
+            magi_aot.save_doc(read_fixture("block"), p)
+            with open(p, "rb") as f:
+                data = bytearray(f.read())
+            data[-20] ^= 0xFF
+            bad = self._write(d, "bad.magi", bytes(data))
+            with self.assertRaises(MagiError) as cm:
+                magi_aot.load(bad)
+            self.assertIn(cm.exception.status, ("MAGI_ERR_DIGEST", "MAGI_ERR_CORRUPT"))
+
+    def test_save_refuses_an_invalid_document_and_writes_nothing(self):
+        with tempfile.TemporaryDirectory() as d:
+            doc = read_fixture("block")
+            doc["graph"]["nodes"][0]["op"] = "bogus"
+            out = os.path.join(d, "x.magi")
+            with self.assertRaises(MagiError):
+                magi_aot.save_doc(doc, out)
+            self.assertFalse(os.path.exists(out))
+
+
+class Cache(unittest.TestCase):
+    def test_region_key_is_rename_invariant_and_encoding_deterministic(self):
+        from magi_aot._lib import CRegion
+        from magi_aot.region import _dumps
+        doc = read_fixture("mixed")
+        renamed = rename_symbols(doc, {"s17": "s901", "s77": "s3"})
+        with CRegion.from_json_text(_dumps(doc)) as a, \
+                CRegion.from_json_text(_dumps(renamed)) as b:
+            self.assertEqual(a.cache_key(), b.cache_key())
+            self.assertEqual(a.encode(), a.encode())  # deterministic bytes
+            self.assertNotEqual(a.encode(), b.encode())
+        for name in REAL:
+            with CRegion.from_json_text(_dumps(read_fixture(name))) as r:
+                fast = r.encode(zstd_level=1)
+                self.assertEqual(magi_aot.load_bytes(fast, transport=None).doc,
+                                 read_fixture(name))
+
+    def test_put_then_get_in_another_process(self):
+        with tempfile.TemporaryDirectory() as d:
+            from magi_aot._lib import CRegion
+            from magi_aot.region import _dumps
+            with CRegion.from_json_text(_dumps(read_fixture("fsdp_block"))) as r:
+                key = r.cache_key()
+                with _Cache(d) as c:
+                    res = c.put(key, r.encode())
+                self.assertTrue(res.published)
+            code = ("import sys, json; sys.path.insert(0, %r); import magi_aot;"
+                    "from magi_aot.backend import cache_get;"
+                    "r = cache_get(%r, %r); print(json.dumps([r.fingerprint, r.n_rewritten]))"
+                    % (os.path.join(ROOT, "python"), d, key))
+            out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                 check=True, env=dict(os.environ)).stdout
+            fp, nrew = json.loads(out)
+            self.assertEqual(fp, magi_aot.fingerprint(fixture("fsdp_block")))
+            self.assertEqual(nrew, 4)
+            with self.assertRaises(MagiError) as cm:
+                cache_get(d, "0" * 64)
+            self.assertEqual(cm.exception.status, "MAGI_ERR_NOT_FOUND")
+
+
+class Expressions(unittest.TestCase):
+    def test_parse_through_the_c_parser(self):
+        t = _expr.parse("((s17 + s77)//2)")
+        self.assertEqual(t, ("floordiv", (("add", (("sym", "s17"), ("sym", "s77"))), ("int", 2))))
+        self.assertEqual(_expr.symbols(_expr.parse("Max(1, u0 + u1) * s3")), ["u0", "u1", "s3"])
+        self.assertEqual(_expr.eval_int("Mod(s17 + s77, 3)", {"s17": 40, "s77": 96}), 136 % 3)
+        with self.assertRaises(MagiError) as cm:
+            _expr.parse("s1 + + )")
+        self.assertEqual(cm.exception.status, "MAGI_ERR_EXPR")
+
+    def test_python_algebra_matches_the_c_evaluator(self):
+        class Ints(_expr.Algebra):
+            def __init__(self, h):
+                self.h = h
+
+            def sym(self, n):
+                return self.h[n]
+        texts = set()
+        for name in REAL:
+            doc = read_fixture(name)
+            hints = {k: v["hint"] for k, v in doc["symbols"].items()}
+            if any(v is None for v in hints.values()):
+                continue
+            for n in doc["graph"]["nodes"]:
+                ex = (n.get("meta") or {}).get("example_value") or {}
+                if ex.get("kind") == "tensor":
+                    for d in ex["shape"] + (ex["stride"] or []):
+                        if isinstance(d, str):
+                            texts.add((name, d))
+        self.assertGreater(len(texts), 10)
+        for name, t in texts:
+            hints = {k: v["hint"] for k, v in read_fixture(name)["symbols"].items()}
+            self.assertEqual(Ints(hints).build(_expr.parse(t)), _expr.eval_int(t, hints), t)
+
+
+class LibraryDiscovery(unittest.TestCase):
+    def test_bad_magi_aot_lib_is_a_clear_error(self):
+        env = dict(os.environ, MAGI_AOT_LIB="/nonexistent/libmagi_aot.so")
+        code = ("import sys; sys.path.insert(0, %r); import magi_aot\n"
+                "try:\n    magi_aot.library_version()\nexcept OSError as e:\n    print('ERR', e)"
+                % os.path.join(ROOT, "python"))
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             env=env).stdout
+        self.assertIn("ERR libmagi_aot not found", out)
+        self.assertIn("/nonexistent/libmagi_aot.so", out)
+
+    def test_version(self):
+        self.assertRegex(magi_aot.library_version(), r"^\d+\.\d+\.\d+$")
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,16 @@
+# Python package tests (python/tests, stdlib unittest): the ctypes binding on
+# the real fixtures; torch-dependent tests skip with a reason where torch is
+# not importable. Not run under the sanitizer build: an ASan-instrumented
+# libmagi_aot cannot be dlopen'ed into a plain python3 (label nosan).
+find_package(Python3 COMPONENTS Interpreter QUIET)
+if(Python3_Interpreter_FOUND AND NOT MAGI_SANITIZE)
+  add_test(NAME test_python
+    COMMAND ${Python3_EXECUTABLE} -m unittest discover -s ${PROJECT_SOURCE_DIR}/python/tests -v
+    WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  set_tests_properties(test_python PROPERTIES
+    LABELS "python;nosan"
+    TIMEOUT 600
+    ENVIRONMENT "MAGI_AOT_LIB=$<TARGET_FILE:magi_aot>;MAGI_CLI=$<TARGET_FILE:magi-aot>;MAGI_FIXTURES_REAL=${MAGI_FIXTURES_REAL};PYTHONDONTWRITEBYTECODE=1")
+elseif(NOT Python3_Interpreter_FOUND)
+  message(STATUS "magi-aot: python3 not found, Python tests not registered")
+endif()
