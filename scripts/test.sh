@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Build and run the whole test suite (installs what it needs on Debian 12).
 #   1. a RelWithDebInfo build, -Werror, all CTest tests;
-#   2. an AddressSanitizer+UndefinedBehaviorSanitizer build of the same suite.
-# Set MAGI_SKIP_SANITIZE=1 to run only the first.
+#   2. an AddressSanitizer+UndefinedBehaviorSanitizer build of the same suite
+#      (fuzz corpora replayed: label fuzz-regress);
+#   3. with MAGI_MEMCHECK=1, valgrind memcheck of the unit tests
+#      (scripts/memcheck.sh).
+# Set MAGI_SKIP_SANITIZE=1 to skip the second.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh --test
@@ -15,4 +18,7 @@ if [ "${MAGI_SKIP_SANITIZE:-0}" != 1 ]; then
   cmake --build build-asan -j"$jobs"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir build-asan --output-on-failure -j"$jobs" -LE "nosan"
+fi
+if [ "${MAGI_MEMCHECK:-0}" = 1 ]; then
+  bash scripts/memcheck.sh
 fi
