@@ -613,6 +613,12 @@ static magi_status nodes_padded(uint32_t n, uint64_t max_elements) {
     return run_sections(s, &o);
 }
 static magi_status a_nodes_padded_limit(void) { return nodes_padded(1u << 20, 1u << 16); }
+/* The same with the default limits: the count passes the bytes-left check
+ * (one zero byte per claimed node), but the region's arena is bounded by the
+ * decoded bytes (32x + 16 MiB), so ~104 bytes per claimed node are refused
+ * up front instead of allocated. */
+static magi_status a_nodes_padded_default(void) { return nodes_padded(1u << 20, 0); }
+static magi_status a_nodes_padded_default_4m(void) { return nodes_padded(4u << 20, 0); }
 static magi_status a_dup_names(void) {
     hsec s[4];
     base_sections(s);
@@ -912,6 +918,8 @@ static void test_hostile_artifact(void) {
     hx_expect("msgpack example nesting 100000", a_deep_example_100k, MAGI_ERR_LIMIT, "nesting");
     hx_expect("unknown section, nesting 100000", a_unknown_section_deep, MAGI_OK, NULL);
     hx_expect("1 Mi node slots, max_elements 64 Ki", a_nodes_padded_limit, MAGI_ERR_LIMIT, "elements");
+    hx_expect("1 Mi node slots of 1 byte, default limits", a_nodes_padded_default, MAGI_ERR_LIMIT, "cap");
+    hx_expect("4 Mi node slots of 1 byte, default limits", a_nodes_padded_default_4m, MAGI_ERR_LIMIT, "cap");
     hx_expect("artifact duplicate node names", a_dup_names, MAGI_ERR_FORMAT, "duplicate");
     hx_expect("artifact dup names, two string ids", a_dup_names_dup_strings, MAGI_ERR_FORMAT, "twice");
     hx_expect("artifact reference to later node", a_ref_later, MAGI_ERR_FORMAT, "not an earlier node");

@@ -35,6 +35,10 @@ MAGI_API char *magi_arena_strdup(magi_arena *a, const char *s);
 MAGI_API char *magi_arena_strndup(magi_arena *a, const char *s, size_t n);
 /* Bytes handed out so far. */
 MAGI_API size_t magi_arena_bytes(const magi_arena *a);
+/* Status of the most recent failed allocation: MAGI_ERR_LIMIT (the cap),
+ * MAGI_ERR_NOMEM (malloc failed), or MAGI_OK when none failed. Lets a
+ * caller that got NULL return the right code (the message is already set). */
+MAGI_API magi_status magi_arena_status(const magi_arena *a);
 /* Change the cap (0 = none); the readers set it from their load limits. */
 MAGI_API void magi_arena_set_cap(magi_arena *a, size_t cap_bytes);
 

@@ -14,6 +14,7 @@ struct magi_arena {
     size_t total;     /* bytes handed out */
     size_t cap;       /* 0: unlimited */
     size_t next_size; /* size of the next chunk */
+    magi_status failed; /* status of the last failed allocation */
 };
 
 #define ARENA_MIN_CHUNK (16u * 1024u)
@@ -41,17 +42,18 @@ void magi_arena_free(magi_arena *a) {
 
 void magi_arena_set_cap(magi_arena *a, size_t cap_bytes) { a->cap = cap_bytes; }
 size_t magi_arena_bytes(const magi_arena *a) { return a ? a->total : 0; }
+magi_status magi_arena_status(const magi_arena *a) { return a ? a->failed : MAGI_OK; }
 
 void *magi_arena_alloc(magi_arena *a, size_t size) {
     size_t need = (size + 15u) & ~(size_t)15u;
     if (need < size) {
-        magi_set_error(MAGI_ERR_LIMIT, "arena: allocation size overflows");
+        a->failed = magi_set_error(MAGI_ERR_LIMIT, "arena: allocation size overflows");
         return NULL;
     }
     if (need == 0) need = 16;
     if (a->cap && (a->total > a->cap || need > a->cap - a->total)) {
-        magi_set_error(MAGI_ERR_LIMIT, "arena: allocation of %zu bytes passes the cap of %zu bytes",
-                       size, a->cap);
+        a->failed = magi_set_error(MAGI_ERR_LIMIT, "arena: allocation of %zu bytes passes the cap of %zu bytes",
+                                   size, a->cap);
         return NULL;
     }
     arena_chunk *c = a->head;
@@ -59,12 +61,12 @@ void *magi_arena_alloc(magi_arena *a, size_t size) {
         size_t csize = a->next_size;
         if (csize < need) csize = need;
         if (sizeof(arena_chunk) + csize < csize) {
-            magi_set_error(MAGI_ERR_LIMIT, "arena: allocation size overflows");
+            a->failed = magi_set_error(MAGI_ERR_LIMIT, "arena: allocation size overflows");
             return NULL;
         }
         c = malloc(sizeof(arena_chunk) + csize);
         if (!c) {
-            magi_set_error(MAGI_ERR_NOMEM, "arena: out of memory allocating %zu bytes", csize);
+            a->failed = magi_set_error(MAGI_ERR_NOMEM, "arena: out of memory allocating %zu bytes", csize);
             return NULL;
         }
         c->size = csize;
@@ -83,7 +85,7 @@ void *magi_arena_alloc(magi_arena *a, size_t size) {
 void *magi_arena_calloc(magi_arena *a, size_t n, size_t size) {
     size_t t;
     if (!magi_mul_ok(n, size, &t)) {
-        magi_set_error(MAGI_ERR_LIMIT, "arena: %zu x %zu bytes overflows", n, size);
+        a->failed = magi_set_error(MAGI_ERR_LIMIT, "arena: %zu x %zu bytes overflows", n, size);
         return NULL;
     }
     return magi_arena_alloc(a, t);
@@ -91,7 +93,7 @@ void *magi_arena_calloc(magi_arena *a, size_t n, size_t size) {
 
 char *magi_arena_strndup(magi_arena *a, const char *s, size_t n) {
     if (n == SIZE_MAX) {
-        magi_set_error(MAGI_ERR_LIMIT, "arena: string too long");
+        a->failed = magi_set_error(MAGI_ERR_LIMIT, "arena: string too long");
         return NULL;
     }
     char *p = magi_arena_alloc(a, n + 1);

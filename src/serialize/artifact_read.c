@@ -443,10 +443,10 @@ static magi_status dec_value(dec *d, magi_value *v, uint32_t depth) {
         v->kind = (magi_value_kind)tag;
         v->u.seq.n = cnt;
         v->u.seq.items = magi_arena_calloc(d->ar, cnt ? cnt : 1, sizeof(magi_value));
-        if (!v->u.seq.items) return MAGI_ERR_NOMEM;
+        if (!v->u.seq.items) return magi_arena_status(d->ar) ? magi_arena_status(d->ar) : MAGI_ERR_NOMEM;
         if (dict) {
             v->u.seq.keys = magi_arena_calloc(d->ar, cnt ? cnt : 1, sizeof(char *));
-            if (!v->u.seq.keys) return MAGI_ERR_NOMEM;
+            if (!v->u.seq.keys) return magi_arena_status(d->ar) ? magi_arena_status(d->ar) : MAGI_ERR_NOMEM;
         }
         for (uint32_t i = 0; i < cnt; i++) {
             if (dict && (st = dec_str(d, &v->u.seq.keys[i], 0))) return st;
@@ -493,7 +493,7 @@ static magi_status dec_example(dec *d, magi_example *x, uint32_t depth) {
         if ((st = count_elems(d, 2ull * nd))) return st;
         x->u.tensor.ndim = nd;
         x->u.tensor.shape = magi_arena_calloc(d->ar, nd ? nd : 1, sizeof(magi_dim));
-        if (!x->u.tensor.shape) return MAGI_ERR_NOMEM;
+        if (!x->u.tensor.shape) return magi_arena_status(d->ar) ? magi_arena_status(d->ar) : MAGI_ERR_NOMEM;
         for (uint32_t i = 0; i < nd; i++)
             if ((st = dec_dim(d, &x->u.tensor.shape[i]))) return st;
         magi_mp_obj o;
@@ -509,7 +509,7 @@ static magi_status dec_example(dec *d, magi_example *x, uint32_t depth) {
             return magi_set_error(MAGI_ERR_FORMAT, "tensor stride must be nil or %u dims at byte %zu", nd, sat);
         }
         x->u.tensor.stride = magi_arena_calloc(d->ar, nd ? nd : 1, sizeof(magi_dim));
-        if (!x->u.tensor.stride) return MAGI_ERR_NOMEM;
+        if (!x->u.tensor.stride) return magi_arena_status(d->ar) ? magi_arena_status(d->ar) : MAGI_ERR_NOMEM;
         for (uint32_t i = 0; i < ns; i++)
             if ((st = dec_dim(d, &x->u.tensor.stride[i]))) return st;
         if ((st = dec_dim(d, &x->u.tensor.storage_offset))) return st;
@@ -527,7 +527,7 @@ static magi_status dec_example(dec *d, magi_example *x, uint32_t depth) {
         if ((st = count_elems(d, cnt))) return st;
         x->u.seq.n = cnt;
         x->u.seq.items = magi_arena_calloc(d->ar, cnt ? cnt : 1, sizeof(magi_example));
-        if (!x->u.seq.items) return MAGI_ERR_NOMEM;
+        if (!x->u.seq.items) return magi_arena_status(d->ar) ? magi_arena_status(d->ar) : MAGI_ERR_NOMEM;
         for (uint32_t i = 0; i < cnt; i++)
             if ((st = dec_example(d, &x->u.seq.items[i], depth + 1))) return st;
         break;
@@ -587,7 +587,7 @@ static magi_status dec_node(dec *d, magi_node *nd) {
             nd->args.kind = MAGI_V_LIST;
             nd->args.u.seq.n = cnt;
             nd->args.u.seq.items = magi_arena_calloc(d->ar, cnt ? cnt : 1, sizeof(magi_value));
-            if (!nd->args.u.seq.items) return MAGI_ERR_NOMEM;
+            if (!nd->args.u.seq.items) return magi_arena_status(d->ar) ? magi_arena_status(d->ar) : MAGI_ERR_NOMEM;
             for (uint32_t i = 0; i < cnt; i++)
                 if ((st = dec_value(d, &nd->args.u.seq.items[i], 2)))
                     return magi_error_prefix(st, "args[%u]", i);
@@ -603,7 +603,7 @@ static magi_status dec_node(dec *d, magi_node *nd) {
             nd->kwargs.u.seq.n = cnt;
             nd->kwargs.u.seq.items = magi_arena_calloc(d->ar, cnt ? cnt : 1, sizeof(magi_value));
             nd->kwargs.u.seq.keys = magi_arena_calloc(d->ar, cnt ? cnt : 1, sizeof(char *));
-            if (!nd->kwargs.u.seq.items || !nd->kwargs.u.seq.keys) return MAGI_ERR_NOMEM;
+            if (!nd->kwargs.u.seq.items || !nd->kwargs.u.seq.keys) return magi_arena_status(d->ar) ? magi_arena_status(d->ar) : MAGI_ERR_NOMEM;
             for (uint32_t i = 0; i < cnt; i++) {
                 if ((st = dec_str(d, &nd->kwargs.u.seq.keys[i], 0))) return st;
                 if ((st = dec_value(d, &nd->kwargs.u.seq.items[i], 2)))
@@ -614,7 +614,7 @@ static magi_status dec_node(dec *d, magi_node *nd) {
         case MAGI_ART_NODE_EXAMPLE: {
             if ((st = count_elems(d, 1))) return st;
             magi_example *x = magi_arena_alloc(d->ar, sizeof *x);
-            if (!x) return MAGI_ERR_NOMEM;
+            if (!x) return magi_arena_status(d->ar) ? magi_arena_status(d->ar) : MAGI_ERR_NOMEM;
             if ((st = dec_example(d, x, 1))) return magi_error_prefix(st, "example_value");
             nd->example = x;
             break;
@@ -649,7 +649,7 @@ static magi_status parse_graph(dec *d) {
             if ((st = magi_mp_read_array(&d->m, &cnt))) return st;
             if ((st = count_elems(d, cnt))) return st;
             d->r->nodes = magi_arena_calloc(d->ar, cnt ? cnt : 1, sizeof(magi_node));
-            if (!d->r->nodes) return MAGI_ERR_NOMEM;
+            if (!d->r->nodes) return magi_arena_status(d->ar) ? magi_arena_status(d->ar) : MAGI_ERR_NOMEM;
             free(d->name_owner);
             d->name_owner = calloc(d->nstr ? d->nstr : 1, sizeof(uint32_t));
             if (!d->name_owner) return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
@@ -686,7 +686,7 @@ static magi_status parse_symbols(dec *d) {
             if ((st = magi_mp_read_array(&d->m, &cnt))) return st;
             if ((st = count_elems(d, cnt))) return st;
             d->r->symbols = magi_arena_calloc(d->ar, cnt ? cnt : 1, sizeof(magi_symbol));
-            if (!d->r->symbols) return MAGI_ERR_NOMEM;
+            if (!d->r->symbols) return magi_arena_status(d->ar) ? magi_arena_status(d->ar) : MAGI_ERR_NOMEM;
             for (uint32_t i = 0; i < cnt; i++) {
                 magi_symbol *s = &d->r->symbols[i];
                 uint32_t f;
@@ -718,7 +718,7 @@ static magi_status dec_strv(dec *d, const char ***out, uint32_t *n_out) {
     if ((st = magi_mp_read_array(&d->m, &cnt))) return st;
     if ((st = count_elems(d, cnt))) return st;
     const char **v = magi_arena_calloc(d->ar, cnt ? cnt : 1, sizeof(char *));
-    if (!v) return MAGI_ERR_NOMEM;
+    if (!v) return magi_arena_status(d->ar) ? magi_arena_status(d->ar) : MAGI_ERR_NOMEM;
     for (uint32_t i = 0; i < cnt; i++)
         if ((st = dec_str(d, &v[i], 0))) return st;
     *out = v;
@@ -818,7 +818,7 @@ static magi_status parse_strings(dec *d) {
     if (blen && blob[blen - 1] != '\0') return magi_set_error(MAGI_ERR_FORMAT, "string table not NUL-terminated");
     if ((st = count_elems(d, count))) return st;
     d->strs = magi_arena_calloc(d->ar, count ? count : 1, sizeof(char *));
-    if (!d->strs) return MAGI_ERR_NOMEM;
+    if (!d->strs) return magi_arena_status(d->ar) ? magi_arena_status(d->ar) : MAGI_ERR_NOMEM;
     const uint8_t *p = blob, *end = blob + blen;
     for (uint32_t i = 0; i < count; i++) {
         const uint8_t *z = memchr(p, 0, (size_t)(end - p));
@@ -865,6 +865,19 @@ magi_status magi_artifact_load_region(magi_region **out, magi_artifact *a) {
     dec d;
     memset(&d, 0, sizeof d);
     MAGI_CHECK(magi_region_new(&r));
+    {
+        /* Bound the in-memory region by the bytes it decodes from: a count
+         * is checked against the bytes left, but one byte of msgpack can
+         * stand for a 100-byte IR record. Real regions take < 10x their
+         * decoded size (stack24: 6x), so 32x + 16 MiB never binds them and
+         * stops a hostile header from asking for gigabytes. */
+        uint64_t raw = 0;
+        for (uint32_t i = 0; i < a->n; i++)
+            if (a->secs[i].kind >= MAGI_SECTION_META && a->secs[i].kind <= MAGI_SECTION_GRAPH)
+                raw += a->secs[i].raw_size;
+        uint64_t cap = raw > (UINT64_MAX - (16u << 20)) / 32 ? UINT64_MAX : raw * 32 + (16u << 20);
+        magi_arena_set_cap(r->arena, cap > SIZE_MAX ? SIZE_MAX : (size_t)cap);
+    }
     dctx = ZSTD_createDCtx();
     if (!dctx) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
     d.r = r;
@@ -903,6 +916,7 @@ magi_status magi_artifact_load_region(magi_region **out, magi_artifact *a) {
         snprintf(buf, sizeof buf, "section kind %u (#%u)", a->secs[i].kind, i);
         MAGI_CHECK(magi_region_note(r, &r->ignored, &r->n_ignored, buf));
     }
+    magi_arena_set_cap(r->arena, 0); /* the bound is for decoding; passes may grow the region */
     *out = r;
     r = NULL;
 cleanup:
