@@ -379,8 +379,18 @@ magi_status magi_symm_sock_allgather(magi_symm_sock *s, const void *mine, size_t
         for (uint32_t r = 0; r < s->world; r++) o[r + 1] = o[r] + lens[r];
     } else {
         int rr = send_frame(s->fds[0], F_DATA, 0, 0, mine, len, deadline);
-        if (rr) MAGI_FAIL(io_status(rr), "rendezvous at '%s': sending to rank 0: %s", s->path, io_what(rr));
         frame f;
+        if (rr) {
+            /* Rank 0 may have aborted (another rank failed) and closed the
+             * connection before our send: its error frame can still be
+             * waiting in our receive buffer - report that, not the EPIPE. */
+            if (recv_frame(s->fds[0], &f, &pl, now_ms() + 1000) == 0 && f.kind == F_ERROR) {
+                s->failed = 1;
+                st = error_from_frame(&f, pl, "rendezvous");
+                goto cleanup;
+            }
+            MAGI_FAIL(io_status(rr), "rendezvous at '%s': sending to rank 0: %s", s->path, io_what(rr));
+        }
         rr = recv_frame(s->fds[0], &f, &pl, deadline + 5000);
         if (rr) MAGI_FAIL(io_status(rr), "rendezvous at '%s': waiting for rank 0: %s", s->path, io_what(rr));
         if (f.kind == F_ERROR) {
