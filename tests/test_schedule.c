@@ -294,9 +294,12 @@ static void test_cli_cost_table_and_guard(void) {
     free(dir); free(doc); free(in); free(table); free(svg); free(emit); free(fps); free(peer);
 }
 
-static char *to_json(const magi_region *r) {
+__attribute__((noinline)) static char *to_json(const magi_region *r) {
     char *t = NULL;
-    MT_OK(magi_json_write(&t, NULL, r, 0));
+    if (magi_json_write(&t, NULL, r, 0) != MAGI_OK) {
+        fprintf(stderr, "magi_json_write: %s\n", magi_last_error());
+        exit(1);
+    }
     return t;
 }
 

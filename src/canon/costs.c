@@ -191,7 +191,7 @@ static magi_status put_tensor(key_ctx *k, magi_buf *o, const magi_example *ex, u
     magi_buf_puts(o, ex->u.tensor.dtype ? ex->u.tensor.dtype : "?");
     magi_buf_puts(o, "[");
     for (uint32_t d = 0; d < ex->u.tensor.ndim; d++) {
-        dim_val v;
+        dim_val v = {0};
         magi_status st = dim_value(k, &ex->u.tensor.shape[d], node, &v);
         if (st) return st;
         if (d) magi_buf_puts(o, ",");
@@ -556,7 +556,7 @@ static double dtype_bytes(const char *dt) {
 static magi_status numel(key_ctx *k, const magi_example *ex, uint32_t node, double *out) {
     double n = 1;
     for (uint32_t d = 0; d < ex->u.tensor.ndim; d++) {
-        dim_val v;
+        dim_val v = {0};
         magi_status st = dim_value(k, &ex->u.tensor.shape[d], node, &v);
         if (st) return st;
         n *= (double)v.analytic;

@@ -261,7 +261,7 @@ static magi_status reduce_binary(parser *P, magi_expr_kind kind, size_t op_off) 
     if (b->big) return big_error(b->off);
     uint32_t depth = (a->depth > b->depth ? a->depth : b->depth) + 1;
     magi_status st;
-    magi_expr *e;
+    magi_expr *e = NULL;
     if ((st = check_depth(P, depth, op_off)) != MAGI_OK) return st;
     if ((st = new_node(P, &e, kind, 2, op_off)) != MAGI_OK) return st;
     e->kids[0] = a->e;
