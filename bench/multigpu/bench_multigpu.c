@@ -1,5 +1,5 @@
 /* Multi-GPU benchmark of the cuda SymmBuffer backend against NCCL (issue 7,
- * docs/PERFORMANCE-multigpu.md). One process per visible GPU, forked here;
+ * docs/PERFORMANCE.md, "Multi-GPU"). One process per visible GPU, forked here;
  * rank 0 creates the ncclUniqueId and hands it to the others through pipes;
  * every rank joins one NCCL communicator, which is also the world_comm the
  * cuda backend uses for its rendezvous (plan check + IPC handle exchange).
@@ -1481,7 +1481,7 @@ int main(int argc, char **argv) {
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (o.plan_only) return plan_main(&o);
-    /* Never NVLink multicast on these machines (docs/PERFORMANCE-multigpu.md). */
+    /* Never NVLink multicast on these machines (docs/PERFORMANCE.md, "Multi-GPU"). */
     const char *nv = getenv("NCCL_NVLS_ENABLE");
     if (nv && strcmp(nv, "0")) fprintf(stderr, "bench_multigpu: NCCL_NVLS_ENABLE=%s overridden to 0\n", nv);
     setenv("NCCL_NVLS_ENABLE", "0", 1);
