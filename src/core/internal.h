@@ -38,6 +38,9 @@ static inline int magi_add_ok(size_t a, size_t b, size_t *out) {
 /* Read a whole file into a malloc'd buffer (NUL appended), refusing files
  * larger than max_bytes. Errors name the file. */
 magi_status magi_read_file(const char *path, uint64_t max_bytes, char **out, size_t *out_len);
+/* Open a regular file read-only, refusing one larger than max_bytes; on
+ * success *fd_out is open (the caller closes it) and *size_out its size. */
+magi_status magi_open_regular(const char *path, uint64_t max_bytes, int *fd_out, size_t *size_out);
 
 /* Growable byte buffer (malloc-backed). */
 typedef struct magi_buf {

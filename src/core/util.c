@@ -9,18 +9,30 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-magi_status magi_read_file(const char *path, uint64_t max_bytes, char **out, size_t *out_len) {
+magi_status magi_open_regular(const char *path, uint64_t max_bytes, int *fd_out, size_t *size_out) {
     magi_status st = MAGI_OK;
-    char *buf = NULL;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return magi_set_error(MAGI_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     struct stat sb;
     if (fstat(fd, &sb) != 0) MAGI_FAIL(MAGI_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
     if (!S_ISREG(sb.st_mode)) MAGI_FAIL(MAGI_ERR_IO, "%s: not a regular file", path);
-    if ((uint64_t)sb.st_size > max_bytes)
+    if ((uint64_t)sb.st_size > max_bytes || (uint64_t)sb.st_size > SIZE_MAX - 1)
         MAGI_FAIL(MAGI_ERR_LIMIT, "%s: %lld bytes exceeds the input limit of %llu bytes", path,
                   (long long)sb.st_size, (unsigned long long)max_bytes);
-    size_t size = (size_t)sb.st_size;
+    *fd_out = fd;
+    *size_out = (size_t)sb.st_size;
+    return MAGI_OK;
+cleanup:
+    close(fd);
+    return st;
+}
+
+magi_status magi_read_file(const char *path, uint64_t max_bytes, char **out, size_t *out_len) {
+    magi_status st = MAGI_OK;
+    char *buf = NULL;
+    int fd;
+    size_t size;
+    if ((st = magi_open_regular(path, max_bytes, &fd, &size)) != MAGI_OK) return st;
     buf = malloc(size + 1);
     if (!buf) MAGI_FAIL(MAGI_ERR_NOMEM, "%s: out of memory reading %zu bytes", path, size);
     size_t got = 0;

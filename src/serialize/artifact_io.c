@@ -125,15 +125,8 @@ magi_status magi_write_file_atomic(const char *path, const void *data, size_t le
 magi_status magi_map_file(magi_mapped *m, const char *path, uint64_t max_bytes) {
     magi_status st = MAGI_OK;
     memset(m, 0, sizeof *m);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return magi_set_error(MAGI_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0) MAGI_FAIL(MAGI_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
-    if (!S_ISREG(sb.st_mode)) MAGI_FAIL(MAGI_ERR_IO, "%s: not a regular file", path);
-    if ((uint64_t)sb.st_size > max_bytes)
-        MAGI_FAIL(MAGI_ERR_LIMIT, "%s: %lld bytes exceeds the input limit of %llu bytes", path,
-                  (long long)sb.st_size, (unsigned long long)max_bytes);
-    m->size = (size_t)sb.st_size;
+    int fd;
+    if ((st = magi_open_regular(path, max_bytes, &fd, &m->size)) != MAGI_OK) return st;
     if (m->size == 0) {
         static const uint8_t empty[1];
         m->data = empty;
