@@ -3,9 +3,10 @@
 # Skips apt-get entirely when everything is present already.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libmsgpack-dev libzstd-dev libssl-dev libjansson-dev python3)
-if [ "${1:-}" = "--test" ]; then
-  pkgs+=(clang libclang-rt-14-dev valgrind)
-fi
+case "${1:-}" in
+  --test) pkgs+=(valgrind) ;;                      # scripts/memcheck.sh
+  --fuzz) pkgs+=(clang libclang-rt-14-dev) ;;      # -DMAGI_FUZZ=ON (fuzz/README.md)
+esac
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
