@@ -8,16 +8,6 @@
 #include <time.h>
 #include <unistd.h>
 
-static size_t count_files(const char *dir) {
-    DIR *d = opendir(dir);
-    size_t n = 0;
-    if (!d) return 0;
-    struct dirent *e;
-    while ((e = readdir(d)))
-        if (e->d_name[0] != '.') n++;
-    closedir(d);
-    return n;
-}
 
 static unsigned char *pattern(size_t n, unsigned seed) {
     unsigned char *p = malloc(n ? n : 1);
@@ -99,7 +89,7 @@ static void test_roundtrip(void) {
     magi_free(v);
 
     char *tmp = mt_fmt("%s/v1/tmp", dir);
-    MT_CHECK(count_files(tmp) == 0, "no temporaries left behind");
+    MT_CHECK(mt_count_files(tmp) == 0, "no temporaries left behind");
     free(tmp);
     free(a);
     free(b);
@@ -165,7 +155,7 @@ static void test_corrupt_quarantine(void) {
                  magi_last_error());
         struct stat sb;
         MT_CHECK(stat(entry, &sb) != 0, "corrupt entry no longer visible");
-        MT_CHECK(count_files(qdir) == (size_t)t + 1);
+        MT_CHECK(mt_count_files(qdir) == (size_t)t + 1);
         /* a later get is a plain miss; a put republishes */
         MT_CHECK(magi_cache_get(c, "k", NULL, 0, &got, &n, NULL, &q) == MAGI_ERR_NOT_FOUND && q == 0);
     }
@@ -196,7 +186,7 @@ static void test_corrupt_quarantine(void) {
     go.max_bytes = 1ull << 40;
     MT_OK(magi_cache_gc(c, &go, &rep));
     MT_CHECK(rep.quarantine_removed == 5 && rep.evicted == 0, "%zu", rep.quarantine_removed);
-    MT_CHECK(count_files(qdir) == 0);
+    MT_CHECK(mt_count_files(qdir) == 0);
     free(a);
     free(entry);
     free(qdir);

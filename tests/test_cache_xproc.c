@@ -14,16 +14,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static size_t count_files(const char *dir) {
-    DIR *d = opendir(dir);
-    size_t n = 0;
-    if (!d) return 0;
-    struct dirent *e;
-    while ((e = readdir(d)))
-        if (e->d_name[0] != '.') n++;
-    closedir(d);
-    return n;
-}
 
 #define NPROC 8
 #define ROUNDS 50
@@ -130,8 +120,8 @@ static void test_stress(void) {
         free(want);
     }
     char *t = mt_fmt("%s/v1/tmp", dir), *q = mt_fmt("%s/v1/quarantine", dir);
-    MT_CHECK(count_files(t) == 0, "temporaries left: %zu", count_files(t));
-    MT_CHECK(count_files(q) == 0);
+    MT_CHECK(mt_count_files(t) == 0, "temporaries left: %zu", mt_count_files(t));
+    MT_CHECK(mt_count_files(q) == 0);
     free(t);
     free(q);
     magi_cache_free(c);
@@ -235,7 +225,7 @@ static void test_same_key_race(void) {
     MT_CHECK(nv == RACE_KEYS);
     magi_free(v);
     char *t = mt_fmt("%s/v1/tmp", dir);
-    MT_CHECK(count_files(t) == 0);
+    MT_CHECK(mt_count_files(t) == 0);
     free(t);
     magi_cache_free(c);
     mt_rmtree(dir);
@@ -275,23 +265,23 @@ static void killed_writer(unsigned flags) {
     MT_REQUIRE(read(p[0], &b, 1) == 1, "writer reached mid-write");
     close(p[0]);
     char *tmp = mt_fmt("%s/v1/tmp", dir), *entries = mt_fmt("%s/v1/entries", dir);
-    size_t temps = count_files(tmp);
+    size_t temps = mt_count_files(tmp);
     MT_CHECK(temps == ((flags & MAGI_CACHE_PUT_NAMED_TEMP) ? 1u : 0u), "temps while writing: %zu", temps);
-    MT_CHECK(count_files(entries) == 0);
+    MT_CHECK(mt_count_files(entries) == 0);
     /* gc must not take a live writer's temporary, even with no grace */
     magi_cache_gc_options go = MAGI_CACHE_GC_OPTIONS_INIT;
     go.max_bytes = 1ull << 40;
     go.tmp_grace_s = 0;
     magi_cache_report rep;
     MT_OK(magi_cache_gc(c, &go, &rep));
-    MT_CHECK(rep.temps_removed == 0 && count_files(tmp) == temps);
+    MT_CHECK(rep.temps_removed == 0 && mt_count_files(tmp) == temps);
 
     MT_REQUIRE(kill(pid, SIGKILL) == 0);
     int status = 0;
     MT_REQUIRE(waitpid(pid, &status, 0) == pid);
     MT_CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
 
-    MT_CHECK(count_files(entries) == 0, "no entry after the kill");
+    MT_CHECK(mt_count_files(entries) == 0, "no entry after the kill");
     void *got = NULL;
     size_t n = 0;
     MT_CHECK(magi_cache_get(c, "victim", NULL, 0, &got, &n, NULL, NULL) == MAGI_ERR_NOT_FOUND);
@@ -302,7 +292,7 @@ static void killed_writer(unsigned flags) {
     magi_free(v);
     /* the dead writer's temporary is collected (lock gone) */
     MT_OK(magi_cache_gc(c, &go, &rep));
-    MT_CHECK(rep.temps_removed == temps && count_files(tmp) == 0);
+    MT_CHECK(rep.temps_removed == temps && mt_count_files(tmp) == 0);
     /* and the key can be published afterwards */
     MT_OK(magi_cache_put(c, "victim", "ok", 2, flags, NULL));
     MT_OK(magi_cache_get(c, "victim", NULL, 0, &got, &n, NULL, NULL));

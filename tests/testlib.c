@@ -115,6 +115,17 @@ void mt_rmtree(const char *path) {
     rmdir(path);
 }
 
+size_t mt_count_files(const char *dir) {
+    DIR *d = opendir(dir);
+    size_t n = 0;
+    if (!d) return 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (e->d_name[0] != '.') n++;
+    closedir(d);
+    return n;
+}
+
 char *mt_read(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;

@@ -65,6 +65,9 @@ void mt_rmtree(const char *path);
 /* Read/write a whole file; read returns malloc'd bytes (NUL-terminated). */
 char *mt_read(const char *path, size_t *len);
 int mt_write(const char *path, const void *data, size_t len);
+/* Number of entries in `dir` whose name does not start with '.' (0 if it
+ * cannot be opened). */
+size_t mt_count_files(const char *dir);
 /* malloc'd sprintf. */
 char *mt_fmt(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Path of a real fixture ("block.json" -> ".../fixtures/real/block.json"),

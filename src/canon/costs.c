@@ -427,14 +427,23 @@ cleanup:
     return st;
 }
 
-magi_status magi_cost_keyset_read_file(magi_cost_keyset **out, const char *path) {
+/* Read `path` (at most 1 GiB) and hand its text to `parse`; errors are
+ * prefixed with the path. */
+static magi_status read_json_file(const char *path, magi_status (*parse)(void *out, const char *, size_t),
+                                  void *out) {
     char *text = NULL;
     size_t len = 0;
     magi_status st = magi_read_file(path, 1ull << 30, &text, &len);
     if (st) return st;
-    st = magi_cost_keyset_read_json(out, text, len);
+    st = parse(out, text, len);
     free(text);
     return st ? magi_error_prefix(st, "%s", path) : MAGI_OK;
+}
+
+static magi_status parse_keyset(void *out, const char *t, size_t n) { return magi_cost_keyset_read_json(out, t, n); }
+
+magi_status magi_cost_keyset_read_file(magi_cost_keyset **out, const char *path) {
+    return read_json_file(path, parse_keyset, out);
 }
 
 magi_status magi_cost_keyset_compare(const magi_cost_keyset *a, const magi_cost_keyset *b,
@@ -517,14 +526,10 @@ cleanup:
     return st;
 }
 
+static magi_status parse_table(void *out, const char *t, size_t n) { return magi_cost_table_read(out, t, n); }
+
 magi_status magi_cost_table_read_file(magi_cost_table **out, const char *path) {
-    char *text = NULL;
-    size_t len = 0;
-    magi_status st = magi_read_file(path, 1ull << 30, &text, &len);
-    if (st) return st;
-    st = magi_cost_table_read(out, text, len);
-    free(text);
-    return st ? magi_error_prefix(st, "%s", path) : MAGI_OK;
+    return read_json_file(path, parse_table, out);
 }
 
 void magi_cost_table_free(magi_cost_table *t) {

@@ -156,32 +156,29 @@ static double compute_of(const pass *p, uint32_t node) {
 
 /* The earliest position among users of the gather's waits (the first
  * consumer of its wait), and the earliest wait position. */
-static void wait_points(const pass *p, uint32_t g, uint32_t *first_wait, uint32_t *first_consumer) {
-    uint32_t fw = p->n, fc = p->n;
+/* Fold wait node w into the earliest-wait / earliest-consumer positions. */
+static void note_wait(const pass *p, uint32_t w, uint32_t *fw, uint32_t *fc) {
+    if (p->pos[w] < *fw) *fw = p->pos[w];
+    for (uint32_t k = p->users.off[w]; k < p->users.off[w + 1]; k++)
+        if (p->pos[p->users.idx[k]] < *fc) *fc = p->pos[p->users.idx[k]];
+}
+
+/* The earliest position of a wait on gather g (directly, or on a
+ * getitem(g, i)) and of the first consumer of those waits. `none` is the
+ * value for "no such node" (the current order's length). */
+static void wait_points(const pass *p, uint32_t g, uint32_t none, uint32_t *first_wait, uint32_t *first_consumer) {
+    uint32_t fw = none, fc = none;
     for (uint32_t k = p->users.off[g]; k < p->users.off[g + 1]; k++) {
         uint32_t u = p->users.idx[k];
-        /* a wait directly on g, or on getitem(g, i) */
-        uint32_t waits[2] = {u, u};
-        uint32_t nw = 0;
-        if (p->cls[u] == MAGI_SCHED_WAIT) nw = 1;
-        else {
-            for (uint32_t k2 = p->users.off[u]; k2 < p->users.off[u + 1]; k2++) {
-                uint32_t w = p->users.idx[k2];
-                if (p->cls[w] != MAGI_SCHED_WAIT) continue;
-                if (p->pos[w] < fw) fw = p->pos[w];
-                for (uint32_t k3 = p->users.off[w]; k3 < p->users.off[w + 1]; k3++)
-                    if (p->pos[p->users.idx[k3]] < fc) fc = p->pos[p->users.idx[k3]];
-            }
-            if (p->pos[u] < fc && p->cls[u] != MAGI_SCHED_FREE) fc = p->pos[u];
+        if (p->cls[u] == MAGI_SCHED_WAIT) {
+            note_wait(p, u, &fw, &fc);
+            continue;
         }
-        for (uint32_t j = 0; j < nw; j++) {
-            uint32_t w = waits[j];
-            if (p->pos[w] < fw) fw = p->pos[w];
-            for (uint32_t k3 = p->users.off[w]; k3 < p->users.off[w + 1]; k3++)
-                if (p->pos[p->users.idx[k3]] < fc) fc = p->pos[p->users.idx[k3]];
-        }
+        for (uint32_t k2 = p->users.off[u]; k2 < p->users.off[u + 1]; k2++)
+            if (p->cls[p->users.idx[k2]] == MAGI_SCHED_WAIT) note_wait(p, p->users.idx[k2], &fw, &fc);
+        if (p->pos[u] < fc && p->cls[u] != MAGI_SCHED_FREE) fc = p->pos[u]; /* used without a wait */
     }
-    if (fw == p->n) fw = fc; /* no wait: the first real user synchronises */
+    if (fw == none) fw = fc; /* no wait: the first real user synchronises */
     *first_wait = fw;
     *first_consumer = fc;
 }
@@ -228,7 +225,7 @@ static void schedule_gather(pass *p, uint32_t g, uint32_t *members, uint32_t *tm
     qsort_r(members, m, sizeof *members, cmp_pos_ctx_sort, p->pos);
     double need = p->cost[g].transfer_us * p->o->scale + p->o->margin_us;
     /* order' = order without the group */
-    uint32_t n2 = 0, orig_q = 0;
+    uint32_t n2 = 0, orig_q = 0; /* orig_q: the group's index in order' */
     int seen = 0;
     for (uint32_t i = 0; i < n; i++) {
         uint32_t x = p->order[i];
@@ -264,13 +261,7 @@ static void schedule_gather(pass *p, uint32_t g, uint32_t *members, uint32_t *tm
     }
     /* the waits and the first consumer, in order' */
     uint32_t fw = n2, fc = n2;
-    {
-        /* positions in order' are in pos2 for non-group nodes */
-        uint32_t saved_n = p->n;
-        p->n = n2;
-        wait_points(p, g, &fw, &fc);
-        p->n = saved_n;
-    }
+    wait_points(p, g, n2, &fw, &fc); /* positions in order' (pos2) */
     if (fw < hi) hi = fw;
     if (hi < lo) hi = lo; /* cannot happen for a valid graph; keep in range */
     /* coverage(q) = compute in [q, fc) of order'; choose the latest q in
@@ -288,7 +279,6 @@ static void schedule_gather(pass *p, uint32_t g, uint32_t *members, uint32_t *tm
         }
     }
     if (!found) best = lo;
-    (void)orig_q;
     /* rebuild order: tmp[0..best) + members + tmp[best..n2) */
     uint32_t w = 0;
     for (uint32_t i = 0; i < best; i++) p->order[w++] = tmp[i];
@@ -334,7 +324,7 @@ static magi_status verdicts_and_timeline(pass *p, magi_sched_report *rep) {
         magi_sched_gather *G = &rep->gathers[rep->n_gathers];
         gidx[g] = rep->n_gathers++;
         uint32_t fw, fc;
-        wait_points(p, g, &fw, &fc);
+        wait_points(p, g, p->n, &fw, &fc);
         double cov = 0;
         for (uint32_t k = i + 1; k < fc && k < n; k++) cov += compute_of(p, p->order[k]);
         G->node = p->r->nodes[g].name;
@@ -397,7 +387,7 @@ magi_status magi_schedule(magi_region *r, const magi_sched_options *opts, magi_s
     magi_status st = MAGI_OK;
     pass p;
     memset(&p, 0, sizeof p);
-    uint32_t *members = NULL, *tmp = NULL, *orig_order = NULL;
+    uint32_t *members = NULL, *tmp = NULL;
     magi_sched_options o = opts ? *opts : (magi_sched_options)MAGI_SCHED_OPTIONS_INIT;
     *out = NULL;
     if (!o.cost) return magi_set_error(MAGI_ERR_INVALID_ARG, "schedule: no cost source given");
@@ -430,8 +420,7 @@ magi_status magi_schedule(magi_region *r, const magi_sched_options *opts, magi_s
     p.in_group = calloc(n ? n : 1, 1);
     members = calloc(n ? n : 1, sizeof *members);
     tmp = calloc(n ? n : 1, sizeof *tmp);
-    orig_order = calloc(n ? n : 1, sizeof *orig_order);
-    if (!p.in_group || !members || !tmp || !orig_order) MAGI_FAIL(MAGI_ERR_NOMEM, "schedule: out of memory");
+    if (!p.in_group || !members || !tmp) MAGI_FAIL(MAGI_ERR_NOMEM, "schedule: out of memory");
     MAGI_CHECK(pass_prepare(&p));
     for (uint32_t i = 0; i < n; i++)
         if (is_gather(p.cls[i])) schedule_gather(&p, i, members, tmp);
@@ -480,7 +469,6 @@ cleanup:
     refs_free(&p.users);
     free(members);
     free(tmp);
-    free(orig_order);
     return st;
 }
 

@@ -210,22 +210,18 @@ magi_status magi_mp_read_u32(magi_mp *m, uint32_t *out) {
     return MAGI_OK;
 }
 
-magi_status magi_mp_read_array(magi_mp *m, uint32_t *n) {
+/* An array or map header of the wanted type; *n its count (not yet
+ * checked against the bytes left: the caller's element loop does that). */
+static magi_status read_container(magi_mp *m, magi_mp_type type, const char *what, uint32_t *n) {
     size_t at = magi_mp_offset(m);
     magi_mp_obj o;
     magi_status st = magi_mp_read(m, &o);
     if (st) return st;
-    if (o.type != MAGI_MP_ARRAY) return expected(m, at, "array", &o);
+    if (o.type != type) return expected(m, at, what, &o);
     *n = o.v.n;
     return MAGI_OK;
 }
 
-magi_status magi_mp_read_map(magi_mp *m, uint32_t *n) {
-    size_t at = magi_mp_offset(m);
-    magi_mp_obj o;
-    magi_status st = magi_mp_read(m, &o);
-    if (st) return st;
-    if (o.type != MAGI_MP_MAP) return expected(m, at, "map", &o);
-    *n = o.v.n;
-    return MAGI_OK;
-}
+magi_status magi_mp_read_array(magi_mp *m, uint32_t *n) { return read_container(m, MAGI_MP_ARRAY, "array", n); }
+
+magi_status magi_mp_read_map(magi_mp *m, uint32_t *n) { return read_container(m, MAGI_MP_MAP, "map", n); }
