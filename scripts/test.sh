@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # Build and run the whole test suite (installs what it needs on Debian 12).
+#   0. a virtual environment with the pinned PyTorch CPU build and
+#      transformers (scripts/pyenv.sh), so the Python torch tests run;
 #   1. a RelWithDebInfo build, -Werror, all CTest tests;
 #   2. an AddressSanitizer+UndefinedBehaviorSanitizer build of the same suite
 #      (fuzz corpora replayed: label fuzz-regress);
@@ -10,7 +12,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh --test
 jobs=$(nproc)
-cmake -S . -B build-ci -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMAGI_WERROR=ON >/dev/null
+pyexe=$(bash scripts/pyenv.sh | tail -n 1)
+export MAGI_REQUIRE_TORCH=1
+cmake -S . -B build-ci -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMAGI_WERROR=ON \
+  -DPython3_EXECUTABLE="$pyexe" >/dev/null
 cmake --build build-ci -j"$jobs"
 ctest --test-dir build-ci --output-on-failure -j"$jobs"
 if [ "${MAGI_SKIP_SANITIZE:-0}" != 1 ]; then
