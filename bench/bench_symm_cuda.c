@@ -454,6 +454,9 @@ static int run_rank(uint32_t rank, const char *dir) {
     CK(cudaStreamCreateWithFlags(&x.s, cudaStreamNonBlocking));
     bind_all(&x, rank, sl);
     MK(magi_symm_cuda_barrier(x.c, x.s));
+    /* The batch path throughout; the graph path has rows of its own in the
+     * issue table (and bench_symm_mixed compares the two). */
+    magi_symm_cuda_set_graphs(x.c, 0);
     for (int k = 0; k < N_BIG; k++) CK(cudaMalloc(&x.dst_big[k], k_big[k] * WORLD));
     /* One allocation sliced 64 ways, as a caching allocator hands them out. */
     uint8_t *small_pool;
@@ -605,12 +608,18 @@ static int run_rank(uint32_t rank, const char *dir) {
         struct {
             const char *name;
             issue_fig f;
-        } ir[9];
+        } ir[11];
         int ni = 0;
         ir[ni].name = "symm coalesced, 64 equal packed (4 2D copies)";
         measure_issue(&x, call_symm, &uni, &ir[ni++].f);
         ir[ni].name = "symm coalesced, 64 no runs (256 copies)";
         measure_issue(&x, call_symm, &rev, &ir[ni++].f);
+        magi_symm_cuda_set_graphs(x.c, 1);
+        ir[ni].name = "symm graph path, 64 equal packed (4 2D nodes)";
+        measure_issue(&x, call_symm, &uni, &ir[ni++].f);
+        ir[ni].name = "symm graph path, 64 no runs (256 nodes)";
+        measure_issue(&x, call_symm, &rev, &ir[ni++].f);
+        magi_symm_cuda_set_graphs(x.c, 0);
         magi_symm_cuda_set_per_copy(x.c, 1);
         ir[ni].name = "symm per-copy path (capture), 64 equal";
         measure_issue(&x, call_symm, &uni, &ir[ni++].f);

@@ -15,6 +15,22 @@ BUILD=${MAGI_GPU_BUILD:-/tmp/magi-gpu-build}
 SUMMARY="$OUTDIR/summary.txt"
 : >"$SUMMARY"
 note() { echo "$*" | tee -a "$SUMMARY"; }
+# The whole run stays within MAGI_GPU_BUDGET seconds (default 470): each
+# step's timeout is capped by what is left, and a step with under 20 s left
+# is skipped (said in the summary). MAGI_GPU_SKIP: space-separated steps to
+# leave out (tests load bench mixed profile).
+START=$(date +%s)
+BUDGET=${MAGI_GPU_BUDGET:-470}
+SKIP=" ${MAGI_GPU_SKIP:-} "
+left() { echo $(( BUDGET - ($(date +%s) - START) )); }
+# tmo WANT: the timeout for a step that wants WANT seconds, 0 when skipped
+tmo() { local l; l=$(left); [ "$l" -lt 20 ] && { echo 0; return; }; [ "$1" -lt "$l" ] && echo "$1" || echo "$l"; }
+want() { # want STEP SECONDS: prints the timeout, or notes the skip and prints 0
+    local t; t=$(tmo "$2")
+    if [[ "$SKIP" == *" $1 "* ]]; then note "$1: skipped (MAGI_GPU_SKIP)"; echo 0; return; fi
+    [ "$t" -eq 0 ] && note "$1: skipped (time budget of ${BUDGET} s spent)"
+    echo "$t"
+}
 
 EXTRA=()
 if [ -d .debs ] && { [ -n "${MAGI_FORCE_DEBS:-}" ] || ! pkg-config --exists msgpack jansson 2>/dev/null; }; then
@@ -35,32 +51,40 @@ fi
 
 nvidia-smi -L 2>&1 | tee -a "$SUMMARY"
 T0=$(date +%s)
-if ! cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMAGI_WITH_CUDA=ON "${EXTRA[@]}" \
+if ! timeout 120 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMAGI_WITH_CUDA=ON "${EXTRA[@]}" \
         >"$OUTDIR/build.log" 2>&1; then
     note "CONFIGURE FAILED"; tail -30 "$OUTDIR/build.log"; exit 1
 fi
-if ! cmake --build "$BUILD" -j"$(nproc)" --target magi-aot test_symm_cuda test_symm_sock bench_symm_cuda \
+if ! timeout 240 cmake --build "$BUILD" -j"$(nproc)" --target magi-aot test_symm_cuda test_symm_sock test_symm_graph \
+        bench_symm_cuda bench_symm_mixed \
         >>"$OUTDIR/build.log" 2>&1; then
     note "BUILD FAILED"; grep -E "error|Error" "$OUTDIR/build.log" | head -30; exit 1
 fi
 note "build: $(( $(date +%s) - T0 )) s; $("$BUILD/magi-aot" --version)"
 
 # 1. the GPU tests (4 rank processes on the GPU(s))
-T0=$(date +%s)
-timeout 300 "$BUILD/tests/test_symm_cuda" >"$OUTDIR/test_symm_cuda.log" 2>&1
-note "test_symm_cuda: exit $? in $(( $(date +%s) - T0 )) s ($(tail -1 "$OUTDIR/test_symm_cuda.log"))"
-grep -E "^(ok|FAIL)|rank [0-9]:" "$OUTDIR/test_symm_cuda.log" | tee -a "$SUMMARY"
-"$BUILD/tests/test_symm_sock" >"$OUTDIR/test_symm_sock.log" 2>&1
-note "test_symm_sock: exit $? ($(tail -1 "$OUTDIR/test_symm_sock.log"))"
+T=$(want tests 150)
+if [ "$T" -gt 0 ]; then
+    T0=$(date +%s)
+    timeout "$T" "$BUILD/tests/test_symm_cuda" >"$OUTDIR/test_symm_cuda.log" 2>&1
+    note "test_symm_cuda: exit $? in $(( $(date +%s) - T0 )) s ($(tail -1 "$OUTDIR/test_symm_cuda.log"))"
+    grep -E "^(ok|FAIL)|rank [0-9]:" "$OUTDIR/test_symm_cuda.log" | tee -a "$SUMMARY"
+    timeout 60 "$BUILD/tests/test_symm_sock" >"$OUTDIR/test_symm_sock.log" 2>&1
+    note "test_symm_sock: exit $? ($(tail -1 "$OUTDIR/test_symm_sock.log"))"
+    timeout 30 "$BUILD/tests/test_symm_graph" >"$OUTDIR/test_symm_graph.log" 2>&1
+    note "test_symm_graph: exit $? ($(tail -1 "$OUTDIR/test_symm_graph.log"))"
+fi
 
 # 2. the whole load path: an artifact saved from the fsdp fixture, loaded by
 #    4 ranks with --transport copy_engine --backend cuda (binds device
 #    windows, runs every rewritten gather once and checks it).
+T=$(want load 120)
+if [ "$T" -gt 0 ]; then
 W=$(mktemp -d /tmp/magi-load-XXXXXX)
 "$BUILD/magi-aot" save "$ROOT/fixtures/real/fsdp_block.json" -o "$W/fsdp.magi" >"$OUTDIR/load.log" 2>&1
 pids=()
 for r in 0 1 2 3; do
-    timeout 120 "$BUILD/magi-aot" load "$W/fsdp.magi" --transport copy_engine --backend cuda --rank $r --world 4 \
+    timeout "$T" "$BUILD/magi-aot" load "$W/fsdp.magi" --transport copy_engine --backend cuda --rank $r --world 4 \
         --rendezvous "$W/rdv" --timeout-ms 60000 --check-gathers >"$W/out.$r" 2>&1 &
     pids+=($!)
 done
@@ -69,9 +93,37 @@ for r in 0 1 2 3; do wait "${pids[$r]}" || lrc=$?; { echo "--- rank $r"; cat "$W
 note "magi-aot load --backend cuda, 4 ranks: exit $lrc"
 grep -iE "gather|check|backend|error" "$W/out.0" | head -20 | tee -a "$SUMMARY"
 rm -rf "$W"
+fi
 
-# 3. benchmarks
-T0=$(date +%s)
-timeout 240 "$BUILD/tests/bench_symm_cuda" >"$OUTDIR/bench.log" 2>&1
-note "bench_symm_cuda: exit $? in $(( $(date +%s) - T0 )) s"
-cat "$OUTDIR/bench.log"
+# 3. benchmarks: the batch path's figures, then mixed buckets (batch vs
+#    graph path) at 4 and 8 ranks on the GPU(s)
+T=$(want bench 150)
+if [ "$T" -gt 0 ]; then
+    T0=$(date +%s)
+    timeout "$T" "$BUILD/tests/bench_symm_cuda" >"$OUTDIR/bench.log" 2>&1
+    note "bench_symm_cuda: exit $? in $(( $(date +%s) - T0 )) s"
+fi
+for W in 4 8; do
+    T=$(want mixed 90)
+    [ "$T" -gt 0 ] || continue
+    T0=$(date +%s)
+    timeout "$T" "$BUILD/tests/bench_symm_mixed" --world $W >"$OUTDIR/bench_mixed_w$W.log" 2>&1
+    note "bench_symm_mixed --world $W: exit $? in $(( $(date +%s) - T0 )) s"
+done
+
+# 4. the cost-table profiler (PyTorch on the GPU) and the schedule on it
+T=$(want profile 90)
+if [ "$T" -gt 0 ]; then
+    T0=$(date +%s)
+    MAGI_AOT_LIB=$(ls "$BUILD"/libmagi_aot.so* 2>/dev/null | head -1) MAGI_CLI="$BUILD/magi-aot" \
+        timeout "$T" bash python/tests/gpu/profile_costs.sh "$OUTDIR/profile" >"$OUTDIR/profile.log" 2>&1
+    note "profile_costs: exit $? in $(( $(date +%s) - T0 )) s"
+fi
+
+# tables last
+echo; echo "==================== tables"
+for f in bench.log bench_mixed_w4.log bench_mixed_w8.log profile/summary.txt; do
+    [ -f "$OUTDIR/$f" ] && { echo "---- $f"; cat "$OUTDIR/$f"; }
+done
+echo; echo "==================== summary (total $(( $(date +%s) - START )) s)"
+cat "$SUMMARY"

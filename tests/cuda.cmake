@@ -3,6 +3,10 @@
 magi_add_unit_test(test_symm_sock SOURCES ${PROJECT_SOURCE_DIR}/tests/test_symm_sock.c LABELS crossproc)
 # GPU tests: built when the CUDA toolkit is found; exit 77 (skip) without a device.
 if(MAGI_HAVE_CUDA)
+  # The graph cache on the CPU, against the dry run's host-only graph calls.
+  magi_add_unit_test(test_symm_graph SOURCES ${PROJECT_SOURCE_DIR}/tests/test_symm_graph.c
+                     ${PROJECT_SOURCE_DIR}/bench/multigpu/fake/fake_graph.c)
+  target_include_directories(test_symm_graph SYSTEM PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
   magi_add_unit_test(test_symm_cuda SOURCES ${PROJECT_SOURCE_DIR}/tests/test_symm_cuda.c LABELS cuda)
   target_link_libraries(test_symm_cuda PRIVATE CUDA::cudart)
   target_compile_definitions(test_symm_cuda PRIVATE MAGI_HAVE_CUDA)
@@ -19,6 +23,11 @@ if(MAGI_HAVE_CUDA AND TARGET CUDA::cublas)
   target_link_libraries(bench_symm_cuda PRIVATE magi_aot_static CUDA::cudart CUDA::cublas)
   target_include_directories(bench_symm_cuda PRIVATE ${PROJECT_SOURCE_DIR}/src)
   target_compile_definitions(bench_symm_cuda PRIVATE _GNU_SOURCE MAGI_HAVE_CUDA)
+  # Mixed-size coalesced gathers: batch path vs graph path (bench/gpu_cuda.sh).
+  add_executable(bench_symm_mixed ${PROJECT_SOURCE_DIR}/bench/bench_symm_mixed.c)
+  target_link_libraries(bench_symm_mixed PRIVATE magi_aot_static CUDA::cudart CUDA::cublas m)
+  target_include_directories(bench_symm_mixed PRIVATE ${PROJECT_SOURCE_DIR}/src)
+  target_compile_definitions(bench_symm_mixed PRIVATE _GNU_SOURCE MAGI_HAVE_CUDA)
 endif()
 add_dependencies(test_symm_sock magi-aot)
 if(TARGET test_symm_cuda)

@@ -268,7 +268,8 @@ static int rank_sizes(uint32_t rank, const char *dir) {
         R_CHECK(dir, rank, !why[0], "single gather of slot %u (%s, %llu-byte shards): %s", i,
                 esize_of(&l, i) == 2 ? "bf16" : "fp32", (unsigned long long)l.slots[i].nbytes, why);
     }
-    /* Coalesced, every local-shard mode. */
+    /* Coalesced, every local-shard mode (batch path: graphs off). */
+    magi_symm_cuda_set_graphs(c, 0);
     for (int mode = 0; mode <= MAGI_SYMM_CUDA_LOCAL_MEMCPY; mode++) {
         magi_symm_cuda_set_local_mode(c, (magi_symm_cuda_local_mode)mode);
         for (uint32_t i = 0; i < l.n_slots; i++)
@@ -291,6 +292,37 @@ static int rank_sizes(uint32_t rank, const char *dir) {
     /* 10 singles + 3 coalesced calls, one batch each. */
     R_CHECK(dir, rank, !magi_symm_cuda_has_batch() || stt.batch_calls == l.n_slots + 3, "%llu batch calls",
             (unsigned long long)stt.batch_calls);
+    /* Graph path: the same mixed-size slot list 4 times, destinations A, A,
+     * B, A: the first call takes the batch path, the second builds the
+     * graph, the third points every node at B, the fourth back at A. */
+    magi_symm_cuda_set_graphs(c, 1);
+    void *dst_b[2 * N_SIZES];
+    for (uint32_t i = 0; i < l.n_slots; i++) R_CU(dir, rank, cudaMalloc(&dst_b[i], (size_t)l.slots[i].nbytes * WORLD));
+    for (int call = 0; call < 4; call++) {
+        void **d = call == 2 ? dst_b : dst;
+        for (uint32_t i = 0; i < l.n_slots; i++)
+            R_CU(dir, rank, cudaMemsetAsync(d[i], 0x33 * (call + 1), l.slots[i].nbytes * WORLD, s));
+        RK_OK(dir, rank, magi_symm_cuda_gather_coalesced(c, l.n_slots, slots, d, s));
+        for (uint32_t i = 0; i < l.n_slots; i++) {
+            uint64_t bytes = l.slots[i].nbytes * WORLD;
+            R_CU(dir, rank, cudaMemcpyAsync(host, d[i], bytes, cudaMemcpyDeviceToHost, s));
+            R_CU(dir, rank, cudaStreamSynchronize(s));
+            compare(host, l.expect[i], l.slots[i].nbytes, esize_of(&l, i), why, sizeof why);
+            R_CHECK(dir, rank, !why[0], "graph path, call %d, slot %u (%llu-byte shards): %s", call, i,
+                    (unsigned long long)l.slots[i].nbytes, why);
+        }
+    }
+    magi_symm_cuda_stats sg;
+    magi_symm_cuda_get_stats(c, &sg);
+    R_CHECK(dir, rank, sg.graph_builds == 1 && sg.graph_launches == 3 && sg.graph_failures == 0,
+            "graph path: %llu builds, %llu launches, %llu failures (want 1, 3, 0)",
+            (unsigned long long)sg.graph_builds, (unsigned long long)sg.graph_launches,
+            (unsigned long long)sg.graph_failures);
+    R_CHECK(dir, rank, sg.graph_node_updates == 2ull * l.n_slots * WORLD, "graph path: %llu node updates, want %u",
+            (unsigned long long)sg.graph_node_updates, 2 * l.n_slots * WORLD);
+    R_CHECK(dir, rank, sg.batch_calls == stt.batch_calls + 1, "graph path: %llu batch calls after the first",
+            (unsigned long long)(sg.batch_calls - stt.batch_calls));
+    for (uint32_t i = 0; i < l.n_slots; i++) cudaFree(dst_b[i]);
     for (uint32_t i = 0; i < l.n_slots; i++) cudaFree(dst[i]);
     free(host);
     magi_symm_cuda_destroy(c);
@@ -704,6 +736,7 @@ static int rank_runs(uint32_t rank, const char *dir) {
         RK_OK(dir, rank, magi_symm_cuda_bind(c, i, expect[i] + rank * sl[i].nbytes, sl[i].nbytes, s));
     }
     RK_OK(dir, rank, magi_symm_cuda_barrier(c, s));
+    magi_symm_cuda_set_graphs(c, 0); /* the batch path's runs; the graph path's at the end */
     size_t pool_bytes = (size_t)NS * (RUN_SZ * WORLD + 8192);
     uint8_t *pool, *host = malloc(pool_bytes);
     R_CU(dir, rank, cudaMalloc((void **)&pool, pool_bytes));
@@ -787,8 +820,26 @@ static int rank_runs(uint32_t rank, const char *dir) {
             R_CHECK(dir, rank, !why[0], "separate allocations, round %d, input %d: %s", rep, i, why);
         }
     }
+    /* Graph path over proven spans: 16 equal packed tensors (one 2D node per
+     * member), three calls: batch, build, launch. */
+    magi_symm_cuda_set_graphs(c, 1);
+    for (int call = 0; call < 3; call++) {
+        void *dst[NS];
+        for (uint32_t i = 0; i < RUN_N; i++) dst[i] = pool + (size_t)i * sl[cases[0].slots[i]].nbytes * WORLD;
+        R_CU(dir, rank, cudaMemsetAsync(pool, 0x77, pool_bytes, s));
+        RK_OK(dir, rank, magi_symm_cuda_gather_coalesced(c, RUN_N, cases[0].slots, dst, s));
+        R_CU(dir, rank, cudaMemcpyAsync(host, pool, pool_bytes, cudaMemcpyDeviceToHost, s));
+        R_CU(dir, rank, cudaStreamSynchronize(s));
+        for (uint32_t i = 0; i < RUN_N; i++) {
+            uint32_t slot = cases[0].slots[i];
+            compare(host + ((uint8_t *)dst[i] - pool), expect[slot], sl[slot].nbytes, 2, why, sizeof why);
+            R_CHECK(dir, rank, !why[0], "graph path with 2D nodes, call %d, input %u: %s", call, i, why);
+        }
+    }
     magi_symm_cuda_stats st2;
     magi_symm_cuda_get_stats(c, &st2);
+    R_CHECK(dir, rank, st2.graph_launches == 2 && st2.graph_failures == 0, "graph path with 2D nodes: %llu launches, "
+            "%llu failures", (unsigned long long)st2.graph_launches, (unsigned long long)st2.graph_failures);
     if (rank == 0)
         fprintf(stderr, "  rank 0: separate destinations %p %p: %llu re-issued without 2D copies\n", sep[0], sep[1],
                 (unsigned long long)st2.run_retries);

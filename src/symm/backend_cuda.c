@@ -3,6 +3,7 @@
  * a side stream, joined back to the caller's stream with an event. */
 #include "symm_internal.h"
 #include "cuda_backend.h"
+#include "cuda_graph.h"
 #include "rdzv_sock.h"
 #include <cuda_runtime_api.h>
 #include <stdio.h>
@@ -78,12 +79,7 @@ typedef struct range {
 
 #define RETRY_WITHOUT_RUNS ((magi_status)1) /* internal: issue() asks for 1D copies */
 
-/* One copy: `height` rows of `width` bytes (height 1: a plain copy). */
-typedef struct cpy {
-    void *dst;
-    const void *src;
-    size_t width, height, dpitch, spitch;
-} cpy;
+typedef magi_symm_cuda_copy cpy; /* `height` rows of `width` bytes (1: a plain copy) */
 
 /* Consecutive inputs of a coalesced call that one 2D copy per member can
  * cover: same window and size, constant source and destination strides. */
@@ -113,6 +109,8 @@ struct magi_symm_cuda {
     cudaEvent_t ev_fork, ev_join;
     magi_symm_cuda_local_mode local_mode;
     int no_batch;            /* the driver refused cudaMemcpyBatchAsync once */
+    magi_symm_cuda_graphs *graphs; /* per-gather graphs (cuda_graph.h) */
+    int graphs_off;          /* magi_symm_cuda_set_graphs(c, 0) */
     /* per-call scratch, grown on demand */
     cpy *cp;                 /* the copies of one call: peers first, then local shards */
     void **dsts;             /* cudaMemcpyBatchAsync arguments (all copies 1D) */
@@ -156,8 +154,21 @@ void magi_symm_cuda_set_per_copy(magi_symm_cuda *c, int on) {
     if (c) c->no_batch = on != 0;
 }
 
+void magi_symm_cuda_set_graphs(magi_symm_cuda *c, int on) {
+    if (c) c->graphs_off = on == 0;
+}
+
 void magi_symm_cuda_get_stats(const magi_symm_cuda *c, magi_symm_cuda_stats *out) {
-    if (c && out) *out = c->stats;
+    if (!c || !out) return;
+    *out = c->stats;
+    magi_symm_cuda_graph_stats g;
+    memset(&g, 0, sizeof g);
+    magi_symm_cuda_graphs_stats(c->graphs, &g);
+    out->graph_launches = g.launches;
+    out->graph_builds = g.builds;
+    out->graph_node_updates = g.node_updates;
+    out->graph_declined = g.declined;
+    out->graph_failures = g.failures;
 }
 
 /* Make c->device current; *prev (may be NULL) receives the device to
@@ -192,6 +203,7 @@ void magi_symm_cuda_destroy(magi_symm_cuda *c) {
         free(cw->opened);
         free(cw->ranks);
     }
+    magi_symm_cuda_graphs_free(c->graphs);
     if (c->stage) cudaFree(c->stage);
     if (c->ev_fork) cudaEventDestroy(c->ev_fork);
     if (c->ev_join) cudaEventDestroy(c->ev_join);
@@ -235,6 +247,7 @@ magi_status magi_symm_cuda_create(magi_symm_cuda **out, const magi_symm_cuda_lay
     c->world = cfg->world;
     c->timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : DEFAULT_TIMEOUT_MS;
     c->world_comm = cfg->world_comm;
+    if (!(c->graphs = magi_symm_cuda_graphs_new(0))) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
     if (cfg->rendezvous && !(c->dir = strdup(cfg->rendezvous))) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
     if (cfg->world > 1 && !c->world_comm && !c->dir)
         MAGI_FAIL(MAGI_ERR_INVALID_ARG,
@@ -834,8 +847,18 @@ static magi_status gather_device(magi_symm_cuda *c, uint32_t n, const uint32_t *
     int any_2d;
     for (uint32_t i = 0; i < n; i++) total += c->wins[c->slots[slots[i]].window].gsize;
     MAGI_CHECK(grow(c, total));
+    size_t k;
+    if (!capturing && !c->graphs_off) {
+        /* Graph path: the slot list's graph of memcpy nodes, launched on
+         * the caller's stream. Its 2D copies use only spans a batch proved
+         * (strict), so a refused span never reaches a graph. */
+        k = build_copies(c, n, slots, dsts, 1, 1, &n_peer, &any_2d);
+        st = magi_symm_cuda_graph_issue(c->graphs, n, slots, c->cp, k, stream);
+        if (st != MAGI_SYMM_GRAPH_DECLINED) return st;
+        st = MAGI_OK;
+    }
     int strict = capturing || c->no_batch;
-    size_t k = build_copies(c, n, slots, dsts, 1, strict, &n_peer, &any_2d);
+    k = build_copies(c, n, slots, dsts, 1, strict, &n_peer, &any_2d);
     /* Side stream ordered after the caller's stream; under capture this
      * also pulls the side stream into the capture (fork). */
     CU(cudaEventRecord(c->ev_fork, stream), "cudaEventRecord (fork)");

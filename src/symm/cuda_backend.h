@@ -72,6 +72,11 @@ typedef struct magi_symm_cuda_stats {
     uint64_t staged_calls;      /* gathers into pageable host memory (through a device buffer) */
     uint64_t barriers;          /* collective barriers after binding (0 or 1) */
     uint64_t run_retries;       /* calls whose 2D copies the driver refused, re-issued 1D */
+    uint64_t graph_launches;    /* calls issued as one launch of the gather's graph */
+    uint64_t graph_builds;      /* per-gather graphs built and instantiated */
+    uint64_t graph_node_updates; /* graph copy nodes pointed at a new destination */
+    uint64_t graph_declined;    /* calls the graph path left to the batch path */
+    uint64_t graph_failures;    /* graph builds/updates/launches the driver refused */
 } magi_symm_cuda_stats;
 
 /* Allocate the local windows on cfg->device. Uses cfg->rank, world,
@@ -96,6 +101,9 @@ void magi_symm_cuda_set_local_mode(magi_symm_cuda *c, magi_symm_cuda_local_mode 
 /* Force the per-copy cudaMemcpyAsync path (what graph capture uses), for
  * benchmarks and tests. */
 void magi_symm_cuda_set_per_copy(magi_symm_cuda *c, int on);
+/* Graph path (docs/CUDA.md "Graph path", cuda_graph.h): on by default; off,
+ * every call takes the batch path. For benchmarks and tests. */
+void magi_symm_cuda_set_graphs(magi_symm_cuda *c, int on);
 void magi_symm_cuda_get_stats(const magi_symm_cuda *c, magi_symm_cuda_stats *out);
 /* 1 when this build calls cudaMemcpyBatchAsync (CUDA >= 12.8), else 0. */
 int magi_symm_cuda_has_batch(void);

@@ -1,0 +1,525 @@
+/* Mixed-size coalesced gathers on the cuda SymmBuffer backend: the batch
+ * path (one cudaMemcpyBatchAsync per call) vs the graph path (one launch of
+ * the gather's graph of memcpy nodes), side by side in one run
+ * (docs/CUDA.md "Graph path", docs/PERFORMANCE.md).
+ *
+ * The bucket: 64 tensors with the shapes of a transformer layer's weights,
+ * repeated (q, k, v, o [H, H]; gate, up [I, H]; down [H, I]; two norms
+ * [H]), bf16, each sharded evenly over WORLD rank processes that share the
+ * GPU(s) (rank r on device r % count). Rank 0 measures:
+ *   1. host issue cost of one coalesced call (median, p90, 4 in flight) and
+ *      its device time: batch path; graph path with fixed destinations
+ *      (what a backend-owned output buffer costs); graph path with the
+ *      destinations alternating between two buffers (every node updated);
+ *   2. slowdown of a bf16 8192^3 cuBLAS GEMM while the bucket is gathered
+ *      continuously on a side stream, batch vs graph path (goal <= x1.05);
+ *   3. single-gather throughput at 16, 64, 256 MiB shards, graph vs batch
+ *      (goal: within 10%).
+ * Every path's output is checked (first and last 256 bytes of every shard).
+ * usage: bench_symm_mixed [--world N] [--hidden H] [--inter I] [--iters N] [DIR]
+ * Exit 77 without a GPU, 1 on a failure or a wrong byte. */
+#include "magi_aot.h"
+#include "symm/cuda_backend.h"
+#include "symm/rdzv_sock.h"
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define NT 64                   /* tensors in the bucket */
+#define NB 3                    /* throughput slots */
+static const uint64_t k_big[NB] = {16u << 20, 64u << 20, 256u << 20};
+#define GEMM_N 8192
+#define MAX_WORLD 16
+
+#define CK(x)                                                                                           \
+    do {                                                                                                \
+        cudaError_t e_ = (x);                                                                           \
+        if (e_ != cudaSuccess) {                                                                        \
+            fprintf(stderr, "rank %u: %s:%d: %s: %s\n", g_rank, __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+            exit(1);                                                                                    \
+        }                                                                                               \
+    } while (0)
+#define MK(x)                                                                                           \
+    do {                                                                                                \
+        magi_status s_ = (x);                                                                           \
+        if (s_) {                                                                                       \
+            fprintf(stderr, "rank %u: %s:%d: %s: %s\n", g_rank, __FILE__, __LINE__, #x, magi_last_error()); \
+            exit(1);                                                                                    \
+        }                                                                                               \
+    } while (0)
+#define BK(x)                                                                                           \
+    do {                                                                                                \
+        cublasStatus_t b_ = (x);                                                                        \
+        if (b_ != CUBLAS_STATUS_SUCCESS) {                                                              \
+            fprintf(stderr, "%s:%d: %s: cublas status %d\n", __FILE__, __LINE__, #x, (int)b_);           \
+            exit(1);                                                                                    \
+        }                                                                                               \
+    } while (0)
+
+static uint32_t g_rank;
+
+typedef struct opts {
+    uint32_t world;
+    uint64_t hidden, inter;
+    int iters;
+} opts;
+
+static double now_us(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e6 + (double)t.tv_nsec * 1e-3;
+}
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_d);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+static double pct(double *v, int n, double p) {
+    qsort(v, (size_t)n, sizeof *v, cmp_d);
+    return v[(int)(p * (n - 1) + 0.5)];
+}
+
+/* Global bf16 bytes of bucket tensor i: a layer's 9 weights, repeated. */
+static uint64_t tensor_bytes(const opts *o, int i) {
+    uint64_t h = o->hidden, f = o->inter;
+    switch (i % 9) {
+    case 0: case 1: case 2: case 3: return h * h * 2;     /* q, k, v, o */
+    case 4: case 5: return f * h * 2;                     /* gate, up */
+    case 6: return h * f * 2;                             /* down */
+    default: return h * 2;                                /* input / post-attention norm */
+    }
+}
+
+typedef struct ctx {
+    const opts *o;
+    magi_symm_cuda *c;
+    magi_symm_sock *ctl;
+    cudaStream_t s;
+    magi_symm_cuda_slot sl[NT + NB];
+    uint32_t slots[NT];
+    void *dst[2][NT];           /* two output sets of the bucket */
+    void *big[NB];
+} ctx;
+
+static uint8_t pattern(uint32_t member, uint32_t slot) { return (uint8_t)(member * 16 + slot % 16 + 1); }
+
+/* The first and last 256 bytes of every member's shard in every output. */
+static int check_outputs(ctx *x, void *const *dst, const char *what) {
+    uint8_t buf[256];
+    int bad = 0;
+    CK(cudaStreamSynchronize(x->s));
+    for (int i = 0; i < NT && !bad; i++) {
+        uint64_t nb = x->sl[i].nbytes;
+        size_t n = nb < sizeof buf ? (size_t)nb : sizeof buf;
+        for (uint32_t j = 0; j < x->o->world && !bad; j++)
+            for (int end = 0; end < 2 && !bad; end++) {
+                size_t off = (size_t)j * nb + (end ? nb - n : 0);
+                CK(cudaMemcpy(buf, (uint8_t *)dst[i] + off, n, cudaMemcpyDeviceToHost));
+                for (size_t b = 0; b < n; b++)
+                    if (buf[b] != pattern(j, (uint32_t)i)) {
+                        fprintf(stderr, "%s: tensor %d, member %u, byte %zu: %u, want %u\n", what, i, j, off + b,
+                                buf[b], pattern(j, (uint32_t)i));
+                        bad = 1;
+                        break;
+                    }
+            }
+    }
+    return bad;
+}
+
+/* ------------------------------------------------------- 1. issue cost */
+
+typedef struct fig {
+    double med, p90, piped, gpu_ms;
+} fig;
+
+/* One bucket gather; `flip` alternates between the two output sets. */
+static void bucket(ctx *x, int set, cudaStream_t s) { MK(magi_symm_cuda_gather_coalesced(x->c, NT, x->slots, x->dst[set], s)); }
+
+static void measure_issue(ctx *x, int alternate, fig *f) {
+    int n = x->o->iters;
+    double *t = malloc(sizeof *t * (size_t)n), *t2 = malloc(sizeof *t2 * (size_t)n);
+    int k = 0;
+    for (int w = 0; w < 4; w++) bucket(x, alternate ? (k++ & 1) : 0, x->s);
+    for (int i = 0; i < n; i++) {
+        CK(cudaStreamSynchronize(x->s));
+        double a = now_us();
+        bucket(x, alternate ? (k++ & 1) : 0, x->s);
+        t[i] = now_us() - a;
+    }
+    memcpy(t2, t, sizeof *t * (size_t)n);
+    f->med = median(t, n);
+    f->p90 = pct(t2, n, 0.9);
+    for (int i = 0; i < n; i++) {
+        if (i % 4 == 0) CK(cudaStreamSynchronize(x->s));
+        double a = now_us();
+        bucket(x, alternate ? (k++ & 1) : 0, x->s);
+        t[i] = now_us() - a;
+    }
+    f->piped = median(t, n);
+    cudaEvent_t a, b;
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+    int m = n < 30 ? n : 30;
+    for (int i = 0; i < m; i++) {
+        CK(cudaEventRecord(a, x->s));
+        bucket(x, alternate ? (k++ & 1) : 0, x->s);
+        CK(cudaEventRecord(b, x->s));
+        CK(cudaEventSynchronize(b));
+        float ms;
+        CK(cudaEventElapsedTime(&ms, a, b));
+        t[i] = ms;
+    }
+    f->gpu_ms = median(t, m);
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    free(t);
+    free(t2);
+}
+
+/* ------------------------------------------------------------ 2. GEMM */
+
+typedef struct gemm_env {
+    cublasHandle_t h;
+    cudaStream_t cs, bs;
+    void *A, *B, *C;
+} gemm_env;
+
+static void gemm(gemm_env *g) {
+    float alpha = 1.0f, beta = 0.0f;
+    BK(cublasGemmEx(g->h, CUBLAS_OP_N, CUBLAS_OP_N, GEMM_N, GEMM_N, GEMM_N, &alpha, g->A, CUDA_R_16BF, GEMM_N, g->B,
+                    CUDA_R_16BF, GEMM_N, &beta, g->C, CUDA_R_16BF, GEMM_N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+static double time_bucket(ctx *x, gemm_env *g) {
+    cudaEvent_t a, b;
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+    double t[9];
+    for (int i = 0; i < 11; i++) {
+        CK(cudaEventRecord(a, g->bs));
+        bucket(x, 0, g->bs);
+        CK(cudaEventRecord(b, g->bs));
+        CK(cudaEventSynchronize(b));
+        float ms;
+        CK(cudaEventElapsedTime(&ms, a, b));
+        if (i >= 2) t[i - 2] = ms;
+    }
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    return median(t, 9);
+}
+
+#define GEMM_ITERS 30
+/* Median GEMM ms; with_bg: the bucket gathered back to back on g->bs for
+ * longer than the GEMMs run (*covered says whether it did). */
+static double gemm_with(ctx *x, gemm_env *g, int with_bg, double t_gemm, double t_bg, int *covered) {
+    cudaEvent_t ev[GEMM_ITERS + 1], bg_end;
+    for (int i = 0; i <= GEMM_ITERS; i++) CK(cudaEventCreate(&ev[i]));
+    CK(cudaEventCreate(&bg_end));
+    CK(cudaDeviceSynchronize());
+    if (with_bg) {
+        int n_bg = (int)ceil(1.5 * GEMM_ITERS * t_gemm / t_bg) + 2;
+        for (int i = 0; i < n_bg; i++) bucket(x, 0, g->bs);
+        CK(cudaEventRecord(bg_end, g->bs));
+    }
+    CK(cudaEventRecord(ev[0], g->cs));
+    for (int i = 0; i < GEMM_ITERS; i++) {
+        gemm(g);
+        CK(cudaEventRecord(ev[i + 1], g->cs));
+    }
+    CK(cudaDeviceSynchronize());
+    double t[GEMM_ITERS];
+    for (int i = 0; i < GEMM_ITERS; i++) {
+        float ms;
+        CK(cudaEventElapsedTime(&ms, ev[i], ev[i + 1]));
+        t[i] = ms;
+    }
+    *covered = 1;
+    if (with_bg) {
+        float ms;
+        CK(cudaEventElapsedTime(&ms, ev[GEMM_ITERS], bg_end));
+        *covered = ms > 0;
+    }
+    for (int i = 0; i <= GEMM_ITERS; i++) cudaEventDestroy(ev[i]);
+    cudaEventDestroy(bg_end);
+    return median(t, GEMM_ITERS);
+}
+
+static void fill_bf16(void *dev, size_t n) {
+    uint16_t *h = malloc(n * 2);
+    uint64_t s = 0x1234567;
+    for (size_t i = 0; i < n; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        float f = (float)((double)(s >> 40) / 16777216.0 - 0.5);
+        uint32_t b;
+        memcpy(&b, &f, 4);
+        h[i] = (uint16_t)(b >> 16);
+    }
+    CK(cudaMemcpy(dev, h, n * 2, cudaMemcpyHostToDevice));
+    free(h);
+}
+
+/* ------------------------------------------------------ 3. throughput */
+
+static double time_single(ctx *x, int k, int iters) {
+    cudaEvent_t a, b;
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+    double *t = malloc(sizeof *t * (size_t)iters);
+    for (int i = 0; i < 3; i++) MK(magi_symm_cuda_gather(x->c, NT + (uint32_t)k, x->big[k], x->s));
+    for (int i = 0; i < iters; i++) {
+        CK(cudaEventRecord(a, x->s));
+        MK(magi_symm_cuda_gather(x->c, NT + (uint32_t)k, x->big[k], x->s));
+        CK(cudaEventRecord(b, x->s));
+        CK(cudaEventSynchronize(b));
+        float ms;
+        CK(cudaEventElapsedTime(&ms, a, b));
+        t[i] = ms;
+    }
+    double m = median(t, iters);
+    free(t);
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    return m;
+}
+
+/* -------------------------------------------------------------- ranks */
+
+static int rank0(ctx *x, int ndev) {
+    const opts *o = x->o;
+    uint32_t W = o->world;
+    int bad = 0;
+    uint64_t total = 0;
+    for (int i = 0; i < NT; i++) total += tensor_bytes(o, i);
+    printf("\n== mixed bucket: %d bf16 tensors (hidden %llu, intermediate %llu: q k v o gate up down + 2 norms,\n"
+           "   repeated), %.1f MiB gathered per call, %u ranks on %d GPU(s), shards %llu B .. %.1f MiB\n",
+           NT, (unsigned long long)o->hidden, (unsigned long long)o->inter, (double)total / 1048576.0, W, ndev,
+           (unsigned long long)(o->hidden * 2 / W), (double)(o->inter * o->hidden * 2 / W) / 1048576.0);
+
+    /* 1. issue cost, old path vs new path */
+    struct {
+        const char *name;
+        int graphs, alternate;
+        fig f;
+    } rows[] = {
+        {"batch path (one cudaMemcpyBatchAsync, W x 64 copies)", 0, 0, {0, 0, 0, 0}},
+        {"graph path, fixed destinations (launch only)", 1, 0, {0, 0, 0, 0}},
+        {"graph path, destinations alternating (all nodes updated)", 1, 1, {0, 0, 0, 0}},
+    };
+    enum { NR = sizeof rows / sizeof rows[0] };
+    for (int r = 0; r < NR; r++) {
+        magi_symm_cuda_set_graphs(x->c, rows[r].graphs);
+        for (int set = 0; set < 2; set++)
+            for (int i = 0; i < NT; i++) CK(cudaMemsetAsync(x->dst[set][i], 0, x->sl[i].nbytes * W, x->s));
+        measure_issue(x, rows[r].alternate, &rows[r].f);
+        char what[128];
+        snprintf(what, sizeof what, "%s, output set 0", rows[r].name);
+        bad |= check_outputs(x, x->dst[0], what);
+        if (rows[r].alternate) {
+            snprintf(what, sizeof what, "%s, output set 1", rows[r].name);
+            bad |= check_outputs(x, x->dst[1], what);
+        }
+    }
+    printf("%-58s %11s %9s %11s %9s\n", "host issue cost of one coalesced call", "idle us med", "p90", "4-deep us",
+           "GPU ms");
+    for (int r = 0; r < NR; r++)
+        printf("%-58s %11.1f %9.1f %11.1f %9.3f\n", rows[r].name, rows[r].f.med, rows[r].f.p90, rows[r].f.piped,
+               rows[r].f.gpu_ms);
+    printf("graph vs batch, idle median: x%.1f less host time (fixed), x%.1f (alternating)\n",
+           rows[0].f.med / rows[1].f.med, rows[0].f.med / rows[2].f.med);
+    magi_symm_cuda_stats st;
+    magi_symm_cuda_get_stats(x->c, &st);
+    printf("stats: %llu batch calls, %llu graph launches, %llu graph builds, %llu node updates, %llu declined, "
+           "%llu graph failures\n",
+           (unsigned long long)st.batch_calls, (unsigned long long)st.graph_launches,
+           (unsigned long long)st.graph_builds, (unsigned long long)st.graph_node_updates,
+           (unsigned long long)st.graph_declined, (unsigned long long)st.graph_failures);
+    fflush(stdout);
+
+    /* 2. GEMM slowdown beside continuous bucket gathers */
+    gemm_env g;
+    memset(&g, 0, sizeof g);
+    size_t gbytes = (size_t)GEMM_N * GEMM_N * 2;
+    CK(cudaStreamCreateWithFlags(&g.cs, cudaStreamNonBlocking));
+    CK(cudaStreamCreateWithFlags(&g.bs, cudaStreamNonBlocking));
+    BK(cublasCreate(&g.h));
+    BK(cublasSetStream(g.h, g.cs));
+    CK(cudaMalloc(&g.A, gbytes));
+    CK(cudaMalloc(&g.B, gbytes));
+    CK(cudaMalloc(&g.C, gbytes));
+    fill_bf16(g.A, (size_t)GEMM_N * GEMM_N);
+    fill_bf16(g.B, (size_t)GEMM_N * GEMM_N);
+    for (int i = 0; i < 5; i++) gemm(&g);
+    int cov;
+    enum { REPS = 5 };
+    double tb[2], ratio[2][REPS], alone[2 * REPS];
+    int all_cov[2] = {1, 1};
+    for (int p = 0; p < 2; p++) {
+        magi_symm_cuda_set_graphs(x->c, p);
+        tb[p] = time_bucket(x, &g);
+    }
+    double t_ref = gemm_with(x, &g, 0, 0, 1, &cov);
+    for (int rep = 0; rep < REPS; rep++)
+        for (int q = 0; q < 2; q++) {
+            int p = (q + rep) % 2;
+            magi_symm_cuda_set_graphs(x->c, p);
+            double a = gemm_with(x, &g, 0, 0, 1, &cov);
+            double b = gemm_with(x, &g, 1, t_ref, tb[p], &cov);
+            alone[rep * 2 + p] = a;
+            ratio[p][rep] = b / a;
+            all_cov[p] &= cov;
+        }
+    double t_alone = median(alone, 2 * REPS);
+    printf("\n== GEMM bf16 %d^3 alone %.3f ms (%.0f TFLOP/s); beside continuous bucket gathers (side stream):\n",
+           GEMM_N, t_alone, 2.0 * GEMM_N * (double)GEMM_N * GEMM_N / (t_alone * 1e-3) / 1e12);
+    printf("%-40s %9s %9s %11s %8s\n", "background", "op ms", "slowdown", "min..max", "covered");
+    const char *pn[2] = {"bucket gather, batch path", "bucket gather, graph path"};
+    for (int p = 0; p < 2; p++) {
+        double lo = ratio[p][0], hi = ratio[p][0];
+        for (int k = 1; k < REPS; k++) lo = ratio[p][k] < lo ? ratio[p][k] : lo, hi = ratio[p][k] > hi ? ratio[p][k] : hi;
+        printf("%-40s %9.3f %9.3f %5.2f..%4.2f %8s\n", pn[p], tb[p], median(ratio[p], REPS), lo, hi,
+               all_cov[p] ? "yes" : "NO");
+    }
+    printf("(median over %d rounds of GEMM-with / GEMM-alone measured just before; goal <= x1.05)\n", REPS);
+    cublasDestroy(g.h);
+    cudaFree(g.A);
+    cudaFree(g.B);
+    cudaFree(g.C);
+    cudaStreamDestroy(g.cs);
+    cudaStreamDestroy(g.bs);
+    fflush(stdout);
+
+    /* 3. throughput of single gathers */
+    printf("\n== single-gather throughput, GB/s of gathered output (%u x shard), event-timed medians of 20\n", W);
+    printf("%9s | %9s %8s | %9s %8s | %11s\n", "shard MiB", "batch ms", "GB/s", "graph ms", "GB/s", "graph/batch");
+    for (int k = 0; k < NB; k++) {
+        double t[2];
+        for (int p = 0; p < 2; p++) {
+            magi_symm_cuda_set_graphs(x->c, p);
+            CK(cudaMemsetAsync(x->big[k], 0, k_big[k] * W, x->s));
+            t[p] = time_single(x, k, 20);
+        }
+        double by = (double)k_big[k] * W;
+        printf("%9llu | %9.4f %8.1f | %9.4f %8.1f | %11.3f\n", (unsigned long long)(k_big[k] >> 20), t[0],
+               by / (t[0] * 1e-3) / 1e9, t[1], by / (t[1] * 1e-3) / 1e9, t[0] / t[1]);
+    }
+    printf("(graph/batch: throughput ratio; goal >= 0.9)\n");
+    magi_symm_cuda_set_graphs(x->c, 1);
+    printf("bytes: %s\n", bad ? "MISMATCH (see stderr)" : "every checked byte exact");
+    fflush(stdout);
+    return bad;
+}
+
+static int run_rank(uint32_t rank, const char *dir, const opts *o) {
+    g_rank = rank;
+    int ndev = 0;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) return 77;
+    int dev = (int)(rank % (uint32_t)ndev);
+    CK(cudaSetDevice(dev));
+    ctx x;
+    memset(&x, 0, sizeof x);
+    x.o = o;
+    uint64_t off = 0;
+    for (int i = 0; i < NT + NB; i++) {
+        x.sl[i].window = 0;
+        x.sl[i].offset = off;
+        x.sl[i].nbytes = i < NT ? tensor_bytes(o, i) / o->world : k_big[i - NT];
+        off += (x.sl[i].nbytes + 255) & ~255ull;
+    }
+    uint32_t ranks[MAX_WORLD];
+    for (uint32_t r = 0; r < o->world; r++) ranks[r] = r;
+    magi_symm_cuda_window w = {off, o->world, rank, ranks};
+    magi_symm_cuda_layout l = {1, &w, NT + NB, x.sl, "mixed bench layout", 18};
+    magi_symm_backend_config cfg = MAGI_SYMM_BACKEND_CONFIG_INIT;
+    cfg.rank = rank;
+    cfg.world = o->world;
+    cfg.rendezvous = dir;
+    cfg.timeout_ms = 600000;
+    cfg.device = dev;
+    MK(magi_symm_cuda_create(&x.c, &l, &cfg));
+    MK(magi_symm_cuda_rendezvous(x.c));
+    MK(magi_symm_sock_open(&x.ctl, dir, "bench-ctl.sock", rank, o->world, 600000));
+    CK(cudaStreamCreateWithFlags(&x.s, cudaStreamNonBlocking));
+    for (int i = 0; i < NT + NB; i++) {
+        void *p;
+        MK(magi_symm_cuda_local_slot_ptr(x.c, (uint32_t)i, &p));
+        CK(cudaMemset(p, pattern(rank, (uint32_t)i), x.sl[i].nbytes));
+    }
+    MK(magi_symm_cuda_barrier(x.c, x.s));
+    int rc = 0;
+    if (rank == 0) {
+        /* outputs as a caching allocator hands them out: one pool per set */
+        for (int set = 0; set < 2; set++) {
+            uint64_t tot = 0;
+            for (int i = 0; i < NT; i++) tot += (x.sl[i].nbytes * o->world + 511) & ~511ull;
+            uint8_t *pool;
+            CK(cudaMalloc((void **)&pool, tot));
+            uint64_t at = 0;
+            for (int i = 0; i < NT; i++) {
+                x.dst[set][i] = pool + at;
+                at += (x.sl[i].nbytes * o->world + 511) & ~511ull;
+            }
+        }
+        for (int i = 0; i < NT; i++) x.slots[i] = (uint32_t)i;
+        for (int k = 0; k < NB; k++) CK(cudaMalloc(&x.big[k], k_big[k] * o->world));
+        rc = rank0(&x, ndev);
+        cudaFree(x.dst[0][0]);
+        cudaFree(x.dst[1][0]);
+        for (int k = 0; k < NB; k++) cudaFree(x.big[k]);
+    }
+    MK(magi_symm_sock_barrier(x.ctl)); /* rank 0 done: the others may free */
+    magi_symm_sock_close(x.ctl);
+    magi_symm_cuda_destroy(x.c);
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    opts o = {4, 4096, 11008, 200};
+    const char *dir = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--world") && v) o.world = (uint32_t)atoi(argv[++i]);
+        else if (!strcmp(a, "--hidden") && v) o.hidden = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(a, "--inter") && v) o.inter = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(a, "--iters") && v) o.iters = atoi(argv[++i]);
+        else if (a[0] != '-' && !dir) dir = a;
+        else {
+            fprintf(stderr, "usage: bench_symm_mixed [--world N] [--hidden H] [--inter I] [--iters N] [DIR]\n");
+            return 2;
+        }
+    }
+    if (o.world < 2 || o.world > MAX_WORLD || !o.hidden || !o.inter || o.iters < 4 ||
+        (o.hidden * 2) % (256ull * o.world) || (o.hidden * o.inter * 2) % (256ull * o.world)) {
+        fprintf(stderr, "bench_symm_mixed: world 2..%d, iters >= 4, and every shard a multiple of 256 bytes\n",
+                MAX_WORLD);
+        return 2;
+    }
+    char tmpl[] = "/tmp/magi-mixed-XXXXXX";
+    int own = !dir;
+    if (own && !(dir = mkdtemp(tmpl))) return 1;
+    pid_t pids[MAX_WORLD];
+    fflush(stdout);
+    for (uint32_t r = 0; r < o.world; r++) {
+        pids[r] = fork();
+        if (pids[r] == 0) _exit(run_rank(r, dir, &o));
+    }
+    int rc = 0;
+    for (uint32_t r = 0; r < o.world; r++) {
+        int wst = 0;
+        waitpid(pids[r], &wst, 0);
+        int code = WIFEXITED(wst) ? WEXITSTATUS(wst) : 128 + WTERMSIG(wst);
+        if (code && !rc) rc = code;
+    }
+    if (own) rmdir(dir);
+    return rc;
+}

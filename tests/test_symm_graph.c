@@ -1,0 +1,174 @@
+/* The per-gather graph cache of the cuda backend (src/symm/graph_cuda.c)
+ * on the CPU: linked against the host-only graph calls of the dry-run fake
+ * (bench/multigpu/fake/fake_graph.c), which run a launch's copies at once.
+ * Checks the policy (first call declined, graph built at the second,
+ * destinations updated in place, a changed geometry declined once then
+ * rebuilt, a refused build disabling the entry, a full cache declining)
+ * and that every launch moves exactly the bytes of its copies. */
+#include "testlib.h"
+#include "symm/cuda_graph.h"
+#include <stdint.h>
+#include <string.h>
+
+static size_t g_copied;  /* bytes moved by fake launches */
+
+void magi_fake_copy(void *dst, const void *src, size_t n) {
+    memmove(dst, src, n);
+    g_copied += n;
+}
+
+#define G 4              /* group members */
+#define NIN 5            /* inputs of the coalesced gather */
+static const size_t k_sizes[NIN] = {4096, 256, 11008, 512, 4096}; /* mixed shard sizes */
+
+static uint8_t g_win[G][32768];        /* the members' windows */
+static uint8_t g_out[2][G * 32768];    /* two destination buffers */
+
+/* The copies of a gather of NIN inputs into buf: input i, member j ->
+ * out + off_i + j * size_i (what build_copies makes, all 1D). */
+static size_t make_copies(magi_symm_cuda_copy *cp, uint8_t *out) {
+    size_t k = 0, soff = 0, doff = 0;
+    for (int i = 0; i < NIN; i++) {
+        for (int j = 0; j < G; j++) {
+            cp[k].dst = out + doff + (size_t)j * k_sizes[i];
+            cp[k].src = g_win[j] + soff;
+            cp[k].width = cp[k].spitch = cp[k].dpitch = k_sizes[i];
+            cp[k].height = 1;
+            k++;
+        }
+        soff += k_sizes[i];
+        doff += k_sizes[i] * G;
+    }
+    return k;
+}
+
+static size_t total_bytes(void) {
+    size_t t = 0;
+    for (int i = 0; i < NIN; i++) t += k_sizes[i] * G;
+    return t;
+}
+
+/* out holds every input's gathered shards in member order. */
+static int gathered_ok(const uint8_t *out) {
+    size_t soff = 0, doff = 0;
+    for (int i = 0; i < NIN; i++) {
+        for (int j = 0; j < G; j++)
+            if (memcmp(out + doff + (size_t)j * k_sizes[i], g_win[j] + soff, k_sizes[i])) return 0;
+        soff += k_sizes[i];
+        doff += k_sizes[i] * G;
+    }
+    return 1;
+}
+
+static void fill(void) {
+    for (int j = 0; j < G; j++)
+        for (size_t b = 0; b < sizeof g_win[j]; b++) g_win[j][b] = (uint8_t)(j * 37 + b * 7 + (b >> 8));
+    memset(g_out, 0xA5, sizeof g_out);
+}
+
+static void test_policy_and_bytes(void) {
+    fill();
+    magi_symm_cuda_graphs *g = magi_symm_cuda_graphs_new(0);
+    MT_REQUIRE(g != NULL);
+    uint32_t slots[NIN] = {7, 3, 9, 1, 4};
+    magi_symm_cuda_copy cp[NIN * G];
+    size_t k = make_copies(cp, g_out[0]);
+    magi_symm_cuda_graph_stats st;
+
+    /* first sighting: declined, nothing moved */
+    g_copied = 0;
+    MT_CHECK(magi_symm_cuda_graph_issue(g, NIN, slots, cp, k, NULL) == MAGI_SYMM_GRAPH_DECLINED);
+    MT_CHECK(g_copied == 0);
+    /* second: built and launched, every byte in place */
+    MT_CHECK(magi_symm_cuda_graph_issue(g, NIN, slots, cp, k, NULL) == MAGI_OK);
+    MT_CHECK(g_copied == total_bytes(), "moved %zu of %zu", g_copied, total_bytes());
+    MT_CHECK(gathered_ok(g_out[0]));
+    magi_symm_cuda_graphs_stats(g, &st);
+    MT_CHECK(st.builds == 1 && st.launches == 1 && st.declined == 1 && st.node_updates == 0);
+
+    /* new destinations: the nodes are updated in place, no rebuild; the
+     * old buffer is not written again */
+    memset(g_out[0], 0x5A, sizeof g_out[0]);
+    k = make_copies(cp, g_out[1]);
+    MT_CHECK(magi_symm_cuda_graph_issue(g, NIN, slots, cp, k, NULL) == MAGI_OK);
+    MT_CHECK(gathered_ok(g_out[1]));
+    MT_CHECK(g_out[0][0] == 0x5A && g_out[0][sizeof g_out[0] - 1] == 0x5A);
+    magi_symm_cuda_graphs_stats(g, &st);
+    MT_CHECK(st.builds == 1 && st.launches == 2 && st.node_updates == k, "updates %llu",
+             (unsigned long long)st.node_updates);
+    /* the same destinations again: launch only */
+    MT_CHECK(magi_symm_cuda_graph_issue(g, NIN, slots, cp, k, NULL) == MAGI_OK);
+    magi_symm_cuda_graphs_stats(g, &st);
+    MT_CHECK(st.node_updates == k && st.launches == 3);
+
+    /* changed geometry (the first input as one 2D copy of two rows): declined
+     * once, rebuilt when it persists */
+    magi_symm_cuda_copy cp2[NIN * G];
+    memcpy(cp2, cp, sizeof cp);
+    cp2[0].height = 2;
+    cp2[0].spitch = 8192;
+    cp2[0].dpitch = 90112; /* the second row lands past every output */
+    MT_CHECK(magi_symm_cuda_graph_issue(g, NIN, slots, cp2, k, NULL) == MAGI_SYMM_GRAPH_DECLINED);
+    memset(g_out[1], 0, sizeof g_out[1]);
+    g_copied = 0;
+    MT_CHECK(magi_symm_cuda_graph_issue(g, NIN, slots, cp2, k, NULL) == MAGI_OK);
+    MT_CHECK(g_copied == total_bytes() + k_sizes[0], "the 2D node moves two rows");
+    MT_CHECK(!memcmp(g_out[1] + 90112, g_win[0] + 8192, k_sizes[0]), "second row of the 2D node");
+    magi_symm_cuda_graphs_stats(g, &st);
+    MT_CHECK(st.builds == 2 && st.declined == 2);
+    /* back to the old geometry: declined once (mismatch), then rebuilt */
+    MT_CHECK(magi_symm_cuda_graph_issue(g, NIN, slots, cp, k, NULL) == MAGI_SYMM_GRAPH_DECLINED);
+    MT_CHECK(magi_symm_cuda_graph_issue(g, NIN, slots, cp, k, NULL) == MAGI_OK);
+    MT_CHECK(gathered_ok(g_out[1]));
+
+    /* another slot list (same copies, other key): its own first sighting */
+    uint32_t other[NIN] = {7, 3, 9, 1, 5};
+    MT_CHECK(magi_symm_cuda_graph_issue(g, NIN, other, cp, k, NULL) == MAGI_SYMM_GRAPH_DECLINED);
+    MT_CHECK(magi_symm_cuda_graph_issue(g, NIN - 1, slots, cp, k, NULL) == MAGI_SYMM_GRAPH_DECLINED);
+    magi_symm_cuda_graphs_free(g);
+}
+
+static void test_refused_build_disables(void) {
+    fill();
+    magi_symm_cuda_graphs *g = magi_symm_cuda_graphs_new(0);
+    MT_REQUIRE(g != NULL);
+    uint32_t slots[NIN] = {0, 1, 2, 3, 4};
+    magi_symm_cuda_copy cp[NIN * G];
+    size_t k = make_copies(cp, g_out[0]);
+    cp[5].width = 0; /* the fake, like the driver, refuses a zero-sized copy node */
+    MT_CHECK(magi_symm_cuda_graph_issue(g, NIN, slots, cp, k, NULL) == MAGI_SYMM_GRAPH_DECLINED);
+    g_copied = 0;
+    MT_CHECK(magi_symm_cuda_graph_issue(g, NIN, slots, cp, k, NULL) == MAGI_SYMM_GRAPH_DECLINED);
+    MT_CHECK(g_copied == 0, "a refused build queues nothing");
+    magi_symm_cuda_graph_stats st;
+    magi_symm_cuda_graphs_stats(g, &st);
+    MT_CHECK(st.failures == 1 && st.builds == 0 && st.launches == 0);
+    /* disabled for good, even with valid copies */
+    cp[5].width = k_sizes[1];
+    MT_CHECK(magi_symm_cuda_graph_issue(g, NIN, slots, cp, k, NULL) == MAGI_SYMM_GRAPH_DECLINED);
+    magi_symm_cuda_graphs_stats(g, &st);
+    MT_CHECK(st.failures == 1 && st.launches == 0);
+    magi_symm_cuda_graphs_free(g);
+}
+
+static void test_full_cache_declines(void) {
+    fill();
+    magi_symm_cuda_graphs *g = magi_symm_cuda_graphs_new(1);
+    MT_REQUIRE(g != NULL);
+    uint32_t a[1] = {1}, b[1] = {2};
+    magi_symm_cuda_copy cp[NIN * G];
+    size_t k = make_copies(cp, g_out[0]);
+    for (int i = 0; i < 2; i++) {
+        MT_CHECK(magi_symm_cuda_graph_issue(g, 1, a, cp, G, NULL) == (i ? MAGI_OK : MAGI_SYMM_GRAPH_DECLINED));
+        MT_CHECK(magi_symm_cuda_graph_issue(g, 1, b, cp, G, NULL) == MAGI_SYMM_GRAPH_DECLINED);
+    }
+    (void)k;
+    magi_symm_cuda_graph_stats st;
+    magi_symm_cuda_graphs_stats(g, &st);
+    MT_CHECK(st.builds == 1 && st.declined == 3);
+    MT_CHECK(magi_symm_cuda_graph_issue(NULL, 1, a, cp, G, NULL) == MAGI_SYMM_GRAPH_DECLINED);
+    magi_symm_cuda_graphs_free(g);
+    magi_symm_cuda_graphs_free(NULL);
+}
+
+MT_MAIN(MT_CASE(test_policy_and_bytes), MT_CASE(test_refused_build_disables), MT_CASE(test_full_cache_declines))
