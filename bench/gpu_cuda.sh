@@ -113,6 +113,7 @@ done
 
 # 4. the cost-table profiler (PyTorch on the GPU) and the schedule on it
 T=$(want profile 90)
+[ -f python/tests/gpu/profile_costs.sh ] || { note "profile: no python/tests/gpu/profile_costs.sh"; T=0; }
 if [ "$T" -gt 0 ]; then
     T0=$(date +%s)
     MAGI_AOT_LIB=$(ls "$BUILD"/libmagi_aot.so* 2>/dev/null | head -1) MAGI_CLI="$BUILD/magi-aot" \
