@@ -260,12 +260,14 @@ static void test_cli_cost_table_and_guard(void) {
     json_decref(rep);
     free(out);
     free(err);
-    /* mismatched peer fingerprints: unchanged, reason reported, nothing emitted */
-    const char *fp_text = "# peers\nabcdef\n";
+    /* mismatched peer fingerprints: unchanged, reason reported, nothing
+     * emitted, exit 6 (a cross-rank failure a launcher can act on) */
+    const char *fp_text = "# peers\n00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\n";
     MT_REQUIRE(mt_write(fps, fp_text, strlen(fp_text)) == 0);
     unlink(emit);
     char *argv2[] = {MAGI_CLI_PATH, "schedule", in, "--costs", table, "--json", "--peer-fingerprints", fps, "--emit", emit, NULL};
-    MT_REQUIRE(mt_spawn(argv2, NULL, &out, &err) == 0, "%s", err);
+    MT_REQUIRE(mt_spawn(argv2, NULL, &out, &err) == 6, "%s", err);
+    MT_CHECK(access(emit, F_OK) != 0, "emitted although a peer differs");
     rep = json_loads(out, 0, &je);
     MT_REQUIRE(rep);
     MT_CHECK(json_is_false(json_object_get(rep, "applied")), "%s", out);

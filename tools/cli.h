@@ -37,17 +37,98 @@ int magi_cli_cmp_double(const void *a, const void *b);
 
 /* One function per subcommand; argv[0] is the subcommand name. */
 typedef int (*magi_cmd_fn)(int argc, char **argv);
-int magi_cmd_save(int argc, char **argv);
-int magi_cmd_dump(int argc, char **argv);
-int magi_cmd_inspect(int argc, char **argv);
-int magi_cmd_verify(int argc, char **argv);
-int magi_cmd_inputs(int argc, char **argv);
-int magi_cmd_fingerprint(int argc, char **argv);
-int magi_cmd_diff(int argc, char **argv);
-int magi_cmd_costs(int argc, char **argv);
+
+/* ---- option tables (tools/cli_opts.c) ----
+ * Every command describes itself in one magi_cli_command: its positional
+ * arguments, a one-line summary and a table of options. That table is the
+ * single source of the command's parser (magi_cli_parse), of
+ * `magi-aot CMD --help` / `magi-aot help CMD`, and of the command list in
+ * `magi-aot --help` that README.md quotes (checked by a test). */
+enum {
+    MAGI_OPT_MULTI = 1u,  /* takes one or more values, up to the next option */
+    MAGI_OPT_HIDDEN = 2u  /* accepted, never shown (internal use) */
+};
+
+typedef struct magi_cli_opt {
+    const char *name;   /* "--json", "-o"; NULL ends the table */
+    const char *alias;  /* a second spelling shown in the help ("--output"), or NULL */
+    const char *old;    /* an older spelling still accepted, not shown, or NULL */
+    const char *arg;    /* the value's placeholder ("FILE"); NULL: a flag */
+    unsigned flags;     /* MAGI_OPT_* */
+    const char *help;   /* one line */
+} magi_cli_opt;
+
+typedef struct magi_cli_command {
+    const char *name;    /* "save", "cache put" */
+    const char *args;    /* positional synopsis: "IN -o OUT" */
+    const char *summary; /* one line, shown in `magi-aot --help` */
+    const char *details; /* more lines for `CMD --help`, or NULL */
+    const magi_cli_opt *opts;
+    magi_cmd_fn fn;      /* NULL for a group (cache, bench) */
+} magi_cli_command;
+
+/* Every command, in the order `magi-aot --help` lists them; NULL-terminated. */
+extern const magi_cli_command *const magi_cli_commands[];
+
+/* The result of parsing one command line against a command's table. */
+typedef struct magi_cli_args {
+    const magi_cli_command *cmd;
+    const char **pos; /* positional arguments ("-" included), in order */
+    int n_pos;
+    struct magi_cli_seen {
+        int count;           /* times given */
+        const char **values; /* every value given, in order */
+        int n_values;
+    } *seen;                 /* one per table row */
+    const char **pool;       /* backing store of pos and values */
+} magi_cli_args;
+
+/* Parse argv[1..argc-1] against cmd's table. `--` ends the options, `-` is
+ * a positional (standard input/output), `--opt=value` is accepted. Returns
+ * 0 to go on; otherwise the exit code to return now: MAGI_EXIT_OK after
+ * printing the help for --help/-h, MAGI_EXIT_USAGE after printing a usage
+ * error that names the bad option. Free with magi_cli_args_free(). */
+int magi_cli_parse(const magi_cli_command *cmd, int argc, char **argv, magi_cli_args *out);
+void magi_cli_args_free(magi_cli_args *a);
+/* Was option `name` (its table spelling) given? */
+int magi_cli_has(const magi_cli_args *a, const char *name);
+/* The last value of option `name`, or `dflt`. */
+const char *magi_cli_value(const magi_cli_args *a, const char *name, const char *dflt);
+/* Every value of a MAGI_OPT_MULTI (or repeated) option; *n may be 0. */
+const char **magi_cli_values(const magi_cli_args *a, const char *name, int *n);
+/* Parse a whole number in [lo, hi]; on failure print a usage error naming
+ * the option and return MAGI_EXIT_USAGE. */
+int magi_cli_long(const magi_cli_args *a, const char *name, long lo, long hi, long *out);
+int magi_cli_double(const magi_cli_args *a, const char *name, double lo, double *out);
+
+/* Print cmd's full help (synopsis, options, details) to f. */
+void magi_cli_print_help(FILE *f, const magi_cli_command *cmd);
+/* Print the top-level help (README.md's CLI block) to f. */
+void magi_cli_print_overview(FILE *f);
+/* Find a command by name ("cache put"); NULL if none. */
+const magi_cli_command *magi_cli_find(const char *name);
+
+/* ---- standard input and output ----
+ * A file operand "-" means standard input (reading) or standard output
+ * (writing), as in zstd and git. */
+int magi_cli_is_stdio(const char *path);
+/* Load a region from a path or "-" (standard input, read whole, by content:
+ * JSON, artifact v1 or legacy v0). Errors name the file ("<stdin>"). */
+magi_status magi_cli_read_region(magi_region **out, const char *path);
+/* Refuse to write binary data to a terminal: when stdout is a terminal,
+ * print why (naming `what`) and how to redirect, and return MAGI_EXIT_USAGE;
+ * otherwise 0. */
+int magi_cli_refuse_tty(const char *cmd, const char *what);
+/* Are two paths the same existing file (same device and inode)? */
+int magi_cli_same_file(const char *a, const char *b);
+/* The command tables, one per command, each next to its command's code. */
+extern const magi_cli_command magi_cli_save, magi_cli_dump, magi_cli_inspect, magi_cli_verify, magi_cli_inputs,
+    magi_cli_fingerprint, magi_cli_diff, magi_cli_costs, magi_cli_load, magi_cli_schedule;
+extern const magi_cli_command magi_cli_cache, magi_cli_cache_put, magi_cli_cache_get, magi_cli_cache_ls,
+    magi_cli_cache_verify, magi_cli_cache_gc, magi_cli_cache_key;
+/* tools/cmd_load.c (its table: tools/cmd_load_opts.c). */
 int magi_cmd_load(int argc, char **argv);
-int magi_cmd_cache(int argc, char **argv);
-int magi_cmd_schedule(int argc, char **argv);
-int magi_cmd_bench(int argc, char **argv);
+extern const magi_cli_command magi_cli_bench, magi_cli_bench_load, magi_cli_bench_scale, magi_cli_bench_legacy,
+    magi_cli_bench_fingerprint;
 
 #endif

@@ -27,29 +27,25 @@ static long peak_rss_kb(void) {
     return ru.ru_maxrss;
 }
 
-static int parse_iters(const char *cmd, const char *s, long *out) {
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (*end || v < 1 || v > 10000000) return magi_cli_usage(cmd, "bad --iters '%s'", s);
-    *out = v;
-    return 0;
-}
-
 /* bench load FILE [--iters N]: open (mmap) + verify digests + decompress +
  * parse into a region + free, N times. */
+static int bench_load(int argc, char **argv);
+static const magi_cli_opt bench_load_opts[] = {
+    {"--iters", NULL, NULL, "N", 0, "iterations (default 200)"},
+    {NULL, NULL, NULL, NULL, 0, NULL}};
+const magi_cli_command magi_cli_bench_load = {
+    "bench load", "FILE", "open+verify+decompress+parse; last line load_median_us=", NULL, bench_load_opts,
+    bench_load};
+
 static int bench_load(int argc, char **argv) {
-    const char *file = NULL;
     long iters = 200;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--iters")) {
-            if (++i >= argc) return magi_cli_usage("bench load", "--iters needs a number");
-            if (parse_iters("bench load", argv[i], &iters)) return MAGI_EXIT_USAGE;
-        } else if (!file) {
-            file = argv[i];
-        } else {
-            return magi_cli_usage("bench load", "usage: bench load FILE [--iters N]");
-        }
-    }
+    magi_cli_args args;
+    int rc = magi_cli_parse(&magi_cli_bench_load, argc, argv, &args);
+    if (rc) return rc;
+    const char *file = args.n_pos == 1 ? args.pos[0] : NULL;
+    rc = magi_cli_long(&args, "--iters", 1, 10000000, &iters);
+    magi_cli_args_free(&args);
+    if (rc) return rc;
     if (!file) return magi_cli_usage("bench load", "usage: bench load FILE [--iters N]");
     double *t = calloc((size_t)iters, sizeof *t);
     if (!t) return MAGI_EXIT_RUNTIME;
@@ -182,22 +178,35 @@ oom:
 
 /* bench scale [--nodes N,N,...] [--level L] [--dir D]: synthetic regions,
  * encode + atomic save, then open + load, per size. */
+static int bench_scale(int argc, char **argv);
+static const magi_cli_opt bench_scale_opts[] = {
+    {"--nodes", NULL, NULL, "N,N,...", 0, "region sizes (default 10000,100000,1000000)"},
+    {"--level", NULL, NULL, "L", 0, "zstd level -7..22 (default 0: automatic)"},
+    {"--dir", NULL, NULL, "D", 0, "where the artifacts are written (default /tmp)"},
+    {"--keep", NULL, NULL, NULL, 0, "keep the artifacts"},
+    {NULL, NULL, NULL, NULL, 0, NULL}};
+const magi_cli_command magi_cli_bench_scale = {
+    "bench scale", "[--nodes N,...]", "synthetic regions: save and load times per size", NULL, bench_scale_opts,
+    bench_scale};
+
 static int bench_scale(int argc, char **argv) {
-    const char *sizes = "10000,100000,1000000", *dir = "/tmp";
     magi_save_options so = MAGI_SAVE_OPTIONS_INIT;
-    int keep = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--keep")) keep = 1;
-        else if (!strcmp(argv[i], "--nodes") && i + 1 < argc) sizes = argv[++i];
-        else if (!strcmp(argv[i], "--level") && i + 1 < argc) so.zstd_level = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--dir") && i + 1 < argc) dir = argv[++i];
-        else return magi_cli_usage("bench scale", "usage: bench scale [--nodes N,N,...] [--level L] [--dir D] [--keep]");
-    }
+    long level = so.zstd_level;
+    magi_cli_args args;
+    int rc = magi_cli_parse(&magi_cli_bench_scale, argc, argv, &args);
+    if (rc) return rc;
+    const char *sizes = magi_cli_value(&args, "--nodes", "10000,100000,1000000");
+    const char *dir = magi_cli_value(&args, "--dir", "/tmp");
+    int keep = magi_cli_has(&args, "--keep");
+    rc = magi_cli_long(&args, "--level", -7, 22, &level);
+    if (!rc && args.n_pos) rc = magi_cli_usage("bench scale", "unexpected operand '%s'", args.pos[0]);
+    magi_cli_args_free(&args);
+    if (rc) return rc;
+    so.zstd_level = (int)level;
     char *list = strdup(sizes);
     if (!list) return MAGI_EXIT_RUNTIME;
     printf("%10s %12s %10s %10s %12s %12s\n", "nodes", "bytes", "save_ms", "load_ms", "save_ns/node",
            "load_ns/node");
-    int rc = MAGI_EXIT_OK;
     for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
         char *end;
         unsigned long nl = strtoul(tok, &end, 10);
@@ -242,25 +251,6 @@ static int bench_scale(int argc, char **argv) {
     return rc;
 }
 
-int magi_bench_fingerprint(int argc, char **argv); /* tools/cmd_fingerprint.c */
-int magi_bench_legacy(int argc, char **argv); /* tools/cmd_inputs.c */
-
-static const struct {
-    const char *name;
-    int (*fn)(int argc, char **argv);
-    const char *usage;
-} benches[] = {
-    {"load", bench_load, "bench load FILE [--iters N]      open+verify+decompress+parse; last line load_median_us="},
-    {"scale", bench_scale, "bench scale [--nodes N,...] [--level L] [--dir D] [--keep]  synthetic save/load times"},
-    {"legacy", magi_bench_legacy, "bench legacy --fixture F.json [--mib N] [--iters K] [--dense]  1 GiB legacy example_inputs: load+inputs ms, peak RSS (child)"},
-    {"fingerprint", magi_bench_fingerprint, "bench fingerprint FILE [--iters N]  canonical fingerprint in process; last line fingerprint_median_us="},
-};
-
-int magi_cmd_bench(int argc, char **argv) {
-    if (argc >= 2)
-        for (size_t i = 0; i < sizeof benches / sizeof benches[0]; i++)
-            if (!strcmp(argv[1], benches[i].name)) return benches[i].fn(argc - 1, argv + 1);
-    fprintf(stderr, "usage:\n");
-    for (size_t i = 0; i < sizeof benches / sizeof benches[0]; i++) fprintf(stderr, "  magi-aot %s\n", benches[i].usage);
-    return MAGI_EXIT_USAGE;
-}
+const magi_cli_command magi_cli_bench = {
+    "bench", "load|scale|legacy|fingerprint ...", "in-process benchmarks that print numbers (more in bench/)",
+    "Timed work only: performance targets live here, not in the tests.\n", NULL, NULL};

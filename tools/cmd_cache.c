@@ -1,25 +1,10 @@
-/* magi-aot cache put|get|ls|verify|gc|key DIR ...: the cross-process
- * artifact cache (docs/CACHE.md).
- *
- *   cache put DIR FILE... [--key K] [--replace]  store each region's canonical
- *                                                artifact; prints KEY SHA STATUS FILE
- *   cache get DIR KEY [-o OUT] [--sha SHA]       verified content to OUT or stdout;
- *                                                exit 1 on a miss (a corrupt entry is
- *                                                quarantined and reported on stderr)
- *   cache ls DIR [--json]                        entries: key, sha256, size, last use
- *   cache verify DIR                             hash every entry; exit 4 if any was
- *                                                corrupt (quarantined)
- *   cache gc DIR --max-bytes N [--tmp-grace S] [--keep-quarantine]
- *   cache key FILE...                            the key `put` would use */
+/* magi-aot cache put|get|ls|verify|gc|key ...: the cross-process artifact
+ * cache (docs/CACHE.md). Each subcommand has its own option table below.
+ * Readers (get, ls, verify) open an existing cache and create nothing. */
 #include "cli.h"
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-
-static const char *usage_text =
-    "usage: cache put DIR FILE... [--key K] [--replace] | get DIR KEY [-o OUT] [--sha SHA] |\n"
-    "       ls DIR [--json] | verify DIR | gc DIR --max-bytes N [--tmp-grace S] [--keep-quarantine] |\n"
-    "       key FILE...";
 
 static int parse_u64(const char *s, uint64_t *out) {
     char *end = NULL;
@@ -41,7 +26,7 @@ static int parse_u64(const char *s, uint64_t *out) {
  * *named: the error message already names FILE (a load error). */
 static magi_status region_bytes(const char *file, char key[65], void **bytes, size_t *len, int *named) {
     magi_region *r = NULL;
-    magi_status st = magi_load_file(&r, file, NULL);
+    magi_status st = magi_cli_read_region(&r, file);
     *named = st != MAGI_OK;
     if (!st && key) st = magi_cache_region_key(key, r);
     if (!st && bytes) st = magi_artifact_encode(bytes, len, r, NULL);
@@ -49,74 +34,89 @@ static magi_status region_bytes(const char *file, char key[65], void **bytes, si
     return st;
 }
 
-static int cmd_put(const char *cmd, const char *dir, int argc, char **argv) {
-    const char *key = NULL;
-    unsigned flags = 0;
-    int nfiles = 0;
-    for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "--key")) {
-            if (++i >= argc) return magi_cli_usage(cmd, "--key needs a value");
-            key = argv[i];
-        } else if (!strcmp(argv[i], "--replace")) {
-            flags |= MAGI_CACHE_PUT_REPLACE;
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            return magi_cli_usage(cmd, "unknown option '%s'", argv[i]);
-        } else {
-            nfiles++;
-        }
+static int cmd_put(int argc, char **argv);
+static const magi_cli_opt put_opts[] = {
+    {"--key", NULL, NULL, "K", 0, "store under K instead of the region's key (one FILE)"},
+    {"--replace", NULL, NULL, NULL, 0, "replace an existing valid entry"},
+    {NULL, NULL, NULL, NULL, 0, NULL}};
+const magi_cli_command magi_cli_cache_put = {
+    "cache put", "DIR FILE...", "store each region's canonical artifact; prints KEY SHA STATUS FILE",
+    "DIR is created if needed. A FILE of '-' is standard input.\n", put_opts, cmd_put};
+
+static int cmd_put(int argc, char **argv) {
+    const char *cmd = magi_cli_cache_put.name;
+    magi_cli_args args;
+    int prc = magi_cli_parse(&magi_cli_cache_put, argc, argv, &args);
+    if (prc) return prc;
+    const char *key = magi_cli_value(&args, "--key", NULL);
+    unsigned flags = magi_cli_has(&args, "--replace") ? MAGI_CACHE_PUT_REPLACE : 0;
+    if (args.n_pos < 2) prc = magi_cli_usage(cmd, "usage: cache put DIR FILE... [--key K] [--replace]");
+    else if (key && args.n_pos > 2) prc = magi_cli_usage(cmd, "--key takes one FILE");
+    if (prc) {
+        magi_cli_args_free(&args);
+        return prc;
     }
-    if (!nfiles) return magi_cli_usage(cmd, "put: no input file");
-    if (key && nfiles > 1) return magi_cli_usage(cmd, "put: --key takes one file");
+    const char *dir = args.pos[0];
+    int nfiles = args.n_pos - 1;
+    const char **files = args.pos + 1;
     magi_cache *c = NULL;
     magi_status st = magi_cache_open(&c, dir);
-    if (st) return magi_cli_fail(cmd, st);
+    if (st) {
+        magi_cli_args_free(&args);
+        return magi_cli_fail(cmd, st);
+    }
     int rc = MAGI_EXIT_OK;
-    for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "--key")) { i++; continue; }
-        if (argv[i][0] == '-' && argv[i][1]) continue;
+    for (int i = 0; i < nfiles; i++) {
         char k[65];
         void *bytes = NULL;
         size_t len = 0;
         int named = 0;
-        st = region_bytes(argv[i], key ? NULL : k, &bytes, &len, &named);
+        st = region_bytes(files[i], key ? NULL : k, &bytes, &len, &named);
         magi_cache_put_result res;
         if (!st) st = magi_cache_put(c, key ? key : k, bytes, len, flags, &res);
         magi_free(bytes);
         if (st) {
-            fprintf(stderr, "magi-aot %s: %s%s%s\n", cmd, named ? "" : argv[i], named ? "" : ": ", magi_last_error());
+            fprintf(stderr, "magi-aot %s: %s%s%s\n", cmd, named ? "" : files[i], named ? "" : ": ", magi_last_error());
             if (rc == MAGI_EXIT_OK) rc = magi_cli_exit_code(st);
             continue;
         }
-        printf("%s %s %s %s\n", key ? key : k, res.sha256_hex, res.published ? "published" : "kept", argv[i]);
-        if (res.quarantined) fprintf(stderr, "magi-aot %s: %s: quarantined %d corrupt entr%s\n", cmd, argv[i],
+        printf("%s %s %s %s\n", key ? key : k, res.sha256_hex, res.published ? "published" : "kept", files[i]);
+        if (res.quarantined) fprintf(stderr, "magi-aot %s: %s: quarantined %d corrupt entr%s\n", cmd, files[i],
                                      res.quarantined, res.quarantined == 1 ? "y" : "ies");
     }
     magi_cache_free(c);
+    magi_cli_args_free(&args);
     if (fflush(stdout) != 0) return MAGI_EXIT_IO;
     return rc;
 }
 
-static int cmd_get(const char *cmd, const char *dir, int argc, char **argv) {
-    const char *key = NULL, *out = NULL, *sha = NULL;
-    for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "-o") || !strcmp(argv[i], "--sha")) {
-            if (i + 1 >= argc) return magi_cli_usage(cmd, "%s needs a value", argv[i]);
-            if (argv[i][1] == 'o') out = argv[++i];
-            else sha = argv[++i];
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            return magi_cli_usage(cmd, "unknown option '%s'", argv[i]);
-        } else if (!key) {
-            key = argv[i];
-        } else {
-            return magi_cli_usage(cmd, "get: more than one key");
-        }
-    }
-    if (!key) return magi_cli_usage(cmd, "get: no key");
+static int cmd_get(int argc, char **argv);
+static const magi_cli_opt get_opts[] = {
+    {"-o", "--output", NULL, "OUT", 0, "write the entry to OUT (atomic) instead of standard output"},
+    {"--sha", NULL, NULL, "SHA", 0, "also require the content's SHA-256 to be SHA"},
+    {NULL, NULL, NULL, NULL, 0, NULL}};
+const magi_cli_command magi_cli_cache_get = {
+    "cache get", "DIR KEY", "verified entry to OUT or stdout; exit 1 on a miss",
+    "A corrupt entry is quarantined, reported on stderr and counts as a miss.\n"
+    "Standard output is refused when it is a terminal (the entry is binary).\n",
+    get_opts, cmd_get};
+
+static int cmd_get(int argc, char **argv) {
+    const char *cmd = magi_cli_cache_get.name;
+    magi_cli_args args;
+    int prc = magi_cli_parse(&magi_cli_cache_get, argc, argv, &args);
+    if (prc) return prc;
+    const char *out = magi_cli_value(&args, "-o", NULL), *sha = magi_cli_value(&args, "--sha", NULL);
+    const char *dir = args.n_pos == 2 ? args.pos[0] : NULL, *key = args.n_pos == 2 ? args.pos[1] : NULL;
+    magi_cli_args_free(&args);
+    if (!key) return magi_cli_usage(cmd, "usage: cache get DIR KEY [-o OUT] [--sha SHA]");
+    if (magi_cli_is_stdio(out)) out = NULL;
+    if (!out && (prc = magi_cli_refuse_tty(cmd, "a binary cache entry")) != 0) return prc;
     magi_cache *c = NULL;
     void *data = NULL;
     size_t len = 0;
     int quarantined = 0;
-    magi_status st = magi_cache_open(&c, dir);
+    magi_status st = magi_cache_open_existing(&c, dir);
     if (!st) st = magi_cache_get(c, key, sha, 0, &data, &len, NULL, &quarantined);
     magi_cache_free(c);
     if (st) return magi_cli_fail(cmd, st); /* a miss exits 1; the message says quarantined */
@@ -132,16 +132,27 @@ static int cmd_get(const char *cmd, const char *dir, int argc, char **argv) {
     return rc;
 }
 
-static int cmd_ls(const char *cmd, const char *dir, int argc, char **argv) {
-    int json = 0;
-    for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "--json")) json = 1;
-        else return magi_cli_usage(cmd, "ls: unexpected '%s'", argv[i]);
-    }
+static int cmd_ls(int argc, char **argv);
+static const magi_cli_opt ls_opts[] = {
+    {"--json", NULL, NULL, NULL, 0, "machine-readable output"},
+    {NULL, NULL, NULL, NULL, 0, NULL}};
+const magi_cli_command magi_cli_cache_ls = {
+    "cache ls", "DIR", "entries: key, sha256, size, last use",
+    "Creates nothing: a DIR that holds no cache is reported (exit 1).\n", ls_opts, cmd_ls};
+
+static int cmd_ls(int argc, char **argv) {
+    const char *cmd = magi_cli_cache_ls.name;
+    magi_cli_args args;
+    int prc = magi_cli_parse(&magi_cli_cache_ls, argc, argv, &args);
+    if (prc) return prc;
+    int json = magi_cli_has(&args, "--json");
+    const char *dir = args.n_pos == 1 ? args.pos[0] : NULL;
+    magi_cli_args_free(&args);
+    if (!dir) return magi_cli_usage(cmd, "usage: cache ls DIR [--json]");
     magi_cache *c = NULL;
     magi_cache_entry *v = NULL;
     size_t n = 0, bad = 0;
-    magi_status st = magi_cache_open(&c, dir);
+    magi_status st = magi_cache_open_existing(&c, dir);
     if (!st) st = magi_cache_list(c, &v, &n, &bad);
     magi_cache_free(c);
     if (st) return magi_cli_fail(cmd, st);
@@ -163,13 +174,26 @@ static int cmd_ls(const char *cmd, const char *dir, int argc, char **argv) {
     return fflush(stdout) == 0 ? MAGI_EXIT_OK : MAGI_EXIT_IO;
 }
 
-static int cmd_verify(const char *cmd, const char *dir, int argc, char **argv) {
-    if (argc) return magi_cli_usage(cmd, "verify: unexpected '%s'", argv[0]);
+static int cmd_verify(int argc, char **argv);
+static const magi_cli_opt cverify_opts[] = {{NULL, NULL, NULL, NULL, 0, NULL}};
+const magi_cli_command magi_cli_cache_verify = {
+    "cache verify", "DIR", "hash every entry; exit 4 if any was corrupt (quarantined)",
+    "Creates nothing: a DIR that holds no cache is reported (exit 1).\n", cverify_opts, cmd_verify};
+
+static int cmd_verify(int argc, char **argv) {
+    const char *cmd = magi_cli_cache_verify.name;
+    magi_cli_args args;
+    int prc = magi_cli_parse(&magi_cli_cache_verify, argc, argv, &args);
+    if (prc) return prc;
+    const char *dir = args.n_pos == 1 ? args.pos[0] : NULL;
+    magi_cli_args_free(&args);
+    if (!dir) return magi_cli_usage(cmd, "usage: cache verify DIR");
     magi_cache *c = NULL;
     magi_cache_report rep;
     memset(&rep, 0, sizeof rep);
-    magi_status st = magi_cache_open(&c, dir);
-    if (!st) st = magi_cache_verify(c, &rep);
+    magi_status st = magi_cache_open_existing(&c, dir);
+    if (st) return magi_cli_fail(cmd, st);
+    st = magi_cache_verify(c, &rep);
     magi_cache_free(c);
     printf("%zu ok, %zu quarantined\n", rep.entries_ok, rep.quarantined);
     fflush(stdout);
@@ -177,26 +201,36 @@ static int cmd_verify(const char *cmd, const char *dir, int argc, char **argv) {
     return MAGI_EXIT_OK;
 }
 
-static int cmd_gc(const char *cmd, const char *dir, int argc, char **argv) {
+static int cmd_gc(int argc, char **argv);
+static const magi_cli_opt gc_opts[] = {
+    {"--max-bytes", NULL, NULL, "N", 0, "evict least recently used entries down to N bytes (N, NK, NM, NG); required"},
+    {"--tmp-grace", NULL, NULL, "S", 0, "remove dead temporaries older than S seconds"},
+    {"--keep-quarantine", NULL, NULL, NULL, 0, "leave quarantined files alone"},
+    {NULL, NULL, NULL, NULL, 0, NULL}};
+const magi_cli_command magi_cli_cache_gc = {
+    "cache gc", "DIR --max-bytes N", "evict least recently used entries, dead temporaries, quarantine", NULL,
+    gc_opts, cmd_gc};
+
+static int cmd_gc(int argc, char **argv) {
+    const char *cmd = magi_cli_cache_gc.name;
     magi_cache_gc_options o = MAGI_CACHE_GC_OPTIONS_INIT;
-    int have_budget = 0;
-    for (int i = 0; i < argc; i++) {
-        uint64_t v = 0;
-        if (!strcmp(argv[i], "--max-bytes")) {
-            if (++i >= argc || parse_u64(argv[i], &v)) return magi_cli_usage(cmd, "--max-bytes needs a size (N, NK, NM, NG)");
-            o.max_bytes = v;
-            have_budget = 1;
-        } else if (!strcmp(argv[i], "--tmp-grace")) {
-            if (++i >= argc || parse_u64(argv[i], &v) || v > UINT32_MAX)
-                return magi_cli_usage(cmd, "--tmp-grace needs seconds");
-            o.tmp_grace_s = (uint32_t)v;
-        } else if (!strcmp(argv[i], "--keep-quarantine")) {
-            o.keep_quarantine = 1;
-        } else {
-            return magi_cli_usage(cmd, "gc: unexpected '%s'", argv[i]);
-        }
+    magi_cli_args args;
+    int prc = magi_cli_parse(&magi_cli_cache_gc, argc, argv, &args);
+    if (prc) return prc;
+    const char *dir = args.n_pos == 1 ? args.pos[0] : NULL;
+    const char *mb = magi_cli_value(&args, "--max-bytes", NULL), *grace = magi_cli_value(&args, "--tmp-grace", NULL);
+    o.keep_quarantine = magi_cli_has(&args, "--keep-quarantine");
+    uint64_t v = 0;
+    if (!dir) prc = magi_cli_usage(cmd, "usage: cache gc DIR --max-bytes N [--tmp-grace S] [--keep-quarantine]");
+    else if (!mb) prc = magi_cli_usage(cmd, "--max-bytes is required");
+    else if (parse_u64(mb, &v)) prc = magi_cli_usage(cmd, "--max-bytes needs a size (N, NK, NM, NG), not '%s'", mb);
+    else o.max_bytes = v;
+    if (!prc && grace) {
+        if (parse_u64(grace, &v) || v > UINT32_MAX) prc = magi_cli_usage(cmd, "--tmp-grace needs seconds, not '%s'", grace);
+        else o.tmp_grace_s = (uint32_t)v;
     }
-    if (!have_budget) return magi_cli_usage(cmd, "gc: --max-bytes is required");
+    magi_cli_args_free(&args);
+    if (prc) return prc;
     magi_cache *c = NULL;
     magi_cache_report rep;
     memset(&rep, 0, sizeof rep);
@@ -210,8 +244,22 @@ static int cmd_gc(const char *cmd, const char *dir, int argc, char **argv) {
     return fflush(stdout) == 0 ? MAGI_EXIT_OK : MAGI_EXIT_IO;
 }
 
-static int cmd_key(const char *cmd, int argc, char **argv) {
-    if (!argc) return magi_cli_usage(cmd, "key: no input file");
+static int cmd_key(int argc, char **argv);
+static const magi_cli_opt key_opts[] = {{NULL, NULL, NULL, NULL, 0, NULL}};
+const magi_cli_command magi_cli_cache_key = {
+    "cache key", "FILE...", "the key `cache put` would use for each file", NULL, key_opts, cmd_key};
+
+static int cmd_key(int argc, char **argv) {
+    const char *cmd = magi_cli_cache_key.name;
+    magi_cli_args args;
+    int prc = magi_cli_parse(&magi_cli_cache_key, argc, argv, &args);
+    if (prc) return prc;
+    if (!args.n_pos) {
+        magi_cli_args_free(&args);
+        return magi_cli_usage(cmd, "usage: cache key FILE...");
+    }
+    argc = args.n_pos;
+    argv = (char **)args.pos;
     int rc = MAGI_EXIT_OK;
     for (int i = 0; i < argc; i++) {
         char k[65];
@@ -224,21 +272,9 @@ static int cmd_key(const char *cmd, int argc, char **argv) {
         }
         printf("%s %s\n", k, argv[i]);
     }
+    magi_cli_args_free(&args);
     return fflush(stdout) == 0 ? rc : MAGI_EXIT_IO;
 }
 
-int magi_cmd_cache(int argc, char **argv) {
-    const char *cmd = argv[0];
-    if (argc < 3) return magi_cli_usage(cmd, "%s", usage_text);
-    const char *sub = argv[1];
-    if (!strcmp(sub, "key")) return cmd_key(cmd, argc - 2, argv + 2);
-    const char *dir = argv[2];
-    int n = argc - 3;
-    char **rest = argv + 3;
-    if (!strcmp(sub, "put")) return cmd_put(cmd, dir, n, rest);
-    if (!strcmp(sub, "get")) return cmd_get(cmd, dir, n, rest);
-    if (!strcmp(sub, "ls")) return cmd_ls(cmd, dir, n, rest);
-    if (!strcmp(sub, "verify")) return cmd_verify(cmd, dir, n, rest);
-    if (!strcmp(sub, "gc")) return cmd_gc(cmd, dir, n, rest);
-    return magi_cli_usage(cmd, "unknown cache command '%s'\n%s", sub, usage_text);
-}
+const magi_cli_command magi_cli_cache = {
+    "cache", "put|get|ls|verify|gc|key ...", "cross-process artifact cache (docs/CACHE.md)", NULL, NULL, NULL};

@@ -1,13 +1,13 @@
-/* magi-aot costs FILE [--table T.json] [--peers K1 K2 ...] [--json]
+/* magi-aot costs FILE [--costs T.json] [--peer-keys K1 K2 ...] [--json]
  * magi-aot costs FILE --keys
  *
  * Every node's structural cost key (no symbol names: symbolic dims print
  * as ~HINT), its cost in microseconds and where the cost came from
  * (measured: the table; analytical: the model; free: no key).
  *   --keys         print this rank's key set (the file other ranks pass
- *                  with --peers) and exit
- *   --table T      a measured cost table {KEY: us} (include/magi_aot/costs.h)
- *   --peers K...   other ranks' key-set files; when one differs from ours
+ *                  with --peer-keys) and exit
+ *   --costs T      a measured cost table {KEY: us} (include/magi_aot/costs.h)
+ *   --peer-keys K...  other ranks' key-set files; when one differs from ours
  *                  the table is set aside, every node is estimated
  *                  analytically, and a warning names the first differing
  *                  key (exit status stays 0: the estimate is still valid)
@@ -16,35 +16,38 @@
 #include <stdlib.h>
 #include <string.h>
 
-int magi_cmd_costs(int argc, char **argv) {
-    const char *file = NULL, *table_path = NULL;
-    int json = 0, keys_only = 0, rc = MAGI_EXIT_OK;
-    const char **peer_paths = calloc((size_t)argc, sizeof *peer_paths);
-    uint32_t n_peers = 0;
-    if (!peer_paths) return MAGI_EXIT_RUNTIME;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--json")) json = 1;
-        else if (!strcmp(argv[i], "--keys")) keys_only = 1;
-        else if (!strcmp(argv[i], "--table") && i + 1 < argc) table_path = argv[++i];
-        else if (!strcmp(argv[i], "--peers")) {
-            while (i + 1 < argc && strncmp(argv[i + 1], "--", 2)) peer_paths[n_peers++] = argv[++i];
-            if (!n_peers) {
-                free(peer_paths);
-                return magi_cli_usage(argv[0], "--peers needs at least one key-set file");
-            }
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            free(peer_paths);
-            return magi_cli_usage(argv[0], "unknown option '%s'", argv[i]);
-        } else if (!file) {
-            file = argv[i];
-        } else {
-            free(peer_paths);
-            return magi_cli_usage(argv[0], "usage: costs FILE [--table T.json] [--peers K...] [--json] | costs FILE --keys");
-        }
-    }
+static int magi_cmd_costs(int argc, char **argv);
+
+/* --costs and --peer-keys are spelled as in `schedule`; --table and
+ * --peers are the older spellings, still accepted. */
+static const magi_cli_opt costs_opts[] = {
+    {"--costs", NULL, "--table", "T.json", 0, "a measured cost table {KEY: us}"},
+    {"--peer-keys", NULL, "--peers", "K", MAGI_OPT_MULTI,
+     "other ranks' key-set files (from --keys); a difference sets the table aside"},
+    {"--keys", NULL, NULL, NULL, 0, "print this rank's key set (the file peers pass to --peer-keys)"},
+    {"--json", NULL, NULL, NULL, 0, "machine-readable output"},
+    {NULL, NULL, NULL, NULL, 0, NULL}};
+
+const magi_cli_command magi_cli_costs = {
+    "costs", "FILE", "per-node cost-table keys, costs and their source",
+    "Every node's structural cost key (no symbol names), its cost in microseconds\n"
+    "and where it came from: measured (the table), analytical (the model), free.\n"
+    "When a peer's key set differs from ours the table is set aside and a warning\n"
+    "names the first differing key; the exit status stays 0 (the estimate is\n"
+    "still valid). FILE may be '-' (standard input).\n",
+    costs_opts, magi_cmd_costs};
+
+static int magi_cmd_costs(int argc, char **argv) {
+    magi_cli_args args;
+    int rc = magi_cli_parse(&magi_cli_costs, argc, argv, &args);
+    if (rc) return rc;
+    const char *file = args.n_pos == 1 ? args.pos[0] : NULL, *table_path = magi_cli_value(&args, "--costs", NULL);
+    int json = magi_cli_has(&args, "--json"), keys_only = magi_cli_has(&args, "--keys"), np = 0;
+    const char **peer_paths = magi_cli_values(&args, "--peer-keys", &np);
+    uint32_t n_peers = (uint32_t)np;
     if (!file) {
-        free(peer_paths);
-        return magi_cli_usage(argv[0], "usage: costs FILE [--table T.json] [--peers K...] [--json] | costs FILE --keys");
+        magi_cli_args_free(&args);
+        return magi_cli_usage(argv[0], "usage: costs FILE [--costs T.json] [--peer-keys K...] [--json] | costs FILE --keys");
     }
     magi_region *r = NULL;
     magi_cost_keyset *ks = NULL;
@@ -58,7 +61,7 @@ int magi_cmd_costs(int argc, char **argv) {
         rc = MAGI_EXIT_RUNTIME;
         goto done;
     }
-    st = magi_load_file(&r, file, NULL);
+    st = magi_cli_read_region(&r, file);
     if (!st && (st = magi_cost_keys(&ks, r)) != MAGI_OK) {
         fprintf(stderr, "magi-aot %s: %s: %s\n", argv[0], file, magi_last_error());
         rc = magi_cli_exit_code(st);
@@ -124,7 +127,7 @@ done:
     magi_cost_table_free(table);
     for (uint32_t p = 0; peers && p < n_peers; p++) magi_cost_keyset_free(peers[p]);
     free(peers);
-    free(peer_paths);
+    magi_cli_args_free(&args);
     magi_cost_keyset_free(ks);
     magi_region_free(r);
     return rc;

@@ -34,33 +34,37 @@ static size_t first_diff(const char *a, const char *b) {
     return i;
 }
 
-int magi_cmd_diff(int argc, char **argv) {
-    const char *pa = NULL, *pb = NULL;
+static int magi_cmd_diff(int argc, char **argv);
+
+static const magi_cli_opt diff_opts[] = {
+    {"--max", NULL, NULL, "N", 0, "show at most N differing nodes (default 10)"},
+    {NULL, NULL, NULL, NULL, 0, NULL}};
+
+const magi_cli_command magi_cli_diff = {
+    "diff", "A B", "node-by-node comparison under canonical symbol maps",
+    "Exit 0 when A and B are equivalent (same fingerprint), 1 when they differ.\n"
+    "One of A and B may be '-' (standard input).\n",
+    diff_opts, magi_cmd_diff};
+
+static int magi_cmd_diff(int argc, char **argv) {
     long max = 10;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--max") && i + 1 < argc) {
-            char *end;
-            max = strtol(argv[++i], &end, 10);
-            if (*end || max < 1) return magi_cli_usage(argv[0], "bad --max '%s'", argv[i]);
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            return magi_cli_usage(argv[0], "unknown option '%s'", argv[i]);
-        } else if (!pa) {
-            pa = argv[i];
-        } else if (!pb) {
-            pb = argv[i];
-        } else {
-            return magi_cli_usage(argv[0], "usage: diff A B [--max N]");
-        }
-    }
+    magi_cli_args args;
+    int rc0 = magi_cli_parse(&magi_cli_diff, argc, argv, &args);
+    if (rc0) return rc0;
+    const char *pa = args.n_pos == 2 ? args.pos[0] : NULL, *pb = args.n_pos == 2 ? args.pos[1] : NULL;
+    rc0 = magi_cli_long(&args, "--max", 1, 1000000000, &max);
+    magi_cli_args_free(&args);
+    if (rc0) return rc0;
     if (!pb) return magi_cli_usage(argv[0], "usage: diff A B [--max N]");
+    if (magi_cli_is_stdio(pa) && magi_cli_is_stdio(pb)) return magi_cli_usage(argv[0], "only one of A and B can be '-'");
     magi_region *ra = NULL, *rb = NULL;
     magi_canon *ca = NULL, *cb = NULL;
     int rc = MAGI_EXIT_OK;
     /* load errors already name the file; canonicalisation errors do not */
     const char *bad = NULL;
-    magi_status st = magi_load_file(&ra, pa, NULL);
+    magi_status st = magi_cli_read_region(&ra, pa);
     if (!st && (st = magi_canon_build(&ca, ra)) != MAGI_OK) bad = pa;
-    if (!st && (st = magi_load_file(&rb, pb, NULL)) == MAGI_OK && (st = magi_canon_build(&cb, rb)) != MAGI_OK)
+    if (!st && (st = magi_cli_read_region(&rb, pb)) == MAGI_OK && (st = magi_canon_build(&cb, rb)) != MAGI_OK)
         bad = pb;
     if (st) {
         fprintf(stderr, "magi-aot %s: %s%s%s\n", argv[0], bad ? bad : "", bad ? ": " : "", magi_last_error());

@@ -2,28 +2,37 @@
 #include "cli.h"
 #include <string.h>
 
-int magi_cmd_dump(int argc, char **argv) {
-    const char *in = NULL;
-    unsigned flags = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--pretty")) flags |= MAGI_JSON_PRETTY;
-        else if (argv[i][0] == '-' && argv[i][1]) return magi_cli_usage(argv[0], "unknown option '%s'", argv[i]);
-        else if (!in) in = argv[i];
-        else return magi_cli_usage(argv[0], "more than one input file");
-    }
-    if (!in) return magi_cli_usage(argv[0], "usage: dump FILE [--pretty]");
+static int magi_cmd_dump(int argc, char **argv);
+
+static const magi_cli_opt dump_opts[] = {
+    {"--pretty", NULL, NULL, NULL, 0, "indent the JSON (default: compact)"},
+    {NULL, NULL, NULL, NULL, 0, NULL}};
+
+const magi_cli_command magi_cli_dump = {
+    "dump", "FILE", "artifact (v1 or legacy v0) or JSON -> magi-fx JSON on stdout",
+    "FILE may be '-' (standard input). The JSON is docs/MAGI_FX_JSON.md's format.\n", dump_opts, magi_cmd_dump};
+
+static int magi_cmd_dump(int argc, char **argv) {
+    magi_cli_args a;
+    int rc = magi_cli_parse(&magi_cli_dump, argc, argv, &a);
+    if (rc) return rc;
+    const char *cmd = magi_cli_dump.name;
+    unsigned flags = magi_cli_has(&a, "--pretty") ? MAGI_JSON_PRETTY : 0;
+    const char *in = a.n_pos == 1 ? a.pos[0] : NULL;
+    magi_cli_args_free(&a);
+    if (!in) return magi_cli_usage(cmd, "usage: dump FILE [--pretty]");
     magi_region *r = NULL;
     char *text = NULL;
     size_t len = 0;
-    magi_status st = magi_load_file(&r, in, NULL);
+    magi_status st = magi_cli_read_region(&r, in);
     if (!st) st = magi_json_write(&text, &len, r, flags);
     magi_region_free(r);
-    if (st) return magi_cli_fail(argv[0], st);
+    if (st) return magi_cli_fail(cmd, st);
     size_t w = fwrite(text, 1, len, stdout);
     if (w == len && (len == 0 || text[len - 1] != '\n')) fputc('\n', stdout);
     magi_free(text);
     if (w != len || fflush(stdout) != 0) {
-        fprintf(stderr, "magi-aot %s: write to stdout failed\n", argv[0]);
+        fprintf(stderr, "magi-aot %s: write to stdout failed\n", cmd);
         return MAGI_EXIT_IO;
     }
     return MAGI_EXIT_OK;

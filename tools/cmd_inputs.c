@@ -5,20 +5,30 @@
 #include <stdlib.h>
 #include <string.h>
 
-int magi_cmd_inputs(int argc, char **argv) {
-    const char *in = NULL;
-    unsigned flags = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--concrete")) flags |= MAGI_INPUTS_CONCRETE;
-        else if (argv[i][0] == '-' && argv[i][1]) return magi_cli_usage(argv[0], "unknown option '%s'", argv[i]);
-        else if (!in) in = argv[i];
-        else return magi_cli_usage(argv[0], "more than one input file");
-    }
+static int magi_cmd_inputs(int argc, char **argv);
+
+static const magi_cli_opt inputs_opts[] = {
+    {"--concrete", NULL, NULL, NULL, 0, "symbolic dims as their hints (concrete shapes)"},
+    {NULL, NULL, NULL, NULL, 0, NULL}};
+
+const magi_cli_command magi_cli_inputs = {
+    "inputs", "FILE", "one input descriptor per placeholder (JSON)",
+    "FILE may be '-' (standard input). Placeholders that lack metadata are all\n"
+    "listed on stderr and the exit status is 3.\n",
+    inputs_opts, magi_cmd_inputs};
+
+static int magi_cmd_inputs(int argc, char **argv) {
+    magi_cli_args args;
+    int rc = magi_cli_parse(&magi_cli_inputs, argc, argv, &args);
+    if (rc) return rc;
+    unsigned flags = magi_cli_has(&args, "--concrete") ? MAGI_INPUTS_CONCRETE : 0;
+    const char *in = args.n_pos == 1 ? args.pos[0] : NULL;
+    magi_cli_args_free(&args);
     if (!in) return magi_cli_usage(argv[0], "usage: inputs FILE [--concrete]");
     magi_region *r = NULL;
     char *text = NULL;
     size_t len = 0;
-    magi_status st = magi_load_file(&r, in, NULL);
+    magi_status st = magi_cli_read_region(&r, in);
     if (st) return magi_cli_fail(argv[0], st);
     uint32_t n_missing = magi_inputs_missing(r, NULL, 0);
     if (n_missing) {
@@ -101,40 +111,54 @@ static magi_status legacy_fill_ee(void *ctx, uint8_t *buf, size_t len, uint64_t 
     return MAGI_OK;
 }
 
-int magi_bench_legacy(int argc, char **argv); /* a row of tools/cmd_bench.c */
-int magi_bench_legacy(int argc, char **argv) {
-    const char *cmd = "bench legacy";
-    if (argc == 3 && !strcmp(argv[1], "--child")) return legacy_child(argv[2]);
-    unsigned long long mib = 1024;
-    long iters = 5;
-    int dense = 0;
-    const char *dir = "/tmp", *fixture = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--mib") && i + 1 < argc) mib = strtoull(argv[++i], NULL, 10);
-        else if (!strcmp(argv[i], "--iters") && i + 1 < argc) iters = strtol(argv[++i], NULL, 10);
-        else if (!strcmp(argv[i], "--dir") && i + 1 < argc) dir = argv[++i];
-        else if (!strcmp(argv[i], "--fixture") && i + 1 < argc) fixture = argv[++i];
-        else if (!strcmp(argv[i], "--dense")) dense = 1;
-        else return magi_cli_usage(cmd, "usage: bench legacy --fixture F.json [--mib N] [--iters K] [--dir D] [--dense]");
-    }
+static int bench_legacy(int argc, char **argv);
+
+static const magi_cli_opt bench_legacy_opts[] = {
+    {"--fixture", NULL, NULL, "F.json", 0, "the region to write as a legacy v0 file (required)"},
+    {"--mib", NULL, NULL, "N", 0, "size of its example_inputs payload in MiB (default 1024)"},
+    {"--iters", NULL, NULL, "K", 0, "cold loads, each in a fresh child process (default 5)"},
+    {"--dir", NULL, NULL, "D", 0, "where the file is written (default /tmp)"},
+    {"--dense", NULL, NULL, NULL, 0, "real payload bytes instead of a sparse file of zeros"},
+    {"--child", NULL, NULL, "FILE", MAGI_OPT_HIDDEN, "internal: one timed load"},
+    {NULL, NULL, NULL, NULL, 0, NULL}};
+
+const magi_cli_command magi_cli_bench_legacy = {
+    "bench legacy", "--fixture F.json",
+    "1 GiB legacy example_inputs: load+inputs ms, peak RSS (child process)", NULL, bench_legacy_opts,
+    bench_legacy};
+
+static int bench_legacy(int argc, char **argv) {
+    const char *cmd = magi_cli_bench_legacy.name;
+    long mib = 1024, iters = 5;
+    magi_cli_args a;
+    int rc = magi_cli_parse(&magi_cli_bench_legacy, argc, argv, &a);
+    if (rc) return rc;
+    const char *child = magi_cli_value(&a, "--child", NULL);
+    int dense = magi_cli_has(&a, "--dense");
+    const char *dir = magi_cli_value(&a, "--dir", "/tmp"), *fixture = magi_cli_value(&a, "--fixture", NULL);
+    if (!rc) rc = magi_cli_long(&a, "--mib", 1, 1l << 24, &mib);
+    if (!rc) rc = magi_cli_long(&a, "--iters", 1, 1000, &iters);
+    if (!rc && a.n_pos) rc = magi_cli_usage(cmd, "unexpected operand '%s'", a.pos[0]);
+    magi_cli_args_free(&a);
+    if (rc) return rc;
+    if (child) return legacy_child(child);
     if (!fixture) return magi_cli_usage(cmd, "usage: bench legacy --fixture F.json [--mib N] [--iters K] [--dir D] [--dense]");
-    if (iters < 1 || iters > 1000 || mib < 1 || mib > (1ull << 24)) return magi_cli_usage(cmd, "bad --iters or --mib");
     magi_region *r = NULL;
     magi_status st = magi_load_file(&r, fixture, NULL);
     if (st) return magi_cli_fail(cmd, st);
     char path[4096];
     snprintf(path, sizeof path, "%s/magi_bench_legacy_%ld.bin", dir, (long)getpid());
     double w0 = legacy_now_ms();
-    st = magi_legacy_v0_write(r, path, mib << 20, dense ? legacy_fill_ee : NULL, NULL);
+    st = magi_legacy_v0_write(r, path, (uint64_t)mib << 20, dense ? legacy_fill_ee : NULL, NULL);
     double w1 = legacy_now_ms();
     magi_region_free(r);
     if (st) return magi_cli_fail(cmd, st);
     struct stat sb;
     if (stat(path, &sb) != 0) memset(&sb, 0, sizeof sb);
-    printf("file=%s bytes=%lld example_inputs_mib=%llu %s allocated=%lld write_ms=%.0f\n", path,
+    printf("file=%s bytes=%lld example_inputs_mib=%ld %s allocated=%lld write_ms=%.0f\n", path,
            (long long)sb.st_size, mib, dense ? "dense" : "zeros", (long long)sb.st_blocks * 512, w1 - w0);
     double *ms = calloc((size_t)iters, sizeof *ms), *rss = calloc((size_t)iters, sizeof *rss);
-    int rc = ms && rss ? MAGI_EXIT_OK : MAGI_EXIT_RUNTIME;
+    rc = ms && rss ? MAGI_EXIT_OK : MAGI_EXIT_RUNTIME;
     for (long it = 0; it < iters && rc == MAGI_EXIT_OK; it++) {
         int fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd >= 0) {

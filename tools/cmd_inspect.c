@@ -13,15 +13,23 @@ static void json_list(const char *const *v, uint32_t n) {
     putchar(']');
 }
 
-int magi_cmd_inspect(int argc, char **argv) {
-    const char *in = NULL;
-    int as_json = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--json")) as_json = 1;
-        else if (argv[i][0] == '-' && argv[i][1]) return magi_cli_usage(argv[0], "unknown option '%s'", argv[i]);
-        else if (!in) in = argv[i];
-        else return magi_cli_usage(argv[0], "more than one input file");
-    }
+static int magi_cmd_inspect(int argc, char **argv);
+
+static const magi_cli_opt inspect_opts[] = {
+    {"--json", NULL, NULL, NULL, 0, "machine-readable output"},
+    {NULL, NULL, NULL, NULL, 0, NULL}};
+
+const magi_cli_command magi_cli_inspect = {
+    "inspect", "FILE", "header, sections (sizes, digests), counts, skipped legacy keys", NULL, inspect_opts,
+    magi_cmd_inspect};
+
+static int magi_cmd_inspect(int argc, char **argv) {
+    magi_cli_args args;
+    int rc = magi_cli_parse(&magi_cli_inspect, argc, argv, &args);
+    if (rc) return rc;
+    int as_json = magi_cli_has(&args, "--json");
+    const char *in = args.n_pos == 1 ? args.pos[0] : NULL;
+    magi_cli_args_free(&args);
     if (!in) return magi_cli_usage(argv[0], "usage: inspect FILE [--json]");
     magi_artifact *a = NULL;
     magi_region *r = NULL;

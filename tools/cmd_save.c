@@ -1,36 +1,62 @@
-/* magi-aot save IN -o OUT [--level N]: any loadable file (magi-fx JSON,
- * artifact, legacy v0) -> artifact v1, written atomically. */
+/* magi-aot save IN -o OUT [--level N] [-f]: any loadable file (magi-fx
+ * JSON, artifact, legacy v0) -> artifact v1, written atomically. */
 #include "cli.h"
 #include <stdlib.h>
 #include <string.h>
 
-int magi_cmd_save(int argc, char **argv) {
-    const char *in = NULL, *out = NULL;
+static int magi_cmd_save(int argc, char **argv);
+
+static const magi_cli_opt save_opts[] = {
+    {"-o", "--output", NULL, "OUT", 0, "the artifact to write ('-': standard output, never a terminal)"},
+    {"--level", NULL, NULL, "N", 0, "zstd level -7..22 (default 0: 19 up to 1 MiB a section, 6 above)"},
+    {"-f", "--force", NULL, NULL, 0, "allow OUT to be IN (the input is replaced by the artifact)"},
+    {NULL, NULL, NULL, NULL, 0, NULL}};
+
+const magi_cli_command magi_cli_save = {
+    "save", "IN -o OUT", "JSON, artifact or legacy file -> artifact v1 (atomic write)",
+    "IN may be '-' (standard input). OUT is written through a temporary file and\n"
+    "renamed, so a failed save leaves any existing OUT untouched. Saving onto the\n"
+    "input itself is refused unless -f is given.\n",
+    save_opts, magi_cmd_save};
+
+static int magi_cmd_save(int argc, char **argv) {
+    magi_cli_args a;
+    int rc = magi_cli_parse(&magi_cli_save, argc, argv, &a);
+    if (rc) return rc;
+    const char *cmd = magi_cli_save.name, *out = magi_cli_value(&a, "-o", NULL);
     magi_save_options so = MAGI_SAVE_OPTIONS_INIT;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-o") || !strcmp(argv[i], "--output")) {
-            if (++i >= argc) return magi_cli_usage(argv[0], "-o needs a file name");
-            out = argv[i];
-        } else if (!strcmp(argv[i], "--level")) {
-            if (++i >= argc) return magi_cli_usage(argv[0], "--level needs a number");
-            char *end;
-            long v = strtol(argv[i], &end, 10);
-            if (*end || v < -7 || v > 22) return magi_cli_usage(argv[0], "bad --level '%s' (-7..22)", argv[i]);
-            so.zstd_level = (int)v;
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            return magi_cli_usage(argv[0], "unknown option '%s'", argv[i]);
-        } else if (!in) {
-            in = argv[i];
-        } else {
-            return magi_cli_usage(argv[0], "more than one input file");
-        }
+    long level = so.zstd_level;
+    if (a.n_pos != 1 || !out) rc = magi_cli_usage(cmd, "usage: save IN -o OUT [--level N] [-f]");
+    if (!rc) rc = magi_cli_long(&a, "--level", -7, 22, &level);
+    const char *in = rc ? NULL : a.pos[0];
+    if (!rc && !magi_cli_has(&a, "-f") && magi_cli_same_file(in, out)) {
+        fprintf(stderr, "magi-aot %s: %s: output is the input file; refusing to replace it (use -f to force)\n",
+                cmd, out);
+        rc = MAGI_EXIT_USAGE;
     }
-    if (!in || !out) return magi_cli_usage(argv[0], "usage: save IN.json -o OUT.magi [--level N]");
+    if (!rc && magi_cli_is_stdio(out)) rc = magi_cli_refuse_tty(cmd, "an artifact");
+    magi_cli_args_free(&a);
+    if (rc) return rc;
+    so.zstd_level = (int)level;
     magi_region *r = NULL;
-    magi_status st = magi_load_file(&r, in, NULL);
-    if (st) return magi_cli_fail(argv[0], st);
+    magi_status st = magi_cli_read_region(&r, in);
+    if (st) return magi_cli_fail(cmd, st);
+    if (magi_cli_is_stdio(out)) {
+        void *bytes = NULL;
+        size_t len = 0;
+        st = magi_artifact_encode(&bytes, &len, r, &so);
+        magi_region_free(r);
+        if (st) return magi_cli_fail(cmd, st);
+        size_t w = fwrite(bytes, 1, len, stdout);
+        magi_free(bytes);
+        if (w != len || fflush(stdout) != 0) {
+            fprintf(stderr, "magi-aot %s: write to standard output failed\n", cmd);
+            return MAGI_EXIT_IO;
+        }
+        return MAGI_EXIT_OK;
+    }
     st = magi_artifact_save(r, out, &so);
     magi_region_free(r);
-    if (st) return magi_cli_fail(argv[0], st);
+    if (st) return magi_cli_fail(cmd, st);
     return MAGI_EXIT_OK;
 }

@@ -54,7 +54,7 @@ static int read_fingerprints(const char *cmd, const char *path, char ***out, uin
     char *line = NULL;
     size_t line_cap = 0;
     char **v = NULL;
-    uint32_t k = 0;
+    uint32_t k = 0, lineno = 0;
     int rc = MAGI_EXIT_OK;
     while (getline(&line, &line_cap, f) >= 0) {
         char *s = line, *e;
@@ -62,7 +62,17 @@ static int read_fingerprints(const char *cmd, const char *path, char ***out, uin
         for (e = s; *e && *e != '\n' && *e != ' ' && *e != '\t' && *e != '\r'; e++) {
         }
         *e = '\0';
+        lineno++;
         if (!*s || *s == '#') continue;
+        /* A fingerprint is 64 lower-case hex digits; `fingerprint` output
+         * ("HEX  FILE") is accepted, its first field taken. */
+        size_t len = strlen(s);
+        if (len != 64 || strspn(s, "0123456789abcdef") != 64) {
+            fprintf(stderr, "magi-aot %s: %s:%u: not a fingerprint (64 hex digits, as `magi-aot fingerprint` "
+                            "prints): '%.40s%s'\n", cmd, path, lineno, s, len > 40 ? "..." : "");
+            rc = MAGI_EXIT_INPUT;
+            break;
+        }
         char **nv = realloc(v, (k + 1) * sizeof *v);
         char *dup = nv ? strdup(s) : NULL;
         if (nv) v = nv;
@@ -77,6 +87,10 @@ static int read_fingerprints(const char *cmd, const char *path, char ***out, uin
         fprintf(stderr, "magi-aot %s: %s: cannot read peer fingerprints: %s\n", cmd, path, strerror(errno));
         rc = MAGI_EXIT_IO;
     }
+    if (rc == MAGI_EXIT_OK && k == 0) {
+        fprintf(stderr, "magi-aot %s: %s: no fingerprint in the file\n", cmd, path);
+        rc = MAGI_EXIT_INPUT;
+    }
     free(line);
     fclose(f);
     *out = v;
@@ -84,36 +98,49 @@ static int read_fingerprints(const char *cmd, const char *path, char ***out, uin
     return rc;
 }
 
-int magi_cmd_schedule(int argc, char **argv) {
-    const char *file = NULL, *table_path = NULL, *fp_path = NULL, *emit = NULL, *svg_path = NULL;
-    int json = 0, rc = MAGI_EXIT_OK;
+static int magi_cmd_schedule(int argc, char **argv);
+
+static const magi_cli_opt schedule_opts[] = {
+    {"--costs", NULL, "--table", "T.json", 0, "a measured cost table {KEY: us} (as in `costs`)"},
+    {"--peer-keys", NULL, "--peers", "K", MAGI_OPT_MULTI, "other ranks' key-set files (`costs FILE --keys`)"},
+    {"--peer-fingerprints", NULL, NULL, "F", 0,
+     "other ranks' fingerprints, one per line; any difference: exit 6, graph unchanged"},
+    {"--scale", NULL, NULL, "S", 0, "multiply every transfer cost by S (default 1)"},
+    {"--margin-us", NULL, NULL, "M", 0, "safety margin added to each transfer, in us (default 5)"},
+    {"--json", NULL, NULL, NULL, 0, "machine-readable report"},
+    {"--emit", NULL, NULL, "OUT", 0, "write the rescheduled region as an artifact"},
+    {"--timeline", NULL, NULL, "OUT.svg", 0, "draw the simulated timeline as SVG"},
+    {NULL, NULL, NULL, NULL, 0, NULL}};
+
+const magi_cli_command magi_cli_schedule = {
+    "schedule", "REGION", "launch weight gathers early enough to hide them behind compute",
+    "Each gather must be covered by need = cost x scale + margin of compute between\n"
+    "its launch and its first consumer; the report shows need, covered and the\n"
+    "difference (slack when hidden, exposed time when not), in text, JSON and SVG.\n"
+    "Cross-rank guard: with --peer-fingerprints, a peer whose fingerprint differs\n"
+    "from REGION's leaves the graph unchanged, nothing is emitted, the report says\n"
+    "why and the exit status is 6, so a launcher script can stop every rank.\n",
+    schedule_opts, magi_cmd_schedule};
+
+static int magi_cmd_schedule(int argc, char **argv) {
+    magi_cli_args args;
+    int rc = magi_cli_parse(&magi_cli_schedule, argc, argv, &args);
+    if (rc) return rc;
+    const char *file = args.n_pos == 1 ? args.pos[0] : NULL, *table_path = magi_cli_value(&args, "--costs", NULL);
+    const char *fp_path = magi_cli_value(&args, "--peer-fingerprints", NULL), *emit = magi_cli_value(&args, "--emit", NULL);
+    const char *svg_path = magi_cli_value(&args, "--timeline", NULL);
+    int json = magi_cli_has(&args, "--json"), np = 0, peers_differ = 0;
     double scale = 1.0, margin = 5.0;
-    const char **peer_paths = calloc((size_t)argc, sizeof *peer_paths);
-    uint32_t n_peer_keys = 0;
-    if (!peer_paths) return MAGI_EXIT_RUNTIME;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--json")) json = 1;
-        else if (!strcmp(argv[i], "--costs") && i + 1 < argc) table_path = argv[++i];
-        else if (!strcmp(argv[i], "--peer-fingerprints") && i + 1 < argc) fp_path = argv[++i];
-        else if (!strcmp(argv[i], "--emit") && i + 1 < argc) emit = argv[++i];
-        else if (!strcmp(argv[i], "--timeline") && i + 1 < argc) svg_path = argv[++i];
-        else if (!strcmp(argv[i], "--scale") && i + 1 < argc) scale = atof(argv[++i]);
-        else if (!strcmp(argv[i], "--margin-us") && i + 1 < argc) margin = atof(argv[++i]);
-        else if (!strcmp(argv[i], "--peer-keys")) {
-            while (i + 1 < argc && strncmp(argv[i + 1], "--", 2)) peer_paths[n_peer_keys++] = argv[++i];
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            free(peer_paths);
-            return magi_cli_usage(argv[0], "unknown option '%s'", argv[i]);
-        } else if (!file) file = argv[i];
-        else {
-            free(peer_paths);
-            return magi_cli_usage(argv[0], "one REGION at a time");
-        }
-    }
-    if (!file || !(scale > 0) || !(margin >= 0)) {
-        free(peer_paths);
-        return magi_cli_usage(argv[0], "usage: schedule REGION [--costs T] [--peer-keys K...] [--peer-fingerprints F] "
-                                       "[--scale S] [--margin-us M] [--json] [--emit OUT] [--timeline OUT.svg]");
+    const char **peer_paths = magi_cli_values(&args, "--peer-keys", &np);
+    uint32_t n_peer_keys = (uint32_t)np;
+    rc = magi_cli_double(&args, "--scale", 1e-9, &scale);
+    if (!rc) rc = magi_cli_double(&args, "--margin-us", 0, &margin);
+    if (!rc && !file)
+        rc = magi_cli_usage(argv[0], "usage: schedule REGION [--costs T] [--peer-keys K...] [--peer-fingerprints F] "
+                                     "[--scale S] [--margin-us M] [--json] [--emit OUT] [--timeline OUT.svg]");
+    if (rc) {
+        magi_cli_args_free(&args);
+        return rc;
     }
     magi_region *r = NULL;
     magi_cost_keyset *ks = NULL;
@@ -131,7 +158,7 @@ int magi_cmd_schedule(int argc, char **argv) {
         rc = MAGI_EXIT_RUNTIME;
         goto done;
     }
-    st = magi_load_file(&r, file, NULL);
+    st = magi_cli_read_region(&r, file);
     if (!st) about_region = (st = magi_cost_keys(&ks, r)) != MAGI_OK;
     for (uint32_t i = 0; !st && i < n_peer_keys; i++) st = magi_cost_keyset_read_file(&peers[i], peer_paths[i]);
     if (!st && table_path) st = magi_cost_table_read_file(&table, table_path);
@@ -139,6 +166,11 @@ int magi_cmd_schedule(int argc, char **argv) {
         st = magi_costs_estimate(&est, r, ks, table, (const magi_cost_keyset *const *)peers, peer_paths,
                                  n_peer_keys, NULL);
     if (!st && fp_path && (rc = read_fingerprints(argv[0], fp_path, &fps, &n_fps)) != MAGI_EXIT_OK) goto done;
+    if (!st && n_fps) {
+        char mine[65];
+        about_region = (st = magi_fingerprint_hex(mine, r)) != MAGI_OK;
+        for (uint32_t i = 0; !st && i < n_fps; i++) peers_differ |= strcmp(mine, fps[i]) != 0;
+    }
     if (!st) {
         cost_adapter ad = {est, table};
         magi_sched_options o = MAGI_SCHED_OPTIONS_INIT;
@@ -223,6 +255,11 @@ done:
     free(peers);
     magi_cost_keyset_free(ks);
     magi_region_free(r);
-    free(peer_paths);
+    magi_cli_args_free(&args);
+    if (rc == MAGI_EXIT_OK && peers_differ) {
+        fprintf(stderr, "magi-aot %s: %s: a peer's fingerprint differs; graph left unchanged (exit 6)\n", argv[0],
+                fp_path);
+        rc = MAGI_EXIT_RUNTIME;
+    }
     return rc;
 }

@@ -1,115 +1,79 @@
-/* magi-aot: command-line front end. Dispatches to one file per command. */
+/* magi-aot: command-line front end. Finds the command in the table
+ * (tools/commands.c) and runs it; `help` and --help print the tables. */
 #include "cli.h"
-#include <stdarg.h>
 #include <string.h>
 
-int magi_cli_exit_code(magi_status st) {
-    switch (st) {
-    case MAGI_OK: return MAGI_EXIT_OK;
-    case MAGI_ERR_INVALID_ARG: return MAGI_EXIT_USAGE;
-    case MAGI_ERR_IO: return MAGI_EXIT_IO;
-    case MAGI_ERR_DIGEST: case MAGI_ERR_CORRUPT: return MAGI_EXIT_CORRUPT;
-    case MAGI_ERR_NOT_FOUND: return MAGI_EXIT_DIFFERENT;
-    case MAGI_ERR_MISMATCH: case MAGI_ERR_TIMEOUT: case MAGI_ERR_DEVICE:
-    case MAGI_ERR_UNSUPPORTED: case MAGI_ERR_NOMEM: return MAGI_EXIT_RUNTIME;
-    default: return MAGI_EXIT_INPUT;
-    }
-}
-
-int magi_cli_fail(const char *cmd, magi_status st) {
-    fprintf(stderr, "magi-aot %s: %s\n", cmd, magi_last_error());
-    return magi_cli_exit_code(st);
-}
-
-int magi_cli_usage(const char *cmd, const char *fmt, ...) {
-    va_list ap;
-    fprintf(stderr, "magi-aot %s: ", cmd);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
+static int top_usage(const char *fmt, const char *what) {
+    fprintf(stderr, "magi-aot: ");
+    fprintf(stderr, fmt, what);
     fprintf(stderr, "\n(try 'magi-aot --help')\n");
     return MAGI_EXIT_USAGE;
 }
 
-void magi_cli_json_str(FILE *f, const char *s) {
-    if (!s) {
-        fputs("null", f);
-        return;
+/* magi-aot help [COMMAND [SUBCOMMAND]] */
+static int cmd_help(int argc, char **argv) {
+    if (argc < 2) {
+        magi_cli_print_overview(stdout);
+        return fflush(stdout) ? MAGI_EXIT_IO : MAGI_EXIT_OK;
     }
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-        else if (c < 0x20) fprintf(f, "\\u%04x", c);
-        else fputc(c, f);
-    }
-    fputc('"', f);
-}
-
-int magi_cli_is_json_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return 0;
-    int c;
-    do c = fgetc(f);
-    while (c == ' ' || c == '\t' || c == '\n' || c == '\r');
-    fclose(f);
-    return c == '{';
-}
-
-void magi_cli_hex(char *dst, const uint8_t *src, size_t n) {
-    static const char digits[] = "0123456789abcdef";
-    for (size_t i = 0; i < n; i++) {
-        dst[2 * i] = digits[src[i] >> 4];
-        dst[2 * i + 1] = digits[src[i] & 15];
-    }
-    dst[2 * n] = '\0';
-}
-
-static const struct {
-    const char *name;
-    magi_cmd_fn fn;
-    const char *synopsis;
-} commands[] = {
-    {"save", magi_cmd_save, "save IN.json -o OUT.magi [--level N]   JSON -> artifact (atomic write)"},
-    {"dump", magi_cmd_dump, "dump FILE [--pretty]                   artifact/JSON -> magi-fx JSON on stdout"},
-    {"inspect", magi_cmd_inspect, "inspect FILE [--json]                  header, sections, counts, skipped keys"},
-    {"verify", magi_cmd_verify, "verify FILE...                         check every digest; names the first bad section"},
-    {"inputs", magi_cmd_inputs, "inputs FILE [--concrete]               one input descriptor per placeholder (JSON)"},
-    {"fingerprint", magi_cmd_fingerprint, "fingerprint FILE...                    canonical structural SHA-256 per file"},
-    {"diff", magi_cmd_diff, "diff A B                               node-by-node under canonical symbol maps"},
-    {"costs", magi_cmd_costs, "costs FILE [--table T.json] [--peers K...] [--json]  cost-table keys and costs"},
-    {"load", magi_cmd_load, "load REGION... [--transport nccl|copy_engine] [--rank R --world N] [--json] [--emit OUT]"},
-    {"cache", magi_cmd_cache, "cache put|get|ls|verify|gc DIR ...     cross-process artifact cache"},
-    {"schedule", magi_cmd_schedule, "schedule REGION [--costs T] [--peer-fingerprints F] [--json] [--emit OUT] [--timeline SVG]"},
-    {"bench", magi_cmd_bench, "bench load|fingerprint|gather FILE [--iters N]  in-process benchmarks"},
-};
-
-static void print_help(FILE *f) {
-    fprintf(f, "usage: magi-aot COMMAND [ARGS]\n\ncommands:\n");
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        fprintf(f, "  %s\n", commands[i].synopsis);
-    fprintf(f,
-            "\nexit codes: 0 ok, 1 different/miss, 2 usage, 3 bad input, 4 corrupt,\n"
-            "            5 I/O error, 6 runtime (rendezvous/device/cross-rank)\n");
+    char name[128];
+    snprintf(name, sizeof name, "%s%s%s", argv[1], argc > 2 ? " " : "", argc > 2 ? argv[2] : "");
+    const magi_cli_command *c = argc <= 3 ? magi_cli_find(name) : NULL;
+    if (!c) return top_usage("help: no command '%s'", name);
+    magi_cli_print_help(stdout, c);
+    return fflush(stdout) ? MAGI_EXIT_IO : MAGI_EXIT_OK;
 }
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        print_help(stderr);
+        magi_cli_print_overview(stderr);
         return MAGI_EXIT_USAGE;
     }
-    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
-        print_help(stdout);
-        return MAGI_EXIT_OK;
-    }
-    if (!strcmp(argv[1], "--version")) {
+    const char *a = argv[1];
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) return cmd_help(1, argv);
+    if (!strcmp(a, "help")) return cmd_help(argc - 1, argv + 1);
+    if (!strcmp(a, "--version") || !strcmp(a, "-V")) {
         unsigned f = magi_features();
         printf("magi-aot %s (artifact format %d.%d; cuda backend: %s; nccl: %s)\n", magi_version(),
                MAGI_ARTIFACT_MAJOR, MAGI_ARTIFACT_MINOR, (f & MAGI_FEATURE_CUDA) ? "yes" : "no",
                (f & MAGI_FEATURE_NCCL) ? "yes" : "no");
         return MAGI_EXIT_OK;
     }
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
-    return magi_cli_usage(argv[1], "unknown command");
+    if (a[0] == '-') return top_usage("unknown option '%s'", a);
+    const magi_cli_command *c = magi_cli_find(a);
+    if (!c) return top_usage("unknown command '%s'", a);
+    if (!c->fn) { /* a group: cache, bench */
+        if (argc < 3) {
+            magi_cli_print_help(stderr, c);
+            return MAGI_EXIT_USAGE;
+        }
+        const char *sub = argv[2];
+        if (!strcmp(sub, "--help") || !strcmp(sub, "-h")) {
+            magi_cli_print_help(stdout, c);
+            return fflush(stdout) ? MAGI_EXIT_IO : MAGI_EXIT_OK;
+        }
+        char name[128];
+        snprintf(name, sizeof name, "%s %s", c->name, sub);
+        const magi_cli_command *s = sub[0] != '-' ? magi_cli_find(name) : NULL;
+        if (!s) {
+            fprintf(stderr, "magi-aot %s: unknown %s '%s'\n(try 'magi-aot %s --help')\n", c->name,
+                    sub[0] == '-' ? "option" : "subcommand", sub, c->name);
+            return MAGI_EXIT_USAGE;
+        }
+        for (int i = 3; i < argc && strcmp(argv[i], "--"); i++)
+            if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+                magi_cli_print_help(stdout, s);
+                return fflush(stdout) ? MAGI_EXIT_IO : MAGI_EXIT_OK;
+            }
+        argv[2] = (char *)s->name; /* argv[0] of the subcommand: "cache put" */
+        return s->fn(argc - 2, argv + 2);
+    }
+    /* --help before any '--' is answered from the table, whatever the
+     * command's own parser would make of the rest of the line. */
+    for (int i = 2; i < argc && strcmp(argv[i], "--"); i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            magi_cli_print_help(stdout, c);
+            return fflush(stdout) ? MAGI_EXIT_IO : MAGI_EXIT_OK;
+        }
+    return c->fn(argc - 1, argv + 1);
 }

@@ -49,6 +49,10 @@ typedef struct magi_cache magi_cache;
  * entries/, tmp/ and quarantine/ folders. Owned by the caller: free with
  * magi_cache_free(). Errors: MAGI_ERR_IO naming the path. */
 MAGI_API magi_status magi_cache_open(magi_cache **out, const char *dir);
+/* Open an existing cache without creating anything (for readers: list,
+ * get, verify). MAGI_ERR_NOT_FOUND naming the path when dir/v1/ or one of
+ * its folders does not exist; MAGI_ERR_IO when it is not a directory. */
+MAGI_API magi_status magi_cache_open_existing(magi_cache **out, const char *dir);
 /* NULL is a no-op. */
 MAGI_API void magi_cache_free(magi_cache *c);
 

@@ -163,7 +163,7 @@ magi_status magi_cache_key_check(const char *key) {
 
 /* ---- open / free ---- */
 
-magi_status magi_cache_open(magi_cache **out, const char *dir) {
+static magi_status cache_open(magi_cache **out, const char *dir, int create) {
     magi_status st = MAGI_OK;
     magi_cache *c = NULL;
     if (!out || !dir || !*dir) return magi_set_error(MAGI_ERR_INVALID_ARG, "cache: no directory");
@@ -177,15 +177,27 @@ magi_status magi_cache_open(magi_cache **out, const char *dir) {
     if (!c->root || !c->entries || !c->tmp || !c->quarantine)
         MAGI_FAIL(MAGI_ERR_NOMEM, "cache: out of memory");
     const char *dirs[] = {c->entries, c->tmp, c->quarantine};
-    for (int i = 0; i < 3; i++)
-        if (mkdir_p(dirs[i]) != 0)
+    for (int i = 0; i < 3; i++) {
+        struct stat sb;
+        if (!create) {
+            if (stat(dirs[i], &sb) != 0)
+                MAGI_FAIL(errno == ENOENT ? MAGI_ERR_NOT_FOUND : MAGI_ERR_IO, "cache %s: no cache here (%s: %s)",
+                          dir, dirs[i], strerror(errno));
+            if (!S_ISDIR(sb.st_mode)) MAGI_FAIL(MAGI_ERR_IO, "cache %s: %s is not a directory", dir, dirs[i]);
+        } else if (mkdir_p(dirs[i]) != 0) {
             MAGI_FAIL(MAGI_ERR_IO, "cache %s: cannot create %s: %s", dir, dirs[i], strerror(errno));
+        }
+    }
     *out = c;
     c = NULL;
 cleanup:
     magi_cache_free(c);
     return st;
 }
+
+magi_status magi_cache_open(magi_cache **out, const char *dir) { return cache_open(out, dir, 1); }
+
+magi_status magi_cache_open_existing(magi_cache **out, const char *dir) { return cache_open(out, dir, 0); }
 
 void magi_cache_free(magi_cache *c) {
     if (!c) return;

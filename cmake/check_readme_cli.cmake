@@ -1,0 +1,22 @@
+# Fail when README.md's block between the BEGIN/END markers differs from
+# `magi-aot --help` (regenerate it by pasting the program's output).
+execute_process(COMMAND ${CLI} --help OUTPUT_VARIABLE help RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "magi-aot --help exited ${rc}")
+endif()
+file(READ ${README} readme)
+string(FIND "${readme}" "<!-- BEGIN magi-aot --help -->\n```\n" begin)
+string(FIND "${readme}" "```\n<!-- END magi-aot --help -->" end)
+if(begin LESS 0 OR end LESS 0)
+  message(FATAL_ERROR "README.md: no BEGIN/END magi-aot --help markers")
+endif()
+string(LENGTH "<!-- BEGIN magi-aot --help -->\n```\n" lead)
+math(EXPR begin "${begin} + ${lead}")
+math(EXPR len "${end} - ${begin}")
+string(SUBSTRING "${readme}" ${begin} ${len} block)
+if(NOT block STREQUAL help)
+  file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/cli_help.txt "${help}")
+  message(FATAL_ERROR "README.md's CLI block differs from `magi-aot --help` "
+    "(the program's output is in ${CMAKE_CURRENT_BINARY_DIR}/cli_help.txt; paste it into README.md)")
+endif()
+message(STATUS "README.md's CLI block matches magi-aot --help")

@@ -1,0 +1,81 @@
+/* Standard input/output operands ("-"), the terminal guard for binary
+ * output, and same-file detection (declarations in cli.h). */
+#include "cli.h"
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int magi_cli_is_stdio(const char *path) { return path && !strcmp(path, "-"); }
+
+/* The whole of standard input, at most `limit` bytes (more is an error). */
+static magi_status read_stdin(char **out, size_t *len, size_t limit) {
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    if (!buf) return MAGI_ERR_NOMEM;
+    for (;;) {
+        if (n == cap) {
+            if (cap > limit) break;
+            char *nb = realloc(buf, cap * 2 + 1);
+            if (!nb) {
+                free(buf);
+                return MAGI_ERR_NOMEM;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        size_t r = fread(buf + n, 1, cap - n, stdin);
+        n += r;
+        if (r == 0) break;
+    }
+    if (ferror(stdin)) {
+        fprintf(stderr, "magi-aot: <stdin>: read error: %s\n", strerror(errno));
+        free(buf);
+        return MAGI_ERR_IO;
+    }
+    if (n > limit) {
+        fprintf(stderr, "magi-aot: <stdin>: more than %zu bytes\n", limit);
+        free(buf);
+        return MAGI_ERR_LIMIT;
+    }
+    buf[n] = '\0';
+    *out = buf;
+    *len = n;
+    return MAGI_OK;
+}
+
+magi_status magi_cli_read_region(magi_region **out, const char *path) {
+    *out = NULL;
+    if (!magi_cli_is_stdio(path)) return magi_load_file(out, path, NULL);
+    char *buf = NULL;
+    size_t len = 0;
+    magi_status st = read_stdin(&buf, &len, (size_t)1 << 30);
+    if (st) return st;
+    size_t i = 0;
+    while (i < len && (buf[i] == ' ' || buf[i] == '\t' || buf[i] == '\n' || buf[i] == '\r')) i++;
+    if (i < len && buf[i] == '{') {
+        st = magi_json_read(out, buf, len, NULL);
+    } else {
+        magi_artifact *a = NULL;
+        st = magi_artifact_open(&a, buf, len, NULL);
+        if (!st) st = magi_artifact_load_region(out, a);
+        magi_artifact_free(a); /* the region does not borrow the bytes */
+    }
+    free(buf);
+    return st;
+}
+
+int magi_cli_refuse_tty(const char *cmd, const char *what) {
+    if (!isatty(STDOUT_FILENO)) return 0;
+    fprintf(stderr, "magi-aot %s: refusing to write %s to a terminal; redirect standard output or use -o FILE\n",
+            cmd, what);
+    return MAGI_EXIT_USAGE;
+}
+
+int magi_cli_same_file(const char *a, const char *b) {
+    struct stat sa, sb;
+    if (!a || !b || magi_cli_is_stdio(a) || magi_cli_is_stdio(b)) return 0;
+    if (stat(a, &sa) != 0 || stat(b, &sb) != 0) return 0;
+    return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}

@@ -1,0 +1,66 @@
+/* Helpers every command shares: exit codes, error lines, JSON strings, hex. */
+#include "cli.h"
+#include <stdarg.h>
+#include <string.h>
+
+int magi_cli_exit_code(magi_status st) {
+    switch (st) {
+    case MAGI_OK: return MAGI_EXIT_OK;
+    case MAGI_ERR_INVALID_ARG: return MAGI_EXIT_USAGE;
+    case MAGI_ERR_IO: return MAGI_EXIT_IO;
+    case MAGI_ERR_DIGEST: case MAGI_ERR_CORRUPT: return MAGI_EXIT_CORRUPT;
+    case MAGI_ERR_NOT_FOUND: return MAGI_EXIT_DIFFERENT;
+    case MAGI_ERR_MISMATCH: case MAGI_ERR_TIMEOUT: case MAGI_ERR_DEVICE:
+    case MAGI_ERR_UNSUPPORTED: case MAGI_ERR_NOMEM: return MAGI_EXIT_RUNTIME;
+    default: return MAGI_EXIT_INPUT;
+    }
+}
+
+int magi_cli_fail(const char *cmd, magi_status st) {
+    fprintf(stderr, "magi-aot %s: %s\n", cmd, magi_last_error());
+    return magi_cli_exit_code(st);
+}
+
+int magi_cli_usage(const char *cmd, const char *fmt, ...) {
+    va_list ap;
+    fprintf(stderr, "magi-aot %s: ", cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n(try 'magi-aot %s --help')\n", cmd);
+    return MAGI_EXIT_USAGE;
+}
+
+void magi_cli_json_str(FILE *f, const char *s) {
+    if (!s) {
+        fputs("null", f);
+        return;
+    }
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+        else if (c < 0x20) fprintf(f, "\\u%04x", c);
+        else fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+int magi_cli_is_json_file(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    int c;
+    do c = fgetc(f);
+    while (c == ' ' || c == '\t' || c == '\n' || c == '\r');
+    fclose(f);
+    return c == '{';
+}
+
+void magi_cli_hex(char *dst, const uint8_t *src, size_t n) {
+    static const char digits[] = "0123456789abcdef";
+    for (size_t i = 0; i < n; i++) {
+        dst[2 * i] = digits[src[i] >> 4];
+        dst[2 * i + 1] = digits[src[i] & 15];
+    }
+    dst[2 * n] = '\0';
+}

@@ -1,0 +1,24 @@
+/* The option table of `magi-aot load` (its code: tools/cmd_load.c). */
+#include "cli.h"
+
+static const magi_cli_opt load_opts[] = {
+    {"--transport", NULL, NULL, "nccl|copy_engine", 0, "rewrite weight gathers to copy-engine reads (default)"},
+    {"--rank", NULL, NULL, "R", 0, "this process's rank (with --world)"},
+    {"--world", NULL, NULL, "N", 0, "number of ranks; N > 1 binds a backend and needs --rendezvous"},
+    {"--backend", NULL, NULL, "host|cuda", 0, "bind the SymmBuffer windows on this backend"},
+    {"--rendezvous", NULL, NULL, "DIR", 0, "a directory every rank shares, for the rendezvous"},
+    {"--timeout-ms", NULL, NULL, "N", 0, "rendezvous timeout in milliseconds"},
+    {"--window-cap", NULL, NULL, "BYTES", 0, "largest SymmBuffer window, in bytes"},
+    {"--device", NULL, NULL, "D", 0, "CUDA device ordinal (cuda backend)"},
+    {"--check-gathers", NULL, NULL, NULL, 0, "run every rewritten gather once and check every byte"},
+    {"--emit", NULL, NULL, "OUT", 0, "write the loaded regions (a file for one, a directory for several)"},
+    {"--json", NULL, NULL, NULL, 0, "machine-readable report"},
+    {NULL, NULL, NULL, NULL, 0, NULL}};
+
+const magi_cli_command magi_cli_load = {
+    "load", "REGION...", "verify, parse, rewrite gathers, plan windows, bind, report",
+    "verify -> parse -> fingerprint + inputs -> plan -> rewrite (copy_engine) ->\n"
+    "bind (--backend; implied by --world > 1 or --rendezvous) -> --emit -> report.\n"
+    "--emit OUT: a file for one REGION, a directory (<base>.magi) for several.\n"
+    "See docs/SYMM.md.\n",
+    load_opts, magi_cmd_load};
