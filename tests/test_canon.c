@@ -3,6 +3,7 @@
  * expression trees with random consistent renamings. */
 #include "testlib.h"
 #include "canon_gen.h"
+#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -463,6 +464,127 @@ static void test_property_random(void) {
     MT_CHECK(graphs == 150 && variants == 600);
 }
 
-MT_MAIN(MT_CASE(test_fixtures_renamed_equal), MT_CASE(test_fixtures_mutants_differ),
+/* ---- float symbols and literals (fixtures/floats) ---- */
+
+static char *slurp(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    MT_REQUIRE(f, "cannot open %s", path);
+    fseek(f, 0, SEEK_END);
+    long sz = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *t = malloc((size_t)sz + 1);
+    MT_REQUIRE(t && fread(t, 1, (size_t)sz, f) == (size_t)sz);
+    t[sz] = '\0';
+    fclose(f);
+    *n = (size_t)sz;
+    return t;
+}
+
+/* Replace every occurrence of `from` (a whole symbol name) by `to`. */
+static char *rename_sym(const char *text, const char *from, const char *to) {
+    magi_buf b = {0};
+    size_t fl = strlen(from);
+    for (const char *p = text; *p;) {
+        const char *q = strstr(p, from);
+        int whole = q && (q == text || !(isalnum((unsigned char)q[-1]) || q[-1] == '_')) &&
+                    !(isalnum((unsigned char)q[fl]) || q[fl] == '_');
+        if (!q) {
+            magi_buf_puts(&b, p);
+            break;
+        }
+        magi_buf_append(&b, p, (size_t)(q - p));
+        magi_buf_puts(&b, whole ? to : from);
+        p = q + fl;
+    }
+    char *out = strndup(b.data, b.len);
+    magi_buf_free(&b);
+    return out;
+}
+
+static magi_region *region_of(const char *text) {
+    magi_region *r = NULL;
+    magi_status st = magi_json_read(&r, text, strlen(text), NULL);
+    MT_REQUIRE(st == MAGI_OK, "%s", magi_last_error());
+    return r;
+}
+
+static void test_float_region(void) {
+    char *path = mt_fmt("%s/floats/item_scale.json", MAGI_FIXTURES_DIR);
+    size_t n;
+    char *text = slurp(path, &n);
+    magi_region *r = region_of(text);
+    const magi_symbol *zf = magi_region_find_symbol(r, "zf71");
+    MT_REQUIRE(zf && zf->has_hint && zf->hint_is_float && zf->hint_f == 0.5);
+    MT_CHECK(magi_symbol_is_float(zf));
+    MT_CHECK(magi_symbol_is_float(magi_region_find_symbol(r, "zuf0")));
+    MT_CHECK(!magi_symbol_is_float(magi_region_find_symbol(r, "s77")));
+
+    /* save -> load -> dump gives the file back byte for byte */
+    void *art = NULL;
+    size_t art_len = 0;
+    MT_OK(magi_artifact_encode(&art, &art_len, r, NULL));
+    magi_artifact *a = NULL;
+    MT_OK(magi_artifact_open(&a, art, art_len, NULL));
+    magi_region *back = NULL;
+    MT_OK(magi_artifact_load_region(&back, a));
+    char *dumped = json_of(back);
+    MT_CHECK(strlen(dumped) == n && memcmp(dumped, text, n) == 0, "dump differs:\n%s", dumped);
+    zf = magi_region_find_symbol(back, "zf71");
+    MT_CHECK(zf && zf->hint_is_float && zf->hint_f == 0.5);
+    SAME(r, back);
+
+    /* renaming float and int symbols keeps the fingerprint */
+    char *t1 = rename_sym(text, "zf71", "zf3");
+    char *t2 = rename_sym(t1, "zuf0", "zuf12");
+    char *t3 = rename_sym(t2, "s77", "s5");
+    magi_region *ren = region_of(t3);
+    SAME(r, ren);
+    /* a float symbol swapped with an int-typed name, another float hint or
+     * literal: different graphs */
+    char *ty = rename_sym(text, "zuf0", "u7");
+    magi_region *typed = region_of(ty);
+    DIFF(r, typed);
+    char *lit = rename_sym(text, "0.0", "0.5");
+    magi_region *lr = region_of(lit);
+    DIFF(r, lr);
+    char *h = rename_sym(text, "\"hint\":0.5", "\"hint\":0.25");
+    magi_region *hr = region_of(h);
+    DIFF(r, hr);
+    /* the canonical text names the float hints as such */
+    char *ct = canon_text(r, NULL);
+    MT_CHECK(strstr(ct, "f:0.5") && strstr(ct, "f:None") && strstr(ct, "> 0.0"), "%s", ct);
+
+    /* concrete evaluation sees the float hint */
+    magi_arena *ar = NULL;
+    MT_OK(magi_arena_new(&ar, 0));
+    magi_expr *e = NULL;
+    const char *fl = "FloorToInt(2.5*zf71*s77)";
+    MT_OK(magi_expr_parse(&e, ar, fl, strlen(fl), NULL));
+    int64_t v = 0;
+    MT_OK(magi_expr_eval_int_num(e, magi_region_hint_lookup, r, &v));
+    MT_CHECK(v == 5);
+    magi_arena_free(ar);
+
+    free(ct);
+    magi_region_free(hr);
+    free(h);
+    magi_region_free(lr);
+    free(lit);
+    magi_region_free(typed);
+    free(ty);
+    magi_region_free(ren);
+    free(t1);
+    free(t2);
+    free(t3);
+    free(dumped);
+    magi_region_free(back);
+    magi_artifact_free(a);
+    magi_free(art);
+    magi_region_free(r);
+    free(text);
+    free(path);
+}
+
+MT_MAIN(MT_CASE(test_float_region), MT_CASE(test_fixtures_renamed_equal), MT_CASE(test_fixtures_mutants_differ),
         MT_CASE(test_labels_and_devices), MT_CASE(test_issue_cases), MT_CASE(test_ties),
         MT_CASE(test_tie_budget_fail_safe), MT_CASE(test_errors_and_api), MT_CASE(test_property_random))

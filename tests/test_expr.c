@@ -439,7 +439,11 @@ static void test_parse_errors(void) {
     parse_fails("s0)", MAGI_ERR_EXPR, "offset 2", "unmatched ')'");
     parse_fails("s0 s1", MAGI_ERR_EXPR, "offset 3", "expected an operator");
     parse_fails("2x", MAGI_ERR_EXPR, "offset 1", "expected an operator");
-    parse_fails("1.5*s0", MAGI_ERR_EXPR, "offset 0", "float");
+    parse_fails("1.5.2", MAGI_ERR_EXPR, "offset 3", "after a float literal");
+    parse_fails("1e", MAGI_ERR_EXPR, "offset 2", "exponent");
+    parse_fails("2.5e+x", MAGI_ERR_EXPR, "offset 5", "exponent");
+    parse_fails("1.5zf0", MAGI_ERR_EXPR, "offset 3", "after a float literal");
+    parse_fails("1e999", MAGI_ERR_EXPR, "offset 0", "overflows a double");
     parse_fails("a < b < c", MAGI_ERR_EXPR, "offset 6", "chained");
     parse_fails("Max(1,)", MAGI_ERR_EXPR, "offset 6", "expected a number");
     parse_fails("a = b", MAGI_ERR_EXPR, "offset 2", "'=='");
@@ -463,6 +467,152 @@ static void test_parse_errors(void) {
     MT_CHECK(magi_expr_parse(&e, arena(), "a\0b", 3, NULL) == MAGI_ERR_EXPR);
     MT_CHECK(magi_expr_parse(&e, NULL, "a", 1, NULL) == MAGI_ERR_INVALID_ARG);
     MT_CHECK(magi_expr_parse(NULL, arena(), "a", 1, NULL) == MAGI_ERR_INVALID_ARG);
+}
+
+/* ---- floats: literals, float symbols, float functions ---- */
+
+typedef struct fhint {
+    const char *name;
+    magi_num v;
+} fhint;
+
+static const fhint k_fhints[] = {
+    {"zf0", {1, 0, 0.5}}, {"zf1", {1, 0, -2.25}}, {"s0", {0, 3, 0.0}},
+};
+
+static int lookup_num(void *ctx, const char *name, magi_num *out) {
+    (void)ctx;
+    for (size_t i = 0; i < sizeof k_fhints / sizeof k_fhints[0]; i++)
+        if (strcmp(k_fhints[i].name, name) == 0) {
+            *out = k_fhints[i].v;
+            return 1;
+        }
+    return 0; /* zuf0 and the rest: unbacked */
+}
+
+static magi_num eval_f(const char *s) {
+    magi_num n = {0, INT64_MIN, NAN};
+    magi_expr *e = parse(s);
+    if (!e) return n;
+    magi_status st = magi_expr_eval_num(e, lookup_num, NULL, &n);
+    MT_CHECK(st == MAGI_OK, "eval '%s' -> %d: %s", s, st, magi_last_error());
+    return n;
+}
+
+static void test_floats(void) {
+    /* literals as sympy prints them, and as Python repr prints them */
+    magi_expr *e = parse("0.0");
+    MT_REQUIRE(e && e->kind == MAGI_E_FLOAT && e->fval == 0.0 && !signbit(e->fval));
+    e = parse("1.00000000000000e-5");
+    MT_CHECK(e && e->kind == MAGI_E_FLOAT && e->fval == 1e-5);
+    e = parse("2.50000000000000");
+    MT_CHECK(e && e->kind == MAGI_E_FLOAT && e->fval == 2.5);
+    e = parse("1e-05");
+    MT_CHECK(e && e->kind == MAGI_E_FLOAT && e->fval == 1e-5);
+    e = parse("1E+20");
+    MT_CHECK(e && e->kind == MAGI_E_FLOAT && e->fval == 1e20);
+    e = parse("3.");
+    MT_CHECK(e && e->kind == MAGI_E_FLOAT && e->fval == 3.0);
+    e = parse("-0.0");
+    MT_CHECK(e && e->kind == MAGI_E_FLOAT && e->fval == 0.0 && signbit(e->fval));
+    e = parse("-2.5");
+    MT_CHECK(e && e->kind == MAGI_E_FLOAT && e->fval == -2.5);
+    e = parse("oo");
+    MT_CHECK(e && e->kind == MAGI_E_FLOAT && isinf(e->fval) && e->fval > 0);
+    e = parse("-oo");
+    MT_CHECK(e && e->kind == MAGI_E_FLOAT && isinf(e->fval) && e->fval < 0);
+    e = parse("inf");
+    MT_CHECK(e && e->kind == MAGI_E_FLOAT && isinf(e->fval));
+    e = parse("int_oo");
+    MT_CHECK(e && e->kind == MAGI_E_FLOAT && isinf(e->fval));
+    e = parse("nan");
+    MT_CHECK(e && e->kind == MAGI_E_FLOAT && isnan(e->fval));
+    e = parse("zuf0");
+    MT_CHECK(e && e->kind == MAGI_E_SYM && strcmp(e->name, "zuf0") == 0);
+    /* a long literal: digits before the point past int64 */
+    e = parse("123456789012345678901234567890.5");
+    MT_CHECK(e && e->kind == MAGI_E_FLOAT && e->fval == 123456789012345678901234567890.5);
+
+    /* printing: shortest exact text, always readable as a float */
+    expect_print("zuf0 > 0.0", "zuf0 > 0.0");
+    expect_print("2.50000000000000*zuf0", "2.5*zuf0");
+    expect_print("0.333333333333333", "0.333333333333333");
+    expect_print("0.1 + 0.2", "0.1 + 0.2");
+    expect_print("1.00000000000000e+20", "1e+20");
+    expect_print("1.00000000000000e-5*s0", "1e-05*s0");
+    expect_print("s0 - 1.5", "s0 - 1.5");
+    expect_print("s0 + -1.5", "s0 - 1.5");
+    expect_print("zf0**-2.0", "zf0**-2.0");
+    expect_print("-0.0", "-0.0");
+    expect_print("-oo < zuf0", "-oo < zuf0");
+    expect_print("Max(oo, nan)", "Max(oo, nan)");
+    expect_print("-nan", "nan");
+    expect_print("FloatTrueDiv(ToFloat(s0), 2.0)", "FloatTrueDiv(ToFloat(s0), 2.0)");
+    char t[40];
+    MT_CHECK(magi_expr_float_text(t, sizeof t, 1.0) == 3 && strcmp(t, "1.0") == 0);
+    MT_CHECK(magi_expr_float_text(t, sizeof t, 0.1 + 0.2) > 0 && strcmp(t, "0.30000000000000004") == 0,
+             "%s", t);
+    /* equality: bit for bit, nan equal to nan, 0.0 not -0.0 */
+    MT_CHECK(magi_expr_equal(parse("nan"), parse("nan")));
+    MT_CHECK(!magi_expr_equal(parse("0.0"), parse("-0.0")));
+    MT_CHECK(!magi_expr_equal(parse("1.0"), parse("1")));
+    MT_CHECK(magi_expr_equal(parse("1.0"), parse("1.00000000000000")));
+
+    /* evaluation: float hints and literals */
+    magi_num q = eval_f("zf0 + 1");
+    MT_CHECK(q.is_float && q.f == 1.5);
+    q = eval_f("zf0 > 0.0");
+    MT_CHECK(!q.is_float && q.i == 1);
+    q = eval_f("zf1 >= 0.0");
+    MT_CHECK(!q.is_float && q.i == 0);
+    q = eval_f("FloorToInt(zf1)");
+    MT_CHECK(!q.is_float && q.i == -3);
+    q = eval_f("CeilToInt(zf1*s0)");
+    MT_CHECK(!q.is_float && q.i == -6);
+    q = eval_f("ToFloat(s0)");
+    MT_CHECK(q.is_float && q.f == 3.0);
+    q = eval_f("TruncToFloat(zf1)");
+    MT_CHECK(q.is_float && q.f == -2.0);
+    q = eval_f("FloatTrueDiv(s0, 2)");
+    MT_CHECK(q.is_float && q.f == 1.5);
+    q = eval_f("FloatPow(zf0, 2)");
+    MT_CHECK(q.is_float && q.f == 0.25);
+    q = eval_f("IntTrueDiv(s0, 4)");
+    MT_CHECK(q.is_float && q.f == 0.75);
+    q = eval_f("RoundDecimal(2.675, 2)");
+    MT_CHECK(q.is_float && fabs(q.f - 2.68) < 1e-12, "%.17g", q.f);
+    q = eval_f("RoundDecimal(1234.5, -2)");
+    MT_CHECK(q.is_float && q.f == 1200.0, "%.17g", q.f);
+    q = eval_f("OpaqueUnaryFn_sqrt(4.0*s0 - 3)");
+    MT_CHECK(q.is_float && q.f == 3.0);
+    q = eval_f("OpaqueUnaryFn_exp(0.0)");
+    MT_CHECK(q.is_float && q.f == 1.0);
+    q = eval_f("RoundToInt(2.5)");
+    MT_CHECK(!q.is_float && q.i == 2);
+    q = eval_f("Min(oo, s0)");
+    MT_CHECK(!q.is_float && q.i == 3);
+    q = eval_f("Max(-oo, zf1)");
+    MT_CHECK(q.is_float && q.f == -2.25);
+    /* nan compares false, except != */
+    MT_CHECK(eval_f("nan == nan").i == 0);
+    MT_CHECK(eval_f("nan != nan").i == 1);
+    MT_CHECK(eval_f("nan < 1.0").i == 0 && eval_f("nan >= 1.0").i == 0);
+    MT_CHECK(eval_f("Eq(nan, nan)").i == 0 && eval_f("Ne(nan, 1)").i == 1);
+    /* an unbacked float symbol is named */
+    magi_expr *u = parse("zuf0 > 0.0");
+    magi_num n = {0, 777, 0.0};
+    MT_CHECK(magi_expr_eval_num(u, lookup_num, NULL, &n) == MAGI_ERR_UNBACKED);
+    MT_CHECK(strstr(magi_last_error(), "zuf0") != NULL, "%s", magi_last_error());
+    MT_CHECK(n.i == 777);
+    /* integral results through eval_int_num; non-integral refused */
+    int64_t iv = 0;
+    MT_OK(magi_expr_eval_int_num(parse("FloorToInt(zf0*s0*4)"), lookup_num, NULL, &iv));
+    MT_CHECK(iv == 6);
+    MT_CHECK(magi_expr_eval_int_num(parse("zf0*s0"), lookup_num, NULL, &iv) == MAGI_ERR_EXPR);
+    /* the int-lookup evaluator on float literals */
+    q = eval_n("s17 * 0.5");
+    MT_CHECK(q.is_float && q.f == 2.5);
+    MT_CHECK(eval_i("FloorToInt(s17 * 0.5)") == 2);
 }
 
 /* ---- evaluation ---- */
@@ -1014,6 +1164,6 @@ static void cleanup_arena(void) {
 
 MT_MAIN(MT_CASE(test_fixture_expressions), MT_CASE(test_fixture_files),
         MT_CASE(test_normal_form), MT_CASE(test_printer), MT_CASE(test_parse_errors),
-        MT_CASE(test_eval), MT_CASE(test_symbols), MT_CASE(test_limits), MT_CASE(test_megabyte),
+        MT_CASE(test_eval), MT_CASE(test_floats), MT_CASE(test_symbols), MT_CASE(test_limits), MT_CASE(test_megabyte),
         MT_CASE(test_python_vectors), MT_CASE(test_property_roundtrip), MT_CASE(test_property_garbage),
         MT_CASE(cleanup_arena))

@@ -20,6 +20,7 @@ static void print_side(const char *tag, const char *path, const magi_canon *c) {
         if (magi_canon_symbol_get(c, i, &s)) continue;
         printf(" %s->%s", s.name, s.canon_name);
         if (!s.in_table) printf(" (not in table)");
+        else if (s.has_hint && s.is_float) printf(" (float hint %.17g)", s.hint_f);
         else if (s.has_hint) printf(" (hint %lld)", (long long)s.hint);
         else printf(" (hint null)");
         if (i + 1 < n) printf(",");

@@ -7,20 +7,28 @@
  *   term   := unary (('*' | '//' | '/' | '%') unary)*
  *   unary  := '-' unary | power
  *   power  := atom ('**' unary)?
- *   atom   := INT | SYMBOL | NAME '(' cmp (',' cmp)* ')' | '(' cmp ')'
+ *   atom   := INT | FLOAT | SYMBOL | NAME '(' cmp (',' cmp)* ')' | '(' cmp ')'
  *           | 'True' | 'False'
  *   INT    := [0-9]+            (must fit int64; -9223372036854775808 is
  *                                accepted as the negation of its literal)
+ *   FLOAT  := [0-9]+ '.' [0-9]* ([eE] [+-]? [0-9]+)?   ("0.0", "2.50000000000000",
+ *           | [0-9]+ [eE] [+-]? [0-9]+                   "1.00000000000000e-5", "1e-05")
+ *           | 'oo' | 'inf' | 'int_oo'  (+infinity; "-oo" is its negation)
+ *           | 'nan'
+ *                                (an IEEE double, correctly rounded; a finite
+ *                                literal that overflows a double is an error)
  *   SYMBOL := [A-Za-z_][A-Za-z0-9_]*   (a NAME directly followed by '(' is
  *                                a call; 'NAME()' with no argument is accepted)
- * Spaces, tabs and newlines between tokens are ignored. Float literals are
- * not supported (MAGI_ERR_EXPR). Comparisons do not chain: `a < b < c` is an
- * error. A call to an unknown function name is an uninterpreted function
- * (kept by name), never an error.
+ *                                Float symbols are symbols like any other;
+ *                                torch names them zf0 (backed) / zuf0 (unbacked).
+ * Spaces, tabs and newlines between tokens are ignored. Comparisons do not
+ * chain: `a < b < c` is an error. A call to an unknown function name is an
+ * uninterpreted function (kept by name), never an error.
  *
  * Normal form built by the parser (what passes rely on):
  *  - ADD and MUL are n-ary and flattened: a + b + c is one ADD of 3 kids.
- *  - a - b is ADD(a, NEG(b)); -a is NEG(a); NEG of an INT folds to an INT.
+ *  - a - b is ADD(a, NEG(b)); -a is NEG(a); NEG of an INT folds to an INT,
+ *    NEG of a FLOAT to a FLOAT (-0.0 included).
  *  - Redundant parentheses leave no trace.
  *  - FLOORDIV, TRUEDIV, POW, MOD ('%') and comparisons are binary.
  *  - CALL keeps the function name ("Mod", "Max", "FloorToInt", ...).
@@ -56,6 +64,7 @@ typedef enum magi_expr_kind {
     MAGI_E_POW,       /* a ** b */
     MAGI_E_EQ, MAGI_E_NE, MAGI_E_LT, MAGI_E_LE, MAGI_E_GT, MAGI_E_GE,
     MAGI_E_CALL,      /* name(kids...) */
+    MAGI_E_FLOAT,     /* fval (IEEE double; inf and nan allowed) */
     MAGI_E_KIND_COUNT_
 } magi_expr_kind;
 
@@ -66,6 +75,7 @@ struct magi_expr {
     const char *name;    /* SYM, CALL */
     magi_expr **kids;    /* nkids children */
     uint32_t nkids;
+    double fval;         /* FLOAT */
 };
 
 /* Hard ceiling on tree depth. The parser clamps max_depth to it, and the
@@ -102,14 +112,22 @@ MAGI_API magi_status magi_expr_parse(magi_expr **out, magi_arena *arena,
  * error (malformed tree, deeper than MAGI_EXPR_MAX_DEPTH). Parsing the
  * output of a tree in normal form (as the parser builds) gives an equal
  * tree. Style: "a + b - c", "2*a", "(a + b)//2", "a % b", "a**2",
- * "Mod(a, 3)", "a >= 0"; parentheses only where needed. */
+ * "Mod(a, 3)", "a >= 0", floats as the shortest text that reads back to
+ * the same double with a '.' or an exponent ("0.5", "1.0", "1e-05",
+ * "oo", "nan"); parentheses only where needed. */
 MAGI_API size_t magi_expr_print(char *dst, size_t cap, const magi_expr *e);
+
+/* The text the printer writes for a FLOAT of value f ("0.5", "1.0",
+ * "1e-05", "oo", "-oo", "nan"): snprintf semantics (returns the length the
+ * full text needs; dst NUL-terminated when cap > 0). At most 32 bytes. */
+MAGI_API size_t magi_expr_float_text(char *dst, size_t cap, double f);
 
 /* Print into a NUL-terminated string allocated from `arena` (lives as long
  * as the arena). NULL on error (last error set). */
 MAGI_API char *magi_expr_to_string(magi_arena *arena, const magi_expr *e);
 
-/* Deep structural equality (names compared as strings; kids in order, no
+/* Deep structural equality (names compared as strings; floats compared bit
+ * for bit, so nan equals nan and 0.0 differs from -0.0; kids in order, no
  * commutativity). 1 if equal, 0 if not (or deeper than
  * MAGI_EXPR_MAX_DEPTH). */
 MAGI_API int magi_expr_equal(const magi_expr *a, const magi_expr *b);
@@ -125,6 +143,10 @@ typedef struct magi_num {
  * the symbol is unknown or its hint is null (unbacked). */
 typedef int (*magi_expr_lookup_fn)(void *ctx, const char *name, int64_t *out);
 
+/* The same for symbols whose hint may be a float (zf0): set *out (is_float
+ * 1 for a float hint). */
+typedef int (*magi_expr_lookup_num_fn)(void *ctx, const char *name, magi_num *out);
+
 /* Evaluate with Python semantics: // and % floor toward -inf (the
  * remainder has the sign of the divisor), / is true division (float),
  * int ** non-negative int stays int (int ** negative int is a float), all
@@ -138,7 +160,11 @@ typedef int (*magi_expr_lookup_fn)(void *ctx, const char *name, int64_t *out);
  *   even), Abs, Identity, ToFloat, TruncToFloat, ModularIndexing(x, d, m)
  *   = (x // d) % m, Where(c, a, b) (only the chosen branch is evaluated),
  *   PowByNatural/Pow, FloatPow, LShift, RShift, BitwiseFn_bitwise_and/or/xor,
- *   Eq, Ne, And, Or, Not.
+ *   Eq, Ne, And, Or, Not, RoundDecimal(x, n) (a float rounded to n decimal
+ *   digits, half to even), OpaqueUnaryFn_sqrt/exp/log/log2/sin/cos/tan/
+ *   sinh/cosh/tanh/asin/acos/atan/asinh (C math on a double).
+ * Floats follow IEEE doubles as Python does: a float literal or float hint
+ * makes the result float; comparisons against nan are false (!= true).
  * Errors: MAGI_ERR_UNBACKED "symbol 'u0' has no hint (unbacked)";
  * MAGI_ERR_EXPR for division by zero, overflow, a wrong argument count or
  * an uninterpreted function (named), with the failing sub-expression
@@ -147,10 +173,19 @@ typedef int (*magi_expr_lookup_fn)(void *ctx, const char *name, int64_t *out);
 MAGI_API magi_status magi_expr_eval(const magi_expr *e, magi_expr_lookup_fn lookup,
                                     void *ctx, magi_num *out);
 
+/* magi_expr_eval with a lookup that can hand out float hints (NULL: every
+ * symbol is unbacked). Same semantics and errors. */
+MAGI_API magi_status magi_expr_eval_num(const magi_expr *e, magi_expr_lookup_num_fn lookup,
+                                        void *ctx, magi_num *out);
+
 /* Evaluate and require an integer result (floats that are integral and
  * fit int64 are accepted; others are MAGI_ERR_EXPR). */
 MAGI_API magi_status magi_expr_eval_int(const magi_expr *e, magi_expr_lookup_fn lookup,
                                         void *ctx, int64_t *out);
+
+/* magi_expr_eval_int with a lookup that can hand out float hints. */
+MAGI_API magi_status magi_expr_eval_int_num(const magi_expr *e, magi_expr_lookup_num_fn lookup,
+                                            void *ctx, int64_t *out);
 
 /* Collect the distinct symbol names of a tree in first-occurrence order
  * (left to right, depth first). Fills up to cap names (names may be NULL

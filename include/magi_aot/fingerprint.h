@@ -94,6 +94,8 @@ typedef struct magi_canon_symbol {
     int in_table;           /* 0: used in expressions but not in `symbols` */
     int has_hint;
     int64_t hint;
+    int is_float;           /* a float symbol (zf0, zuf0, or a float hint) */
+    double hint_f;          /* a float symbol's hint (when has_hint) */
 } magi_canon_symbol;
 MAGI_API uint32_t magi_canon_symbol_count(const magi_canon *c);
 MAGI_API magi_status magi_canon_symbol_get(const magi_canon *c, uint32_t i,

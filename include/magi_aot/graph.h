@@ -25,6 +25,7 @@
 
 #include "common.h"
 #include "arena.h"
+#include "expr.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -158,9 +159,20 @@ typedef struct magi_node {
 
 typedef struct magi_symbol {
     const char *name;
-    int has_hint;   /* 0: "hint": null (unbacked) */
-    int64_t hint;
+    int has_hint;      /* 0: "hint": null (unbacked) */
+    int64_t hint;      /* the hint of an int symbol (has_hint, !hint_is_float) */
+    int hint_is_float; /* 1: a float symbol's hint (torch's zf0): hint_f */
+    double hint_f;     /* finite */
 } magi_symbol;
+
+/* Whether a symbol stands for a float: its hint is a float, or torch named
+ * it as one (zf<N> backed, zuf<N> unbacked). 1 or 0. */
+MAGI_API int magi_symbol_is_float(const magi_symbol *s);
+
+/* A magi_expr_lookup_num_fn over a region's symbol table: ctx is a
+ * const magi_region *. 1 and *out (int or float) for a hinted symbol;
+ * 0 for an unknown symbol or a null hint. */
+MAGI_API int magi_region_hint_lookup(void *ctx, const char *name, magi_num *out);
 
 /* Region presence flags for optional top-level keys. */
 #define MAGI_REGION_HAS_MODEL_TAG      0x1u

@@ -4,7 +4,7 @@ parse(text) returns a small immutable Python tree so that callers can build
 values from it in any algebra (plain ints for concrete shapes, torch SymInts
 for fake inputs) without a second grammar on the Python side:
 
-    ("int", v) | ("bool", v) | ("sym", name)
+    ("int", v) | ("float", v) | ("bool", v) | ("sym", name)
     (op, (kid, ...))            op in add mul neg floordiv truediv mod pow
                                       eq ne lt le gt ge
     ("call", name, (kid, ...))  Mod, Max, FloorDiv, ... (name kept verbatim)
@@ -12,10 +12,10 @@ for fake inputs) without a second grammar on the Python side:
 import functools
 from ctypes import POINTER, byref, c_int64, c_void_p
 
-from ._lib import ExprStruct, LOOKUP_FN, MagiError, lib
+from ._lib import ExprStruct, LOOKUP_NUM_FN, MagiError, lib
 
 _KINDS = ("int", "sym", "bool", "add", "mul", "neg", "floordiv", "truediv", "mod", "pow",
-          "eq", "ne", "lt", "le", "gt", "ge", "call")
+          "eq", "ne", "lt", "le", "gt", "ge", "call", "float")
 
 
 def _convert(e):
@@ -24,6 +24,8 @@ def _convert(e):
         raise MagiError(-10, "unknown expression node kind %d" % e.kind, "magi_expr_parse")
     if kind in ("int", "bool"):
         return (kind, int(e.ival))
+    if kind == "float":
+        return ("float", float(e.fval))
     if kind == "sym":
         return ("sym", e.name.decode())
     # Iterative children walk would only matter past Python's recursion limit;
@@ -58,7 +60,7 @@ def symbols(tree, acc=None):
     if k == "sym":
         if tree[1] not in acc:
             acc.append(tree[1])
-    elif k in ("int", "bool"):
+    elif k in ("int", "bool", "float"):
         pass
     else:
         for kid in tree[-1]:
@@ -68,7 +70,7 @@ def symbols(tree, acc=None):
 
 def eval_int(text, hints):
     """Evaluate with the C evaluator (Python semantics) under `hints`
-    ({name: int or None}); raises MagiError MAGI_ERR_UNBACKED naming a
+    ({name: int, float or None}) to an int; raises MagiError MAGI_ERR_UNBACKED naming a
     symbol whose hint is needed but null."""
     if isinstance(text, int):
         return text
@@ -83,11 +85,14 @@ def eval_int(text, hints):
             v = hints.get(name.decode())
             if v is None:
                 return 0
-            res[0] = int(v)
+            if isinstance(v, float):
+                res[0].is_float, res[0].f = 1, v
+            else:
+                res[0].is_float, res[0].i = 0, int(v)
             return 1
-        cb = LOOKUP_FN(lookup)
+        cb = LOOKUP_NUM_FN(lookup)
         val = c_int64()
-        lib.magi_expr_eval_int(out, cb, None, byref(val))
+        lib.magi_expr_eval_int_num(out, cb, None, byref(val))
         return val.value
     finally:
         lib.magi_arena_free(arena)
@@ -125,9 +130,12 @@ class Algebra:
     def trunc(self, x):
         return int(x)
 
+    def to_float(self, x):
+        return float(x)
+
     def build(self, tree):
         k = tree[0]
-        if k == "int":
+        if k in ("int", "float"):
             return self.const(tree[1])
         if k == "bool":
             return self.boolean(tree[1])
@@ -174,6 +182,12 @@ class Algebra:
             return -((-a[0]) // a[1])
         if name in ("IntTrueDiv", "FloatTrueDiv") and n == 2:
             return a[0] / a[1]
+        if name == "ToFloat" and n == 1:
+            return self.to_float(a[0])
+        if name == "TruncToFloat" and n == 1:
+            return self.to_float(self.trunc(a[0]))
+        if name in ("FloatPow", "PowByNatural", "Pow") and n == 2:
+            return a[0] ** a[1]
         if name == "FloorToInt" and n == 1:
             return self.floor(a[0])
         if name == "CeilToInt" and n == 1:

@@ -83,7 +83,8 @@ class ExprStruct(Structure):
 
 
 ExprStruct._fields_ = [("kind", c_int), ("ival", c_int64), ("name", c_char_p),
-                       ("kids", POINTER(POINTER(ExprStruct))), ("nkids", c_uint32)]
+                       ("kids", POINTER(POINTER(ExprStruct))), ("nkids", c_uint32),
+                       ("fval", c_double)]
 
 
 class Num(Structure):
@@ -126,6 +127,7 @@ class SymmBinding(Structure):
 
 
 LOOKUP_FN = ctypes.CFUNCTYPE(c_int, c_void_p, c_char_p, POINTER(c_int64))
+LOOKUP_NUM_FN = ctypes.CFUNCTYPE(c_int, c_void_p, c_char_p, POINTER(Num))
 
 # name: (restype, argtypes). restype int => a magi_status, checked.
 _STATUS = "status"
@@ -151,6 +153,8 @@ _PROTOS = {
                                   c_void_p]),
     "magi_expr_eval": (_STATUS, [POINTER(ExprStruct), LOOKUP_FN, c_void_p, POINTER(Num)]),
     "magi_expr_eval_int": (_STATUS, [POINTER(ExprStruct), LOOKUP_FN, c_void_p, POINTER(c_int64)]),
+    "magi_expr_eval_int_num": (_STATUS, [POINTER(ExprStruct), LOOKUP_NUM_FN, c_void_p,
+                                         POINTER(c_int64)]),
     "magi_fingerprint_hex": (_STATUS, [c_char_p, c_void_p]),
     "magi_inputs_write_json": (_STATUS, [POINTER(c_void_p), POINTER(c_size_t), c_void_p, c_uint]),
     "magi_artifact_open": (_STATUS, [POINTER(c_void_p), c_void_p, c_size_t, POINTER(LoadOptions)]),

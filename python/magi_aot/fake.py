@@ -22,6 +22,9 @@ from . import _expr
 from ._lib import MagiError
 
 _UNBACKED = re.compile(r"^u\d+$")
+# torch names float symbols zf<N> (backed) and zuf<N> (unbacked)
+_FLOAT = re.compile(r"^zu?f\d+$")
+_UNBACKED_FLOAT = re.compile(r"^zuf\d+$")
 
 __all__ = ["fake_inputs"]
 
@@ -49,6 +52,9 @@ class _SymAlgebra(_expr.Algebra):
     def trunc(self, x):
         return self.torch.sym_int(x)
 
+    def to_float(self, x):
+        return self.torch.sym_float(x)
+
 
 def _make_symbols(torch, env, symbols):
     import contextlib
@@ -61,6 +67,17 @@ def _make_symbols(torch, env, symbols):
     quiet = getattr(env, "ignore_fresh_unbacked_symbols", None)
     for name in sorted(symbols):
         hint = symbols[name]
+        if isinstance(hint, float) or _FLOAT.match(name):
+            # a float symbol (SymFloat): unbacked without a hint
+            if hint is None or _UNBACKED_FLOAT.match(name):
+                with (quiet() if quiet else contextlib.nullcontext()):
+                    out[name] = env.create_unbacked_symfloat()
+                continue
+            src = ConstantSource("magi_aot_%s" % name)
+            sym = env.create_symbol(float(hint), source=src, dynamic_dim=DimDynamic.DYNAMIC,
+                                    positive=None)
+            out[name] = env.create_symfloatnode(sym, hint=float(hint), source=src)
+            continue
         # Unbacked symbols (torch names them u0, u1, ...) stay unbacked even
         # when the producer knew a value for them: a backend must not
         # specialise on it.

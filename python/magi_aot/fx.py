@@ -79,6 +79,10 @@ class _Walk:
             if v is None:
                 continue
             try:
+                if getattr(v, "is_Float", False) or isinstance(v, float) or \
+                        getattr(sym, "is_integer", None) is False:
+                    f = float(v)  # a float symbol's hint (zf0)
+                    return f if math.isfinite(f) else None
                 return int(v)
             except (TypeError, ValueError):
                 return None

@@ -18,15 +18,18 @@ typedef struct hint_ctx {
     int64_t unbacked;
 } hint_ctx;
 
-static int hint_lookup(void *ctx, const char *name, int64_t *out) {
+/* Float symbols (zf0) hand out their float hints; the analytical fallback
+ * stands in for an unbacked int or float symbol alike. */
+static int hint_lookup(void *ctx, const char *name, magi_num *out) {
     hint_ctx *h = ctx;
     uint32_t i;
     if (magi_smap_get(&h->names, name, strlen(name), &i) && h->r->symbols[i].has_hint) {
-        *out = h->r->symbols[i].hint;
+        const magi_symbol *s = &h->r->symbols[i];
+        *out = s->hint_is_float ? (magi_num){1, 0, s->hint_f} : (magi_num){0, s->hint, 0.0};
         return 1;
     }
     if (h->fallback) {
-        *out = h->unbacked;
+        *out = (magi_num){0, h->unbacked, 0.0};
         return 1;
     }
     return 0;
@@ -91,10 +94,10 @@ static magi_status dim_value(key_ctx *k, const magi_dim *d, uint32_t node, dim_v
     }
     dim_val v = {0, 0, 1};
     k->hc.fallback = 0;
-    if (magi_expr_eval_int(e, hint_lookup, &k->hc, &v.hinted) == MAGI_OK) v.known = 1;
+    if (magi_expr_eval_int_num(e, hint_lookup, &k->hc, &v.hinted) == MAGI_OK) v.known = 1;
     k->hc.fallback = 1;
     if (v.known) v.analytic = v.hinted;
-    else if (magi_expr_eval_int(e, hint_lookup, &k->hc, &v.analytic) != MAGI_OK) v.analytic = 1;
+    else if (magi_expr_eval_int_num(e, hint_lookup, &k->hc, &v.analytic) != MAGI_OK) v.analytic = 1;
     if (v.analytic < 0) v.analytic = 0;
     if (k->n_vals == k->cap_vals) {
         uint32_t nc = k->cap_vals ? k->cap_vals * 2 : 64;

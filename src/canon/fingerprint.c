@@ -18,6 +18,7 @@
  */
 #include "canon_internal.h"
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +58,8 @@ typedef struct sym_info {
     size_t len;
     int in_table, has_hint;
     int64_t hint;
+    int is_float;     /* a float symbol (magi_symbol_is_float) */
+    double hint_f;    /* its hint when has_hint */
     uint32_t first;   /* index of first occurrence, NONE32: unused */
     uint32_t count;   /* occurrences in that first expression */
     uint32_t stamp;   /* expression id being collected (+1) */
@@ -258,6 +261,7 @@ typedef struct labeler {
 static int prec(const magi_expr *e) {
     switch (e->kind) {
     case MAGI_E_INT: return e->ival < 0 ? 4 : 6;
+    case MAGI_E_FLOAT: return signbit(e->fval) && !isnan(e->fval) ? 4 : 6;
     case MAGI_E_SYM: case MAGI_E_BOOL: case MAGI_E_CALL: return 6;
     case MAGI_E_POW: return 5;
     case MAGI_E_NEG: return 4;
@@ -348,6 +352,11 @@ static int cprint(magi_buf *o, const magi_expr *e, const labeler *L) {
     switch (e->kind) {
     case MAGI_E_INT: return PUT_I64(o, "", e->ival);
     case MAGI_E_BOOL: return magi_buf_puts(o, e->ival ? "True" : "False");
+    case MAGI_E_FLOAT: {
+        char t[40];
+        magi_expr_float_text(t, sizeof t, e->fval);
+        return magi_buf_puts(o, t);
+    }
     case MAGI_E_SYM:
         if (L->mode == LAB_COLOUR) {
             uint32_t s = (uint32_t)e->ival;
@@ -392,8 +401,7 @@ static int cprint(magi_buf *o, const magi_expr *e, const labeler *L) {
 
 /* ---------------------------------------------------- symbols & exprs */
 
-static int64_t sym_intern(build *b, const char *name, size_t len, int in_table, int has_hint,
-                          int64_t hint) {
+static int64_t sym_intern(build *b, const char *name, size_t len, const magi_symbol *tab) {
     uint32_t idx;
     if (magi_smap_get(&b->sym_by_name, name, len, &idx)) return idx;
     if (!grow((void **)&b->syms, &b->cap_syms, b->n_syms + 1, sizeof *b->syms)) return -1;
@@ -401,7 +409,14 @@ static int64_t sym_intern(build *b, const char *name, size_t len, int in_table, 
     sym_info *s = &b->syms[idx];
     memset(s, 0, sizeof *s);
     s->name = name, s->len = len;
-    s->in_table = in_table, s->has_hint = has_hint, s->hint = hint;
+    if (tab) {
+        s->in_table = 1, s->has_hint = tab->has_hint, s->hint = tab->hint;
+        s->is_float = magi_symbol_is_float(tab);
+        s->hint_f = tab->hint_is_float ? tab->hint_f : (double)tab->hint;
+    } else {
+        magi_symbol probe = {name, 0, 0, 0, 0.0};
+        s->is_float = magi_symbol_is_float(&probe);
+    }
     s->first = NONE32;
     s->canon = -1;
     if (!magi_smap_put(&b->sym_by_name, name, len, idx)) return -1;
@@ -412,7 +427,7 @@ static int collect_syms(build *b, magi_expr *e, uint32_t id, uint32_t **list, ui
                         uint32_t *n, uint32_t *cap) {
     if (e->kind == MAGI_E_SYM) {
         const char *nm = e->name ? e->name : "";
-        int64_t s = sym_intern(b, nm, strlen(nm), 0, 0, 0);
+        int64_t s = sym_intern(b, nm, strlen(nm), NULL);
         if (s < 0) return 0;
         e->ival = s;
         sym_info *si = &b->syms[s];
@@ -795,11 +810,19 @@ static magi_status walk_region(build *b, size_t *spans) {
 
 /* ----------------------------------------------------------- naming */
 
+/* Int symbols before float symbols; then hinted, null, absent; then the
+ * hint's value. */
 static int hint_cmp(const sym_info *a, const sym_info *c) {
+    if (a->is_float != c->is_float) return a->is_float ? 1 : -1;
     int ka = !a->in_table ? 2 : a->has_hint ? 0 : 1;
     int kc = !c->in_table ? 2 : c->has_hint ? 0 : 1;
     if (ka != kc) return ka < kc ? -1 : 1;
-    if (ka == 0 && a->hint != c->hint) return a->hint < c->hint ? -1 : 1;
+    if (ka != 0) return 0;
+    if (a->is_float) {
+        if (a->hint_f != c->hint_f) return a->hint_f < c->hint_f ? -1 : 1;
+        return 0;
+    }
+    if (a->hint != c->hint) return a->hint < c->hint ? -1 : 1;
     return 0;
 }
 
@@ -1103,10 +1126,21 @@ static int hint_text_cmp(const void *pa, const void *pc) {
     return hint_cmp(a, c);
 }
 
+/* A float symbol's hint is marked "f:" (its type is structure, its name is
+ * not); an int symbol's prints as before. */
 static void put_hint(magi_buf *o, const sym_info *s) {
-    if (!s->in_table) magi_buf_puts(o, "absent");
-    else if (!s->has_hint) magi_buf_puts(o, "None");
-    else magi_buf_printf(o, "%" PRId64, s->hint);
+    if (s->is_float) magi_buf_puts(o, "f:");
+    if (!s->in_table) {
+        magi_buf_puts(o, "absent");
+    } else if (!s->has_hint) {
+        magi_buf_puts(o, "None");
+    } else if (s->is_float) {
+        char t[40];
+        magi_expr_float_text(t, sizeof t, s->hint_f);
+        magi_buf_puts(o, t);
+    } else {
+        magi_buf_printf(o, "%" PRId64, s->hint);
+    }
 }
 
 magi_status magi_canon_build(magi_canon **out, const magi_region *r) {
@@ -1124,7 +1158,7 @@ magi_status magi_canon_build(magi_canon **out, const magi_region *r) {
     for (uint32_t i = 0; i < r->n_symbols; i++) {
         const magi_symbol *s = &r->symbols[i];
         if (!s->name) continue;
-        if (sym_intern(&b, s->name, strlen(s->name), 1, s->has_hint, s->hint) < 0)
+        if (sym_intern(&b, s->name, strlen(s->name), s) < 0)
             MAGI_FAIL(MAGI_ERR_NOMEM, "fingerprint: out of memory");
     }
     b.pass = 1;
@@ -1208,6 +1242,8 @@ magi_status magi_canon_build(magi_canon **out, const magi_region *r) {
         cs->in_table = si->in_table;
         cs->has_hint = si->has_hint;
         cs->hint = si->hint;
+        cs->is_float = si->is_float;
+        cs->hint_f = si->hint_f;
         if (!cs->name || !cs->canon_name ||
             !magi_smap_put(&c->by_name, cs->name, si->len, (uint32_t)si->canon))
             MAGI_FAIL(MAGI_ERR_NOMEM, "fingerprint: out of memory");

@@ -16,6 +16,7 @@
  * deeper hand-built trees rather than overflow the stack.
  */
 #include "core/internal.h"
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -197,6 +198,11 @@ static magi_status big_error(size_t off) {
 /* Negate the top operand: fold into an INT literal, else wrap in NEG. */
 static magi_status reduce_neg(parser *P, size_t op_off) {
     pval *v = &P->vals[P->nvals - 1];
+    if (v->e->kind == MAGI_E_FLOAT) {
+        if (!isnan(v->e->fval)) v->e->fval = -v->e->fval; /* nan has no sign in text */
+        v->off = op_off;
+        return MAGI_OK;
+    }
     if (v->e->kind == MAGI_E_INT) {
         if (v->big) {
             v->big = 0; /* -(2**63) == INT64_MIN, already stored */
@@ -408,6 +414,70 @@ static int is_ident_start(char c) {
 static int is_ident_char(char c) { return is_ident_start(c) || (c >= '0' && c <= '9'); }
 static int is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
+/* Names sympy/torch print for float constants: oo (sympy.oo, also what
+ * sympy.Float('inf') prints), int_oo (torch's integer infinity), inf, nan. */
+static int float_constant(const char *s, size_t n, double *out) {
+    if ((n == 2 && memcmp(s, "oo", 2) == 0) || (n == 3 && memcmp(s, "inf", 3) == 0) ||
+        (n == 6 && memcmp(s, "int_oo", 6) == 0)) {
+        *out = HUGE_VAL;
+        return 1;
+    }
+    if (n == 3 && memcmp(s, "nan", 3) == 0) {
+        *out = NAN;
+        return 1;
+    }
+    return 0;
+}
+
+/* Longest float literal the parser reads (sympy prints 15 significant
+ * digits and a short exponent; 1e-5 of zeros is plenty of slack). */
+#define EXPR_MAX_FLOAT_TEXT 400
+
+/* A float literal at P->s[*pp] (digits first, then '.', 'e' or 'E'):
+ * digits ['.' digits*] [(e|E) [+-] digits]. Converted by strtod on a
+ * bounded NUL-terminated copy (the text need not be terminated). */
+static magi_status parse_float(parser *P, size_t *pp) {
+    const char *s = P->s;
+    size_t p = *pp, off = p;
+    while (p < P->len && s[p] >= '0' && s[p] <= '9') p++;
+    if (p < P->len && s[p] == '.') {
+        p++;
+        while (p < P->len && s[p] >= '0' && s[p] <= '9') p++;
+    }
+    if (p < P->len && (s[p] == 'e' || s[p] == 'E')) {
+        size_t q = p + 1;
+        if (q < P->len && (s[q] == '+' || s[q] == '-')) q++;
+        if (q >= P->len || s[q] < '0' || s[q] > '9')
+            return syntax_error(P, q, "the digits of a float exponent");
+        while (q < P->len && s[q] >= '0' && s[q] <= '9') q++;
+        p = q;
+    }
+    if (p < P->len && (is_ident_char(s[p]) || s[p] == '.'))
+        return syntax_error(P, p, "an operator after a float literal");
+    char buf[EXPR_MAX_FLOAT_TEXT + 1];
+    if (p - off > EXPR_MAX_FLOAT_TEXT)
+        return magi_set_error(MAGI_ERR_LIMIT,
+                              "expression: offset %zu: float literal longer than %d characters",
+                              off, EXPR_MAX_FLOAT_TEXT);
+    memcpy(buf, s + off, p - off);
+    buf[p - off] = '\0';
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(buf, &end);
+    if (!end || *end != '\0')
+        return syntax_error(P, off, "a float literal");
+    if (errno == ERANGE && isinf(v))
+        return magi_set_error(MAGI_ERR_EXPR,
+                              "expression: offset %zu: float literal overflows a double", off);
+    magi_status st;
+    magi_expr *e;
+    if ((st = new_node(P, &e, MAGI_E_FLOAT, 0, off)) != MAGI_OK) return st;
+    e->fval = v;
+    if ((st = push_val(P, (pval){e, 1, 0, off})) != MAGI_OK) return st;
+    *pp = p;
+    return MAGI_OK;
+}
+
 /* An operand at P->s[*pp]: literal, symbol, True/False, call or '(' / '-'.
  * Sets *operand_done when a whole operand was pushed. */
 static magi_status parse_operand(parser *P, size_t *pp, int *operand_done) {
@@ -419,22 +489,24 @@ static magi_status parse_operand(parser *P, size_t *pp, int *operand_done) {
         return syntax_error(P, off, "a number, a symbol, '(' or '-'");
     char c = s[p];
     if (c >= '0' && c <= '9') {
-        uint64_t v = 0;
-        while (p < P->len && s[p] >= '0' && s[p] <= '9') {
-            unsigned d = (unsigned)(s[p] - '0');
-            if (v > 922337203685477580ULL || (v == 922337203685477580ULL && d > 8))
-                return big_error(off);
-            v = v * 10 + d;
-            p++;
+        size_t q = p;
+        while (q < P->len && s[q] >= '0' && s[q] <= '9') q++;
+        if (q < P->len && (s[q] == '.' || s[q] == 'e' || s[q] == 'E')) {
+            if ((st = parse_float(P, &p)) != MAGI_OK) return st;
+        } else {
+            uint64_t v = 0;
+            for (; p < q; p++) {
+                unsigned d = (unsigned)(s[p] - '0');
+                if (v > 922337203685477580ULL || (v == 922337203685477580ULL && d > 8))
+                    return big_error(off);
+                v = v * 10 + d;
+            }
+            magi_expr *e;
+            if ((st = new_node(P, &e, MAGI_E_INT, 0, off)) != MAGI_OK) return st;
+            uint8_t big = v == (uint64_t)1 << 63;
+            e->ival = big ? INT64_MIN : (int64_t)v;
+            if ((st = push_val(P, (pval){e, 1, big, off})) != MAGI_OK) return st;
         }
-        if (p < P->len && (s[p] == '.' || s[p] == 'e' || s[p] == 'E'))
-            return magi_set_error(MAGI_ERR_EXPR,
-                                  "expression: offset %zu: float literals are not supported", off);
-        magi_expr *e;
-        if ((st = new_node(P, &e, MAGI_E_INT, 0, off)) != MAGI_OK) return st;
-        uint8_t big = v == (uint64_t)1 << 63;
-        e->ival = big ? INT64_MIN : (int64_t)v;
-        if ((st = push_val(P, (pval){e, 1, big, off})) != MAGI_OK) return st;
         *operand_done = 1;
     } else if (is_ident_start(c)) {
         while (p < P->len && is_ident_char(s[p])) p++;
@@ -458,7 +530,11 @@ static magi_status parse_operand(parser *P, size_t *pp, int *operand_done) {
             magi_expr *e;
             int is_true = name_len == 4 && memcmp(s + off, "True", 4) == 0;
             int is_false = name_len == 5 && memcmp(s + off, "False", 5) == 0;
-            if (is_true || is_false) {
+            double fconst;
+            if (float_constant(s + off, name_len, &fconst)) {
+                if ((st = new_node(P, &e, MAGI_E_FLOAT, 0, off)) != MAGI_OK) return st;
+                e->fval = fconst;
+            } else if (is_true || is_false) {
                 if ((st = new_node(P, &e, MAGI_E_BOOL, 0, off)) != MAGI_OK) return st;
                 e->ival = is_true;
             } else {
@@ -607,6 +683,25 @@ cleanup:
 /* Printer                                                              */
 /* ------------------------------------------------------------------ */
 
+size_t magi_expr_float_text(char *dst, size_t cap, double f) {
+    char tmp[40];
+    if (isnan(f)) {
+        snprintf(tmp, sizeof tmp, "nan");
+    } else if (isinf(f)) {
+        snprintf(tmp, sizeof tmp, f < 0 ? "-oo" : "oo");
+    } else {
+        for (int prec = 15; prec <= 17; prec++) {
+            snprintf(tmp, sizeof tmp, "%.*g", prec, f);
+            if (strtod(tmp, NULL) == f) break;
+        }
+        if (!strpbrk(tmp, ".eE")) {
+            size_t n = strlen(tmp);
+            memcpy(tmp + n, ".0", 3);
+        }
+    }
+    return (size_t)snprintf(dst, cap, "%s", tmp);
+}
+
 /* Binding levels, loosest first; a node printed where a tighter level is
  * required gets parentheses. */
 enum { L_CMP = 1, L_SUM, L_TERM, L_UNARY, L_POW, L_ATOM };
@@ -625,11 +720,16 @@ static void pw_put(pwriter *w, const char *s, size_t n) {
 }
 static void pw_puts(pwriter *w, const char *s) { pw_put(w, s, strlen(s)); }
 
-static int is_neg_int(const magi_expr *e) { return e->kind == MAGI_E_INT && e->ival < 0; }
+/* A negative literal: prints with a leading '-', like a negation. */
+static int is_neg_int(const magi_expr *e) {
+    if (e->kind == MAGI_E_FLOAT) return signbit(e->fval) && !isnan(e->fval);
+    return e->kind == MAGI_E_INT && e->ival < 0;
+}
 
 static int node_level(const magi_expr *e) {
     switch (e->kind) {
-    case MAGI_E_INT: return e->ival < 0 ? L_UNARY : L_ATOM;
+    case MAGI_E_INT:
+    case MAGI_E_FLOAT: return is_neg_int(e) ? L_UNARY : L_ATOM;
     case MAGI_E_SYM:
     case MAGI_E_BOOL:
     case MAGI_E_CALL: return L_ATOM;
@@ -679,6 +779,14 @@ static void print_uint(pwriter *w, uint64_t v) {
     pw_put(w, buf + i, sizeof buf - i);
 }
 
+/* The shortest of %.15g..%.17g that reads back to the same double, with a
+ * '.0' added when it would otherwise read back as an integer. */
+static void print_float(pwriter *w, double f) {
+    char buf[40];
+    magi_expr_float_text(buf, sizeof buf, f);
+    pw_puts(w, buf);
+}
+
 static int print_node(pwriter *w, const magi_expr *e, int ctx, unsigned depth) {
     if (depth > MAGI_EXPR_MAX_DEPTH) return -1;
     if ((unsigned)e->kind >= MAGI_E_KIND_COUNT_ || (e->nkids && !e->kids)) return -1;
@@ -698,6 +806,7 @@ static int print_node(pwriter *w, const magi_expr *e, int ctx, unsigned depth) {
         pw_puts(w, e->name);
         break;
     case MAGI_E_BOOL: pw_puts(w, e->ival ? "True" : "False"); break;
+    case MAGI_E_FLOAT: print_float(w, e->fval); break;
     case MAGI_E_ADD:
         if (e->nkids == 0) {
             pw_put(w, "0", 1);
@@ -714,7 +823,8 @@ static int print_node(pwriter *w, const magi_expr *e, int ctx, unsigned depth) {
                 if (print_kid(w, g, gctx, depth + 1)) return -1;
             } else if (is_neg_int(k)) {
                 pw_put(w, " - ", 3);
-                print_uint(w, (uint64_t)0 - (uint64_t)k->ival);
+                if (k->kind == MAGI_E_FLOAT) print_float(w, -k->fval);
+                else print_uint(w, (uint64_t)0 - (uint64_t)k->ival);
             } else {
                 pw_put(w, " + ", 3);
                 if (print_kid(w, k, L_TERM, depth)) return -1;
@@ -822,6 +932,9 @@ static int equal_rec(const magi_expr *a, const magi_expr *b, unsigned depth) {
         case MAGI_E_BOOL:
             if (a->ival != b->ival) return 0;
             break;
+        case MAGI_E_FLOAT:
+            if (isnan(a->fval) || isnan(b->fval)) return isnan(a->fval) && isnan(b->fval);
+            return a->fval == b->fval && signbit(a->fval) == signbit(b->fval);
         case MAGI_E_SYM:
         case MAGI_E_CALL:
             if (!a->name || !b->name) {
@@ -923,7 +1036,8 @@ size_t magi_expr_symbols(const magi_expr *e, const char **names, size_t cap) {
 /* ------------------------------------------------------------------ */
 
 typedef struct evctx {
-    magi_expr_lookup_fn lookup;
+    magi_expr_lookup_fn lookup;         /* int hints, or */
+    magi_expr_lookup_num_fn lookup_num; /* int or float hints */
     void *ctx;
 } evctx;
 
@@ -1076,6 +1190,22 @@ static int num_cmp(magi_num a, magi_num b) {
     return (x > y) - (x < y);
 }
 
+static int num_is_nan(magi_num a) { return a.is_float && isnan(a.f); }
+
+/* A comparison node's value: Python's, where nan compares false (but !=). */
+static int cmp_holds(magi_expr_kind k, magi_num a, magi_num b) {
+    if (num_is_nan(a) || num_is_nan(b)) return k == MAGI_E_NE;
+    int d = num_cmp(a, b);
+    switch (k) {
+    case MAGI_E_EQ: return d == 0;
+    case MAGI_E_NE: return d != 0;
+    case MAGI_E_LT: return d < 0;
+    case MAGI_E_LE: return d <= 0;
+    case MAGI_E_GT: return d > 0;
+    default: return d >= 0;
+    }
+}
+
 static int num_truthy(magi_num a) { return a.is_float ? a.f != 0.0 : a.i != 0; }
 
 /* Float -> int64 with range check (FloorToInt and friends). */
@@ -1217,6 +1347,35 @@ static magi_status eval_call(const magi_expr *e, const evctx *c, magi_num *out, 
         return to_int(e, d, out);
     }
 
+    /* torch's OpaqueUnaryFn_NAME: C math on a double */
+    if (!strncmp(f, "OpaqueUnaryFn_", 14)) {
+        static const struct { const char *name; double (*fn)(double); } fns[] = {
+            {"sqrt", sqrt}, {"exp", exp}, {"log", log}, {"log2", log2}, {"sin", sin},
+            {"cos", cos}, {"tan", tan}, {"sinh", sinh}, {"cosh", cosh}, {"tanh", tanh},
+            {"asin", asin}, {"acos", acos}, {"atan", atan}, {"asinh", asinh},
+        };
+        for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
+            if (strcmp(f + 14, fns[i].name)) continue;
+            if ((st = arity(e, 1))) return st;
+            if ((st = eval_rec(e->kids[0], c, &v[0], depth + 1))) return st;
+            *out = num_f(fns[i].fn(num_d(v[0])));
+            return MAGI_OK;
+        }
+    }
+    if (!strcmp(f, "RoundDecimal")) {
+        if ((st = arity(e, 2))) return st;
+        if ((st = eval_kids(e, c, v, 2, depth))) return st;
+        if ((st = need_int(e, v[1]))) return st;
+        if (v[1].i < -308 || v[1].i > 308)
+            return eval_error(MAGI_ERR_EXPR, e, "RoundDecimal digits %lld out of range",
+                              (long long)v[1].i);
+        double x = num_d(v[0]), scale = pow(10.0, (double)(v[1].i < 0 ? -v[1].i : v[1].i));
+        double y = v[1].i >= 0 ? round_half_even(x * scale) / scale
+                               : round_half_even(x / scale) * scale;
+        *out = num_f(isfinite(y) ? y : x);
+        return MAGI_OK;
+    }
+
     /* binary */
     enum { B_NONE, B_FLOORDIV, B_CEILDIV, B_CLEANDIV, B_TRUEDIV, B_MOD, B_POW, B_FPOW, B_LSHIFT,
            B_RSHIFT, B_AND, B_OR, B_XOR, B_EQ, B_NE };
@@ -1245,8 +1404,8 @@ static magi_status eval_call(const magi_expr *e, const evctx *c, magi_num *out, 
         case B_TRUEDIV: return op_truediv(e, x, y, out);
         case B_POW: return op_pow(e, x, y, out);
         case B_FPOW: return op_pow(e, num_f(num_d(x)), num_f(num_d(y)), out);
-        case B_EQ: *out = num_i(num_cmp(x, y) == 0); return MAGI_OK;
-        case B_NE: *out = num_i(num_cmp(x, y) != 0); return MAGI_OK;
+        case B_EQ: *out = num_i(cmp_holds(MAGI_E_EQ, x, y)); return MAGI_OK;
+        case B_NE: *out = num_i(cmp_holds(MAGI_E_NE, x, y)); return MAGI_OK;
         case B_CEILDIV: {
             /* -((-x) // y) */
             magi_num nx, q;
@@ -1314,13 +1473,17 @@ static magi_status eval_rec(const magi_expr *e, const evctx *c, magi_num *out, u
     switch (e->kind) {
     case MAGI_E_INT:
     case MAGI_E_BOOL: *out = num_i(e->ival); return MAGI_OK;
+    case MAGI_E_FLOAT: *out = num_f(e->fval); return MAGI_OK;
     case MAGI_E_SYM: {
         int64_t v;
+        magi_num n = {0, 0, 0.0};
         if (!e->name) return magi_set_error(MAGI_ERR_INVALID_ARG, "expression: unnamed symbol");
-        if (!c->lookup || !c->lookup(c->ctx, e->name, &v))
+        int known = c->lookup_num ? c->lookup_num(c->ctx, e->name, &n)
+                    : c->lookup ? c->lookup(c->ctx, e->name, &v) : 0;
+        if (!known)
             return magi_set_error(MAGI_ERR_UNBACKED, "symbol '%s' has no hint (unbacked)",
                                   e->name);
-        *out = num_i(v);
+        *out = c->lookup_num ? (n.is_float ? num_f(n.f) : num_i(n.i)) : num_i(v);
         return MAGI_OK;
     }
     case MAGI_E_ADD:
@@ -1355,12 +1518,12 @@ static magi_status eval_rec(const magi_expr *e, const evctx *c, magi_num *out, u
         case MAGI_E_TRUEDIV: return op_truediv(e, a, b, out);
         case MAGI_E_MOD: return op_mod(e, a, b, out);
         case MAGI_E_POW: return op_pow(e, a, b, out);
-        case MAGI_E_EQ: *out = num_i(num_cmp(a, b) == 0); return MAGI_OK;
-        case MAGI_E_NE: *out = num_i(num_cmp(a, b) != 0); return MAGI_OK;
-        case MAGI_E_LT: *out = num_i(num_cmp(a, b) < 0); return MAGI_OK;
-        case MAGI_E_LE: *out = num_i(num_cmp(a, b) <= 0); return MAGI_OK;
-        case MAGI_E_GT: *out = num_i(num_cmp(a, b) > 0); return MAGI_OK;
-        case MAGI_E_GE: *out = num_i(num_cmp(a, b) >= 0); return MAGI_OK;
+        case MAGI_E_EQ:
+        case MAGI_E_NE:
+        case MAGI_E_LT:
+        case MAGI_E_LE:
+        case MAGI_E_GT:
+        case MAGI_E_GE: *out = num_i(cmp_holds(e->kind, a, b)); return MAGI_OK;
         default: break;
         }
     }
@@ -1371,18 +1534,45 @@ static magi_status eval_rec(const magi_expr *e, const evctx *c, magi_num *out, u
 magi_status magi_expr_eval(const magi_expr *e, magi_expr_lookup_fn lookup, void *ctx,
                            magi_num *out) {
     if (!e || !out) return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_expr_eval: NULL argument");
-    evctx c = {lookup, ctx};
+    evctx c = {lookup, NULL, ctx};
     magi_num r = {0, 0, 0.0};
     magi_status st = eval_rec(e, &c, &r, 1);
     if (st == MAGI_OK) *out = r;
     return st;
 }
 
+magi_status magi_expr_eval_num(const magi_expr *e, magi_expr_lookup_num_fn lookup, void *ctx,
+                               magi_num *out) {
+    if (!e || !out)
+        return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_expr_eval_num: NULL argument");
+    evctx c = {NULL, lookup, ctx};
+    magi_num r = {0, 0, 0.0};
+    magi_status st = eval_rec(e, &c, &r, 1);
+    if (st == MAGI_OK) *out = r;
+    return st;
+}
+
+static magi_status num_to_int(const magi_expr *e, magi_num r, int64_t *out);
+
 magi_status magi_expr_eval_int(const magi_expr *e, magi_expr_lookup_fn lookup, void *ctx,
                                int64_t *out) {
     magi_num r = {0, 0, 0.0};
     magi_status st = magi_expr_eval(e, lookup, ctx, &r);
     if (st) return st;
+    return num_to_int(e, r, out);
+}
+
+magi_status magi_expr_eval_int_num(const magi_expr *e, magi_expr_lookup_num_fn lookup, void *ctx,
+                                   int64_t *out) {
+    magi_num r = {0, 0, 0.0};
+    magi_status st = magi_expr_eval_num(e, lookup, ctx, &r);
+    if (st) return st;
+    return num_to_int(e, r, out);
+}
+
+/* An integral result as int64 (floats that are integral and fit). */
+static magi_status num_to_int(const magi_expr *e, magi_num r, int64_t *out) {
+    magi_status st;
     if (!r.is_float) {
         *out = r.i;
         return MAGI_OK;

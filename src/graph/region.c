@@ -71,6 +71,26 @@ const magi_symbol *magi_region_find_symbol(const magi_region *r, const char *nam
     return NULL;
 }
 
+int magi_symbol_is_float(const magi_symbol *s) {
+    if (!s) return 0;
+    if (s->has_hint && s->hint_is_float) return 1;
+    const char *n = s->name;
+    if (!n || n[0] != 'z') return 0;
+    n += n[1] == 'u' ? 2 : 1;
+    if (*n++ != 'f' || !*n) return 0;
+    for (; *n; n++)
+        if (*n < '0' || *n > '9') return 0;
+    return 1;
+}
+
+int magi_region_hint_lookup(void *ctx, const char *name, magi_num *out) {
+    const magi_symbol *s = magi_region_find_symbol((const magi_region *)ctx, name);
+    if (!s || !s->has_hint) return 0;
+    if (s->hint_is_float) *out = (magi_num){1, 0, s->hint_f};
+    else *out = (magi_num){0, s->hint, 0.0};
+    return 1;
+}
+
 uint32_t magi_region_count_placeholders(const magi_region *r) {
     uint32_t n = 0;
     for (uint32_t i = 0; i < r->n_nodes; i++) n += r->nodes[i].op == MAGI_OP_PLACEHOLDER;

@@ -52,13 +52,6 @@ static magi_status missing_error(const magi_region *r, uint32_t n_missing) {
 
 /* ---- evaluation ---- */
 
-static int hint_lookup(void *ctx, const char *name, int64_t *out) {
-    const magi_symbol *s = magi_region_find_symbol((const magi_region *)ctx, name);
-    if (!s || !s->has_hint) return 0;
-    *out = s->hint;
-    return 1;
-}
-
 /* After a failed evaluation, name the first symbol of `e` without a hint. */
 static const char *first_unbacked(const magi_region *r, const magi_expr *e, int *in_table) {
     const char *names[64];
@@ -85,9 +78,9 @@ static magi_status eval_text(const magi_region *r, magi_arena *scratch, const ch
     if (st != MAGI_OK) return magi_error_prefix(st, "expression '%s'", text);
     if (want_int) {
         memset(num, 0, sizeof *num);
-        st = magi_expr_eval_int(e, hint_lookup, (void *)r, &num->i);
+        st = magi_expr_eval_int_num(e, magi_region_hint_lookup, (void *)r, &num->i);
     } else {
-        st = magi_expr_eval(e, hint_lookup, (void *)r, num);
+        st = magi_expr_eval_num(e, magi_region_hint_lookup, (void *)r, num);
     }
     if (st == MAGI_OK) return MAGI_OK;
     int in_table = 0;

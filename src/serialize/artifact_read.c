@@ -3,6 +3,7 @@
  * bounded msgpack cursor). Strings borrow the decompressed STRINGS section,
  * which lives in the region's arena. */
 #include "artifact_internal.h"
+#include <math.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -697,7 +698,9 @@ static magi_status parse_symbols(dec *d) {
                 if ((st = magi_mp_read(&d->m, &o))) return st;
                 if (o.type == MAGI_MP_NIL) s->has_hint = 0;
                 else if (magi_mp_as_i64(&o, &s->hint)) s->has_hint = 1;
-                else return magi_set_error(MAGI_ERR_FORMAT, "symbol '%s': hint must be int or nil", s->name);
+                else if (o.type == MAGI_MP_FLOAT && isfinite(o.v.f))
+                    s->has_hint = 1, s->hint_is_float = 1, s->hint_f = o.v.f;
+                else return magi_set_error(MAGI_ERR_FORMAT, "symbol '%s': hint must be int, finite float or nil", s->name);
                 for (uint32_t j = 2; j < f; j++)
                     if ((st = magi_mp_skip(&d->m))) return st;
             }

@@ -1,6 +1,7 @@
 /* Artifact v1 encoder: region -> META/STRINGS/SYMBOLS/GRAPH msgpack (packed
  * with msgpack-c), each zstd-compressed, hashed and laid out (FORMAT.md). */
 #include "artifact_internal.h"
+#include <math.h>
 #include <msgpack.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -272,8 +273,15 @@ static magi_status enc_symbols(enc *e, const magi_region *r) {
         if (!s->name) return magi_set_error(MAGI_ERR_INVALID_ARG, "symbol #%u has no name", i);
         P(e, msgpack_pack_array(&e->pk, 2));
         enc_str(e, s->name);
-        if (s->has_hint) P(e, msgpack_pack_int64(&e->pk, s->hint));
-        else P(e, msgpack_pack_nil(&e->pk));
+        if (s->has_hint && s->hint_is_float) {
+            if (!isfinite(s->hint_f))
+                return magi_set_error(MAGI_ERR_INVALID_ARG, "symbol '%s': hint is not finite", s->name);
+            P(e, msgpack_pack_double(&e->pk, s->hint_f));
+        } else if (s->has_hint) {
+            P(e, msgpack_pack_int64(&e->pk, s->hint));
+        } else {
+            P(e, msgpack_pack_nil(&e->pk));
+        }
     }
     return MAGI_OK;
 }

@@ -484,11 +484,14 @@ static magi_status read_document(reader *rd, json_t *root) {
             json_t *sv;
             json_object_foreach(val, sk, sv) {
                 json_t *hint = json_object_get(sv, "hint");
-                if (!json_is_object(sv) || !hint || !(json_is_integer(hint) || json_is_null(hint)))
-                    return fail(rd, MAGI_ERR_FORMAT, "symbol '%s' must be {\"hint\": int or null}", sk);
+                if (!json_is_object(sv) || !hint ||
+                    !(json_is_integer(hint) || json_is_real(hint) || json_is_null(hint)))
+                    return fail(rd, MAGI_ERR_FORMAT, "symbol '%s' must be {\"hint\": int, float or null}", sk);
                 r->symbols[i].name = dup(rd, sk);
-                r->symbols[i].has_hint = json_is_integer(hint);
+                r->symbols[i].has_hint = !json_is_null(hint);
                 r->symbols[i].hint = json_is_integer(hint) ? json_integer_value(hint) : 0;
+                r->symbols[i].hint_is_float = json_is_real(hint);
+                r->symbols[i].hint_f = json_is_real(hint) ? json_real_value(hint) : 0.0;
                 i++;
             }
             r->n_symbols = (uint32_t)n;

@@ -253,8 +253,16 @@ magi_status magi_json_write(char **out_text, size_t *out_len, const magi_region 
         magi_buf_append(&b, "{", 1);
         for (uint32_t i = 0; i < r->n_symbols; i++) {
             put_key(&b, r->symbols[i].name, &sfirst);
-            if (r->symbols[i].has_hint) magi_buf_printf(&b, "{\"hint\":%lld}", (long long)r->symbols[i].hint);
-            else magi_buf_puts(&b, "{\"hint\":null}");
+            const magi_symbol *s = &r->symbols[i];
+            if (s->has_hint && s->hint_is_float && isfinite(s->hint_f)) {
+                magi_buf_puts(&b, "{\"hint\":");
+                put_float(&b, s->hint_f);
+                magi_buf_puts(&b, "}");
+            } else if (s->has_hint && !s->hint_is_float) {
+                magi_buf_printf(&b, "{\"hint\":%lld}", (long long)s->hint);
+            } else {
+                magi_buf_puts(&b, "{\"hint\":null}");
+            }
         }
         magi_buf_append(&b, "}", 1);
     }
