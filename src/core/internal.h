@@ -42,6 +42,32 @@ magi_status magi_read_file(const char *path, uint64_t max_bytes, char **out, siz
  * success *fd_out is open (the caller closes it) and *size_out its size. */
 magi_status magi_open_regular(const char *path, uint64_t max_bytes, int *fd_out, size_t *size_out);
 
+/* Atomic file writer: temp file in the target directory, then
+ * fsync + rename + fsync(dir) on commit; abort unlinks the temp file. */
+typedef struct magi_atomic_file {
+    int fd;
+    char *tmp_path;
+    char *path;
+} magi_atomic_file;
+magi_status magi_atomic_begin(magi_atomic_file *f, const char *path);
+magi_status magi_atomic_write(magi_atomic_file *f, const void *p, size_t n);
+/* Leave a hole of n bytes (reads as zeros; sparse where the FS supports it). */
+magi_status magi_atomic_hole(magi_atomic_file *f, uint64_t n);
+magi_status magi_atomic_commit(magi_atomic_file *f);
+void magi_atomic_abort(magi_atomic_file *f);
+
+/* Read-only mapping of a whole file (empty files map to a non-NULL dummy). */
+typedef struct magi_mapped {
+    const uint8_t *data;
+    size_t size;
+    int mapped;
+} magi_mapped;
+magi_status magi_map_file(magi_mapped *m, const char *path, uint64_t max_bytes);
+void magi_unmap_file(magi_mapped *m);
+
+/* Append `s` to list *v (n entries) in the region's arena unless present. */
+magi_status magi_region_note(magi_region *r, const char ***v, uint32_t *n, const char *s);
+
 /* Growable byte buffer (malloc-backed). */
 typedef struct magi_buf {
     char *data;

@@ -51,30 +51,15 @@ magi_status magi_artifact_assemble(void **out, size_t *out_len, const magi_raw_s
 magi_status magi_artifact_section_raw(magi_artifact *a, uint32_t i, void **out, size_t *len);
 
 /* Name of a section kind ("meta", ..., "unknown"). */
-const char *magi_artifact_kind_name(uint32_t kind);
-
-/* Atomic file writer: temp file in the target directory, then
- * fsync + rename + fsync(dir) on commit; abort unlinks the temp file. */
-typedef struct magi_atomic_file {
-    int fd;
-    char *tmp_path;
-    char *path;
-} magi_atomic_file;
-magi_status magi_atomic_begin(magi_atomic_file *f, const char *path);
-magi_status magi_atomic_write(magi_atomic_file *f, const void *p, size_t n);
-/* Leave a hole of n bytes (reads as zeros; sparse where the FS supports it). */
-magi_status magi_atomic_hole(magi_atomic_file *f, uint64_t n);
-magi_status magi_atomic_commit(magi_atomic_file *f);
-void magi_atomic_abort(magi_atomic_file *f);
-
-/* Read-only mapping of a whole file (empty files map to a non-NULL dummy). */
-typedef struct magi_mapped {
-    const uint8_t *data;
-    size_t size;
-    int mapped;
-} magi_mapped;
-magi_status magi_map_file(magi_mapped *m, const char *path, uint64_t max_bytes);
-void magi_unmap_file(magi_mapped *m);
+static inline const char *magi_artifact_kind_name(uint32_t kind) {
+    switch (kind) {
+    case MAGI_SECTION_META: return "meta";
+    case MAGI_SECTION_STRINGS: return "strings";
+    case MAGI_SECTION_SYMBOLS: return "symbols";
+    case MAGI_SECTION_GRAPH: return "graph";
+    default: return "unknown";
+    }
+}
 
 /* Legacy v0 reader (artifact_v0.c): parse the whole v0 map. */
 magi_status magi_legacy_v0_read(magi_region **out, const uint8_t *data, size_t size,
@@ -82,7 +67,5 @@ magi_status magi_legacy_v0_read(magi_region **out, const uint8_t *data, size_t s
 /* Does `data` start like a v0 file (a msgpack map)? */
 int magi_legacy_v0_sniff(const uint8_t *data, size_t size);
 
-/* Append `s` to list *v (n entries) in the region's arena unless present. */
-magi_status magi_region_note(magi_region *r, const char ***v, uint32_t *n, const char *s);
 
 #endif

@@ -930,17 +930,3 @@ cleanup:
     magi_region_free(r);
     return st;
 }
-
-magi_status magi_region_note(magi_region *r, const char ***v, uint32_t *n, const char *s) {
-    for (uint32_t i = 0; i < *n; i++)
-        if (strcmp((*v)[i], s) == 0) return MAGI_OK;
-    if (*n >= 4096) return MAGI_OK; /* a report, not data: keep it bounded */
-    const char **nv = magi_arena_calloc(r->arena, (size_t)*n + 1, sizeof(char *));
-    char *c = magi_arena_strdup(r->arena, s);
-    if (!nv || !c) return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
-    if (*n) memcpy(nv, *v, (size_t)*n * sizeof(char *));
-    nv[*n] = c;
-    *v = nv;
-    (*n)++;
-    return MAGI_OK;
-}

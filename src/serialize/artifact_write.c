@@ -350,16 +350,6 @@ static void put16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(
 static void put32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i)); }
 static void put64(uint8_t *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i)); }
 
-const char *magi_artifact_kind_name(uint32_t kind) {
-    switch (kind) {
-    case MAGI_SECTION_META: return "meta";
-    case MAGI_SECTION_STRINGS: return "strings";
-    case MAGI_SECTION_SYMBOLS: return "symbols";
-    case MAGI_SECTION_GRAPH: return "graph";
-    default: return "unknown";
-    }
-}
-
 magi_status magi_artifact_assemble(void **out, size_t *out_len, const magi_raw_section *secs,
                                    uint32_t n, uint16_t major, uint16_t minor, int level) {
     magi_status st = MAGI_OK;

@@ -1,6 +1,6 @@
-/* Files: atomic writes (temp + fsync + rename + fsync dir), read-only
- * mappings, and magi_load_file()'s detection by content. */
-#include "artifact_internal.h"
+/* Files: atomic writes (temp + fsync + rename + fsync dir) and read-only
+ * mappings. */
+#include "internal.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -144,38 +144,4 @@ cleanup:
 void magi_unmap_file(magi_mapped *m) {
     if (m->mapped) munmap((void *)m->data, m->size);
     memset(m, 0, sizeof *m);
-}
-
-/* ---- any supported file ---- */
-
-magi_status magi_load_file(magi_region **out, const char *path, const magi_load_options *opts) {
-    magi_status st = MAGI_OK;
-    magi_mapped mf;
-    magi_load_options lo;
-    if (!out || !path) return magi_set_error(MAGI_ERR_INVALID_ARG, "load: NULL argument");
-    *out = NULL;
-    magi_load_options_resolve(&lo, opts);
-    MAGI_CHECK(magi_map_file(&mf, path, UINT64_MAX)); /* mapping reads nothing; each format applies the limit */
-    size_t i = 0;
-    while (i < mf.size && (mf.data[i] == ' ' || mf.data[i] == '\t' || mf.data[i] == '\n' || mf.data[i] == '\r'))
-        i++;
-    if (i < mf.size && mf.data[i] == '{') {
-        magi_unmap_file(&mf);
-        return magi_json_read_file(out, path, &lo);
-    }
-    if ((mf.size >= 8 && memcmp(mf.data, MAGI_ART_MAGIC, 8) == 0) || magi_legacy_v0_sniff(mf.data, mf.size)) {
-        magi_artifact *a = NULL;
-        st = magi_artifact_open(&a, mf.data, mf.size, &lo);
-        if (!st) st = magi_artifact_load_region(out, a);
-        magi_artifact_free(a);
-        if (st) magi_error_prefix(st, "%s", path);
-        goto cleanup;
-    }
-    if (mf.size == 0) MAGI_FAIL(MAGI_ERR_FORMAT, "%s: empty file", path);
-    MAGI_FAIL(MAGI_ERR_FORMAT,
-              "%s: not a magi artifact, legacy v0 file or magi-fx JSON document (first byte 0x%02x)",
-              path, mf.data[0]);
-cleanup:
-    magi_unmap_file(&mf);
-    return st;
 }
