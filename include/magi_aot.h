@@ -24,5 +24,6 @@
 #include "magi_aot/fingerprint.h"
 #include "magi_aot/cache.h"
 #include "magi_aot/inputs.h"
+#include "magi_aot/load.h"
 
 #endif

@@ -7,10 +7,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* These cases exercise the copy-engine path: it is asked for first (a later
+ * --transport in a1..a7 wins). The default transport is tested in test_load. */
 static int run(char **out, char **err, const char *a1, const char *a2, const char *a3, const char *a4,
                const char *a5, const char *a6, const char *a7) {
-    char *argv[] = {MAGI_CLI_PATH, "load", (char *)a1, (char *)a2, (char *)a3, (char *)a4,
-                    (char *)a5,    (char *)a6, (char *)a7, NULL};
+    char *argv[] = {MAGI_CLI_PATH, "load", "--transport", "copy_engine", (char *)a1, (char *)a2, (char *)a3,
+                    (char *)a4, (char *)a5, (char *)a6, (char *)a7, NULL};
     return mt_spawn(argv, NULL, out, err);
 }
 

@@ -280,7 +280,7 @@ static void cli_ranks(const char *const *files, const char *rdv, int *status, ch
             dup2(fo, 1);
             char rank[8];
             snprintf(rank, sizeof rank, "%d", r);
-            execl(MAGI_CLI_PATH, "magi-aot", "load", files[r], "--rank", rank, "--world", "4",
+            execl(MAGI_CLI_PATH, "magi-aot", "load", files[r], "--transport", "copy_engine", "--rank", rank, "--world", "4",
                   "--rendezvous", rdv, "--timeout-ms", "20000", "--json", (char *)NULL);
             _exit(127);
         }

@@ -65,15 +65,19 @@ int magi_cli_load_check(const char *cmd, magi_symm_backend *be, const magi_symm_
             for (uint32_t j = 0; j < n && rc == MAGI_EXIT_OK; j++) {
                 uint32_t slot = g[k].slots[j];
                 const magi_symm_slot *s = &sl[slot];
-                uint32_t gs = w[s->window].group_size, base = rank / gs * gs;
-                for (uint32_t m = 0; m < gs && rc == MAGI_EXIT_OK; m++)
+                magi_symm_group_view gv;
+                if ((st = magi_symm_backend_group(&gv, be, s->window))) {
+                    rc = magi_cli_fail(cmd, st);
+                    break;
+                }
+                for (uint32_t m = 0; m < gv.size && rc == MAGI_EXIT_OK; m++)
                     for (uint64_t i = 0; i < s->nbytes; i++)
-                        if (dst[j][m * s->nbytes + i] != pattern(base + m, slot, i)) {
+                        if (dst[j][m * s->nbytes + i] != pattern(gv.ranks[m], slot, i)) {
                             fprintf(stderr,
                                     "magi-aot %s: gather check failed: region %u gather '%s' input %u "
                                     "(weight '%s'): member %u (rank %u) byte %llu is %02x, expected %02x\n",
-                                    cmd, r, g[k].name, j, s->weight, m, base + m, (unsigned long long)i,
-                                    dst[j][m * s->nbytes + i], pattern(base + m, slot, i));
+                                    cmd, r, g[k].name, j, s->weight, m, gv.ranks[m], (unsigned long long)i,
+                                    dst[j][m * s->nbytes + i], pattern(gv.ranks[m], slot, i));
                             rc = MAGI_EXIT_RUNTIME;
                             break;
                         }

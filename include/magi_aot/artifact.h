@@ -88,6 +88,11 @@ typedef struct magi_artifact_info {
     uint64_t file_size;
     uint8_t header_sha256[32];
     uint32_t n_sections;
+    /* Work done through this handle so far: section digests computed and
+     * sections decompressed. magi_artifact_load_region() alone verifies
+     * every section, hashing and decoding each exactly once. */
+    uint32_t sections_hashed;
+    uint32_t sections_decoded;
 } magi_artifact_info;
 
 MAGI_API magi_status magi_artifact_get_info(const magi_artifact *a, magi_artifact_info *out);
@@ -100,7 +105,10 @@ MAGI_API magi_status magi_artifact_get_section(const magi_artifact *a, uint32_t 
  * section. */
 MAGI_API magi_status magi_artifact_verify(magi_artifact *a);
 
-/* Verify, decompress and parse into a region. Legacy keys skipped are listed
+/* Verify, decompress and parse into a region: every section's digest is
+ * checked (unknown kinds too) on the bytes that are then decompressed, so
+ * this alone is a full verification; calling magi_artifact_verify() first
+ * only repeats the work. Legacy keys skipped are listed
  * in region->dropped_legacy; unknown sections/keys in region->ignored.
  * The region is independent of the handle (its strings point into the
  * decompressed string table, kept in the region's own arena), so the handle

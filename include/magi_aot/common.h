@@ -29,6 +29,16 @@ extern "C" {
 #define MAGI_AOT_VERSION_MINOR 1
 #define MAGI_AOT_VERSION_PATCH 0
 #define MAGI_AOT_VERSION_STRING "0.1.0"
+/* One number for comparisons: major * 10000 + minor * 100 + patch. */
+#define MAGI_VERSION_NUMBER \
+    (MAGI_AOT_VERSION_MAJOR * 10000 + MAGI_AOT_VERSION_MINOR * 100 + MAGI_AOT_VERSION_PATCH)
+
+/* Version of an options struct: a revision number in the high 16 bits and
+ * the struct's size in the low 16, so a caller built against another
+ * revision, or a binding that mirrors the struct with a missing field, is
+ * refused with MAGI_ERR_VERSION instead of being read past its end. Every
+ * options struct has a NAME_VERSION macro built from it; pass that macro. */
+#define MAGI_STRUCT_VERSION(rev, type) ((uint32_t)(((uint32_t)(rev) << 16) | (uint32_t)(sizeof(type) & 0xffffu)))
 
 typedef enum magi_status {
     MAGI_OK = 0,
@@ -36,7 +46,8 @@ typedef enum magi_status {
     MAGI_ERR_NOMEM = -2,         /* allocation failed */
     MAGI_ERR_IO = -3,            /* open/read/write/fsync/rename failed */
     MAGI_ERR_FORMAT = -4,        /* malformed input: JSON, msgpack, layout */
-    MAGI_ERR_VERSION = -5,       /* a newer/unknown format version */
+    MAGI_ERR_VERSION = -5,       /* a newer/unknown format version, or an options
+                                    struct of another version or size */
     MAGI_ERR_DIGEST = -6,        /* a SHA-256 did not match */
     MAGI_ERR_LIMIT = -7,         /* a load limit (bytes, depth, count) hit */
     MAGI_ERR_MISSING_META = -8,  /* placeholders lack example_value */
@@ -64,6 +75,8 @@ MAGI_API const char *magi_last_error(void);
 MAGI_API unsigned magi_features(void);
 /* "0.1.0"; static. */
 MAGI_API const char *magi_version(void);
+/* MAGI_VERSION_NUMBER of the library actually loaded. */
+MAGI_API unsigned magi_version_number(void);
 
 #ifdef __cplusplus
 }

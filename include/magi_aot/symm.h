@@ -61,8 +61,12 @@ MAGI_API const char *magi_symm_reason_name(magi_symm_reason r);
 
 typedef enum magi_symm_transport {
     MAGI_SYMM_TRANSPORT_COPY_ENGINE = 0, /* rewrite qualifying gathers */
-    MAGI_SYMM_TRANSPORT_NCCL = 1         /* analyse only: nothing planned or rewritten */
+    MAGI_SYMM_TRANSPORT_NCCL = 1         /* nothing planned; magi.symm_* gathers of an
+                                            earlier rewrite are mapped back to c10d */
 } magi_symm_transport;
+
+/* "copy_engine", "nccl"; NULL when out of range. */
+MAGI_API const char *magi_symm_transport_name(magi_symm_transport t);
 
 /* One all-gather node of a region, as the plan saw it. Strings borrowed from
  * the plan. */
@@ -84,15 +88,19 @@ typedef struct magi_symm_gather {
 #define MAGI_SYMM_DEFAULT_SLOT_ALIGN 256u
 #define MAGI_SYMM_DEFAULT_WINDOW_CAP (4ull << 30)
 
+#define MAGI_SYMM_PLAN_OPTIONS_VERSION MAGI_STRUCT_VERSION(2, magi_symm_plan_options)
 typedef struct magi_symm_plan_options {
-    uint32_t version;           /* 1 */
-    magi_symm_transport transport;
+    uint32_t version;           /* MAGI_SYMM_PLAN_OPTIONS_VERSION */
+    magi_symm_transport transport; /* of every region without region_transports */
     uint32_t slot_align;        /* 0: 256; must be a power of two >= 256 */
     uint64_t window_cap_bytes;  /* 0: 4 GiB; a window past it is split */
     const char *const *region_names; /* NULL, or one name per region (file
                                         names) used in error messages */
+    const magi_symm_transport *region_transports; /* NULL, or one transport per
+                                        region (overrides `transport`) */
 } magi_symm_plan_options;
-#define MAGI_SYMM_PLAN_OPTIONS_INIT { 1, MAGI_SYMM_TRANSPORT_COPY_ENGINE, 0, 0, NULL }
+#define MAGI_SYMM_PLAN_OPTIONS_INIT \
+    { MAGI_SYMM_PLAN_OPTIONS_VERSION, MAGI_SYMM_TRANSPORT_COPY_ENGINE, 0, 0, NULL, NULL }
 
 /* A window: one contiguous buffer of one dtype for one process group,
  * identical in layout on every rank. Windows past the cap are split into
@@ -184,7 +192,8 @@ MAGI_API magi_status magi_symm_rewrite(magi_region *r, const magi_symm_plan *p, 
 
 /* Process-group membership. By default a group of size S is the block of S
  * consecutive global ranks containing the caller (world must be a multiple
- * of S); give explicit groups to override. */
+ * of S); give explicit groups (the runtime knows them: torch's
+ * dist.get_process_group_ranks) whenever that is not so. */
 typedef struct magi_symm_group {
     const char *name;          /* as in the graph ("0") */
     uint32_t size;
@@ -192,7 +201,7 @@ typedef struct magi_symm_group {
     void *comm;                /* cuda backend: ncclComm_t of the group; host: unused */
 } magi_symm_group;
 
-#define MAGI_SYMM_BACKEND_CONFIG_VERSION 1
+#define MAGI_SYMM_BACKEND_CONFIG_VERSION MAGI_STRUCT_VERSION(2, magi_symm_backend_config)
 typedef struct magi_symm_backend_config {
     uint32_t version;          /* MAGI_SYMM_BACKEND_CONFIG_VERSION */
     uint32_t rank, world;      /* global rank and world size */
@@ -269,6 +278,10 @@ MAGI_API magi_status magi_symm_backend_create(magi_symm_backend **out,
                                               const magi_symm_backend_ops *ops,
                                               const magi_symm_plan *plan,
                                               const magi_symm_backend_config *cfg);
+/* The resolved process group of window `window` (members in group order,
+ * the caller's index); borrowed from the backend. */
+MAGI_API magi_status magi_symm_backend_group(magi_symm_group_view *out, const magi_symm_backend *b,
+                                             uint32_t window);
 /* Collective rendezvous (see ops.rendezvous). Must succeed before bind and
  * gather calls. */
 MAGI_API magi_status magi_symm_backend_rendezvous(magi_symm_backend *b);

@@ -7,7 +7,7 @@ GraphModule, the compile backend, fake_inputs); load/inputs/fingerprint of
 files work without it.
 """
 from ._lib import MagiError, MagiUnsupported, lib_path
-from .region import (Region, fingerprint, inputs, load, load_bytes, region_from_doc, save,
+from .region import (Region, fingerprint, inputs, load, load_bytes, load_many, region_from_doc, save,
                      save_doc)
 
 __version__ = "0.1.0"
@@ -31,6 +31,6 @@ def library_version():
     return lib.magi_version().decode()
 
 
-__all__ = ["MagiError", "MagiUnsupported", "Region", "load", "load_bytes", "save", "save_doc",
+__all__ = ["MagiError", "MagiUnsupported", "Region", "load", "load_bytes", "load_many", "save", "save_doc",
            "fingerprint", "inputs", "region_from_doc", "graph_to_doc", "save_backend",
            "lib_path", "library_version"]

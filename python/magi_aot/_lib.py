@@ -100,9 +100,63 @@ class CacheEntry(Structure):
                 ("file_bytes", c_uint64), ("atime_ns", c_int64), ("mtime_ns", c_int64)]
 
 
+def struct_version(rev, struct):
+    """The version field of an options struct, as MAGI_STRUCT_VERSION builds
+    it in C: revision << 16 | sizeof. The library compares it with its own,
+    so a mirror here that lacks a field (or has a stale revision) is refused
+    with MAGI_ERR_VERSION instead of being read past its end."""
+    return ((rev << 16) | (ctypes.sizeof(struct) & 0xffff)) & 0xffffffff
+
+
 class SymmPlanOptions(Structure):
+    """magi_symm_plan_options (symm.h), revision 2."""
+    REVISION = 2
     _fields_ = [("version", c_uint32), ("transport", c_int), ("slot_align", c_uint32),
-                ("window_cap_bytes", c_uint64)]
+                ("window_cap_bytes", c_uint64), ("region_names", POINTER(c_char_p)),
+                ("region_transports", POINTER(c_int))]
+
+    def __init__(self, **kw):
+        super().__init__(version=struct_version(self.REVISION, type(self)), **kw)
+
+
+class SymmGroup(Structure):
+    _fields_ = [("name", c_char_p), ("size", c_uint32), ("ranks", POINTER(c_uint32)),
+                ("comm", c_void_p)]
+
+
+class SymmBackendConfig(Structure):
+    """magi_symm_backend_config (symm.h), revision 2."""
+    REVISION = 2
+    _fields_ = [("version", c_uint32), ("rank", c_uint32), ("world", c_uint32),
+                ("groups", POINTER(SymmGroup)), ("n_groups", c_uint32),
+                ("rendezvous", c_char_p), ("timeout_ms", c_uint32), ("device", c_int),
+                ("world_comm", c_void_p)]
+
+
+class LoaderOptions(Structure):
+    """magi_loader_options (load.h), revision 1."""
+    REVISION = 1
+    _fields_ = [("version", c_uint32), ("transport", c_int), ("window_cap_bytes", c_uint64),
+                ("limits", POINTER(LoadOptions)), ("backend", c_char_p),
+                ("bind", SymmBackendConfig)]
+
+    def __init__(self, **kw):
+        super().__init__(version=struct_version(self.REVISION, type(self)), **kw)
+        self.bind.version = struct_version(SymmBackendConfig.REVISION, SymmBackendConfig)
+        if not self.bind.world:
+            self.bind.world = 1
+
+
+LOAD_TRANSPORTS = {None: 0, "auto": 0, "nccl": 1, "copy_engine": 2}
+SYMM_TRANSPORTS = {0: "copy_engine", 1: "nccl"}
+TRANSPORT_SOURCES = {0: "option", 1: "compile_config", 2: "default"}
+
+
+class LoadedInfo(Structure):
+    _fields_ = [("path", c_char_p), ("fingerprint", c_char * 65), ("artifact_v1", c_int),
+                ("legacy_v0", c_int), ("transport", c_int), ("transport_source", c_int),
+                ("n_rewritten", c_uint32), ("n_restored", c_uint32), ("n_inputs", c_uint32),
+                ("sections_decoded", c_uint32), ("sections_hashed", c_uint32)]
 
 
 class SymmGather(Structure):
@@ -177,6 +231,22 @@ _PROTOS = {
     "magi_symm_plan_digest": (_STATUS, [c_void_p, POINTER(c_uint8)]),
     "magi_symm_reason_name": (c_char_p, [c_int]),
     "magi_symm_rewrite": (_STATUS, [c_void_p, c_void_p, c_uint32, POINTER(c_uint32)]),
+    "magi_symm_transport_name": (c_char_p, [c_int]),
+    "magi_loader_new": (_STATUS, [POINTER(c_void_p), POINTER(LoaderOptions)]),
+    "magi_loader_free": (None, [c_void_p]),
+    "magi_loader_load": (_STATUS, [c_void_p, POINTER(c_char_p), c_uint32]),
+    "magi_loader_load_buffers": (_STATUS, [c_void_p, POINTER(c_void_p), POINTER(c_size_t),
+                                           POINTER(c_char_p), c_uint32]),
+    "magi_loader_count": (c_uint32, [c_void_p]),
+    "magi_loader_region": (c_void_p, [c_void_p, c_uint32]),
+    "magi_loader_info": (_STATUS, [POINTER(LoadedInfo), c_void_p, c_uint32]),
+    "magi_loader_inputs_json": (c_char_p, [c_void_p, c_uint32]),
+    "magi_loader_inputs_status": (c_int, [c_void_p, c_uint32, POINTER(c_char_p)]),
+    "magi_loader_plan": (c_void_p, [c_void_p]),
+    "magi_loader_backend": (c_void_p, [c_void_p]),
+    "magi_loader_report": (_STATUS, [POINTER(c_void_p), POINTER(c_size_t), c_void_p, c_uint]),
+    "magi_loader_save": (_STATUS, [c_void_p, c_uint32, c_char_p]),
+    "magi_version_number": (c_uint, []),
 }
 
 

@@ -82,7 +82,7 @@ class _Cache:
         self.close()
 
 
-def cache_get(cache_dir, key, *, transport="copy_engine"):
+def cache_get(cache_dir, key, *, transport=None):
     """Load the region stored under `key` in a cache directory (verified)."""
     with _Cache(os.fspath(cache_dir)) as c:
         data = c.get(key)

@@ -1,18 +1,22 @@
 """Load, save, fingerprint and describe regions through libmagi_aot.
 
-The split of work: the C library reads and verifies every file (JSON,
-artifact v1, legacy v0), computes fingerprints, input descriptors and the
-copy-engine rewrite; Python only moves JSON text across the boundary
-(magi_json_write / magi_json_read) and turns it into dicts.
+The split of work: the C loader (magi_aot/load.h) reads and verifies every
+file (JSON, artifact v1, legacy v0), computes fingerprints, input
+descriptors, the transport decision, one plan over all regions of a load and
+the rewrite; Python only moves JSON text across the boundary and turns it
+into dicts.
 """
+import ctypes
 import json
 import os
 import time
-from ctypes import byref, c_uint8, c_uint32, c_void_p
+from ctypes import byref, c_char_p, c_size_t, c_uint8, c_uint32, c_void_p
 
-from ._lib import CRegion, MagiError, SymmPlanOptions, cstr, has, lib
+from ._lib import (LOAD_TRANSPORTS, SYMM_TRANSPORTS, TRANSPORT_SOURCES, CRegion, LoadedInfo,
+                   LoaderOptions, MagiError, cstr, has, lib)
 
-__all__ = ["Region", "load", "save", "save_doc", "fingerprint", "inputs", "region_from_doc"]
+__all__ = ["Region", "load", "load_many", "load_bytes", "save", "save_doc", "fingerprint", "inputs",
+           "region_from_doc"]
 
 
 def _example_of(node):
@@ -40,8 +44,13 @@ class Region:
       ignored         unknown keys/sections the reader skipped
       rewrite_report  per all-gather: {"node", "name", "from", "to", "coalesced",
                       "already_symm", "reason", "detail", "slots"}; None if not run
-      bind_report     {"windows", "slots", "bindings", "plan_sha256"}; None if not run
-      n_rewritten     nodes whose target the rewrite changed
+      bind_report     {"windows", "slots", "bindings", "plan_sha256"}; None if not
+                      run. windows and slots are the whole load's (shared by
+                      every region of one load_many), bindings this region's
+      n_rewritten     gathers the rewrite turned into magi.symm_*
+      n_restored      magi.symm_* gathers turned back into NCCL (transport nccl)
+      transport       "copy_engine" | "nccl" as decided for this region, and
+      transport_source "option" | "compile_config" | "default"
       load_seconds    wall time of load() (read + verify + fingerprint + report)
     """
 
@@ -60,6 +69,10 @@ class Region:
         self.n_rewritten = n_rewritten
         self.load_seconds = load_seconds
         self.symbol_map = None  # set by fake_inputs(): saved name -> SymInt
+        self.n_restored = 0
+        self.transport = None
+        self.transport_source = None
+        self.sections_decoded = 0
 
     # -- document views
     @property
@@ -121,52 +134,128 @@ def _str(b):
     return b.decode("utf-8", "replace") if b is not None else None
 
 
-def _symm(creg, transport):
-    """Plan the copy-engine gathers of one region, rewrite it, report."""
-    if not has("magi_symm_plan_build"):
-        return None, None, 0
-    opts = SymmPlanOptions(1, 0 if transport == "copy_engine" else 1, 0, 0)
-    plan = c_void_p()
-    regions = (c_void_p * 1)(creg.ptr)
-    lib.magi_symm_plan_build(byref(plan), regions, 1, byref(opts))
+def _check_transport(transport):
+    if transport not in LOAD_TRANSPORTS:
+        raise ValueError("transport must be None (the region's compile_config, else nccl), "
+                         "'nccl' or 'copy_engine', not %r" % (transport,))
+
+
+def _plan_report(plan, i):
+    """Gathers of region i and the plan's windows/slots/its bindings."""
+    n = c_uint32()
+    g = lib.magi_symm_plan_gathers(plan, i, byref(n))
+    gathers = []
+    for k in range(n.value):
+        x = g[k]
+        gathers.append({
+            "node": x.node, "name": _str(x.name), "from": _str(x.from_), "to": _str(x.to),
+            "coalesced": bool(x.coalesced), "already_symm": bool(x.already_symm),
+            "reason": _str(lib.magi_symm_reason_name(x.reason)) or str(x.reason),
+            "detail": _str(x.detail),
+            "slots": [x.slots[j] for j in range(x.n_slots)],
+        })
+    w = lib.magi_symm_plan_windows(plan, byref(n))
+    windows = [{"dtype": _str(w[k].dtype), "group": _str(w[k].group),
+                "group_size": w[k].group_size, "part": w[k].part, "bytes": w[k].bytes,
+                "first_slot": w[k].first_slot, "n_slots": w[k].n_slots}
+               for k in range(n.value)]
+    sl = lib.magi_symm_plan_slots(plan, byref(n))
+    slots = [{"weight": _str(sl[k].weight), "window": sl[k].window, "offset": sl[k].offset,
+              "nbytes": sl[k].nbytes, "shape": [sl[k].shape[j] for j in range(sl[k].ndim)]}
+             for k in range(n.value)]
+    b = lib.magi_symm_plan_bindings(plan, i, byref(n))
+    bindings = [{"node": b[k].node, "placeholder": _str(b[k].placeholder), "slot": b[k].slot}
+                for k in range(n.value)]
+    digest = (c_uint8 * 32)()
+    lib.magi_symm_plan_digest(plan, digest)
+    return gathers, {"windows": windows, "slots": slots, "bindings": bindings,
+                     "plan_sha256": bytes(digest).hex()}
+
+
+def _regions_of(loader, t0):
+    """Region objects for everything the C loader holds."""
+    out = []
+    for i in range(lib.magi_loader_count(loader)):
+        info = LoadedInfo()
+        lib.magi_loader_info(byref(info), loader, i)
+        creg = CRegion(c_void_p(lib.magi_loader_region(loader, i)))  # borrowed: never closed
+        ins, ins_err = None, None
+        text = lib.magi_loader_inputs_json(loader, i)
+        if text is not None:
+            ins = json.loads(text)
+        else:
+            msg = c_char_p()
+            code = lib.magi_loader_inputs_status(loader, i, byref(msg))
+            ins_err = MagiError(code, _str(msg.value) or "", "magi_inputs_write_json")
+        gathers, bind = _plan_report(lib.magi_loader_plan(loader), i)
+        doc = json.loads(creg.to_json_text())
+        r = Region(doc, path=_str(info.path), fingerprint=info.fingerprint.decode(), inputs=ins,
+                   skipped_legacy=creg.dropped_legacy(), ignored=creg.ignored(),
+                   rewrite_report=gathers, bind_report=bind,
+                   n_rewritten=info.n_rewritten, inputs_error=ins_err)
+        r.n_restored = info.n_restored
+        r.transport = SYMM_TRANSPORTS.get(info.transport)
+        r.transport_source = TRANSPORT_SOURCES.get(info.transport_source)
+        r.sections_decoded = info.sections_decoded
+        out.append(r)
+    dt = time.perf_counter() - t0
+    for r in out:
+        r.load_seconds = dt
+    return out
+
+
+def _run_loader(transport, window_cap_bytes, fill):
+    opts = LoaderOptions(transport=LOAD_TRANSPORTS[transport], window_cap_bytes=int(window_cap_bytes))
+    loader = c_void_p()
+    t0 = time.perf_counter()
+    lib.magi_loader_new(byref(loader), byref(opts))
     try:
-        n = c_uint32()
-        g = lib.magi_symm_plan_gathers(plan, 0, byref(n))
-        gathers = []
-        for i in range(n.value):
-            x = g[i]
-            gathers.append({
-                "node": x.node, "name": _str(x.name), "from": _str(x.from_), "to": _str(x.to),
-                "coalesced": bool(x.coalesced), "already_symm": bool(x.already_symm),
-                "reason": _str(lib.magi_symm_reason_name(x.reason)) or str(x.reason),
-                "detail": _str(x.detail),
-                "slots": [x.slots[k] for k in range(x.n_slots)],
-            })
-        w = lib.magi_symm_plan_windows(plan, byref(n))
-        windows = [{"dtype": _str(w[i].dtype), "group": _str(w[i].group),
-                    "group_size": w[i].group_size, "part": w[i].part, "bytes": w[i].bytes,
-                    "first_slot": w[i].first_slot, "n_slots": w[i].n_slots}
-                   for i in range(n.value)]
-        s = lib.magi_symm_plan_slots(plan, byref(n))
-        slots = [{"weight": _str(s[i].weight), "window": s[i].window, "offset": s[i].offset,
-                  "nbytes": s[i].nbytes, "shape": [s[i].shape[k] for k in range(s[i].ndim)]}
-                 for i in range(n.value)]
-        b = lib.magi_symm_plan_bindings(plan, 0, byref(n))
-        bindings = [{"node": b[i].node, "placeholder": _str(b[i].placeholder), "slot": b[i].slot}
-                    for i in range(n.value)]
-        digest = (c_uint8 * 32)()
-        lib.magi_symm_plan_digest(plan, digest)
-        nrew = c_uint32()
-        if transport == "copy_engine":
-            lib.magi_symm_rewrite(creg.ptr, plan, 0, byref(nrew))
-        bind = {"windows": windows, "slots": slots, "bindings": bindings,
-                "plan_sha256": bytes(digest).hex()}
-        return gathers, bind, nrew.value
+        fill(loader)
+        return _regions_of(loader, t0)
     finally:
-        lib.magi_symm_plan_free(plan)
+        lib.magi_loader_free(loader)
 
 
-def _build(creg, path, transport, t0):
+def load_many(paths, *, transport=None, window_cap_bytes=0):
+    """Load several region files as one set through the C loader
+    (magi_aot/load.h), the way `magi-aot load A B ...` does: every file
+    verified (each artifact section hashed and decompressed once), one
+    symmetric-buffer plan over all of them (a weight shared by two regions
+    gets one slot), the rewrite. Returns one Region per path, in order.
+
+    transport: None (default) takes each region's
+    compile_config["fsdp_config"]["transport"], else "nccl"; "nccl" keeps the
+    NCCL gathers (and turns magi.symm_* gathers of an earlier rewrite back);
+    "copy_engine" rewrites the gathers of static weights.
+    Raises MagiError naming the file on any failure."""
+    _check_transport(transport)
+    paths = [os.fspath(p) for p in paths]
+    arr = (c_char_p * max(1, len(paths)))(*[cstr(p) for p in paths])
+    return _run_loader(transport, window_cap_bytes,
+                       lambda ld: lib.magi_loader_load(ld, arr, len(paths)))
+
+
+def load(path, *, transport=None):
+    """Load one region file (magi-fx JSON, artifact v1 or legacy v0; the C
+    library picks by content and verifies every digest before parsing).
+    Same as load_many([path], transport=transport)[0]."""
+    return load_many([path], transport=transport)[0]
+
+
+def load_bytes(data, *, transport=None, name="artifact"):
+    """Same as load() for region bytes held in memory (e.g. from a cache)."""
+    _check_transport(transport)
+    data = bytes(data)
+    buf = ctypes.create_string_buffer(data, len(data))
+    ptrs = (c_void_p * 1)(ctypes.cast(buf, c_void_p))
+    sizes = (c_size_t * 1)(len(data))
+    names = (c_char_p * 1)(cstr(name))
+    regs = _run_loader(transport, 0, lambda ld: lib.magi_loader_load_buffers(ld, ptrs, sizes, names, 1))
+    regs[0].path = None
+    return regs[0]
+
+
+def _build(creg, path, t0):
     fp = creg.fingerprint() if has("magi_fingerprint_hex") else None
     ins, ins_err = None, None
     if has("magi_inputs_write_json"):
@@ -174,44 +263,21 @@ def _build(creg, path, transport, t0):
             ins = json.loads(creg.inputs_json(False))
         except MagiError as e:  # e.g. placeholders without metadata: still loadable
             ins_err = e
-    legacy, ignored = creg.dropped_legacy(), creg.ignored()
-    gathers, bind, nrew = (None, None, 0)
-    if transport:
-        gathers, bind, nrew = _symm(creg, transport)
     doc = json.loads(creg.to_json_text())
-    return Region(doc, path=path, fingerprint=fp, inputs=ins, skipped_legacy=legacy,
-                  ignored=ignored, rewrite_report=gathers, bind_report=bind,
-                  n_rewritten=nrew, load_seconds=time.perf_counter() - t0,
+    return Region(doc, path=path, fingerprint=fp, inputs=ins, skipped_legacy=creg.dropped_legacy(),
+                  ignored=creg.ignored(), load_seconds=time.perf_counter() - t0,
                   inputs_error=ins_err)
 
 
-def load(path, *, transport="copy_engine"):
-    """Load a region file (magi-fx JSON, artifact v1 or legacy v0; the C
-    library picks by content and verifies every digest before parsing).
-
-    transport: "copy_engine" (default) plans the symmetric-buffer gathers and
-    rewrites the qualifying all-gathers in `doc`; "nccl" only analyses (every
-    gather kept, with the reason); None skips the analysis.
-    Raises MagiError (with the library's message) on any failure."""
-    if transport not in ("copy_engine", "nccl", None):
-        raise ValueError("transport must be 'copy_engine', 'nccl' or None")
-    t0 = time.perf_counter()
-    with CRegion.from_file(os.fspath(path)) as r:
-        return _build(r, os.fspath(path), transport, t0)
-
-
-def load_bytes(data, *, transport="copy_engine"):
-    """Same as load() for artifact bytes held in memory (e.g. from a cache)."""
-    t0 = time.perf_counter()
-    with CRegion.from_artifact_bytes(data) as r:
-        return _build(r, None, transport, t0)
-
-
-def region_from_doc(doc, *, transport=None):
-    """Check a magi-fx document with the C reader and return it as a Region."""
+def region_from_doc(doc, *, transport=False):
+    """Check a magi-fx document with the C reader and return it as a Region.
+    With a transport (None, "nccl", "copy_engine": see load_many) it also
+    goes through the loader's plan and rewrite."""
+    if transport is not False:
+        return load_bytes(_dumps(doc).encode("utf-8"), transport=transport, name="document")
     t0 = time.perf_counter()
     with CRegion.from_json_text(_dumps(doc)) as r:
-        return _build(r, None, transport, t0)
+        return _build(r, None, t0)
 
 
 def _dumps(doc):

@@ -231,7 +231,8 @@ class Inputs(unittest.TestCase):
 
 class CopyEngineReport(unittest.TestCase):
     def test_fsdp_block_rewrites_exactly_the_eligible_gathers(self):
-        r = magi_aot.load(fixture("fsdp_block"))
+        r = magi_aot.load(fixture("fsdp_block"), transport="copy_engine")
+        self.assertEqual((r.transport, r.transport_source), ("copy_engine", "option"))
         rep = {g["name"]: g for g in r.rewrite_report}
         rewritten = sorted(n for n, g in rep.items() if g["reason"] == "rewritten")
         self.assertEqual(rewritten, ["all_gather_into_tensor_coalesced", "tensor", "tensor_2",
@@ -256,8 +257,71 @@ class CopyEngineReport(unittest.TestCase):
     def test_nccl_transport_keeps_every_gather(self):
         r = magi_aot.load(fixture("fsdp_block"), transport="nccl")
         self.assertEqual(r.n_rewritten, 0)
+        self.assertEqual((r.transport, r.transport_source), ("nccl", "option"))
         self.assertEqual({g["reason"] for g in r.rewrite_report}, {"transport"})
         self.assertEqual(r.doc, read_fixture("fsdp_block"))
+
+
+class LoadMany(unittest.TestCase):
+    def _pair(self, d):
+        """fsdp_block as two regions (model_idx 0 and 1) sharing every weight."""
+        a = read_fixture("fsdp_block")
+        b = copy.deepcopy(a)
+        b["model_idx"] = 1
+        pa, pb = os.path.join(d, "a.json"), os.path.join(d, "b.json")
+        magi_aot.save_doc(a, pa)
+        magi_aot.save_doc(b, pb)
+        return pa, pb
+
+    def test_two_regions_sharing_a_weight_get_one_slot(self):
+        with tempfile.TemporaryDirectory() as d:
+            pa, pb = self._pair(d)
+            one = magi_aot.load(pa, transport="copy_engine")
+            ra, rb = magi_aot.load_many([pa, pb], transport="copy_engine")
+            slots = ra.bind_report["slots"]
+            self.assertIs(slots, ra.bind_report["slots"])
+            self.assertEqual(slots, rb.bind_report["slots"])
+            # one slot per weight, as many as for one region alone
+            self.assertEqual(len(slots), len(one.bind_report["slots"]))
+            self.assertEqual(len({s["weight"] for s in slots}), len(slots))
+            by_a = {b["placeholder"]: b["slot"] for b in ra.bind_report["bindings"]}
+            by_b = {b["placeholder"]: b["slot"] for b in rb.bind_report["bindings"]}
+            self.assertEqual(by_a, by_b)
+            self.assertIn("l_self_parameters_wq_", by_a)
+            self.assertEqual(ra.bind_report["plan_sha256"], rb.bind_report["plan_sha256"])
+            # the CLI plans the same set the same way
+            out = _cli_or_skip(self, "load", pa, pb, "--transport", "copy_engine", "--json")
+            self.assertEqual(json.loads(out)["plan_sha256"], ra.bind_report["plan_sha256"])
+
+    def test_transport_comes_from_compile_config_else_nccl(self):
+        with tempfile.TemporaryDirectory() as d:
+            doc = read_fixture("fsdp_block")
+            doc["compile_config"] = {"fsdp_config": {"transport": "copy_engine"}}
+            p = os.path.join(d, "ce.json")
+            magi_aot.save_doc(doc, p)
+            r = magi_aot.load(p)
+            self.assertEqual((r.transport, r.transport_source), ("copy_engine", "compile_config"))
+            self.assertEqual(r.n_rewritten, 4)
+            r = magi_aot.load(fixture("fsdp_block"))
+            self.assertEqual((r.transport, r.transport_source), ("nccl", "default"))
+            self.assertEqual(r.n_rewritten, 0)
+
+    def test_options_abi_is_checked(self):
+        # A mirror of the plan options that lacks a field (as this package
+        # once had) is refused, not read past its end.
+        import ctypes
+        from magi_aot._lib import lib, struct_version
+
+        class Short(ctypes.Structure):
+            _fields_ = [("version", ctypes.c_uint32), ("transport", ctypes.c_int),
+                        ("slot_align", ctypes.c_uint32), ("window_cap_bytes", ctypes.c_uint64)]
+        opts = Short(struct_version(2, Short), 0, 0, 0)
+        plan = ctypes.c_void_p()
+        with self.assertRaises(MagiError) as cm:
+            lib.magi_symm_plan_build(ctypes.byref(plan), None, 0, ctypes.cast(ctypes.byref(opts),
+                                     ctypes.POINTER(magi_aot._lib.SymmPlanOptions)))
+        self.assertEqual(cm.exception.status, "MAGI_ERR_VERSION")
+        self.assertIn("magi_symm_plan_options", cm.exception.message)
 
 
 class Errors(unittest.TestCase):
@@ -337,7 +401,8 @@ class Cache(unittest.TestCase):
                 self.assertTrue(res.published)
             code = ("import sys, json; sys.path.insert(0, %r); import magi_aot;"
                     "from magi_aot.backend import cache_get;"
-                    "r = cache_get(%r, %r); print(json.dumps([r.fingerprint, r.n_rewritten]))"
+                    "r = cache_get(%r, %r, transport='copy_engine');"
+                    "print(json.dumps([r.fingerprint, r.n_rewritten]))"
                     % (os.path.join(ROOT, "python"), d, key))
             out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                                  check=True, env=dict(os.environ)).stdout

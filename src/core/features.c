@@ -2,6 +2,15 @@
 #include "internal.h"
 
 const char *magi_version(void) { return MAGI_AOT_VERSION_STRING; }
+unsigned magi_version_number(void) { return MAGI_VERSION_NUMBER; }
+
+magi_status magi_check_struct_version(const char *what, uint32_t got, uint32_t want) {
+    if (got == want) return MAGI_OK;
+    return magi_set_error(MAGI_ERR_VERSION,
+                          "%s: version 0x%08x is revision %u of %u bytes; this library takes revision %u "
+                          "of %u bytes (pass the header's version macro; a binding must mirror every field)",
+                          what, got, got >> 16, got & 0xffffu, want >> 16, want & 0xffffu);
+}
 
 unsigned magi_features(void) {
     unsigned f = 0;

@@ -15,6 +15,10 @@ magi_status magi_error_prefix(magi_status code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void magi_clear_error(void);
 
+/* MAGI_OK when an options struct's version field equals `want` (its
+ * MAGI_STRUCT_VERSION macro), else MAGI_ERR_VERSION naming `what`. */
+magi_status magi_check_struct_version(const char *what, uint32_t got, uint32_t want);
+
 /* One error-exit idiom: jump to the function's single `cleanup:` label. */
 #define MAGI_FAIL(code, ...)                                  \
     do {                                                      \

@@ -36,49 +36,68 @@ const magi_symm_backend_ops *magi_symm_backend_find(const char *name) {
     return NULL;
 }
 
-static magi_status resolve_groups(magi_symm_backend *b, const magi_symm_backend_config *c) {
+#define GROUP_FIX "give its members in rank order (CLI: --group %s=R0,R1,...; C API: " \
+                  "magi_symm_backend_config.groups)"
+
+magi_status magi_symm_resolve_groups(magi_symm_group_view **views_out, uint32_t **ranks_out,
+                                     const magi_symm_plan *plan, const magi_symm_backend_config *c) {
     uint32_t nw;
-    const magi_symm_window *w = magi_symm_plan_windows(b->plan, &nw);
+    const magi_symm_window *w = magi_symm_plan_windows(plan, &nw);
     size_t total = 0;
+    *views_out = NULL;
+    *ranks_out = NULL;
     for (uint32_t i = 0; i < nw; i++) total += w[i].group_size;
-    b->views = calloc(nw ? nw : 1, sizeof *b->views);
-    b->ranks = calloc(total ? total : 1, sizeof *b->ranks);
-    if (!b->views || !b->ranks) return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
-    uint32_t *next = b->ranks;
+    magi_symm_group_view *views = calloc(nw ? nw : 1, sizeof *views);
+    uint32_t *ranks = calloc(total ? total : 1, sizeof *ranks);
+    magi_status st = MAGI_OK;
+    if (!views || !ranks) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
+    for (uint32_t k = 0; k < c->n_groups; k++) {
+        const magi_symm_group *g = &c->groups[k];
+        if (!g->name || (g->size && !g->ranks))
+            MAGI_FAIL(MAGI_ERR_INVALID_ARG, "process group #%u: %s", k, g->name ? "no ranks" : "no name");
+        for (uint32_t j = 0; j < k; j++)
+            if (c->groups[j].name && !strcmp(c->groups[j].name, g->name))
+                MAGI_FAIL(MAGI_ERR_INVALID_ARG, "process group '%s' given twice", g->name);
+        for (uint32_t m = 0; m < g->size; m++) {
+            if (g->ranks[m] >= c->world)
+                MAGI_FAIL(MAGI_ERR_INVALID_ARG,
+                          "process group '%s': rank %u is not in world %u; " GROUP_FIX, g->name,
+                          g->ranks[m], c->world, g->name);
+            for (uint32_t j = 0; j < m; j++)
+                if (g->ranks[j] == g->ranks[m])
+                    MAGI_FAIL(MAGI_ERR_INVALID_ARG, "process group '%s': rank %u listed twice", g->name,
+                              g->ranks[m]);
+        }
+    }
+    uint32_t *next = ranks;
     for (uint32_t i = 0; i < nw; i++) {
-        magi_symm_group_view *v = &b->views[i];
+        magi_symm_group_view *v = &views[i];
         v->name = w[i].group;
         v->size = w[i].group_size;
         const magi_symm_group *g = NULL;
         for (uint32_t k = 0; k < c->n_groups; k++)
-            if (c->groups[k].name && !strcmp(c->groups[k].name, w[i].group)) g = &c->groups[k];
+            if (!strcmp(c->groups[k].name, w[i].group)) g = &c->groups[k];
         if (g) {
-            if (g->size != w[i].group_size || !g->ranks)
-                return magi_set_error(MAGI_ERR_INVALID_ARG,
-                                      "group '%s': config gives size %u%s, the plan needs %u", g->name,
-                                      g->size, g->ranks ? "" : " without ranks", w[i].group_size);
+            if (g->size != w[i].group_size)
+                MAGI_FAIL(MAGI_ERR_INVALID_ARG,
+                          "process group '%s': %u ranks given, the graph gathers over %u; " GROUP_FIX,
+                          g->name, g->size, w[i].group_size, g->name);
             int found = 0;
             for (uint32_t k = 0; k < g->size; k++) {
-                if (g->ranks[k] >= c->world)
-                    return magi_set_error(MAGI_ERR_INVALID_ARG, "group '%s': rank %u >= world %u",
-                                          g->name, g->ranks[k], c->world);
-                for (uint32_t j = 0; j < k; j++)
-                    if (g->ranks[j] == g->ranks[k])
-                        return magi_set_error(MAGI_ERR_INVALID_ARG, "group '%s': rank %u listed twice",
-                                              g->name, g->ranks[k]);
                 if (g->ranks[k] == c->rank) v->my_index = k, found = 1;
                 next[k] = g->ranks[k];
             }
             if (!found)
-                return magi_set_error(MAGI_ERR_INVALID_ARG, "group '%s' does not contain rank %u",
-                                      g->name, c->rank);
+                MAGI_FAIL(MAGI_ERR_INVALID_ARG,
+                          "process group '%s' (ranks given) does not contain this rank %u; " GROUP_FIX,
+                          g->name, c->rank, g->name);
             v->comm = g->comm;
         } else {
             uint32_t s = w[i].group_size;
             if (s > c->world || c->world % s)
-                return magi_set_error(MAGI_ERR_INVALID_ARG,
-                                      "group '%s' of size %u does not divide world %u: pass explicit "
-                                      "groups", w[i].group, s, c->world);
+                MAGI_FAIL(MAGI_ERR_INVALID_ARG,
+                          "process group '%s' of size %u does not fit world %u as consecutive ranks; " GROUP_FIX,
+                          w[i].group, s, c->world, w[i].group);
             uint32_t base = c->rank / s * s;
             for (uint32_t k = 0; k < s; k++) next[k] = base + k;
             v->my_index = c->rank - base;
@@ -86,6 +105,23 @@ static magi_status resolve_groups(magi_symm_backend *b, const magi_symm_backend_
         v->ranks = next;
         next += w[i].group_size;
     }
+    *views_out = views;
+    *ranks_out = ranks;
+    views = NULL;
+    ranks = NULL;
+cleanup:
+    free(views);
+    free(ranks);
+    return st;
+}
+
+magi_status magi_symm_backend_group(magi_symm_group_view *out, const magi_symm_backend *b, uint32_t window) {
+    if (!out || !b) return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_symm_backend_group: NULL argument");
+    uint32_t nw;
+    magi_symm_plan_windows(b->plan, &nw);
+    if (window >= nw)
+        return magi_set_error(MAGI_ERR_NOT_FOUND, "magi_symm_backend_group: window %u of %u", window, nw);
+    *out = b->views[window];
     return MAGI_OK;
 }
 
@@ -97,9 +133,9 @@ magi_status magi_symm_backend_create(magi_symm_backend **out, const magi_symm_ba
     if (!out || !ops || !plan || !cfg)
         return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_symm_backend_create: NULL argument");
     *out = NULL;
-    if (cfg->version != MAGI_SYMM_BACKEND_CONFIG_VERSION)
-        return magi_set_error(MAGI_ERR_INVALID_ARG, "backend config version %u (expected %u)",
-                              cfg->version, MAGI_SYMM_BACKEND_CONFIG_VERSION);
+    if ((st = magi_check_struct_version("magi_symm_backend_config", cfg->version,
+                                        MAGI_SYMM_BACKEND_CONFIG_VERSION)))
+        return st;
     if (ops->version != 1)
         return magi_set_error(MAGI_ERR_INVALID_ARG, "backend ops version %u (expected 1)", ops->version);
     if (cfg->world == 0 || cfg->rank >= cfg->world)
@@ -110,7 +146,7 @@ magi_status magi_symm_backend_create(magi_symm_backend **out, const magi_symm_ba
     if (!b) return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
     b->ops = ops;
     b->plan = plan;
-    MAGI_CHECK(resolve_groups(b, cfg));
+    MAGI_CHECK(magi_symm_resolve_groups(&b->views, &b->ranks, plan, cfg));
     MAGI_CHECK(ops->create(&b->state, plan, cfg, b->views));
     *out = b;
     b = NULL;

@@ -30,6 +30,10 @@ size_t magi_symm_dtype_size(const char *dtype) {
     return 0;
 }
 
+const char *magi_symm_transport_name(magi_symm_transport t) {
+    return t == MAGI_SYMM_TRANSPORT_COPY_ENGINE ? "copy_engine" : t == MAGI_SYMM_TRANSPORT_NCCL ? "nccl" : NULL;
+}
+
 const char *magi_symm_reason_name(magi_symm_reason r) {
     static const char *const names[] = {"rewritten",       "cast",   "pad",      "not_resident",
                                         "mixed_coalesced", "uneven", "transport"};
@@ -466,7 +470,13 @@ static magi_status plan_region(build_ctx *b, uint32_t ri, const magi_region *r) 
             if (ins[k].reason == MAGI_SYMM_REWRITTEN) n_ok++;
         }
         int plan_it = 0;
-        if (symm) {
+        if (symm && rp->transport == MAGI_SYMM_TRANSPORT_NCCL) {
+            /* an earlier load rewrote it: give the NCCL gather back */
+            g->to = afmt(a, "%s%s%s", C10D_PREFIX,
+                         coalesced ? "all_gather_into_tensor_coalesced" : "all_gather_into_tensor", suffix);
+            g->reason = MAGI_SYMM_KEEP_TRANSPORT;
+            g->detail = "transport nccl selected: restored to the NCCL gather";
+        } else if (symm) {
             if (n_ok != nin) {
                 uint32_t k = 0;
                 while (ins[k].reason == MAGI_SYMM_REWRITTEN) k++;
@@ -477,7 +487,7 @@ static magi_status plan_region(build_ctx *b, uint32_t ri, const magi_region *r) 
             g->reason = MAGI_SYMM_REWRITTEN;
             g->detail = "already a symmetric-buffer gather";
             plan_it = 1;
-        } else if (p->transport == MAGI_SYMM_TRANSPORT_NCCL) {
+        } else if (rp->transport == MAGI_SYMM_TRANSPORT_NCCL) {
             g->to = g->from;
             g->reason = MAGI_SYMM_KEEP_TRANSPORT;
             g->detail = "transport nccl selected";
@@ -597,9 +607,9 @@ magi_status magi_symm_plan_build(magi_symm_plan **out, const magi_region *const 
         return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_symm_plan_build: regions is NULL");
     magi_symm_plan_options o = MAGI_SYMM_PLAN_OPTIONS_INIT;
     if (opts) {
-        if (opts->version != 1)
-            return magi_set_error(MAGI_ERR_INVALID_ARG, "symm plan options version %u (expected 1)",
-                                  opts->version);
+        if ((st = magi_check_struct_version("magi_symm_plan_options", opts->version,
+                                            MAGI_SYMM_PLAN_OPTIONS_VERSION)))
+            return st;
         o = *opts;
     }
     if (!o.slot_align) o.slot_align = MAGI_SYMM_DEFAULT_SLOT_ALIGN;
@@ -607,8 +617,12 @@ magi_status magi_symm_plan_build(magi_symm_plan **out, const magi_region *const 
     if (o.slot_align < 256 || (o.slot_align & (o.slot_align - 1)))
         return magi_set_error(MAGI_ERR_INVALID_ARG, "slot_align %u: must be a power of two >= 256",
                               o.slot_align);
-    if (o.transport != MAGI_SYMM_TRANSPORT_COPY_ENGINE && o.transport != MAGI_SYMM_TRANSPORT_NCCL)
-        return magi_set_error(MAGI_ERR_INVALID_ARG, "unknown transport %d", (int)o.transport);
+    for (uint32_t i = 0; i <= n_regions; i++) {
+        magi_symm_transport t = i == n_regions ? o.transport
+                                : o.region_transports ? o.region_transports[i] : o.transport;
+        if (t != MAGI_SYMM_TRANSPORT_COPY_ENGINE && t != MAGI_SYMM_TRANSPORT_NCCL)
+            return magi_set_error(MAGI_ERR_INVALID_ARG, "unknown transport %d", (int)t);
+    }
 
     p = calloc(1, sizeof *p);
     if (!p) return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
@@ -623,6 +637,7 @@ magi_status magi_symm_plan_build(magi_symm_plan **out, const magi_region *const 
     if (!p->regions) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
     for (uint32_t i = 0; i < n_regions; i++) {
         if (!regions[i]) MAGI_FAIL(MAGI_ERR_INVALID_ARG, "magi_symm_plan_build: region %u is NULL", i);
+        p->regions[i].transport = o.region_transports ? o.region_transports[i] : o.transport;
         MAGI_CHECK(plan_region(&b, i, regions[i]));
     }
     MAGI_CHECK(renumber_slots(p));

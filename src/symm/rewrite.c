@@ -1,5 +1,6 @@
-/* The copy-engine rewrite pass: c10d all-gathers the plan marked become
- * torch.ops.magi.symm_all_gather(_coalesced). Only targets change. */
+/* The rewrite pass: c10d all-gathers the plan marked become
+ * torch.ops.magi.symm_all_gather(_coalesced), and under the nccl transport
+ * magi.symm_* gathers become c10d again. Only targets change. */
 #include "symm_internal.h"
 #include <string.h>
 
@@ -29,7 +30,7 @@ magi_status magi_symm_rewrite(magi_region *r, const magi_symm_plan *p, uint32_t 
     for (uint32_t g = 0; g < rp->n_gathers; g++) {
         const magi_symm_gather *ga = &rp->gathers[g];
         magi_node *n = &r->nodes[ga->node];
-        if (ga->reason != MAGI_SYMM_REWRITTEN || !strcmp(n->target, ga->to)) continue;
+        if (!strcmp(n->target, ga->to)) continue; /* kept, or already done */
         const char *t = magi_arena_strdup(r->arena, ga->to);
         if (!t) return magi_set_error(MAGI_ERR_NOMEM, "out of memory rewriting node '%s'", n->name);
         n->target = t;

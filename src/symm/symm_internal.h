@@ -6,6 +6,7 @@
 
 typedef struct magi_symm_region_plan {
     uint32_t n_nodes;              /* node count of the analysed region */
+    magi_symm_transport transport;
     magi_symm_gather *gathers;
     uint32_t n_gathers;
     magi_symm_binding *bindings;
@@ -24,5 +25,12 @@ struct magi_symm_plan {
     magi_symm_region_plan *regions; /* arena */
     uint32_t n_regions;
 };
+
+/* Resolve the process group of every window of `plan` for the caller of
+ * config `c`: explicit groups by name, else consecutive ranks. Errors name
+ * the group and how to give its members. *views_out (one per window) and
+ * *ranks_out (their storage) are malloc'd. */
+magi_status magi_symm_resolve_groups(magi_symm_group_view **views_out, uint32_t **ranks_out,
+                                     const magi_symm_plan *plan, const magi_symm_backend_config *c);
 
 #endif

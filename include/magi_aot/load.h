@@ -1,0 +1,145 @@
+/*
+ * magi_aot/load.h - the loader: from region files to planned, rewritten and
+ * bound regions in one call.
+ *
+ * A runtime (and `magi-aot load`, and the Python package) loads the regions
+ * of one process together:
+ *
+ *   open each file (magi-fx JSON, artifact v1, legacy v0; chosen by content)
+ *   -> verify + parse (each artifact section is hashed and decompressed
+ *      exactly once: the digest is checked on the bytes that are decoded)
+ *   -> fingerprint and input descriptors
+ *   -> decide each region's transport (explicit option, else the region's
+ *      compile_config.fsdp_config.transport, else nccl)
+ *   -> plan the symmetric-buffer windows across all regions (a weight shared
+ *      by two regions gets one slot)
+ *   -> rewrite (copy_engine: c10d gathers -> magi.symm_*; nccl: magi.symm_*
+ *      written by an earlier load -> back to the c10d targets)
+ *   -> bind on a backend (optional) -> report.
+ *
+ * A magi_loader is reusable: each magi_loader_load() replaces the previous
+ * result, and the memory of one load is kept for the next, so a process that
+ * loads regions repeatedly does not hand its heap back and fault it in again.
+ *
+ * Errors name the file (and section or node). On failure nothing of the
+ * failed load is kept (the loader is empty) and no file is written.
+ *
+ * Thread safety: a loader is not thread-safe (one thread per loader);
+ * distinct loaders are independent.
+ */
+#ifndef MAGI_AOT_LOAD_H
+#define MAGI_AOT_LOAD_H
+
+#include "graph.h"
+#include "load_options.h"
+#include "symm.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Transport choice of a load. */
+typedef enum magi_load_transport {
+    MAGI_LOAD_TRANSPORT_AUTO = 0,        /* compile_config.fsdp_config.transport, else nccl */
+    MAGI_LOAD_TRANSPORT_NCCL = 1,        /* keep (or restore) the NCCL gathers */
+    MAGI_LOAD_TRANSPORT_COPY_ENGINE = 2  /* serve static weights from a SymmBuffer */
+} magi_load_transport;
+
+/* Where a region's transport came from. */
+typedef enum magi_transport_source {
+    MAGI_TRANSPORT_FROM_OPTION = 0,         /* magi_loader_options.transport */
+    MAGI_TRANSPORT_FROM_COMPILE_CONFIG = 1, /* the region's compile_config */
+    MAGI_TRANSPORT_FROM_DEFAULT = 2         /* neither: nccl */
+} magi_transport_source;
+
+/* "option", "compile_config", "default"; NULL when out of range. */
+MAGI_API const char *magi_transport_source_name(magi_transport_source s);
+
+#define MAGI_LOADER_OPTIONS_VERSION MAGI_STRUCT_VERSION(1, magi_loader_options)
+
+typedef struct magi_loader_options {
+    uint32_t version;                 /* MAGI_LOADER_OPTIONS_VERSION */
+    magi_load_transport transport;    /* AUTO by default */
+    uint64_t window_cap_bytes;        /* 0: MAGI_SYMM_DEFAULT_WINDOW_CAP */
+    const magi_load_options *limits;  /* NULL: defaults (load_options.h) */
+    const char *backend;              /* NULL: plan and rewrite only; "host", "cuda":
+                                         create the backend and rendezvous */
+    /* rank, world and process groups (checked against the plan even without
+     * a backend), rendezvous directory, timeout, device; its version field is
+     * checked too. */
+    magi_symm_backend_config bind;
+} magi_loader_options;
+
+#define MAGI_LOADER_OPTIONS_INIT \
+    { MAGI_LOADER_OPTIONS_VERSION, MAGI_LOAD_TRANSPORT_AUTO, 0, NULL, NULL, MAGI_SYMM_BACKEND_CONFIG_INIT }
+
+typedef struct magi_loader magi_loader;
+
+/* A loader with `opts` (copied; NULL: defaults; the strings and arrays it
+ * points to are borrowed and must outlive the loader). Owned by the caller:
+ * magi_loader_free(). Errors: MAGI_ERR_VERSION for an options struct of
+ * another version or size. */
+MAGI_API magi_status magi_loader_new(magi_loader **out, const magi_loader_options *opts);
+/* NULL is a no-op. Frees the regions, the plan and the backend. */
+MAGI_API void magi_loader_free(magi_loader *ld);
+
+/* Load `n` region files as one set (see the top of this file). Replaces the
+ * previous result. On failure the loader holds no regions. */
+MAGI_API magi_status magi_loader_load(magi_loader *ld, const char *const *paths, uint32_t n);
+
+/* The same for region bytes held in memory (`n` buffers, copied; names[i]
+ * stands for the file in reports and messages). */
+MAGI_API magi_status magi_loader_load_buffers(magi_loader *ld, const void *const *data, const size_t *sizes,
+                                              const char *const *names, uint32_t n);
+
+/* What one loaded region went through. Strings borrowed from the loader,
+ * valid until the next load or free. */
+typedef struct magi_loaded_info {
+    const char *path;
+    char fingerprint[65];             /* of the region as read (before any rewrite) */
+    int artifact_v1;                  /* read from a (verified) artifact v1 */
+    int legacy_v0;                    /* read from a legacy v0 file */
+    magi_symm_transport transport;    /* the transport decided for it */
+    magi_transport_source transport_source;
+    uint32_t n_rewritten;             /* gathers changed to magi.symm_* */
+    uint32_t n_restored;              /* magi.symm_* gathers changed back to c10d */
+    uint32_t n_inputs;                /* placeholders */
+    uint32_t sections_decoded;        /* artifact sections decompressed (once each) */
+    uint32_t sections_hashed;         /* artifact sections whose digest was checked */
+} magi_loaded_info;
+
+/* Regions loaded by the last magi_loader_load() (0 before or after a failure). */
+MAGI_API uint32_t magi_loader_count(const magi_loader *ld);
+/* Region i as rewritten; borrowed (valid until the next load or free).
+ * NULL when out of range. */
+MAGI_API magi_region *magi_loader_region(const magi_loader *ld, uint32_t i);
+MAGI_API magi_status magi_loader_info(magi_loaded_info *out, const magi_loader *ld, uint32_t i);
+/* magi_inputs_write_json() of region i as read; borrowed. NULL when they
+ * could not be built (placeholders without metadata: the region still
+ * loads); magi_loader_inputs_status() then says why. */
+MAGI_API const char *magi_loader_inputs_json(const magi_loader *ld, uint32_t i);
+/* MAGI_OK when region i's input descriptors were built, else the status
+ * they failed with and (in *message, borrowed, may be NULL) the message. */
+MAGI_API magi_status magi_loader_inputs_status(const magi_loader *ld, uint32_t i, const char **message);
+/* The plan over all regions (region index = position in `paths`); borrowed. */
+MAGI_API const magi_symm_plan *magi_loader_plan(const magi_loader *ld);
+/* The bound backend, or NULL when no backend was asked for; borrowed. */
+MAGI_API magi_symm_backend *magi_loader_backend(const magi_loader *ld);
+
+/* The report `magi-aot load` prints (flags: MAGI_LOADER_REPORT_JSON for the
+ * JSON form). *out (NUL-terminated, *len bytes) owned by the caller:
+ * magi_free(). */
+#define MAGI_LOADER_REPORT_TEXT 0u
+#define MAGI_LOADER_REPORT_JSON 1u
+MAGI_API magi_status magi_loader_report(char **out, size_t *len, const magi_loader *ld,
+                                        unsigned flags);
+
+/* Write region i as an artifact to `path`, atomically: the input file's
+ * bytes when it was a v1 artifact that nothing changed, else the encoding of
+ * the region as rewritten. */
+MAGI_API magi_status magi_loader_save(const magi_loader *ld, uint32_t i, const char *path);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

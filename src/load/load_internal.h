@@ -1,0 +1,21 @@
+/* Internals of the loader module (src/load). Not installed. */
+#ifndef MAGI_LOAD_INTERNAL_H
+#define MAGI_LOAD_INTERNAL_H
+
+#include "../core/internal.h"
+
+/* The string at compile_config.fsdp_config.transport of a region's
+ * compile_config JSON text (NULL allowed): *found = 1 and the value copied
+ * into out (cap bytes, truncated) when present as a string; *found = 0 when
+ * the config, fsdp_config or transport is absent or null. A transport that is
+ * not a string is MAGI_ERR_FORMAT. */
+magi_status magi_compile_config_transport(const char *json, char *out, size_t cap, int *found);
+
+/* Check that every window's process group resolves for bind config `c`
+ * (explicit members, or consecutive ranks that fit the world). */
+magi_status magi_loader_check_groups(const magi_symm_plan *plan, const magi_symm_backend_config *c);
+
+/* The loader's options (as copied at magi_loader_new). */
+const magi_loader_options *magi_loader_opts(const magi_loader *ld);
+
+#endif

@@ -1,0 +1,319 @@
+/* The loader: files -> verified regions -> transport decision -> one plan
+ * over all regions -> rewrite -> bind -> report. See magi_aot/load.h. */
+#include "load_internal.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct entry {
+    char *path;
+    magi_mapped map;            /* the input file (kept for magi_loader_save) */
+    uint8_t *copy;              /* or a copy of the caller's bytes (magi_loader_load_buffers) */
+    const uint8_t *data;        /* map.data or copy */
+    size_t size;
+    magi_region *region;
+    char *inputs_json;          /* NULL when the inputs could not be built */
+    char *inputs_error;         /* why (the library's message), else NULL */
+    magi_status inputs_status;
+    magi_loaded_info info;
+} entry;
+
+struct magi_loader {
+    magi_loader_options o;
+    magi_load_options limits;
+    entry *e;
+    uint32_t n, cap;
+    magi_symm_plan *plan;
+    magi_symm_backend *be;
+};
+
+const char *magi_transport_source_name(magi_transport_source s) {
+    static const char *const names[] = {"option", "compile_config", "default"};
+    return (unsigned)s < sizeof names / sizeof names[0] ? names[s] : NULL;
+}
+
+static void clear(magi_loader *ld) {
+    magi_symm_backend_free(ld->be);
+    ld->be = NULL;
+    magi_symm_plan_free(ld->plan);
+    ld->plan = NULL;
+    for (uint32_t i = 0; i < ld->n; i++) {
+        entry *e = &ld->e[i];
+        magi_region_free(e->region);
+        magi_free(e->inputs_json);
+        free(e->inputs_error);
+        magi_unmap_file(&e->map);
+        free(e->copy);
+        free(e->path);
+        memset(e, 0, sizeof *e);
+    }
+    ld->n = 0;
+}
+
+magi_status magi_loader_new(magi_loader **out, const magi_loader_options *opts) {
+    magi_status st;
+    if (!out) return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_loader_new: out is NULL");
+    *out = NULL;
+    magi_loader_options o = MAGI_LOADER_OPTIONS_INIT;
+    if (opts) {
+        if ((st = magi_check_struct_version("magi_loader_options", opts->version, MAGI_LOADER_OPTIONS_VERSION)))
+            return st;
+        if ((st = magi_check_struct_version("magi_loader_options.bind", opts->bind.version,
+                                            MAGI_SYMM_BACKEND_CONFIG_VERSION)))
+            return st;
+        o = *opts;
+    }
+    if (o.transport != MAGI_LOAD_TRANSPORT_AUTO && o.transport != MAGI_LOAD_TRANSPORT_NCCL &&
+        o.transport != MAGI_LOAD_TRANSPORT_COPY_ENGINE)
+        return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_loader_options: unknown transport %d", (int)o.transport);
+    if (o.bind.world == 0 || o.bind.rank >= o.bind.world)
+        return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_loader_options: rank %u is not in world %u", o.bind.rank,
+                              o.bind.world);
+    if (o.bind.n_groups && !o.bind.groups)
+        return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_loader_options: n_groups %u but groups is NULL",
+                              o.bind.n_groups);
+    if (o.limits && (st = magi_check_struct_version("magi_load_options", o.limits->version,
+                                                    MAGI_LOAD_OPTIONS_VERSION)))
+        return st;
+    if (o.backend && !magi_symm_backend_find(o.backend)) return MAGI_ERR_UNSUPPORTED;
+    magi_loader *ld = calloc(1, sizeof *ld);
+    if (!ld) return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
+    ld->o = o;
+    magi_load_options_resolve(&ld->limits, o.limits);
+    ld->o.limits = NULL;
+    *out = ld;
+    return MAGI_OK;
+}
+
+void magi_loader_free(magi_loader *ld) {
+    if (!ld) return;
+    clear(ld);
+    free(ld->e);
+    free(ld);
+}
+
+/* ---------------------------------------------------------------- read */
+
+static magi_status read_region(magi_loader *ld, entry *e) {
+    magi_status st = MAGI_OK;
+    magi_artifact *a = NULL;
+    const uint8_t *d = e->data;
+    size_t size = e->size, i = 0;
+    while (i < size && (d[i] == ' ' || d[i] == '\t' || d[i] == '\n' || d[i] == '\r')) i++;
+    if (i < size && d[i] == '{') {
+        st = magi_json_read(&e->region, (const char *)d, size, &ld->limits);
+        if (st) magi_error_prefix(st, "%s", e->path);
+        goto cleanup;
+    }
+    if (size == 0) MAGI_FAIL(MAGI_ERR_FORMAT, "%s: empty file", e->path);
+    st = magi_artifact_open(&a, d, size, &ld->limits);
+    if (st) {
+        magi_error_prefix(st, "%s", e->path);
+        goto cleanup;
+    }
+    magi_artifact_info ai;
+    MAGI_CHECK(magi_artifact_get_info(a, &ai));
+    e->info.artifact_v1 = !ai.legacy_v0;
+    e->info.legacy_v0 = ai.legacy_v0;
+    /* loading checks every section's digest on the bytes it decodes */
+    st = magi_artifact_load_region(&e->region, a);
+    if (st) {
+        magi_error_prefix(st, "%s", e->path);
+        goto cleanup;
+    }
+    MAGI_CHECK(magi_artifact_get_info(a, &ai));
+    e->info.sections_hashed = ai.sections_hashed;
+    e->info.sections_decoded = ai.sections_decoded;
+cleanup:
+    magi_artifact_free(a);
+    return st;
+}
+
+/* ----------------------------------------------------------- transport */
+
+static magi_status decide_transport(magi_loader *ld, entry *e) {
+    if (ld->o.transport != MAGI_LOAD_TRANSPORT_AUTO) {
+        e->info.transport = ld->o.transport == MAGI_LOAD_TRANSPORT_NCCL ? MAGI_SYMM_TRANSPORT_NCCL
+                                                                        : MAGI_SYMM_TRANSPORT_COPY_ENGINE;
+        e->info.transport_source = MAGI_TRANSPORT_FROM_OPTION;
+        return MAGI_OK;
+    }
+    char name[32];
+    int found = 0;
+    magi_status st = magi_compile_config_transport(e->region->compile_config_json, name, sizeof name, &found);
+    if (st) return magi_error_prefix(st, "%s: compile_config", e->path);
+    if (!found) {
+        e->info.transport = MAGI_SYMM_TRANSPORT_NCCL;
+        e->info.transport_source = MAGI_TRANSPORT_FROM_DEFAULT;
+        return MAGI_OK;
+    }
+    if (!strcmp(name, "nccl"))
+        e->info.transport = MAGI_SYMM_TRANSPORT_NCCL;
+    else if (!strcmp(name, "copy_engine"))
+        e->info.transport = MAGI_SYMM_TRANSPORT_COPY_ENGINE;
+    else
+        return magi_set_error(MAGI_ERR_FORMAT,
+                              "%s: compile_config.fsdp_config.transport is '%s' (expected nccl or copy_engine)",
+                              e->path, name);
+    e->info.transport_source = MAGI_TRANSPORT_FROM_COMPILE_CONFIG;
+    return MAGI_OK;
+}
+
+/* ---------------------------------------------------------------- load */
+
+static magi_status load_set(magi_loader *ld, const char *const *paths, const void *const *data,
+                            const size_t *sizes, uint32_t n) {
+    magi_status st = MAGI_OK;
+    const magi_region **regs = NULL;
+    const char **names = NULL;
+    magi_symm_transport *tr = NULL;
+    clear(ld);
+    if (n > ld->cap) {
+        entry *ne = realloc(ld->e, (size_t)n * sizeof *ne);
+        if (!ne) return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
+        ld->e = ne;
+        ld->cap = n;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        if (!paths[i]) MAGI_FAIL(MAGI_ERR_INVALID_ARG, "magi_loader_load: path %u is NULL", i);
+        entry *e = &ld->e[i];
+        memset(e, 0, sizeof *e);
+        ld->n = i + 1;
+        e->path = strdup(paths[i]);
+        if (!e->path) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
+        e->info.path = e->path;
+        if (data) {
+            if (!data[i] && sizes[i]) MAGI_FAIL(MAGI_ERR_INVALID_ARG, "magi_loader_load_buffers: data %u is NULL", i);
+            e->copy = malloc(sizes[i] ? sizes[i] : 1);
+            if (!e->copy) MAGI_FAIL(MAGI_ERR_NOMEM, "%s: out of memory", e->path);
+            if (sizes[i]) memcpy(e->copy, data[i], sizes[i]);
+            e->data = e->copy;
+            e->size = sizes[i];
+        } else {
+            MAGI_CHECK(magi_map_file(&e->map, e->path, UINT64_MAX)); /* each reader applies the input limit */
+            e->data = e->map.data;
+            e->size = e->map.size;
+        }
+        MAGI_CHECK(read_region(ld, e));
+        /* fingerprint and input descriptors of the region as read */
+        st = magi_fingerprint_hex(e->info.fingerprint, e->region);
+        if (st) {
+            magi_error_prefix(st, "%s", e->path);
+            goto cleanup;
+        }
+        e->inputs_status = magi_inputs_write_json(&e->inputs_json, NULL, e->region, 0);
+        if (e->inputs_status) {
+            if (e->inputs_status == MAGI_ERR_NOMEM) MAGI_CHECK(e->inputs_status);
+            e->inputs_error = strdup(magi_last_error());
+            if (!e->inputs_error) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
+        }
+        e->info.n_inputs = magi_region_count_placeholders(e->region);
+        MAGI_CHECK(decide_transport(ld, e));
+    }
+
+    /* one plan over every region, then the rewrite */
+    regs = calloc(n ? n : 1, sizeof *regs);
+    names = calloc(n ? n : 1, sizeof *names);
+    tr = calloc(n ? n : 1, sizeof *tr);
+    if (!regs || !names || !tr) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
+    for (uint32_t i = 0; i < n; i++) {
+        regs[i] = ld->e[i].region;
+        names[i] = ld->e[i].path;
+        tr[i] = ld->e[i].info.transport;
+    }
+    magi_symm_plan_options po = MAGI_SYMM_PLAN_OPTIONS_INIT;
+    po.window_cap_bytes = ld->o.window_cap_bytes;
+    po.region_names = names;
+    po.region_transports = tr;
+    MAGI_CHECK(magi_symm_plan_build(&ld->plan, regs, n, &po));
+    if (ld->o.backend || ld->o.bind.world > 1 || ld->o.bind.n_groups)
+        MAGI_CHECK(magi_loader_check_groups(ld->plan, &ld->o.bind));
+    for (uint32_t i = 0; i < n; i++) {
+        entry *e = &ld->e[i];
+        uint32_t ng = 0, changed = 0;
+        const magi_symm_gather *g = magi_symm_plan_gathers(ld->plan, i, &ng);
+        MAGI_CHECK(magi_symm_rewrite(e->region, ld->plan, i, &changed));
+        for (uint32_t k = 0; k < ng; k++) {
+            if (!strcmp(g[k].from, g[k].to)) continue;
+            if (g[k].already_symm)
+                e->info.n_restored++;
+            else
+                e->info.n_rewritten++;
+        }
+    }
+
+    /* bind: allocate the windows and rendezvous with the peers */
+    if (ld->o.backend) {
+        const magi_symm_backend_ops *ops = magi_symm_backend_find(ld->o.backend);
+        if (!ops) {
+            st = MAGI_ERR_UNSUPPORTED;
+            goto cleanup;
+        }
+        MAGI_CHECK(magi_symm_backend_create(&ld->be, ops, ld->plan, &ld->o.bind));
+        MAGI_CHECK(magi_symm_backend_rendezvous(ld->be));
+    }
+cleanup:
+    free(regs);
+    free(names);
+    free(tr);
+    if (st) {
+        /* keep the message: clear() calls into the library */
+        char msg[2048];
+        snprintf(msg, sizeof msg, "%s", magi_last_error());
+        clear(ld);
+        magi_set_error(st, "%s", msg);
+    }
+    return st;
+}
+
+magi_status magi_loader_load(magi_loader *ld, const char *const *paths, uint32_t n) {
+    if (!ld || (n && !paths)) return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_loader_load: NULL argument");
+    return load_set(ld, paths, NULL, NULL, n);
+}
+
+magi_status magi_loader_load_buffers(magi_loader *ld, const void *const *data, const size_t *sizes,
+                                     const char *const *names, uint32_t n) {
+    if (!ld || (n && (!data || !sizes || !names)))
+        return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_loader_load_buffers: NULL argument");
+    return load_set(ld, names, data, sizes, n);
+}
+
+/* ------------------------------------------------------------- queries */
+
+uint32_t magi_loader_count(const magi_loader *ld) { return ld ? ld->n : 0; }
+
+magi_region *magi_loader_region(const magi_loader *ld, uint32_t i) {
+    return ld && i < ld->n ? ld->e[i].region : NULL;
+}
+
+magi_status magi_loader_info(magi_loaded_info *out, const magi_loader *ld, uint32_t i) {
+    if (!out || !ld) return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_loader_info: NULL argument");
+    if (i >= ld->n) return magi_set_error(MAGI_ERR_NOT_FOUND, "magi_loader_info: region %u of %u", i, ld->n);
+    *out = ld->e[i].info;
+    return MAGI_OK;
+}
+
+const char *magi_loader_inputs_json(const magi_loader *ld, uint32_t i) {
+    return ld && i < ld->n ? ld->e[i].inputs_json : NULL;
+}
+
+magi_status magi_loader_inputs_status(const magi_loader *ld, uint32_t i, const char **message) {
+    if (!ld || i >= ld->n) return MAGI_ERR_INVALID_ARG;
+    if (message) *message = ld->e[i].inputs_error;
+    return ld->e[i].inputs_status;
+}
+
+const magi_symm_plan *magi_loader_plan(const magi_loader *ld) { return ld ? ld->plan : NULL; }
+magi_symm_backend *magi_loader_backend(const magi_loader *ld) { return ld ? ld->be : NULL; }
+
+const magi_loader_options *magi_loader_opts(const magi_loader *ld) { return &ld->o; }
+
+magi_status magi_loader_save(const magi_loader *ld, uint32_t i, const char *path) {
+    if (!ld || !path) return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_loader_save: NULL argument");
+    if (i >= ld->n) return magi_set_error(MAGI_ERR_NOT_FOUND, "magi_loader_save: region %u of %u", i, ld->n);
+    const entry *e = &ld->e[i];
+    /* Nothing changed in a v1 artifact: the same bytes. */
+    if (e->info.artifact_v1 && !e->info.n_rewritten && !e->info.n_restored)
+        return magi_write_file_atomic(path, e->data, e->size);
+    return magi_artifact_save(e->region, path, NULL);
+}
