@@ -107,19 +107,6 @@ int magi_cmd_load(int argc, char **argv) {
         int more = i + 1 < argc;
         if (!strcmp(a, "--json")) {
             json = 1;
-        } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            printf("usage: magi-aot load REGION... [--transport nccl|copy_engine] [--rank R --world N]\n"
-                   "         [--group NAME=R0,R1,...]... [--json] [--emit OUT] [--backend host|cuda]\n"
-                   "         [--rendezvous DIR] [--timeout-ms N] [--window-cap BYTES] [--check-gathers]\n"
-                   "         [--device D]\n"
-                   "open -> verify + parse -> fingerprint + inputs -> transport -> plan -> rewrite\n"
-                   "-> bind (--backend; implied by --world > 1 or --rendezvous) -> --emit -> report.\n"
-                   "Transport: --transport, else the region's compile_config.fsdp_config.transport,\n"
-                   "else nccl; nccl also turns magi.symm_* gathers of an earlier load back into NCCL.\n"
-                   "--group: a process group's members in group order (default: consecutive ranks).\n"
-                   "--emit OUT: a file for one REGION, a directory (<base>.magi) for several.\n"
-                   "See docs/SYMM.md.\n");
-            goto done;
         } else if (!strcmp(a, "--transport") && more) {
             transport = argv[++i];
             if (strcmp(transport, "nccl") && strcmp(transport, "copy_engine")) {

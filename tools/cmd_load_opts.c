@@ -2,9 +2,12 @@
 #include "cli.h"
 
 static const magi_cli_opt load_opts[] = {
-    {"--transport", NULL, NULL, "nccl|copy_engine", 0, "rewrite weight gathers to copy-engine reads (default)"},
+    {"--transport", NULL, NULL, "nccl|copy_engine", 0,
+     "default: the region's compile_config.fsdp_config.transport, else nccl"},
     {"--rank", NULL, NULL, "R", 0, "this process's rank (with --world)"},
     {"--world", NULL, NULL, "N", 0, "number of ranks; N > 1 binds a backend and needs --rendezvous"},
+    {"--group", NULL, NULL, "NAME=R0,R1,...", 0,
+     "a process group's members in group order (repeatable; default: consecutive ranks)"},
     {"--backend", NULL, NULL, "host|cuda", 0, "bind the SymmBuffer windows on this backend"},
     {"--rendezvous", NULL, NULL, "DIR", 0, "a directory every rank shares, for the rendezvous"},
     {"--timeout-ms", NULL, NULL, "N", 0, "rendezvous timeout in milliseconds"},
@@ -16,9 +19,11 @@ static const magi_cli_opt load_opts[] = {
     {NULL, NULL, NULL, NULL, 0, NULL}};
 
 const magi_cli_command magi_cli_load = {
-    "load", "REGION...", "verify, parse, rewrite gathers, plan windows, bind, report",
-    "verify -> parse -> fingerprint + inputs -> plan -> rewrite (copy_engine) ->\n"
+    "load", "REGION...", "verify, parse, plan windows, rewrite gathers, bind, report",
+    "The library's loader (magi_aot/load.h): verify + parse (each section once) ->\n"
+    "fingerprint + inputs -> transport -> plan over all REGIONs -> rewrite ->\n"
     "bind (--backend; implied by --world > 1 or --rendezvous) -> --emit -> report.\n"
+    "nccl also turns magi.symm_* gathers of an earlier load back into NCCL gathers.\n"
     "--emit OUT: a file for one REGION, a directory (<base>.magi) for several.\n"
     "See docs/SYMM.md.\n",
     load_opts, magi_cmd_load};
