@@ -223,6 +223,69 @@ static void test_key_forms_and_model(void) {
     magi_region_free(r);
 }
 
+/* Values assumed for unbacked symbols: the all_to_all split rule, an
+ * assertion bound capping the fallback, the fallback (flagged a guess). */
+static void test_unbacked_guesses(void) {
+    magi_region *r = load_fixture("cp_a2a.json");
+    magi_unbacked_guess *g = NULL;
+    uint32_t n = 0;
+    MT_OK(magi_cost_unbacked_guesses(&g, &n, r, 256));
+    MT_CHECK(n == 4, "%u unbacked symbols", n);
+    for (uint32_t i = 0; i < n; i++)
+        MT_CHECK(g[i].value == 16 && g[i].source == MAGI_UNBACKED_A2A_SPLIT, "%s = %lld (%s)", g[i].name,
+                 (long long)g[i].value, magi_unbacked_source_name(g[i].source));
+    magi_free(g);
+    /* matmul of out [u0+u1+u2+u3, 128] by its transpose: 64 rows, not 4 x the fallback */
+    magi_cost_model m = MAGI_COST_MODEL_H200;
+    double mm = 0, rows = 64, want;
+    MT_OK(magi_cost_analytical(&mm, r, (uint32_t)magi_region_find_node(r, "matmul"), NULL));
+    want = fmax(2.0 * rows * rows * 128 / (m.tflops_32 * 1e6), 4.0 * (2 * rows * 128 + rows * rows) / (m.hbm_gbps * 1e3)) +
+           m.launch_us;
+    MT_CHECK(fabs(mm - want) < 1e-9, "matmul %f us, want %f", mm, want);
+    magi_region_free(r);
+
+    const char *doc =
+        "{\"format\": \"magi-fx-json\", \"version\": 1, \"symbols\": {\"s0\": {\"hint\": 100}, \"u0\": {\"hint\": null}, "
+        "\"u1\": {\"hint\": null}, \"u2\": {\"hint\": null}, \"u3\": {\"hint\": null}}, \"graph\": {\"nodes\": ["
+        "{\"name\": \"x\", \"op\": \"placeholder\", \"target\": \"x\", \"meta\": {\"example_value\": {\"kind\": \"tensor\", "
+        "\"dtype\": \"float32\", \"shape\": [\"u2\", 8], \"stride\": [8, 1], \"storage_offset\": 0, \"device\": \"cpu\", "
+        "\"requires_grad\": false}}},"
+        "{\"name\": \"a\", \"op\": \"call_function\", \"target\": \"operator.le\", \"args\": [], \"meta\": "
+        "{\"example_value\": {\"kind\": \"symbool\", \"expr\": \"u0 <= 2*s0\"}}},"
+        "{\"name\": \"b\", \"op\": \"call_function\", \"target\": \"operator.gt\", \"args\": [], \"meta\": "
+        "{\"example_value\": {\"kind\": \"symbool\", \"expr\": \"s0 > u1\"}}},"
+        "{\"name\": \"c\", \"op\": \"call_function\", \"target\": \"operator.lt\", \"args\": [], \"meta\": "
+        "{\"example_value\": {\"kind\": \"symbool\", \"expr\": \"u1 < 1000\"}}},"
+        "{\"name\": \"d\", \"op\": \"call_function\", \"target\": \"operator.ge\", \"args\": [], \"meta\": "
+        "{\"example_value\": {\"kind\": \"symbool\", \"expr\": \"u3 >= 0\"}}},"
+        "{\"name\": \"output\", \"op\": \"output\", \"target\": \"output\", \"args\": [{\"node\": \"x\"}]}]}}";
+    MT_OK(magi_json_read(&r, doc, strlen(doc), NULL));
+    MT_OK(magi_cost_unbacked_guesses(&g, &n, r, 256));
+    MT_REQUIRE(n == 4, "%u", n);
+    struct {
+        const char *name;
+        int64_t value;
+        magi_unbacked_source src;
+    } want_g[] = {
+        {"u0", 200, MAGI_UNBACKED_BOUND},   /* u0 <= 2*s0 caps the fallback */
+        {"u1", 99, MAGI_UNBACKED_BOUND},    /* s0 > u1 (strict), tighter than u1 < 1000 */
+        {"u2", 256, MAGI_UNBACKED_DEFAULT}, /* nothing sizes it */
+        {"u3", 256, MAGI_UNBACKED_DEFAULT}, /* a lower bound says nothing */
+    };
+    for (uint32_t i = 0; i < n; i++)
+        MT_CHECK(!strcmp(g[i].name, want_g[i].name) && g[i].value == want_g[i].value && g[i].source == want_g[i].src,
+                 "%s = %lld (%s), want %s = %lld", g[i].name, (long long)g[i].value,
+                 magi_unbacked_source_name(g[i].source), want_g[i].name, (long long)want_g[i].value);
+    magi_free(g);
+    /* a larger fallback is still capped by the bound; a smaller one is not raised */
+    MT_OK(magi_cost_unbacked_guesses(&g, &n, r, 8));
+    MT_CHECK(g[0].value == 8 && g[0].source == MAGI_UNBACKED_DEFAULT && g[1].value == 8, "%lld %lld",
+             (long long)g[0].value, (long long)g[1].value);
+    magi_free(g);
+    MT_CHECK(magi_cost_unbacked_guesses(NULL, &n, r, 1) == MAGI_ERR_INVALID_ARG);
+    magi_region_free(r);
+}
+
 static void test_files(void) {
     magi_region *r = load_fixture("block.json");
     magi_cost_keyset *ks = NULL, *back = NULL;
@@ -260,4 +323,4 @@ static void test_files(void) {
 }
 
 MT_MAIN(MT_CASE(test_keys_equal_across_variants), MT_CASE(test_hint_change_and_fallback),
-        MT_CASE(test_key_forms_and_model), MT_CASE(test_files))
+        MT_CASE(test_key_forms_and_model), MT_CASE(test_files), MT_CASE(test_unbacked_guesses))

@@ -296,6 +296,61 @@ static void test_cli_cost_table_and_guard(void) {
     free(dir); free(doc); free(in); free(table); free(svg); free(emit); free(fps); free(peer);
 }
 
+/* The report says what the analytical model assumed for unbacked symbols,
+ * and flags a guess: cp_a2a's split sizes come from its all_to_all (no
+ * guess); a symbol nothing sizes is a guess, in text and JSON. */
+static void test_cli_unbacked_report(void) {
+    char *fx = mt_fixture("cp_a2a.json");
+    char *out = NULL, *err = NULL;
+    char *argv[] = {MAGI_CLI_PATH, "schedule", fx, "--json", NULL};
+    MT_REQUIRE(mt_spawn(argv, NULL, &out, &err) == 0, "%s", err);
+    json_error_t je;
+    json_t *rep = json_loads(out, 0, &je);
+    MT_REQUIRE(rep, "%s", je.text);
+    json_t *ub = json_object_get(rep, "unbacked");
+    MT_CHECK(json_array_size(ub) == 4, "%s", out);
+    size_t i;
+    json_t *u;
+    json_array_foreach(ub, i, u) {
+        MT_CHECK(json_integer_value(json_object_get(u, "value")) == 16, "%s", out);
+        MT_CHECK(json_is_false(json_object_get(u, "guess")), "%s", out);
+    }
+    json_decref(rep);
+    free(out);
+    free(err);
+    char *dir = mt_tmpdir();
+    char *in = mt_fmt("%s/u.json", dir);
+    const char *doc =
+        "{\"format\": \"magi-fx-json\", \"version\": 1, \"symbols\": {\"u0\": {\"hint\": null}}, \"graph\": {\"nodes\": ["
+        "{\"name\": \"x\", \"op\": \"placeholder\", \"target\": \"x\", \"meta\": {\"example_value\": {\"kind\": \"tensor\", "
+        "\"dtype\": \"float32\", \"shape\": [\"u0\", 64], \"stride\": [64, 1], \"storage_offset\": 0, \"device\": \"cuda:0\", "
+        "\"requires_grad\": false}}},"
+        "{\"name\": \"y\", \"op\": \"call_function\", \"target\": \"torch.relu\", \"args\": [{\"node\": \"x\"}], \"meta\": "
+        "{\"example_value\": {\"kind\": \"tensor\", \"dtype\": \"float32\", \"shape\": [\"u0\", 64], \"stride\": [64, 1], "
+        "\"storage_offset\": 0, \"device\": \"cuda:0\", \"requires_grad\": false}}},"
+        "{\"name\": \"output\", \"op\": \"output\", \"target\": \"output\", \"args\": [{\"node\": \"y\"}]}]}}";
+    MT_REQUIRE(mt_write(in, doc, strlen(doc)) == 0);
+    char *argv2[] = {MAGI_CLI_PATH, "schedule", in, NULL};
+    MT_REQUIRE(mt_spawn(argv2, NULL, &out, &err) == 0, "%s", err);
+    MT_CHECK(strstr(out, "u0=256 (default guess)") && strstr(out, "1 unbacked symbol(s) sized by a guess"), "%s", out);
+    free(out);
+    free(err);
+    char *argv3[] = {MAGI_CLI_PATH, "schedule", in, "--json", NULL};
+    MT_REQUIRE(mt_spawn(argv3, NULL, &out, &err) == 0, "%s", err);
+    rep = json_loads(out, 0, &je);
+    MT_REQUIRE(rep, "%s", je.text);
+    u = json_array_get(json_object_get(rep, "unbacked"), 0);
+    MT_CHECK(json_is_true(json_object_get(u, "guess")) &&
+                 !strcmp(json_string_value(json_object_get(u, "source")), "default guess"), "%s", out);
+    json_decref(rep);
+    free(out);
+    free(err);
+    mt_rmtree(dir);
+    free(dir);
+    free(in);
+    free(fx);
+}
+
 __attribute__((noinline)) static char *to_json(const magi_region *r) {
     char *t = NULL;
     if (magi_json_write(&t, NULL, r, 0) != MAGI_OK) {
@@ -374,4 +429,4 @@ static void test_all_fixtures_stay_valid(void) {
 
 MT_MAIN(MT_CASE(test_fsdp_positions_nccl), MT_CASE(test_fsdp_positions_after_rewrite),
         MT_CASE(test_symm_is_transfer_not_compute), MT_CASE(test_window_sized_by_transfer), MT_CASE(test_cli_cost_table_and_guard),
-        MT_CASE(test_peer_mismatch_leaves_graph), MT_CASE(test_all_fixtures_stay_valid))
+        MT_CASE(test_peer_mismatch_leaves_graph), MT_CASE(test_all_fixtures_stay_valid), MT_CASE(test_cli_unbacked_report))

@@ -151,6 +151,8 @@ static int magi_cmd_schedule(int argc, char **argv) {
     char **fps = NULL;
     uint32_t n_fps = 0;
     char *svg = NULL;
+    magi_unbacked_guess *ug = NULL;
+    uint32_t n_ug = 0, n_guessed = 0;
     int about_region = 0; /* the error is about REGION but does not name it */
     magi_status st = peers ? MAGI_OK : MAGI_ERR_NOMEM;
     if (st) {
@@ -200,6 +202,13 @@ static int magi_cmd_schedule(int argc, char **argv) {
         goto done;
     }
     if (emit && !rep->applied) fprintf(stderr, "magi-aot %s: graph unchanged; nothing emitted\n", argv[0]);
+    /* What the analytical model assumed for unbacked symbols (said, never silent). */
+    magi_cost_model cm = MAGI_COST_MODEL_H200;
+    if ((st = magi_cost_unbacked_guesses(&ug, &n_ug, r, cm.unbacked_hint)) != MAGI_OK) {
+        rc = magi_cli_fail(argv[0], st);
+        goto done;
+    }
+    for (uint32_t i = 0; i < n_ug; i++) n_guessed += ug[i].source == MAGI_UNBACKED_DEFAULT;
     int measured = table && !magi_cost_estimate_degraded(est);
     const char *reason = !table ? "no cost table given"
                          : magi_cost_estimate_degraded(est) ? magi_cost_estimate_note(est)
@@ -227,11 +236,27 @@ static int magi_cmd_schedule(int argc, char **argv) {
         }
         printf("],\"estimator\":{\"source\":\"%s\",\"reason\":", measured ? "measured" : "analytical");
         magi_cli_json_str(stdout, reason);
-        printf("},\"simulated_us\":%.3f}\n", rep->total_us);
+        printf("},\"unbacked\":[");
+        for (uint32_t i = 0; i < n_ug; i++) {
+            printf("%s{\"symbol\":", i ? "," : "");
+            magi_cli_json_str(stdout, ug[i].name);
+            printf(",\"value\":%lld,\"source\":\"%s\",\"guess\":%s}", (long long)ug[i].value,
+                   magi_unbacked_source_name(ug[i].source), ug[i].source == MAGI_UNBACKED_DEFAULT ? "true" : "false");
+        }
+        printf("],\"simulated_us\":%.3f}\n", rep->total_us);
     } else {
         printf("schedule %s: %s%s%s\n", file, rep->applied ? "applied" : "NOT applied",
                rep->reason ? ": " : "", rep->reason ? rep->reason : "");
         printf("estimator: %s (%s)\n", measured ? "measured" : "analytical", reason);
+        if (n_ug) {
+            printf("unbacked symbols (analytical model):");
+            for (uint32_t i = 0; i < n_ug; i++)
+                printf(" %s=%lld (%s)", ug[i].name, (long long)ug[i].value, magi_unbacked_source_name(ug[i].source));
+            printf("\n");
+            if (n_guessed)
+                printf("note: %u unbacked symbol(s) sized by a guess (%lld); measured costs replace it\n", n_guessed,
+                       (long long)cm.unbacked_hint);
+        }
         for (uint32_t i = 0; i < rep->n_moved; i++)
             printf("moved %-40s %5u -> %u\n", rep->moved[i].node, rep->moved[i].from_index, rep->moved[i].to_index);
         for (uint32_t i = 0; i < rep->n_gathers; i++) {
@@ -245,6 +270,7 @@ static int magi_cmd_schedule(int argc, char **argv) {
     if (magi_cost_estimate_degraded(est))
         fprintf(stderr, "magi-aot %s: warning: %s\n", argv[0], magi_cost_estimate_note(est));
 done:
+    magi_free(ug);
     magi_free(svg);
     for (uint32_t i = 0; i < n_fps; i++) free(fps[i]);
     free(fps);

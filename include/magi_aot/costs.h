@@ -36,7 +36,7 @@
  * for other tensor ops (elementwise, reductions, copies); alpha + bytes on
  * the wire / link bandwidth for collectives (ring factor (N-1)/N, x2 for
  * all_reduce); 0 for views, getitem, wait_tensor and symbolic scalars.
- * Unbacked dims count as magi_cost_model.unbacked_hint.
+ * Unbacked symbols take the values magi_cost_unbacked_guesses() gives.
  *
  * Thread safety: reentrant; handles are read-only after creation and may be
  * shared between threads.
@@ -112,10 +112,37 @@ typedef struct magi_cost_model {
     double link_gbps;      /* collective bandwidth per rank, GB/s */
     double alpha_us;       /* collective latency */
     double launch_us;      /* floor per kernel */
-    int64_t unbacked_hint; /* size assumed for an unbacked dim */
+    int64_t unbacked_hint; /* last-resort value of an unbacked symbol (a guess) */
 } magi_cost_model;
-/* H200 SXM defaults; unbacked dims as Inductor's unbacked_symint_fallback. */
-#define MAGI_COST_MODEL_H200 { MAGI_COST_MODEL_VERSION, 4800.0, 989.0, 67.0, 1979.0, 450.0, 10.0, 2.0, 8192 }
+/* H200 SXM defaults; an unbacked symbol nothing in the graph sizes is
+ * guessed as 256 (see magi_cost_unbacked_guesses). */
+#define MAGI_COST_MODEL_H200 { MAGI_COST_MODEL_VERSION, 4800.0, 989.0, 67.0, 1979.0, 450.0, 10.0, 2.0, 256 }
+
+/* ---- unbacked symbols ---- */
+
+/* Where the value assumed for an unbacked symbol comes from. */
+typedef enum magi_unbacked_source {
+    MAGI_UNBACKED_A2A_SPLIT = 1, /* an all_to_all_single output split: the mean of
+                                    the same call's input splits (balanced exchange) */
+    MAGI_UNBACKED_BOUND,         /* an upper bound a runtime assertion states
+                                    (u <= E, u < E, E >= u, E > u; E with hints) */
+    MAGI_UNBACKED_DEFAULT        /* nothing in the graph sizes it: the fallback, a guess */
+} magi_unbacked_source;
+/* "all_to_all split", "assertion bound", "default guess". */
+MAGI_API const char *magi_unbacked_source_name(magi_unbacked_source s);
+
+typedef struct magi_unbacked_guess {
+    const char *name;            /* borrowed from the region */
+    int64_t value;
+    magi_unbacked_source source;
+} magi_unbacked_guess;
+
+/* The value the analytical model assumes for each unbacked table symbol of
+ * r (null hint), in table order: rule 1 (all_to_all split) if it applies,
+ * else `fallback`; a stated upper bound caps either (source BOUND).
+ * *out is malloc'd (free with magi_free), *n its length (0: none). */
+MAGI_API magi_status magi_cost_unbacked_guesses(magi_unbacked_guess **out, uint32_t *n,
+                                                const magi_region *r, int64_t fallback);
 
 /* ---- estimate ---- */
 

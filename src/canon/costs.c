@@ -14,8 +14,9 @@
 typedef struct hint_ctx {
     magi_smap names;    /* symbol name -> index into r->symbols */
     const magi_region *r;
-    int fallback;       /* analytical: unbacked -> unbacked_hint */
+    int fallback;       /* analytical: unbacked -> guess (unbacked.c) or unbacked_hint */
     int64_t unbacked;
+    int64_t *guess;     /* per table symbol: the value assumed when unbacked */
 } hint_ctx;
 
 /* Float symbols (zf0) hand out their float hints; the analytical fallback
@@ -26,6 +27,10 @@ static int hint_lookup(void *ctx, const char *name, magi_num *out) {
     if (magi_smap_get(&h->names, name, strlen(name), &i) && h->r->symbols[i].has_hint) {
         const magi_symbol *s = &h->r->symbols[i];
         *out = s->hint_is_float ? (magi_num){1, 0, s->hint_f} : (magi_num){0, s->hint, 0.0};
+        return 1;
+    }
+    if (h->fallback && h->guess && magi_smap_get(&h->names, name, strlen(name), &i)) {
+        *out = (magi_num){0, h->guess[i], 0.0};
         return 1;
     }
     if (h->fallback) {
@@ -53,6 +58,25 @@ typedef struct key_ctx {
     int64_t unbacked;
 } key_ctx;
 
+/* Per table symbol, the value the analytical model assumes when unbacked. */
+static magi_status guesses_init(hint_ctx *h, const magi_region *r, int64_t unbacked) {
+    magi_unbacked_guess *g = NULL;
+    uint32_t n = 0;
+    magi_status st = magi_cost_unbacked_guesses(&g, &n, r, unbacked);
+    if (st) return st;
+    h->guess = malloc(sizeof *h->guess * (r->n_symbols ? r->n_symbols : 1));
+    if (!h->guess) {
+        magi_free(g);
+        return magi_set_error(MAGI_ERR_NOMEM, "costs: out of memory");
+    }
+    for (uint32_t i = 0, j = 0; i < r->n_symbols; i++) {
+        h->guess[i] = unbacked;
+        if (!r->symbols[i].has_hint && r->symbols[i].name && j < n) h->guess[i] = g[j++].value;
+    }
+    magi_free(g);
+    return MAGI_OK;
+}
+
 static magi_status key_ctx_init(key_ctx *k, const magi_region *r, int64_t unbacked) {
     memset(k, 0, sizeof *k);
     k->r = r;
@@ -63,10 +87,12 @@ static magi_status key_ctx_init(key_ctx *k, const magi_region *r, int64_t unback
         if (r->symbols[i].name &&
             !magi_smap_put(&k->hc.names, r->symbols[i].name, strlen(r->symbols[i].name), i))
             return magi_set_error(MAGI_ERR_NOMEM, "costs: out of memory");
-    return magi_arena_new(&k->tmp, 0);
+    magi_status st = guesses_init(&k->hc, r, unbacked);
+    return st ? st : magi_arena_new(&k->tmp, 0);
 }
 
 static void key_ctx_free(key_ctx *k) {
+    free(k->hc.guess);
     magi_smap_free(&k->hc.names);
     magi_smap_free(&k->cache);
     free(k->vals);
