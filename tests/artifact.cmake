@@ -11,3 +11,7 @@ add_dependencies(test_artifact_cli magi-aot)
 # Fixture generator for fixtures/v0 (not a test).
 add_executable(make_v0_fixtures ${PROJECT_SOURCE_DIR}/tests/make_v0_fixtures.c)
 target_link_libraries(make_v0_fixtures PRIVATE magi_aot_static)
+
+# The opaque COMPILED section: round trip, verify, skip, hostile sizes, CLI.
+magi_add_unit_test(test_compiled_section SOURCES ${PROJECT_SOURCE_DIR}/tests/test_compiled_section.c LABELS unit)
+add_dependencies(test_compiled_section magi-aot)

@@ -34,8 +34,19 @@ typedef enum magi_section_kind {
     MAGI_SECTION_META = 1,     /* model tag/idx, traced files, config, dropped legacy keys */
     MAGI_SECTION_STRINGS = 2,  /* string table */
     MAGI_SECTION_SYMBOLS = 3,  /* shape symbols and hints */
-    MAGI_SECTION_GRAPH = 4     /* nodes */
+    MAGI_SECTION_GRAPH = 4,    /* nodes */
+    MAGI_SECTION_COMPILED = 5  /* optional, opaque: a runtime's compiled code for the region
+                                  (carried, digest-verified and listed, never parsed; may
+                                  appear more than once, one per variant) */
 } magi_section_kind;
+
+/* An opaque section to store beside the region (magi_artifact_encode_with).
+ * `data` is borrowed for the call. */
+typedef struct magi_opaque_section {
+    uint32_t kind;          /* MAGI_SECTION_COMPILED, or a kind > MAGI_SECTION_COMPILED */
+    const void *data;
+    size_t len;
+} magi_opaque_section;
 
 typedef struct magi_save_options {
     uint32_t version;       /* 1 */
@@ -49,6 +60,17 @@ typedef struct magi_save_options {
 MAGI_API magi_status magi_artifact_encode(void **out, size_t *out_len,
                                           const magi_region *r,
                                           const magi_save_options *opts);
+
+/* magi_artifact_encode plus `n_extra` opaque sections (each zstd-compressed
+ * and SHA-256-hashed like the others, laid out after GRAPH in the order
+ * given). Kinds 1..4 are refused (MAGI_ERR_INVALID_ARG). n_extra 0 gives
+ * exactly magi_artifact_encode's bytes. Readers of format 1.0 that predate a
+ * kind skip it (FORMAT.md rule 7). */
+MAGI_API magi_status magi_artifact_encode_with(void **out, size_t *out_len,
+                                               const magi_region *r,
+                                               const magi_save_options *opts,
+                                               const magi_opaque_section *extra,
+                                               uint32_t n_extra);
 
 /* Encode and write atomically: temp file in the target directory, fsync,
  * rename over `path`, fsync the directory. On failure nothing is left under
@@ -104,6 +126,17 @@ MAGI_API magi_status magi_artifact_get_section(const magi_artifact *a, uint32_t 
  * limits). Returns MAGI_ERR_DIGEST/MAGI_ERR_CORRUPT naming the first bad
  * section. */
 MAGI_API magi_status magi_artifact_verify(magi_artifact *a);
+
+/* Verify and decompress section i (< n_sections) without parsing it: the
+ * SHA-256 of the stored bytes is checked first, then the zstd frame's
+ * content size against the table's raw size and max_decompressed_bytes,
+ * before the output is allocated. The way to read an opaque section
+ * (MAGI_SECTION_COMPILED). *out is owned by the caller (magi_free()); on
+ * failure *out is NULL. Errors: MAGI_ERR_DIGEST / MAGI_ERR_CORRUPT /
+ * MAGI_ERR_LIMIT / MAGI_ERR_UNSUPPORTED (codec), naming file and section;
+ * MAGI_ERR_NOT_FOUND for a bad index or a legacy v0 handle. */
+MAGI_API magi_status magi_artifact_read_section(magi_artifact *a, uint32_t i, void **out,
+                                                size_t *len);
 
 /* Verify, decompress and parse into a region: every section's digest is
  * checked (unknown kinds too) on the bytes that are then decompressed, so

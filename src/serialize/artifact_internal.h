@@ -57,6 +57,7 @@ static inline const char *magi_artifact_kind_name(uint32_t kind) {
     case MAGI_SECTION_STRINGS: return "strings";
     case MAGI_SECTION_SYMBOLS: return "symbols";
     case MAGI_SECTION_GRAPH: return "graph";
+    case MAGI_SECTION_COMPILED: return "compiled";
     default: return "unknown";
     }
 }

@@ -104,6 +104,16 @@ static magi_status open_v1(magi_artifact *a) {
                                       s->kind_name, i, (unsigned long long)s->raw_size,
                                       (unsigned long long)a->lo.max_decompressed_bytes);
             raw_total += s->raw_size;
+        } else if (s->kind == MAGI_SECTION_COMPILED) {
+            /* opaque and optional, possibly repeated: decoded only on request
+             * (magi_artifact_read_section), each bounded by itself */
+            if (a->codec[i] != MAGI_ART_CODEC_ZSTD)
+                return magi_set_error(MAGI_ERR_UNSUPPORTED, "section %s (#%u): unknown codec %u", s->kind_name,
+                                      i, a->codec[i]);
+            if (s->raw_size > a->lo.max_decompressed_bytes)
+                return magi_set_error(MAGI_ERR_LIMIT, "section %s (#%u): %llu raw bytes pass the decompression limit of %llu",
+                                      s->kind_name, i, (unsigned long long)s->raw_size,
+                                      (unsigned long long)a->lo.max_decompressed_bytes);
         }
     }
     for (uint32_t k = MAGI_SECTION_META; k <= MAGI_SECTION_GRAPH; k++)
@@ -273,6 +283,29 @@ magi_status magi_artifact_section_raw(magi_artifact *a, uint32_t i, void **out, 
     return MAGI_OK;
 }
 
+magi_status magi_artifact_read_section(magi_artifact *a, uint32_t i, void **out, size_t *len) {
+    if (out) *out = NULL;
+    if (len) *len = 0;
+    if (!a || !out || !len) return magi_set_error(MAGI_ERR_INVALID_ARG, "read section: NULL argument");
+    if (a->legacy || i >= a->n)
+        return magi_set_error(MAGI_ERR_NOT_FOUND, "%s: no section #%u", a->name, i);
+    const magi_section_info *s = &a->secs[i];
+    if (a->codec[i] != MAGI_ART_CODEC_ZSTD)
+        return magi_set_error(MAGI_ERR_UNSUPPORTED, "%s: section %s (#%u): unknown codec %u", a->name,
+                              s->kind_name, i, a->codec[i]);
+    if (s->raw_size > a->lo.max_decompressed_bytes)
+        return magi_set_error(MAGI_ERR_LIMIT, "%s: section %s (#%u): %llu raw bytes pass the decompression limit of %llu",
+                              a->name, s->kind_name, i, (unsigned long long)s->raw_size,
+                              (unsigned long long)a->lo.max_decompressed_bytes);
+    void *buf = NULL;
+    size_t n = 0;
+    magi_status st = magi_artifact_section_raw(a, i, &buf, &n);
+    if (st) return magi_error_prefix(st, "%s", a->name);
+    *out = buf;
+    *len = n;
+    return MAGI_OK;
+}
+
 magi_status magi_artifact_verify(magi_artifact *a) {
     magi_status st = MAGI_OK;
     ZSTD_DCtx *dctx = NULL;
@@ -289,7 +322,7 @@ magi_status magi_artifact_verify(magi_artifact *a) {
     if (!dctx) MAGI_FAIL(MAGI_ERR_NOMEM, "%s: out of memory", a->name);
     for (uint32_t i = 0; i < a->n; i++) {
         const magi_section_info *s = &a->secs[i];
-        if (s->kind < MAGI_SECTION_META || s->kind > MAGI_SECTION_GRAPH) {
+        if (s->kind < MAGI_SECTION_META || s->kind > MAGI_SECTION_COMPILED) {
             /* unknown kind (a newer writer's): digest only, never decoded */
             if ((st = sec_check_unknown(a, i))) {
                 magi_error_prefix(st, "%s", a->name);
@@ -933,6 +966,7 @@ magi_status magi_artifact_load_region(magi_region **out, magi_artifact *a) {
     for (uint32_t i = 0; i < a->n; i++) {
         if (a->secs[i].kind >= MAGI_SECTION_META && a->secs[i].kind <= MAGI_SECTION_GRAPH) continue;
         MAGI_CHECK(sec_check_unknown(a, i)); /* loading verifies every section */
+        if (a->secs[i].kind == MAGI_SECTION_COMPILED) continue; /* known: not reported as skipped */
         char buf[64];
         snprintf(buf, sizeof buf, "section kind %u (#%u)", a->secs[i].kind, i);
         MAGI_CHECK(magi_region_note(r, &r->ignored, &r->n_ignored, buf));

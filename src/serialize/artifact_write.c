@@ -426,7 +426,14 @@ cleanup:
 
 magi_status magi_artifact_encode(void **out, size_t *out_len, const magi_region *r,
                                  const magi_save_options *opts) {
+    return magi_artifact_encode_with(out, out_len, r, opts, NULL, 0);
+}
+
+magi_status magi_artifact_encode_with(void **out, size_t *out_len, const magi_region *r,
+                                      const magi_save_options *opts, const magi_opaque_section *extra,
+                                      uint32_t n_extra) {
     magi_status st = MAGI_OK;
+    magi_raw_section *secs = NULL;
     strtab tab;
     enc em, es, eg, estr;
     memset(&tab, 0, sizeof tab);
@@ -434,9 +441,21 @@ magi_status magi_artifact_encode(void **out, size_t *out_len, const magi_region 
     enc_init(&es, &tab);
     enc_init(&eg, &tab);
     enc_init(&estr, &tab);
-    if (!out || !out_len || !r) return magi_set_error(MAGI_ERR_INVALID_ARG, "artifact encode: NULL argument");
+    if (!out || !out_len || !r || (n_extra && !extra))
+        return magi_set_error(MAGI_ERR_INVALID_ARG, "artifact encode: NULL argument");
     *out = NULL;
     *out_len = 0;
+    if (n_extra > MAGI_ART_MAX_SECTIONS - 4)
+        return magi_set_error(MAGI_ERR_LIMIT, "artifact encode: %u extra sections (at most %u)", n_extra,
+                              MAGI_ART_MAX_SECTIONS - 4);
+    for (uint32_t i = 0; i < n_extra; i++) {
+        if (extra[i].kind < MAGI_SECTION_COMPILED)
+            return magi_set_error(MAGI_ERR_INVALID_ARG, "artifact encode: extra section #%u has kind %u (%s), "
+                                  "which the library writes itself", i, extra[i].kind,
+                                  magi_artifact_kind_name(extra[i].kind));
+        if (!extra[i].data && extra[i].len)
+            return magi_set_error(MAGI_ERR_INVALID_ARG, "artifact encode: extra section #%u: NULL data", i);
+    }
     int level = 0; /* auto */
     if (opts) {
         if (opts->version != 1)
@@ -461,14 +480,18 @@ magi_status magi_artifact_encode(void **out, size_t *out_len, const magi_region 
     P(&estr, msgpack_pack_bin_body(&estr.pk, tab.blob.data ? tab.blob.data : "", tab.blob.len));
     if (em.failed || es.failed || eg.failed || estr.failed)
         MAGI_FAIL(MAGI_ERR_NOMEM, "artifact encode: out of memory while packing");
-    magi_raw_section secs[4] = {
-        {MAGI_SECTION_META, em.sb.data, em.sb.size},
-        {MAGI_SECTION_STRINGS, estr.sb.data, estr.sb.size},
-        {MAGI_SECTION_SYMBOLS, es.sb.data, es.sb.size},
-        {MAGI_SECTION_GRAPH, eg.sb.data, eg.sb.size},
-    };
-    MAGI_CHECK(magi_artifact_assemble(out, out_len, secs, 4, MAGI_ARTIFACT_MAJOR, MAGI_ARTIFACT_MINOR, level));
+    secs = calloc(4 + (size_t)n_extra, sizeof *secs);
+    if (!secs) MAGI_FAIL(MAGI_ERR_NOMEM, "artifact encode: out of memory");
+    secs[0] = (magi_raw_section){MAGI_SECTION_META, em.sb.data, em.sb.size};
+    secs[1] = (magi_raw_section){MAGI_SECTION_STRINGS, estr.sb.data, estr.sb.size};
+    secs[2] = (magi_raw_section){MAGI_SECTION_SYMBOLS, es.sb.data, es.sb.size};
+    secs[3] = (magi_raw_section){MAGI_SECTION_GRAPH, eg.sb.data, eg.sb.size};
+    for (uint32_t i = 0; i < n_extra; i++)
+        secs[4 + i] = (magi_raw_section){extra[i].kind, extra[i].data, extra[i].len};
+    MAGI_CHECK(magi_artifact_assemble(out, out_len, secs, 4 + n_extra, MAGI_ARTIFACT_MAJOR,
+                                      MAGI_ARTIFACT_MINOR, level));
 cleanup:
+    free(secs);
     msgpack_sbuffer_destroy(&em.sb);
     msgpack_sbuffer_destroy(&es.sb);
     msgpack_sbuffer_destroy(&eg.sb);
