@@ -27,8 +27,8 @@ left() { echo $(( BUDGET - ($(date +%s) - START) )); }
 tmo() { local l; l=$(left); [ "$l" -lt 20 ] && { echo 0; return; }; [ "$1" -lt "$l" ] && echo "$1" || echo "$l"; }
 want() { # want STEP SECONDS: prints the timeout, or notes the skip and prints 0
     local t; t=$(tmo "$2")
-    if [[ "$SKIP" == *" $1 "* ]]; then note "$1: skipped (MAGI_GPU_SKIP)"; echo 0; return; fi
-    [ "$t" -eq 0 ] && note "$1: skipped (time budget of ${BUDGET} s spent)"
+    if [[ "$SKIP" == *" $1 "* ]]; then note "$1: skipped (MAGI_GPU_SKIP)" >&2; echo 0; return; fi
+    [ "$t" -eq 0 ] && note "$1: skipped (time budget of ${BUDGET} s spent)" >&2
     echo "$t"
 }
 
@@ -55,7 +55,7 @@ if ! timeout 120 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo 
         >"$OUTDIR/build.log" 2>&1; then
     note "CONFIGURE FAILED"; tail -30 "$OUTDIR/build.log"; exit 1
 fi
-if ! timeout 240 cmake --build "$BUILD" -j"$(nproc)" --target magi-aot test_symm_cuda test_symm_sock test_symm_graph \
+if ! timeout 240 cmake --build "$BUILD" -j"$(nproc)" --target magi-aot magi_aot test_symm_cuda test_symm_sock test_symm_graph \
         bench_symm_cuda bench_symm_mixed \
         >>"$OUTDIR/build.log" 2>&1; then
     note "BUILD FAILED"; grep -E "error|Error" "$OUTDIR/build.log" | head -30; exit 1
@@ -63,7 +63,7 @@ fi
 note "build: $(( $(date +%s) - T0 )) s; $("$BUILD/magi-aot" --version)"
 
 # 1. the GPU tests (4 rank processes on the GPU(s))
-T=$(want tests 150)
+T=$(want tests 120)
 if [ "$T" -gt 0 ]; then
     T0=$(date +%s)
     timeout "$T" "$BUILD/tests/test_symm_cuda" >"$OUTDIR/test_symm_cuda.log" 2>&1
@@ -75,10 +75,30 @@ if [ "$T" -gt 0 ]; then
     note "test_symm_graph: exit $? ($(tail -1 "$OUTDIR/test_symm_graph.log"))"
 fi
 
-# 2. the whole load path: an artifact saved from the fsdp fixture, loaded by
+# 2. mixed buckets, batch vs graph path, at 4 and 8 ranks on the GPU(s)
+for W in 4 8; do
+    T=$(want mixed $(( W == 4 ? 75 : 90 )))
+    [ "$T" -gt 0 ] || continue
+    T0=$(date +%s)
+    timeout "$T" "$BUILD/tests/bench_symm_mixed" --world $W >"$OUTDIR/bench_mixed_w$W.log" 2>&1
+    note "bench_symm_mixed --world $W: exit $? in $(( $(date +%s) - T0 )) s"
+done
+
+
+# 3. the cost-table profiler (PyTorch on the GPU) and the schedule on it
+T=$(want profile 100)
+[ -f python/tests/gpu/profile_costs.sh ] || { note "profile: no python/tests/gpu/profile_costs.sh"; T=0; }
+if [ "$T" -gt 0 ]; then
+    T0=$(date +%s)
+    MAGI_AOT_LIB=$(ls "$BUILD"/libmagi_aot.so 2>/dev/null || ls "$BUILD"/libmagi_aot.so.* | head -1) MAGI_CLI="$BUILD/magi-aot" \
+        timeout "$T" bash python/tests/gpu/profile_costs.sh "$OUTDIR/profile" >"$OUTDIR/profile.log" 2>&1
+    note "profile_costs: exit $? in $(( $(date +%s) - T0 )) s"
+fi
+
+# 4. the whole load path: an artifact saved from the fsdp fixture, loaded by
 #    4 ranks with --transport copy_engine --backend cuda (binds device
 #    windows, runs every rewritten gather once and checks it).
-T=$(want load 120)
+T=$(want load 60)
 if [ "$T" -gt 0 ]; then
 W=$(mktemp -d /tmp/magi-load-XXXXXX)
 "$BUILD/magi-aot" save "$ROOT/fixtures/real/fsdp_block.json" -o "$W/fsdp.magi" >"$OUTDIR/load.log" 2>&1
@@ -95,30 +115,13 @@ grep -iE "gather|check|backend|error" "$W/out.0" | head -20 | tee -a "$SUMMARY"
 rm -rf "$W"
 fi
 
-# 3. benchmarks: the batch path's figures, then mixed buckets (batch vs
-#    graph path) at 4 and 8 ranks on the GPU(s)
-T=$(want bench 150)
+
+# 5. the batch path's benchmarks (figures in docs/CUDA.md)
+T=$(want bench 120)
 if [ "$T" -gt 0 ]; then
     T0=$(date +%s)
     timeout "$T" "$BUILD/tests/bench_symm_cuda" >"$OUTDIR/bench.log" 2>&1
     note "bench_symm_cuda: exit $? in $(( $(date +%s) - T0 )) s"
-fi
-for W in 4 8; do
-    T=$(want mixed 90)
-    [ "$T" -gt 0 ] || continue
-    T0=$(date +%s)
-    timeout "$T" "$BUILD/tests/bench_symm_mixed" --world $W >"$OUTDIR/bench_mixed_w$W.log" 2>&1
-    note "bench_symm_mixed --world $W: exit $? in $(( $(date +%s) - T0 )) s"
-done
-
-# 4. the cost-table profiler (PyTorch on the GPU) and the schedule on it
-T=$(want profile 90)
-[ -f python/tests/gpu/profile_costs.sh ] || { note "profile: no python/tests/gpu/profile_costs.sh"; T=0; }
-if [ "$T" -gt 0 ]; then
-    T0=$(date +%s)
-    MAGI_AOT_LIB=$(ls "$BUILD"/libmagi_aot.so* 2>/dev/null | head -1) MAGI_CLI="$BUILD/magi-aot" \
-        timeout "$T" bash python/tests/gpu/profile_costs.sh "$OUTDIR/profile" >"$OUTDIR/profile.log" 2>&1
-    note "profile_costs: exit $? in $(( $(date +%s) - T0 )) s"
 fi
 
 # tables last

@@ -1,0 +1,455 @@
+"""Cost-table profiler: measure each node of a region at its hints and write
+the table under the canonical keys the scheduler reads (docs/PROFILE.md).
+
+    python -m magi_aot.profile REGION --out TABLE.json [--report R.json]
+        [--device cuda|cpu] [--iters N] [--cli MAGI_CLI]
+    magi-aot schedule REGION --costs TABLE.json
+
+Keys come from the C library (`magi-aot costs REGION --json`, one per node),
+never from Python, so a table always matches what `schedule --costs` looks
+up. Values, in microseconds:
+
+* compute nodes: the node's target called on real tensors built from the
+  metadata of its inputs at the hints (unbacked symbols take the values the
+  analytical model assumes, from `magi-aot schedule --json`), median of
+  `iters` CUDA-event-timed calls (host clock on the CPU);
+* weight all-gathers (`all_gather_into_tensor[_coalesced]` and, under the
+  copy-engine rewrite's keys, `magi.symm_all_gather[_coalesced]`): the
+  gathered bytes moved from `group` source shards into the output by one
+  device-to-device copy per shard. The NCCL key gets the copies issued one
+  by one; the copy-engine key gets them captured once into a CUDA graph and
+  replayed (what the backend's graph path does), and `issue:KEY` the host
+  time of one replay. On one GPU a multi-rank NCCL all-gather cannot run
+  (NCCL refuses two ranks on one device), so the NCCL key is this copy
+  proxy too; the report says "copy proxy" for every such value;
+* nodes that cost nothing by the model (views, getitem, to_local,
+  wait_tensor, symbolic scalars) and other collectives are not measured:
+  they keep the analytical value (the report lists them with the reason).
+
+Several nodes with one key (the same work) give the median of their
+measurements. The table is written atomically; the report (optional) lists
+every node with its key, value and method.
+"""
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+__all__ = ["cli_path", "node_keys", "symm_node_keys", "unbacked_values", "build_table", "write_table",
+           "profile", "main"]
+
+TABLE_FORMAT = "magi-cost-table"
+TABLE_VERSION = 1
+
+_GATHERS = ("all_gather_into_tensor", "all_gather_into_tensor_coalesced", "symm_all_gather",
+            "symm_all_gather_coalesced")
+
+
+# ------------------------------------------------------------ the CLI side
+
+def cli_path(cli=None):
+    """The magi-aot executable: `cli`, $MAGI_CLI, or magi-aot on PATH."""
+    p = cli or os.environ.get("MAGI_CLI") or shutil.which("magi-aot")
+    if not p:
+        raise RuntimeError("magi-aot not found: pass --cli or set MAGI_CLI")
+    return p
+
+
+def _run_json(cli, *args):
+    proc = subprocess.run([cli] + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
+    if proc.returncode != 0:
+        raise RuntimeError("magi-aot %s: exit %d: %s" % (" ".join(args), proc.returncode,
+                                                         proc.stderr.decode(errors="replace").strip()))
+    return json.loads(proc.stdout)
+
+
+def node_keys(path, cli=None):
+    """The cost key of every node of the region file (None: no key)."""
+    rep = _run_json(cli_path(cli), "costs", path, "--json")
+    keys = [None] * len(rep["nodes"])
+    for n in rep["nodes"]:
+        keys[n["index"]] = n["key"]
+    return keys
+
+
+def symm_node_keys(path, cli=None):
+    """The keys of the same nodes after the copy-engine rewrite (gathers of
+    resident shards become magi.symm_*; indices do not change), or None when
+    the region cannot be rewritten (the reason is not an error here)."""
+    cli = cli_path(cli)
+    d = tempfile.mkdtemp(prefix="magi-profile-")
+    try:
+        out = os.path.join(d, "rewritten.magi")
+        proc = subprocess.run([cli, "load", path, "--transport", "copy_engine", "--emit", out],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
+        if proc.returncode != 0 or not os.path.exists(out):
+            return None
+        return node_keys(out, cli)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def unbacked_values(path, cli=None):
+    """{symbol: value} the analytical model assumes for unbacked symbols
+    (magi-aot schedule --json "unbacked"), so a profile measures the sizes
+    the model prices."""
+    rep = _run_json(cli_path(cli), "schedule", path, "--json")
+    return {u["symbol"]: u["value"] for u in rep.get("unbacked", [])}
+
+
+# --------------------------------------------------------------- the table
+
+def _median(v):
+    v = sorted(v)
+    n = len(v)
+    return v[n // 2] if n % 2 else 0.5 * (v[n // 2 - 1] + v[n // 2])
+
+
+def build_table(measured):
+    """{key: [us, ...]} -> {key: median us}. Keys must be non-empty strings
+    and values finite and >= 0 (what the C reader accepts); anything else is
+    a ValueError naming the key."""
+    out = {}
+    for key, vals in measured.items():
+        if not isinstance(key, str) or not key:
+            raise ValueError("cost key %r is not a non-empty string" % (key,))
+        vals = list(vals)
+        if not vals:
+            raise ValueError("cost key %s: no measurement" % key)
+        for v in vals:
+            if not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+                raise ValueError("cost key %s: %r is not a finite cost >= 0" % (key, v))
+        out[key] = float(_median(vals))
+    return out
+
+
+def write_table(path, table):
+    """Write {"format": "magi-cost-table", "version": 1, "costs": table}
+    atomically (a temporary file in the same directory, then rename)."""
+    table = build_table({k: [v] for k, v in table.items()})
+    doc = {"format": TABLE_FORMAT, "version": TABLE_VERSION, "costs": dict(sorted(table.items()))}
+    d = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".magi-costs-", dir=d)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(doc, f, indent=1)
+            f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+# ---------------------------------------------------------- measuring (torch)
+
+def _last(target):
+    return (target or "").rsplit(".", 1)[-1]
+
+
+def _skip_reason(node):
+    """Why a node is not measured (None: measure it)."""
+    op, t = node["op"], node.get("target") or ""
+    if op in ("placeholder", "output", "get_attr"):
+        return "no key"
+    if "to_local" in t:
+        return "free by the model (to_local)"
+    if _last(t) in ("wait_tensor",) or t.endswith("wait_tensor.default"):
+        return "free by the model (wait_tensor)"
+    if "_c10d_functional" in t or "torch.ops.magi." in t:
+        base = t.split(".")[3] if t.startswith("torch.ops.") and len(t.split(".")) > 3 else _last(t)
+        if base in _GATHERS:
+            return None
+        return "collective other than a gather: needs a process group"
+    if op == "call_method" and t in ("view", "reshape", "t", "transpose", "permute", "expand", "unsqueeze",
+                                     "squeeze", "contiguous", "size", "dim", "item", "to_local"):
+        return "free by the model (view or scalar)"
+    if op == "call_function" and t in ("operator.getitem",):
+        return "free by the model (getitem)"
+    return None
+
+
+class _Values:
+    """Real values built from the region's metadata at the hints."""
+
+    def __init__(self, torch, nodes, hints, device):
+        from . import _expr
+        self.torch, self.nodes, self.hints, self.device = torch, nodes, hints, device
+        self._expr = _expr
+        self.by_name = {n["name"]: n for n in nodes}
+        self.cache = {}
+
+    def dim(self, d):
+        return d if isinstance(d, int) else self._expr.eval_int(d, self.hints)
+
+    def example(self, ex):
+        torch = self.torch
+        if ex is None:
+            return None
+        k = ex.get("kind")
+        if k == "tensor":
+            shape = [self.dim(d) for d in ex["shape"]]
+            stride = [self.dim(d) for d in ex["stride"]] if ex.get("stride") is not None else None
+            dtype = getattr(torch, ex["dtype"])
+            if stride is not None and len(stride) == len(shape):
+                t = torch.empty_strided(shape, stride, dtype=dtype, device=self.device)
+            else:
+                t = torch.empty(shape, dtype=dtype, device=self.device)
+            if t.is_floating_point():
+                t.normal_(0, 0.1)
+            else:
+                t.zero_()
+            return t
+        if k in ("symint", "symbool"):
+            return self.dim(ex["expr"]) if k == "symint" else bool(self.dim(ex["expr"]))
+        if k == "symfloat":
+            return float(ex["expr"]) if isinstance(ex["expr"], (int, float)) else 1.0
+        if k in ("int", "float", "bool"):
+            return ex.get("value")
+        if k in ("tuple", "list"):
+            items = [self.example(x) for x in ex.get("items", [])]
+            return tuple(items) if k == "tuple" else items
+        return None
+
+    def of_node(self, name):
+        if name not in self.cache:
+            node = self.by_name[name]
+            self.cache[name] = self.example((node.get("meta") or {}).get("example_value"))
+        return self.cache[name]
+
+    def arg(self, v):
+        torch = self.torch
+        if v is None or isinstance(v, (bool, int, float, str)):
+            return v
+        if isinstance(v, list):
+            return [self.arg(x) for x in v]
+        (tag, x), = v.items()
+        if tag == "node":
+            return self.of_node(x)
+        if tag == "tuple":
+            return tuple(self.arg(y) for y in x)
+        if tag == "dict":
+            return {k: self.arg(y) for k, y in x.items()}
+        if tag == "slice":
+            return slice(*(self.arg(y) for y in x))
+        if tag in ("dtype", "layout", "memory_format"):
+            return getattr(torch, x)
+        if tag == "device":
+            return torch.device(self.device) if str(x).startswith("cuda") else torch.device(x)
+        if tag == "float":
+            return float(x)
+        if tag == "ellipsis":
+            return Ellipsis
+        if tag == "sym":
+            return self.dim(x)
+        raise ValueError("argument %s cannot be built" % (v,))
+
+
+def _has_tensor(torch, v):
+    if isinstance(v, torch.Tensor):
+        return True
+    if isinstance(v, (list, tuple)):
+        return any(_has_tensor(torch, x) for x in v)
+    if isinstance(v, dict):
+        return any(_has_tensor(torch, x) for x in v.values())
+    return False
+
+
+class _Timer:
+    def __init__(self, torch, device):
+        self.torch = torch
+        self.cuda = str(device).startswith("cuda")
+
+    def time(self, fn, iters):
+        """Median microseconds of fn() (device time on CUDA)."""
+        torch = self.torch
+        for _ in range(2):
+            fn()
+        if not self.cuda:
+            t = []
+            for _ in range(iters):
+                a = time.perf_counter()
+                fn()
+                t.append((time.perf_counter() - a) * 1e6)
+            return _median(t)
+        torch.cuda.synchronize()
+        t = []
+        for _ in range(iters):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            fn()
+            b.record()
+            b.synchronize()
+            t.append(a.elapsed_time(b) * 1e3)
+        return _median(t)
+
+    def host(self, fn, iters):
+        """Median host microseconds of issuing fn() (the device drained first)."""
+        t = []
+        for _ in range(iters):
+            if self.cuda:
+                self.torch.cuda.synchronize()
+            a = time.perf_counter()
+            fn()
+            t.append((time.perf_counter() - a) * 1e6)
+        if self.cuda:
+            self.torch.cuda.synchronize()
+        return _median(t)
+
+
+def _gather_inputs(vals, node):
+    """[(shard tensor, group)] of a gather node (coalesced: one per input)."""
+    args = node.get("args", [])
+    inp = vals.arg(args[0]) if args else vals.arg((node.get("kwargs") or {}).get("input"))
+    group = args[1] if len(args) > 1 else (node.get("kwargs") or {}).get("group_size")
+    if not isinstance(group, int) or group < 1:
+        raise ValueError("group size %r" % (group,))
+    shards = inp if isinstance(inp, (list, tuple)) else [inp]
+    return [(s, group) for s in shards]
+
+
+def _measure_gather(torch, timer, vals, node, iters):
+    """(copies us, graph us, graph issue us, plain issue us); graph values
+    are None off CUDA."""
+    srcs, outs, pairs = [], [], []
+    for shard, group in _gather_inputs(vals, node):
+        shard = shard.contiguous()
+        rows = shard.shape[0] if shard.dim() else 1
+        out = torch.empty((group * rows,) + tuple(shard.shape[1:]), dtype=shard.dtype, device=shard.device)
+        for j in range(group):
+            src = shard.clone()
+            srcs.append(src)
+            pairs.append((out[j * rows:(j + 1) * rows], src))
+        outs.append(out)
+
+    def copies():
+        for d, s in pairs:
+            d.copy_(s)
+
+    plain = timer.time(copies, iters)
+    plain_issue = timer.host(copies, iters)
+    if not timer.cuda:
+        return plain, None, None, plain_issue
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        copies()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        copies()
+    graph = timer.time(g.replay, iters)
+    graph_issue = timer.host(g.replay, iters)
+    return plain, graph, graph_issue, plain_issue
+
+
+def profile(path, *, device="cuda", iters=20, cli=None, log=None, only=None):
+    """Measure every node of the region file (`only`: a set of node names to
+    restrict it to). Returns (measured, report):
+    measured {key: [us...]} (build_table() makes the table) and one report
+    row per node {index, name, key, symm_key, us, issue_us, method}."""
+    import torch
+    from . import region as _region
+    cli = cli_path(cli)
+    keys = node_keys(path, cli)
+    skeys = symm_node_keys(path, cli) or [None] * len(keys)
+    reg = _region.load(path, transport="nccl")
+    hints = {k: v for k, v in reg.symbols.items() if v is not None}
+    hints.update(unbacked_values(path, cli))
+    nodes = reg.nodes
+    if len(nodes) != len(keys):
+        raise RuntimeError("%s: %d nodes but %d keys" % (path, len(nodes), len(keys)))
+    vals = _Values(torch, nodes, hints, device)
+    timer = _Timer(torch, device)
+    from .rebuild import resolve_target
+    measured, report = {}, []
+
+    def put(key, us):
+        if key is not None and us is not None:
+            measured.setdefault(key, []).append(us)
+
+    for i, n in enumerate(nodes):
+        key, skey = keys[i], skeys[i] if i < len(skeys) else None
+        row = {"index": i, "name": n["name"], "key": key, "symm_key": skey, "us": None, "issue_us": None}
+        reason = "no key" if key is None else _skip_reason(n)
+        if not reason and only is not None and n["name"] not in only:
+            reason = "not selected"
+        if reason:
+            row["method"] = "not measured: " + reason
+            report.append(row)
+            continue
+        try:
+            t = n.get("target") or ""
+            base = t.split(".")[3] if t.startswith("torch.ops.") and len(t.split(".")) > 3 else _last(t)
+            if base in _GATHERS:
+                plain, graph, graph_issue, plain_issue = _measure_gather(torch, timer, vals, n, iters)
+                put(key, plain)
+                put("issue:" + key, plain_issue)
+                if skey and skey != key:
+                    put(skey, graph if graph is not None else plain)
+                    put("issue:" + skey, graph_issue if graph_issue is not None else plain_issue)
+                row.update(us=plain, issue_us=plain_issue, graph_us=graph, graph_issue_us=graph_issue,
+                           method="copy proxy (one device copy per shard; graph replay for the copy-engine key)")
+            else:
+                args = [vals.arg(a) for a in n.get("args", [])]
+                kwargs = {k: vals.arg(a) for k, a in (n.get("kwargs") or {}).items()}
+                if not _has_tensor(torch, args) and not _has_tensor(torch, kwargs):
+                    row["method"] = "not measured: no tensor input (symbolic scalar)"
+                    report.append(row)
+                    continue
+                if n["op"] == "call_method":
+                    fn = lambda: getattr(args[0], t)(*args[1:], **kwargs)  # noqa: E731
+                else:
+                    f = resolve_target(t)
+                    fn = lambda: f(*args, **kwargs)  # noqa: E731
+                with torch.no_grad():
+                    us = timer.time(fn, iters)
+                put(key, us)
+                row.update(us=us, method="event-timed" if timer.cuda else "host-timed")
+        except Exception as e:  # one node's failure never loses the others
+            row["method"] = "failed: %s: %s" % (type(e).__name__, e)
+            if log:
+                log("node %d %s: %s" % (i, n["name"], row["method"]))
+        report.append(row)
+    return measured, report
+
+
+def main(argv=None):
+    import argparse
+    ap = argparse.ArgumentParser(prog="python -m magi_aot.profile", description=__doc__.split("\n\n")[0])
+    ap.add_argument("region")
+    ap.add_argument("--out", required=True, help="cost table to write (magi-cost-table JSON)")
+    ap.add_argument("--report", help="per-node report (JSON)")
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--cli", help="magi-aot executable (default $MAGI_CLI, then PATH)")
+    ap.add_argument("--only", help="comma-separated node names to measure (default: all)")
+    a = ap.parse_args(argv)
+    if a.iters < 1:
+        ap.error("--iters must be >= 1")
+
+    def log(msg):
+        print("profile: " + msg, file=sys.stderr)
+
+    only = set(a.only.split(",")) if a.only else None
+    measured, report = profile(a.region, device=a.device, iters=a.iters, cli=a.cli, log=log, only=only)
+    table = build_table(measured)
+    write_table(a.out, table)
+    if a.report:
+        with open(a.report, "w") as f:
+            json.dump({"region": a.region, "device": a.device, "iters": a.iters, "nodes": report}, f, indent=1)
+    n_meas = sum(1 for r in report if r.get("us") is not None)
+    n_fail = sum(1 for r in report if str(r.get("method", "")).startswith("failed"))
+    print("profile %s: %d nodes measured, %d failed, %d keys written to %s" % (
+        a.region, n_meas, n_fail, len(table), a.out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
