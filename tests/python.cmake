@@ -11,6 +11,16 @@ if(Python3_Interpreter_FOUND AND NOT MAGI_SANITIZE)
     LABELS "python;nosan"
     TIMEOUT 600
     ENVIRONMENT "MAGI_AOT_LIB=$<TARGET_FILE:magi_aot>;MAGI_CLI=$<TARGET_FILE:magi-aot>;MAGI_FIXTURES_REAL=${MAGI_FIXTURES_REAL};PYTHONDONTWRITEBYTECODE=1")
+  # The model zoo (python/tests/zoo_ci.py: tiny transformers models traced,
+  # saved, reloaded in a fresh process, rebuilt): its own test, so its
+  # compile time has its own budget.
+  add_test(NAME test_python_zoo
+    COMMAND ${Python3_EXECUTABLE} -m unittest -v zoo_ci
+    WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}/python/tests)
+  set_tests_properties(test_python_zoo PROPERTIES
+    LABELS "python;nosan"
+    TIMEOUT 900
+    ENVIRONMENT "MAGI_AOT_LIB=$<TARGET_FILE:magi_aot>;MAGI_CLI=$<TARGET_FILE:magi-aot>;MAGI_FIXTURES_REAL=${MAGI_FIXTURES_REAL};PYTHONDONTWRITEBYTECODE=1")
 elseif(NOT Python3_Interpreter_FOUND)
   message(STATUS "magi-aot: python3 not found, Python tests not registered")
 endif()

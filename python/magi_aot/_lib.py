@@ -196,6 +196,7 @@ _PROTOS = {
     "magi_json_read": (_STATUS, [POINTER(c_void_p), c_char_p, c_size_t, POINTER(LoadOptions)]),
     "magi_json_read_file": (_STATUS, [POINTER(c_void_p), c_char_p, POINTER(LoadOptions)]),
     "magi_json_write": (_STATUS, [POINTER(c_void_p), POINTER(c_size_t), c_void_p, c_uint]),
+    "magi_marshal_write": (_STATUS, [POINTER(c_void_p), POINTER(c_size_t), c_void_p]),
     "magi_load_file": (_STATUS, [POINTER(c_void_p), c_char_p, POINTER(LoadOptions)]),
     "magi_artifact_save": (_STATUS, [c_void_p, c_char_p, POINTER(SaveOptions)]),
     "magi_artifact_encode": (_STATUS, [POINTER(c_void_p), POINTER(c_size_t), c_void_p,

@@ -11,8 +11,15 @@ recorded under "symbols" with its size hint from the ShapeEnv (null for
 unbacked symbols without one).
 """
 import math
+import warnings
 
-__all__ = ["graph_to_doc", "target_name"]
+from . import targets as _targets
+
+__all__ = ["graph_to_doc", "target_name", "UnresolvableTarget"]
+
+
+class UnresolvableTarget(UserWarning):
+    """A call_function target the loader will not be able to import."""
 
 FORMAT = "magi-fx-json"
 VERSION = 1
@@ -23,8 +30,24 @@ def _torch():
     return torch
 
 
-def target_name(node):
-    """The spec's target string of an fx node."""
+def target_name(node, cache=None):
+    """The spec's target string of an fx node. For a call_function, a name
+    the loader resolves to the same object (magi_aot.targets.name_of); when
+    none exists, the object's own module.qualname and an
+    UnresolvableTarget warning naming the node. `cache` (a dict) memoises
+    names per target object within one walk."""
+    t = node.target
+    if node.op != "call_function":
+        return str(t)
+    if cache is not None and id(t) in cache:
+        return cache[id(t)][1]
+    name = _call_target_name(node)
+    if cache is not None:
+        cache[id(t)] = (t, name)  # keep t alive: its id stays unique
+    return name
+
+
+def _call_target_name(node):
     torch = _torch()
     t = node.target
     if node.op != "call_function":
@@ -38,6 +61,9 @@ def target_name(node):
         return "torch.ops.%s.%s" % (ns, op)
     if isinstance(t, ops.HigherOrderOperator):
         return "torch.ops.higher_order.%s" % t.name()
+    name = _targets.name_of(t)
+    if name is not None:
+        return name
     qual = getattr(t, "__qualname__", None) or getattr(t, "__name__", None)
     if qual is None:  # a callable object: name its type, never its address
         qual = type(t).__qualname__
@@ -46,7 +72,23 @@ def target_name(node):
         mod = getattr(t, "__module__", None)
     if mod == "_operator":
         mod = "operator"
-    return "%s.%s" % (mod, qual) if mod else qual
+    text = "%s.%s" % (mod, qual) if mod else qual
+    if not _loader_resolves(text):
+        warnings.warn("node '%s': call_function target %r has no importable name (recorded "
+                      "as '%s'); the loaded region cannot be rebuilt as a GraphModule"
+                      % (node.name, t, text), UnresolvableTarget, stacklevel=3)
+    return text
+
+
+def _loader_resolves(text):
+    """Whether rebuild.resolve_target accepts `text` (its stand-ins for
+    function-local helpers included)."""
+    from .rebuild import resolve_target
+    try:
+        resolve_target(text)
+        return True
+    except Exception:  # noqa: BLE001 - any failure means the loader cannot
+        return False
 
 
 class _Walk:
@@ -54,6 +96,7 @@ class _Walk:
         torch = _torch()
         self.torch = torch
         self.hints = {}
+        self.target_names = {}
         self._scalar_types = (torch.SymInt, torch.SymFloat, torch.SymBool)
 
     # ---- symbols
@@ -184,7 +227,7 @@ class _Walk:
         return {"opaque": type(a).__name__}
 
     def node(self, n):
-        d = {"name": n.name, "op": n.op, "target": target_name(n)}
+        d = {"name": n.name, "op": n.op, "target": target_name(n, self.target_names)}
         if n.op != "placeholder" or n.args:
             d["args"] = [self.value(a) for a in n.args]
         if n.kwargs:

@@ -8,16 +8,20 @@ from the artifact alone:
     args = region.fake_inputs(fake_mode)
     compiled = my_backend(gm, args)
 
-Targets are resolved from their spec strings: `torch.ops.NS.OP[.OVERLOAD]`,
-`torch.ops.higher_order.NAME`, and `module.qualname` callables (imported,
-then attribute lookups). A target that names a function local to another
+Targets are resolved from their spec strings by magi_aot.targets.resolve:
+`torch.ops.NS.OP[.OVERLOAD]`, `torch.ops.higher_order.NAME`, and
+`module.path` callables (the longest importable module, then attribute
+lookups); the fx walk records names that resolve to the traced object
+(magi_aot.targets.name_of). An operator that a Python module registers
+(a model library's custom op, torchvision's kernels) is looked up again
+after importing its namespace and the modules of the region's traced
+source files. A target that names a function local to another
 function (`...<locals>...`), a call_module/get_attr (the graph would need
 the module's attributes) or an opaque argument cannot be rebuilt: the call
 raises MagiError MAGI_ERR_UNSUPPORTED naming the node.
 """
-import importlib
-
 from . import _expr
+from . import targets as _targets
 from ._lib import MagiError
 
 __all__ = ["graph_module", "resolve_target", "run_fake"]
@@ -27,34 +31,12 @@ def _unsupported(node, why):
     return MagiError(-13, "node '%s': %s" % (node["name"], why), "graph_module")
 
 
-def resolve_target(text):
-    """The callable a call_function target string names (see module doc)."""
-    import torch
-    parts = text.split(".")
-    if "<locals>" in parts:
-        raise LookupError("'%s' is local to a function" % text)
-    if parts[:2] == ["torch", "ops"]:
-        obj = torch.ops
-        for p in parts[2:]:
-            obj = getattr(obj, p)
-        return obj
-    # import the longest importable module prefix, then walk attributes
-    for i in range(len(parts) - 1, 0, -1):
-        try:
-            obj = importlib.import_module(".".join(parts[:i]))
-        except ImportError:
-            continue
-        rest = parts[i:]
-        try:
-            for p in rest:
-                obj = getattr(obj, p)
-            return obj
-        except AttributeError:
-            # torch's builtins print as torch._VariableFunctionsClass.NAME
-            if rest[0] == "_VariableFunctionsClass" and len(rest) == 2:
-                return getattr(torch._C._VariableFunctions, rest[1])
-            raise LookupError("'%s' has no attribute path %s" % (".".join(parts[:i]), rest))
-    raise LookupError("cannot import '%s'" % text)
+def resolve_target(text, import_files=()):
+    """The callable a call_function target string names (see module doc and
+    magi_aot.targets, which the fx walk uses to pick names that resolve).
+    import_files: source files whose modules may register a missing
+    torch.ops operator (graph_module passes the region's traced_files)."""
+    return _targets.resolve(text, import_files)
 
 
 def graph_module(region, *, symbol_values=None):
@@ -124,7 +106,7 @@ def graph_module(region, *, symbol_values=None):
             node = g.output(args[0] if args else None)
         elif op == "call_function":
             try:
-                fn = resolve_target(n["target"])
+                fn = resolve_target(n["target"], region.traced_files)
             except (LookupError, AttributeError) as e:
                 raise _unsupported(n, "target %s cannot be resolved: %s" % (n["target"], e))
             node = g.create_node("call_function", fn, args, kwargs, name=n["name"])
