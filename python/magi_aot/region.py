@@ -12,6 +12,7 @@ import os
 import time
 from ctypes import byref, c_char_p, c_size_t, c_uint8, c_uint32, c_void_p
 
+from . import docio
 from ._lib import (LOAD_TRANSPORTS, SYMM_TRANSPORTS, TRANSPORT_SOURCES, CRegion, LoadedInfo,
                    LoaderOptions, MagiError, cstr, has, lib)
 
@@ -188,7 +189,7 @@ def _regions_of(loader, t0):
             code = lib.magi_loader_inputs_status(loader, i, byref(msg))
             ins_err = MagiError(code, _str(msg.value) or "", "magi_inputs_write_json")
         gathers, bind = _plan_report(lib.magi_loader_plan(loader), i)
-        doc = json.loads(creg.to_json_text())
+        doc = docio.document(creg.ptr)  # marshal, not JSON text (docio.py)
         r = Region(doc, path=_str(info.path), fingerprint=info.fingerprint.decode(), inputs=ins,
                    skipped_legacy=creg.dropped_legacy(), ignored=creg.ignored(),
                    rewrite_report=gathers, bind_report=bind,
@@ -263,7 +264,7 @@ def _build(creg, path, t0):
             ins = json.loads(creg.inputs_json(False))
         except MagiError as e:  # e.g. placeholders without metadata: still loadable
             ins_err = e
-    doc = json.loads(creg.to_json_text())
+    doc = docio.document(creg.ptr)  # marshal, not JSON text (docio.py)
     return Region(doc, path=path, fingerprint=fp, inputs=ins, skipped_legacy=creg.dropped_legacy(),
                   ignored=creg.ignored(), load_seconds=time.perf_counter() - t0,
                   inputs_error=ins_err)
