@@ -450,7 +450,7 @@ static int run_rank(uint32_t rank, const char *dir) {
     memset(&x, 0, sizeof x);
     MK(magi_symm_cuda_create(&x.c, &l, &cfg));
     MK(magi_symm_cuda_rendezvous(x.c));
-    MK(magi_symm_sock_open(&x.ctl, dir, "bench-ctl.sock", rank, WORLD, 600000));
+    MK(magi_symm_sock_open(&x.ctl, dir, "bench-ctl.sock", NULL, rank, WORLD, 600000));
     CK(cudaStreamCreateWithFlags(&x.s, cudaStreamNonBlocking));
     bind_all(&x, rank, sl);
     MK(magi_symm_cuda_barrier(x.c, x.s));

@@ -50,7 +50,7 @@ static int run_ranks(uint32_t n, rank_fn fn, const char *dir, void *arg) {
 
 static int rank_ok(uint32_t rank, const char *dir, void *arg) {
     magi_symm_sock *s = NULL;
-    magi_status st = magi_symm_sock_open(&s, dir, "r.sock", rank, WORLD, 20000);
+    magi_status st = magi_symm_sock_open(&s, dir, "r.sock", NULL, rank, WORLD, 20000);
     if (st) {
         write_msg(dir, rank, st);
         return 1;
@@ -110,7 +110,7 @@ static void expect_all_fail(const char *dir, uint32_t n, magi_status want, const
 
 static int rank_world_mismatch(uint32_t rank, const char *dir, void *arg) {
     magi_symm_sock *s = NULL;
-    magi_status st = magi_symm_sock_open(&s, dir, "r.sock", rank, rank == 3 ? WORLD + 1 : WORLD, 5000);
+    magi_status st = magi_symm_sock_open(&s, dir, "r.sock", NULL, rank, rank == 3 ? WORLD + 1 : WORLD, 5000);
     write_msg(dir, rank, st);
     magi_symm_sock_close(s);
     return st ? 1 : 0;
@@ -127,7 +127,7 @@ static void test_world_mismatch(void) {
 
 static int rank_timeout(uint32_t rank, const char *dir, void *arg) {
     magi_symm_sock *s = NULL;
-    magi_status st = magi_symm_sock_open(&s, dir, "r.sock", rank, WORLD, 400);
+    magi_status st = magi_symm_sock_open(&s, dir, "r.sock", NULL, rank, WORLD, 400);
     write_msg(dir, rank, st);
     magi_symm_sock_close(s);
     return st ? 1 : 0;
@@ -144,7 +144,7 @@ static void test_missing_rank(void) {
 
 static int rank_abort(uint32_t rank, const char *dir, void *arg) {
     magi_symm_sock *s = NULL;
-    magi_status st = magi_symm_sock_open(&s, dir, "r.sock", rank, WORLD, 20000);
+    magi_status st = magi_symm_sock_open(&s, dir, "r.sock", NULL, rank, WORLD, 20000);
     if (!st && rank == 2) {
         magi_set_error(MAGI_ERR_DEVICE, "boom on the device");
         st = magi_symm_sock_abort(s, MAGI_ERR_DEVICE);
@@ -186,7 +186,7 @@ static void test_stale_socket(void) {
     MT_REQUIRE(bind(fd, (struct sockaddr *)&a, sizeof a) == 0);
     close(fd);
     magi_symm_sock *s = NULL;
-    magi_status st = magi_symm_sock_open(&s, dir, "r.sock", 0, 2, 300);
+    magi_status st = magi_symm_sock_open(&s, dir, "r.sock", NULL, 0, 2, 300);
     MT_CHECK(st == MAGI_ERR_INVALID_ARG, "status %d: %s", st, magi_last_error());
     MT_CHECK(strstr(magi_last_error(), "fresh per job") != NULL, "%s", magi_last_error());
     MT_CHECK(access(p, F_OK) == 0, "the stale file must be left alone");
@@ -197,15 +197,15 @@ static void test_stale_socket(void) {
 
 static void test_bad_args(void) {
     magi_symm_sock *s = NULL;
-    MT_CHECK(magi_symm_sock_open(&s, "/tmp", "x", 4, 4, 100) == MAGI_ERR_INVALID_ARG);
+    MT_CHECK(magi_symm_sock_open(&s, "/tmp", "x", NULL, 4, 4, 100) == MAGI_ERR_INVALID_ARG);
     char longdir[200];
     memset(longdir, 'd', sizeof longdir - 1);
     longdir[0] = '/';
     longdir[sizeof longdir - 1] = 0;
-    MT_CHECK(magi_symm_sock_open(&s, longdir, "x", 0, 2, 100) == MAGI_ERR_INVALID_ARG);
+    MT_CHECK(magi_symm_sock_open(&s, longdir, "x", NULL, 0, 2, 100) == MAGI_ERR_INVALID_ARG);
     MT_CHECK(strstr(magi_last_error(), "longer than") != NULL, "%s", magi_last_error());
     /* World 1: no socket at all, the all-gather is a copy. */
-    MT_OK(magi_symm_sock_open(&s, "/nonexistent-dir", "x", 0, 1, 100));
+    MT_OK(magi_symm_sock_open(&s, "/nonexistent-dir", "x", NULL, 0, 1, 100));
     uint8_t *all = NULL;
     size_t *offs = NULL;
     MT_OK(magi_symm_sock_allgather(s, "abc", 3, &all, &offs));

@@ -89,7 +89,8 @@ int magi_cmd_load(int argc, char **argv) {
     const char *cmd = argv[0];
     const char *transport = NULL, *emit = NULL, *backend = NULL, *rdv = NULL;
     uint32_t rank = 0, world = 1, timeout_ms = 0, have_rank = 0, have_world = 0;
-    uint64_t cap = 0;
+    uint64_t cap = 0, max_win = 1ull << 30; /* what one rank may map: a tool default */
+    const char *job_id = NULL;
     int json = 0, n = 0, n_groups = 0, rc = MAGI_EXIT_OK;
     int check = 0;       /* --check-gathers (load_check.h) */
     uint32_t device = 0; /* --device (cuda backend) */
@@ -133,6 +134,16 @@ int magi_cmd_load(int argc, char **argv) {
                 rc = magi_cli_usage(cmd, "--timeout-ms: not a number: '%s'", argv[i]);
                 goto done;
             }
+        } else if (!strcmp(a, "--max-window-bytes") && more) {
+            char *end;
+            errno = 0;
+            max_win = strtoull(argv[++i], &end, 10);
+            if (errno || *end || !max_win) {
+                rc = magi_cli_usage(cmd, "--max-window-bytes: not a positive byte count: '%s'", argv[i]);
+                goto done;
+            }
+        } else if (!strcmp(a, "--job-id") && more) {
+            job_id = argv[++i];
         } else if (!strcmp(a, "--window-cap") && more) {
             char *end;
             errno = 0;
@@ -204,6 +215,8 @@ int magi_cmd_load(int argc, char **argv) {
     lo.bind.rendezvous = rdv;
     lo.bind.timeout_ms = timeout_ms;
     lo.bind.device = (int)device;
+    lo.bind.job_id = job_id;
+    lo.bind.max_window_bytes = max_win;
     if ((st = magi_loader_new(&ld, &lo)) || (st = magi_loader_load(ld, paths, (uint32_t)n))) {
         rc = magi_cli_fail(cmd, st);
         goto done;

@@ -13,6 +13,8 @@ static const magi_cli_opt load_opts[] = {
     {"--timeout-ms", NULL, NULL, "N", 0, "rendezvous timeout in milliseconds"},
     {"--window-cap", NULL, NULL, "BYTES", 0, "largest SymmBuffer window, in bytes"},
     {"--device", NULL, NULL, "D", 0, "CUDA device ordinal (cuda backend)"},
+    {"--job-id", NULL, NULL, "ID", 0, "the job's identity, the same on every rank (refuses other jobs' ranks)"},
+    {"--max-window-bytes", NULL, NULL, "BYTES", 0, "most window bytes one rank maps (default 1 GiB)"},
     {"--check-gathers", NULL, NULL, NULL, 0, "run every rewritten gather once and check every byte"},
     {"--emit", NULL, NULL, "OUT", 0, "write the loaded regions (a file for one, a directory for several)"},
     {"--json", NULL, NULL, NULL, 0, "machine-readable report"},

@@ -201,7 +201,10 @@ typedef struct magi_symm_group {
     void *comm;                /* cuda backend: ncclComm_t of the group; host: unused */
 } magi_symm_group;
 
-#define MAGI_SYMM_BACKEND_CONFIG_VERSION MAGI_STRUCT_VERSION(2, magi_symm_backend_config)
+#define MAGI_SYMM_BACKEND_CONFIG_VERSION MAGI_STRUCT_VERSION(3, magi_symm_backend_config)
+/* Largest world a backend accepts (the host control block and the socket
+ * rendezvous size per-rank state by it). */
+#define MAGI_SYMM_MAX_WORLD 65536u
 typedef struct magi_symm_backend_config {
     uint32_t version;          /* MAGI_SYMM_BACKEND_CONFIG_VERSION */
     uint32_t rank, world;      /* global rank and world size */
@@ -214,8 +217,16 @@ typedef struct magi_symm_backend_config {
     int device;                /* cuda: device ordinal */
     void *world_comm;          /* cuda: ncclComm_t over all ranks (plan check, IPC
                                   handle exchange, barrier); NULL: socket rendezvous */
+    /* revision 3: */
+    const char *job_id;        /* identity of the job, the same on every rank (e.g. the
+                                  launcher's run id); NULL: none. Its SHA-256 is part
+                                  of every rendezvous handshake: ranks of another job
+                                  sharing the directory are refused, never paired */
+    uint64_t max_window_bytes; /* cap on the bytes of all windows a rank maps (its own
+                                  and its peers'); 0: no cap beyond the plan's */
 } magi_symm_backend_config;
-#define MAGI_SYMM_BACKEND_CONFIG_INIT { MAGI_SYMM_BACKEND_CONFIG_VERSION, 0, 1, NULL, 0, NULL, 0, 0, NULL }
+#define MAGI_SYMM_BACKEND_CONFIG_INIT \
+    { MAGI_SYMM_BACKEND_CONFIG_VERSION, 0, 1, NULL, 0, NULL, 0, 0, NULL, NULL, 0 }
 
 /* A group resolved for the caller: members in group order and the caller's
  * position. Passed to backends. */

@@ -71,6 +71,21 @@ void magi_unmap_file(magi_mapped *m);
 
 /* Append `s` to list *v (n entries) in the region's arena unless present. */
 magi_status magi_region_note(magi_region *r, const char ***v, uint32_t *n, const char *s);
+/* Directories other users must not control (src/core/safedir.c). The
+ * directory is opened with O_DIRECTORY | O_NOFOLLOW (a symlink at its last
+ * component is refused) and checked on the descriptor:
+ *   MAGI_DIR_PRIVATE: owned by the effective uid, no group/other bits (0700);
+ *   MAGI_DIR_SHARED:  never other-writable; owned by us, or group-shared
+ *                     (group-writable with setgid, like a shared ccache).
+ * `create`: mkdir first when missing (0700 private, 0755 shared). Returns
+ * the directory's descriptor in *fd_out (the caller closes it); work inside
+ * it with openat/unlinkat/renameat so the checked directory is the one used.
+ * magi_dir_open_at opens `name` relative to `parent` (AT_FDCWD: a path);
+ * `what` names it in messages. */
+enum { MAGI_DIR_PRIVATE = 0, MAGI_DIR_SHARED = 1 };
+magi_status magi_dir_open(const char *path, int create, int policy, int *fd_out);
+magi_status magi_dir_open_at(int parent, const char *name, const char *what, int create, int policy,
+                             int *fd_out);
 
 /* Growable byte buffer (malloc-backed). */
 typedef struct magi_buf {

@@ -2,6 +2,7 @@
  * argument validation in front of a backend's vtable. */
 #include "symm_internal.h"
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 
 extern const magi_symm_backend_ops magi_symm_host_ops;
@@ -140,6 +141,9 @@ magi_status magi_symm_backend_create(magi_symm_backend **out, const magi_symm_ba
         return magi_set_error(MAGI_ERR_INVALID_ARG, "backend ops version %u (expected 1)", ops->version);
     if (cfg->world == 0 || cfg->rank >= cfg->world)
         return magi_set_error(MAGI_ERR_INVALID_ARG, "rank %u is not in world %u", cfg->rank, cfg->world);
+    if (cfg->world > MAGI_SYMM_MAX_WORLD)
+        return magi_set_error(MAGI_ERR_LIMIT, "world %u exceeds the limit of %u ranks", cfg->world,
+                              MAGI_SYMM_MAX_WORLD);
     if (cfg->n_groups && !cfg->groups)
         return magi_set_error(MAGI_ERR_INVALID_ARG, "n_groups %u but groups is NULL", cfg->n_groups);
     b = calloc(1, sizeof *b);
@@ -147,6 +151,23 @@ magi_status magi_symm_backend_create(magi_symm_backend **out, const magi_symm_ba
     b->ops = ops;
     b->plan = plan;
     MAGI_CHECK(magi_symm_resolve_groups(&b->views, &b->ranks, plan, cfg));
+    if (cfg->max_window_bytes) {
+        /* What this rank maps: every window of the plan, once per group member. */
+        uint32_t nw;
+        const magi_symm_window *win = magi_symm_plan_windows(plan, &nw);
+        uint64_t total = 0;
+        for (uint32_t w = 0; w < nw; w++) {
+            uint64_t one;
+            if (__builtin_mul_overflow(win[w].bytes, (uint64_t)b->views[w].size, &one) ||
+                __builtin_add_overflow(total, one, &total))
+                total = UINT64_MAX;
+        }
+        if (total > cfg->max_window_bytes)
+            MAGI_FAIL(MAGI_ERR_LIMIT,
+                      "the plan's windows need %llu bytes on this rank (its own and its peers'), over the "
+                      "limit of %llu bytes",
+                      (unsigned long long)total, (unsigned long long)cfg->max_window_bytes);
+    }
     MAGI_CHECK(ops->create(&b->state, plan, cfg, b->views));
     *out = b;
     b = NULL;

@@ -95,6 +95,7 @@ struct magi_symm_cuda {
     int device;
     uint32_t rank, world, timeout_ms;
     char *dir;
+    uint8_t job[32];          /* SHA-256 of the job id: in every handshake */
     void *world_comm;
     cwin *wins;
     uint32_t n_windows;
@@ -249,6 +250,7 @@ magi_status magi_symm_cuda_create(magi_symm_cuda **out, const magi_symm_cuda_lay
     c->world_comm = cfg->world_comm;
     if (!(c->graphs = magi_symm_cuda_graphs_new(0))) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
     if (cfg->rendezvous && !(c->dir = strdup(cfg->rendezvous))) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
+    magi_sha256(cfg->job_id ? cfg->job_id : "", cfg->job_id ? strlen(cfg->job_id) : 0, c->job);
     if (cfg->world > 1 && !c->world_comm && !c->dir)
         MAGI_FAIL(MAGI_ERR_INVALID_ARG,
                   "cuda backend: world %u needs an NCCL communicator (world_comm) or a rendezvous directory",
@@ -472,7 +474,7 @@ magi_status magi_symm_cuda_rendezvous(magi_symm_cuda *c) {
     if (c->failed) return magi_set_error(MAGI_ERR_INVALID_ARG, "cuda backend: an earlier rendezvous failed");
     MAGI_CHECK(use_device(c));
     if (!c->world_comm)
-        MAGI_CHECK(magi_symm_sock_open(&c->sock, c->dir ? c->dir : "/tmp", "magi-symm-cuda.sock", c->rank,
+        MAGI_CHECK(magi_symm_sock_open(&c->sock, c->dir ? c->dir : ".", "magi-symm-cuda.sock", c->job, c->rank,
                                        c->world, c->timeout_ms));
     size_t hsz = sizeof(rec_hdr) + (size_t)c->n_windows * sizeof(cudaIpcMemHandle_t), len;
     if (!magi_add_ok(hsz, c->enc_len, &len) || len > SIZE_MAX - 2048) MAGI_FAIL(MAGI_ERR_LIMIT, "plan too large");

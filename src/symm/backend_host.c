@@ -25,6 +25,7 @@
 
 typedef struct ctl_hdr {
     char magic[8];
+    uint8_t job[32];         /* SHA-256 of the job id */
     uint32_t world;
     uint32_t abort_flag;     /* rank+1 of the first rank that gave up */
     int32_t abort_status;
@@ -35,8 +36,8 @@ typedef struct host_win {
     uint8_t *local;
     size_t map_len;
     uint8_t **peer;          /* group_size entries; peer[my_index] == local */
-    char *tmp_path, *pub_path;
-    int published;           /* pub_path exists and is ours */
+    char *tmp_name, *pub_name; /* in the rendezvous directory */
+    int published;           /* pub_name exists and is ours */
     int tmp_exists;
 } host_win;
 
@@ -44,15 +45,18 @@ typedef struct host_state {
     const magi_symm_plan *plan;
     const magi_symm_group_view *views;
     uint32_t rank, world, timeout_ms;
-    char *dir;
+    char *dir;               /* for messages; files are reached through dirfd */
+    int dirfd;               /* the checked private directory */
     int own_dir;
+    uint8_t job[32];         /* SHA-256 of cfg->job_id ("" when none) */
     host_win *wins;
     uint32_t n_windows;
     uint8_t *ctl;
     size_t ctl_len;
-    char *plan_path;
+    char *plan_name;
     int plan_published;
     uint32_t phase;          /* last barrier phase passed */
+    int own_ctl;             /* rank 0 published ctl and has not removed it yet */
     struct timespec start;
 } host_state;
 
@@ -82,22 +86,19 @@ static void host_destroy(void *vs) {
             for (uint32_t j = 0; j < v->size; j++)
                 if (hw->peer[j] && j != v->my_index) munmap(hw->peer[j], hw->map_len);
         if (hw->local) munmap(hw->local, hw->map_len);
-        if (hw->tmp_exists) unlink(hw->tmp_path);
-        if (hw->published) unlink(hw->pub_path);
+        if (hw->tmp_exists) unlinkat(s->dirfd, hw->tmp_name, 0);
+        if (hw->published) unlinkat(s->dirfd, hw->pub_name, 0);
         free(hw->peer);
-        free(hw->tmp_path);
-        free(hw->pub_path);
+        free(hw->tmp_name);
+        free(hw->pub_name);
     }
     free(s->wins);
-    if (s->plan_published) unlink(s->plan_path);
-    free(s->plan_path);
+    if (s->plan_published) unlinkat(s->dirfd, s->plan_name, 0);
+    free(s->plan_name);
     if (s->ctl) munmap(s->ctl, s->ctl_len);
-    if (s->own_dir) {
-        char *c = path_fmt("%s/ctl", s->dir);
-        if (c) unlink(c);
-        free(c);
-        rmdir(s->dir);
-    }
+    if (s->own_ctl) unlinkat(s->dirfd, "ctl", 0); /* rank 0 gave up before the end */
+    if (s->dirfd >= 0) close(s->dirfd);
+    if (s->own_dir) rmdir(s->dir);
     free(s->dir);
     free(s);
 }
@@ -110,6 +111,8 @@ static magi_status host_create(void **out, const magi_symm_plan *plan,
     if (!s) return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
     s->plan = plan;
     s->views = views;
+    s->dirfd = -1;
+    magi_sha256(cfg->job_id ? cfg->job_id : "", cfg->job_id ? strlen(cfg->job_id) : 0, s->job);
     s->rank = cfg->rank;
     s->world = cfg->world;
     s->timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : DEFAULT_TIMEOUT_MS;
@@ -124,12 +127,16 @@ static magi_status host_create(void **out, const magi_symm_plan *plan,
         s->dir = strdup(d);
         s->own_dir = 1;
     } else {
-        if (mkdir(cfg->rendezvous, 0700) != 0 && errno != EEXIST)
-            MAGI_FAIL(MAGI_ERR_IO, "host backend: cannot create rendezvous directory '%s': %s",
-                      cfg->rendezvous, strerror(errno));
         s->dir = strdup(cfg->rendezvous);
     }
     if (!s->dir) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
+    /* Only a directory of ours that nobody else can enter: another user who
+     * pre-created it (or a symlink) could otherwise play rank 0. */
+    st = magi_dir_open(s->dir, 1, MAGI_DIR_PRIVATE, &s->dirfd);
+    if (st) {
+        magi_error_prefix(st, "host backend: rendezvous directory");
+        goto cleanup;
+    }
     uint32_t nw;
     const magi_symm_window *win = magi_symm_plan_windows(plan, &nw);
     s->n_windows = nw;
@@ -139,27 +146,33 @@ static magi_status host_create(void **out, const magi_symm_plan *plan,
         host_win *hw = &s->wins[w];
         hw->map_len = page_round(win[w].bytes);
         hw->peer = calloc(views[w].size, sizeof *hw->peer);
-        hw->tmp_path = path_fmt("%s/.win%u.r%u.tmp", s->dir, w, s->rank);
-        hw->pub_path = path_fmt("%s/win%u.r%u", s->dir, w, s->rank);
-        if (!hw->peer || !hw->tmp_path || !hw->pub_path) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
-        int fd = open(hw->tmp_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        hw->tmp_name = path_fmt(".win%u.r%u.tmp", w, s->rank);
+        hw->pub_name = path_fmt("win%u.r%u", w, s->rank);
+        if (!hw->peer || !hw->tmp_name || !hw->pub_name) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
+        if (win[w].bytes > SIZE_MAX / 2)
+            MAGI_FAIL(MAGI_ERR_LIMIT, "host backend: window %u of %llu bytes cannot be mapped", w,
+                      (unsigned long long)win[w].bytes);
+        int fd = openat(s->dirfd, hw->tmp_name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (fd < 0)
             MAGI_FAIL(errno == EEXIST ? MAGI_ERR_INVALID_ARG : MAGI_ERR_IO,
-                      "host backend: cannot create window file '%s': %s%s", hw->tmp_path, strerror(errno),
-                      errno == EEXIST ? " (the rendezvous directory must be fresh per job)" : "");
+                      "host backend: cannot create window file '%s/%s': %s%s", s->dir, hw->tmp_name,
+                      strerror(errno), errno == EEXIST ? " (the rendezvous directory must be fresh per job)" : "");
         hw->tmp_exists = 1;
-        if (ftruncate(fd, (off_t)hw->map_len) != 0) {
-            int e = errno;
+        /* Reserve the space now: on a full tmpfs a sparse file would map
+         * fine and then kill the process with SIGBUS on first touch. */
+        int fe = posix_fallocate(fd, 0, (off_t)hw->map_len);
+        if (fe != 0) {
             close(fd);
-            MAGI_FAIL(MAGI_ERR_IO, "host backend: cannot size window '%s' to %zu bytes: %s",
-                      hw->tmp_path, hw->map_len, strerror(e));
+            MAGI_FAIL(fe == ENOSPC ? MAGI_ERR_NOMEM : MAGI_ERR_IO,
+                      "host backend: cannot allocate window '%s/%s' of %zu bytes: %s", s->dir, hw->tmp_name,
+                      hw->map_len, strerror(fe));
         }
         void *m = mmap(NULL, hw->map_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
         int e = errno;
         close(fd);
         if (m == MAP_FAILED)
-            MAGI_FAIL(MAGI_ERR_NOMEM, "host backend: cannot map window '%s' (%zu bytes): %s",
-                      hw->tmp_path, hw->map_len, strerror(e));
+            MAGI_FAIL(MAGI_ERR_NOMEM, "host backend: cannot map window '%s/%s' (%zu bytes): %s", s->dir,
+                      hw->tmp_name, hw->map_len, strerror(e));
         hw->local = m;
         hw->peer[views[w].my_index] = m;
     }
@@ -256,35 +269,39 @@ static magi_status attach_ctl(host_state *s) {
     size_t len = CTL_HDR_BYTES + (size_t)s->world * CTL_STRIDE;
     if (!path || !tmp) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
     if (s->rank == 0) {
-        fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        fd = openat(s->dirfd, ".ctl.tmp", O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (fd < 0)
             MAGI_FAIL(MAGI_ERR_IO, "rendezvous: cannot create '%s': %s%s", tmp, strerror(errno),
                       errno == EEXIST ? " (the rendezvous directory must be fresh per job)" : "");
-        if (ftruncate(fd, (off_t)len) != 0) {
-            unlink(tmp);
-            MAGI_FAIL(MAGI_ERR_IO, "rendezvous: cannot size '%s': %s", tmp, strerror(errno));
+        int fe = posix_fallocate(fd, 0, (off_t)len);
+        if (fe != 0) {
+            unlinkat(s->dirfd, ".ctl.tmp", 0);
+            MAGI_FAIL(fe == ENOSPC ? MAGI_ERR_NOMEM : MAGI_ERR_IO, "rendezvous: cannot allocate '%s' (%zu bytes): %s",
+                      tmp, len, strerror(fe));
         }
         void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         if (m == MAP_FAILED) {
-            unlink(tmp);
+            unlinkat(s->dirfd, ".ctl.tmp", 0);
             MAGI_FAIL(MAGI_ERR_IO, "rendezvous: cannot map '%s': %s", tmp, strerror(errno));
         }
         s->ctl = m;
         s->ctl_len = len;
         ctl_hdr *h = ctl_of(s);
         memcpy(h->magic, CTL_MAGIC, 8);
+        memcpy(h->job, s->job, 32);
         h->world = s->world;
-        int lk = link(tmp, path);
+        int lk = linkat(s->dirfd, ".ctl.tmp", s->dirfd, "ctl", 0);
         int e = errno;
-        unlink(tmp);
+        unlinkat(s->dirfd, ".ctl.tmp", 0);
         if (lk != 0)
             MAGI_FAIL(e == EEXIST ? MAGI_ERR_INVALID_ARG : MAGI_ERR_IO,
                       "rendezvous: cannot publish '%s': %s%s", path, strerror(e),
                       e == EEXIST ? " (the rendezvous directory must be fresh per job)" : "");
+        s->own_ctl = 1;
     } else {
         unsigned spins = 0;
         for (;;) {
-            fd = open(path, O_RDWR | O_CLOEXEC);
+            fd = openat(s->dirfd, "ctl", O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
             if (fd >= 0) break;
             if (errno != ENOENT) MAGI_FAIL(MAGI_ERR_IO, "rendezvous: cannot open '%s': %s", path, strerror(errno));
             if (elapsed_ms(s) > (long)s->timeout_ms)
@@ -295,6 +312,7 @@ static magi_status attach_ctl(host_state *s) {
         }
         struct stat sb;
         if (fstat(fd, &sb) != 0) MAGI_FAIL(MAGI_ERR_IO, "rendezvous: stat '%s': %s", path, strerror(errno));
+        if (!S_ISREG(sb.st_mode)) MAGI_FAIL(MAGI_ERR_CORRUPT, "rendezvous: '%s' is not a regular file", path);
         if ((size_t)sb.st_size < CTL_HDR_BYTES)
             MAGI_FAIL(MAGI_ERR_CORRUPT, "rendezvous: '%s' is truncated", path);
         size_t have = (size_t)sb.st_size;
@@ -304,6 +322,15 @@ static magi_status attach_ctl(host_state *s) {
         s->ctl_len = have;
         ctl_hdr *h = ctl_of(s);
         if (memcmp(h->magic, CTL_MAGIC, 8)) MAGI_FAIL(MAGI_ERR_CORRUPT, "rendezvous: '%s' is not a control file", path);
+        if (memcmp(h->job, s->job, 32)) {
+            /* Another job's rendezvous: never pair with it, never abort it. */
+            munmap(s->ctl, s->ctl_len);
+            s->ctl = NULL;
+            MAGI_FAIL(MAGI_ERR_MISMATCH,
+                      "rendezvous in '%s': the control file belongs to another job (different job id): "
+                      "use a fresh directory per job",
+                      s->dir);
+        }
         if (h->world != s->world || have != len) {
             magi_set_error(MAGI_ERR_MISMATCH, "rendezvous in '%s': rank %u has world %u but rank 0 has world %u",
                            s->dir, s->rank, s->world, h->world);
@@ -334,34 +361,65 @@ static magi_status publish_plan(host_state *s) {
     uint32_t hdr[2] = {s->world, s->rank};
     uint64_t l64 = len;
     magi_buf_append(&b, PLANFILE_MAGIC, 8);
+    magi_buf_append(&b, s->job, 32);
     magi_buf_append(&b, hdr, sizeof hdr);
     magi_buf_append(&b, sha, 32);
     magi_buf_append(&b, &l64, 8);
     magi_buf_append(&b, enc, len);
     if (b.failed) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
-    s->plan_path = path_fmt("%s/plan.r%u", s->dir, s->rank);
-    tmp = path_fmt("%s/.plan.r%u.tmp", s->dir, s->rank);
-    if (!s->plan_path || !tmp) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0) MAGI_FAIL(MAGI_ERR_IO, "rendezvous: cannot create '%s': %s", tmp, strerror(errno));
+    s->plan_name = path_fmt("plan.r%u", s->rank);
+    tmp = path_fmt(".plan.r%u.tmp", s->rank);
+    if (!s->plan_name || !tmp) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
+    fd = openat(s->dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) MAGI_FAIL(MAGI_ERR_IO, "rendezvous: cannot create '%s/%s': %s", s->dir, tmp, strerror(errno));
     size_t off = 0;
     while (off < b.len) {
         ssize_t w = write(fd, b.data + off, b.len - off);
         if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) MAGI_FAIL(MAGI_ERR_IO, "rendezvous: cannot write '%s': %s", tmp, strerror(errno));
+        if (w <= 0) MAGI_FAIL(MAGI_ERR_IO, "rendezvous: cannot write '%s/%s': %s", s->dir, tmp, strerror(errno));
         off += (size_t)w;
     }
     close(fd);
     fd = -1;
-    if (rename(tmp, s->plan_path) != 0)
-        MAGI_FAIL(MAGI_ERR_IO, "rendezvous: cannot publish '%s': %s", s->plan_path, strerror(errno));
+    if (renameat(s->dirfd, tmp, s->dirfd, s->plan_name) != 0)
+        MAGI_FAIL(MAGI_ERR_IO, "rendezvous: cannot publish '%s/%s': %s", s->dir, s->plan_name, strerror(errno));
     s->plan_published = 1;
 cleanup:
     if (fd >= 0) close(fd);
-    if (st && tmp) unlink(tmp); /* a failed write or rename leaves no temporary */
+    if (st && tmp) unlinkat(s->dirfd, tmp, 0); /* a failed write or rename leaves no temporary */
     free(tmp);
     free(enc);
     magi_buf_free(&b);
+    return st;
+}
+
+/* Read the regular file `name` in the directory dirfd (not following a
+ * symlink, never blocking on a FIFO); `path` names it in messages. */
+static magi_status read_at(int dirfd, const char *name, const char *path, size_t max, char **out, size_t *len) {
+    magi_status st = MAGI_OK;
+    char *buf = NULL;
+    int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return magi_set_error(MAGI_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) MAGI_FAIL(MAGI_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
+    if (!S_ISREG(sb.st_mode)) MAGI_FAIL(MAGI_ERR_CORRUPT, "%s: not a regular file", path);
+    if ((uint64_t)sb.st_size > max) MAGI_FAIL(MAGI_ERR_LIMIT, "%s: %lld bytes is too large", path, (long long)sb.st_size);
+    size_t n = (size_t)sb.st_size, got = 0;
+    buf = malloc(n + 1);
+    if (!buf) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
+    while (got < n) {
+        ssize_t r = pread(fd, buf + got, n - got, (off_t)got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) MAGI_FAIL(MAGI_ERR_IO, "%s: short read", path);
+        got += (size_t)r;
+    }
+    buf[n] = 0;
+    *out = buf;
+    *len = n;
+    buf = NULL;
+cleanup:
+    free(buf);
+    close(fd);
     return st;
 }
 
@@ -369,10 +427,11 @@ cleanup:
 static magi_status read_plan(host_state *s, uint32_t q, char **buf, const uint8_t **enc, size_t *len,
                              uint8_t sha[32]) {
     magi_status st;
-    char *path = path_fmt("%s/plan.r%u", s->dir, q);
-    size_t n;
+    char *path = path_fmt("%s/plan.r%u", s->dir, q), name[32];
+    size_t n = 0;
     if (!path) return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
-    st = magi_read_file(path, 1ull << 30, buf, &n);
+    snprintf(name, sizeof name, "plan.r%u", q);
+    st = read_at(s->dirfd, name, path, 1ull << 30, buf, &n);
     if (st) {
         magi_error_prefix(st, "rendezvous: plan of rank %u", q);
         free(path);
@@ -381,10 +440,16 @@ static magi_status read_plan(host_state *s, uint32_t q, char **buf, const uint8_
     const uint8_t *p = (const uint8_t *)*buf;
     uint32_t hdr[2];
     uint64_t l64;
-    if (n < 8 + 8 + 32 + 8 || memcmp(p, PLANFILE_MAGIC, 8)) {
+    if (n < 8 + 32 + 8 + 32 + 8 || memcmp(p, PLANFILE_MAGIC, 8)) {
         st = magi_set_error(MAGI_ERR_CORRUPT, "rendezvous: '%s' is not a plan file", path);
         goto done;
     }
+    if (memcmp(p + 8, s->job, 32)) {
+        st = magi_set_error(MAGI_ERR_MISMATCH, "rendezvous: '%s' belongs to another job (different job id)", path);
+        goto done;
+    }
+    p += 32;
+    n -= 32;
     memcpy(hdr, p + 8, 8);
     memcpy(sha, p + 16, 32);
     memcpy(&l64, p + 48, 8);
@@ -449,9 +514,10 @@ static magi_status map_peers(host_state *s) {
         const magi_symm_group_view *v = &s->views[w];
         for (uint32_t j = 0; j < v->size; j++) {
             if (j == v->my_index) continue;
-            char *path = path_fmt("%s/win%u.r%u", s->dir, w, v->ranks[j]);
+            char *path = path_fmt("%s/win%u.r%u", s->dir, w, v->ranks[j]), name[48];
             if (!path) return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
-            int fd = open(path, O_RDONLY | O_CLOEXEC);
+            snprintf(name, sizeof name, "win%u.r%u", w, v->ranks[j]);
+            int fd = openat(s->dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
             if (fd < 0) {
                 magi_set_error(MAGI_ERR_IO, "rendezvous: cannot open peer window '%s': %s", path, strerror(errno));
                 free(path);
@@ -459,7 +525,7 @@ static magi_status map_peers(host_state *s) {
             }
             struct stat sb;
             memset(&sb, 0, sizeof sb); /* the message reads st_size even if fstat fails */
-            if (fstat(fd, &sb) != 0 || (size_t)sb.st_size != hw->map_len) {
+            if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || (size_t)sb.st_size != hw->map_len) {
                 close(fd);
                 magi_set_error(MAGI_ERR_MISMATCH, "rendezvous: peer window '%s' has %lld bytes, expected %zu",
                                path, (long long)sb.st_size, hw->map_len);
@@ -498,22 +564,19 @@ static magi_status host_rendezvous(void *vs) {
     snprintf(keep, sizeof keep, "%s", magi_last_error());
     /* Everyone has read every plan file past this point. */
     if ((st = barrier(s, 2, "plans checked"))) goto cleanup;
-    unlink(s->plan_path);
+    unlinkat(s->dirfd, s->plan_name, 0);
     s->plan_published = 0;
     if (verdict) {
-        if (s->rank == 0) {
-            char *c = path_fmt("%s/ctl", s->dir);
-            if (c) unlink(c);
-            free(c);
-        }
+        if (s->own_ctl) unlinkat(s->dirfd, "ctl", 0);
+        s->own_ctl = 0;
         st = magi_set_error(verdict, "%s", keep);
         goto cleanup;
     }
     for (uint32_t w = 0; w < s->n_windows; w++) {
         host_win *hw = &s->wins[w];
-        if (rename(hw->tmp_path, hw->pub_path) != 0) {
-            st = magi_set_error(MAGI_ERR_IO, "rendezvous: cannot publish window '%s': %s", hw->pub_path,
-                                strerror(errno));
+        if (renameat(s->dirfd, hw->tmp_name, s->dirfd, hw->pub_name) != 0) {
+            st = magi_set_error(MAGI_ERR_IO, "rendezvous: cannot publish window '%s/%s': %s", s->dir,
+                                hw->pub_name, strerror(errno));
             goto fail;
         }
         hw->tmp_exists = 0;
@@ -523,14 +586,11 @@ static magi_status host_rendezvous(void *vs) {
     if ((st = map_peers(s))) goto fail;
     if ((st = barrier(s, 4, "windows mapped"))) goto cleanup;
     for (uint32_t w = 0; w < s->n_windows; w++) {
-        unlink(s->wins[w].pub_path);
+        unlinkat(s->dirfd, s->wins[w].pub_name, 0);
         s->wins[w].published = 0;
     }
-    if (s->rank == 0) {
-        char *c = path_fmt("%s/ctl", s->dir);
-        if (c) unlink(c);
-        free(c);
-    }
+    if (s->own_ctl) unlinkat(s->dirfd, "ctl", 0);
+    s->own_ctl = 0;
     return MAGI_OK;
 fail:
     host_abort(s, st);
@@ -538,10 +598,14 @@ cleanup:
     /* Window files are never needed again after a failure: peers fail too. */
     for (uint32_t w = 0; w < s->n_windows; w++) {
         host_win *hw = &s->wins[w];
-        if (hw->tmp_exists) unlink(hw->tmp_path);
-        if (hw->published) unlink(hw->pub_path);
+        if (hw->tmp_exists) unlinkat(s->dirfd, hw->tmp_name, 0);
+        if (hw->published) unlinkat(s->dirfd, hw->pub_name, 0);
         hw->tmp_exists = hw->published = 0;
     }
+    /* A rank 0 that gave up (timeout, mismatch) removes its control file:
+     * ranks still attached keep their mapping and see the abort slot. */
+    if (s->own_ctl) unlinkat(s->dirfd, "ctl", 0);
+    s->own_ctl = 0;
     return st;
 }
 

@@ -1,6 +1,7 @@
 /* Local rendezvous over a Unix stream socket (see rdzv_sock.h). */
 #include "rdzv_sock.h"
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,8 @@
 #define FRAME_MAGIC 0x314b534du /* "MSK1" */
 #define MAX_PAYLOAD (1ull << 30)
 #define DEFAULT_TIMEOUT_MS 60000u
+#define HELLO_MS 5000      /* a connection must say HELLO within this */
+#define MAX_PENDING 64u    /* connections not yet identified, at most */
 
 enum { F_HELLO = 1, F_DATA = 2, F_ERROR = 3 };
 
@@ -28,7 +31,10 @@ typedef struct frame {
 struct magi_symm_sock {
     uint32_t rank, world, timeout_ms;
     int *fds;        /* rank 0: fds[r] for r >= 1; others: fds[0] is the link to rank 0 */
-    char *path;
+    char *path;      /* for messages */
+    char *bind_path; /* what bind/connect use: inside the checked directory */
+    int dirfd;
+    uint8_t job[32];
     int listen_fd;
     int failed;      /* an error was sent or received: collectives refuse */
 };
@@ -135,12 +141,33 @@ static magi_status error_from_frame(const frame *f, const uint8_t *pl, const cha
     return magi_set_error(st, "%s: %s", ctx, (const char *)pl);
 }
 
+/* Peer credentials: 0 when the other end runs as this user. */
+static int peer_is_us(int fd) {
+    struct ucred cr;
+    socklen_t l = sizeof cr;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &l) != 0) return -1;
+    return cr.uid == geteuid() ? 0 : -1;
+}
+
+/* A connection that has not said HELLO yet. */
+typedef struct pending {
+    int fd;
+    int64_t until;   /* drop it after this */
+    size_t got;
+    uint8_t buf[sizeof(frame) + 32];
+} pending;
+
+static void drop_pending(pending *p, uint32_t *n, uint32_t i) {
+    close(p[i].fd);
+    p[i] = p[--*n];
+}
+
 static magi_status root_open(magi_symm_sock *s, int64_t deadline) {
     struct sockaddr_un a;
     memset(&a, 0, sizeof a);
     a.sun_family = AF_UNIX;
-    memcpy(a.sun_path, s->path, strlen(s->path) + 1);
-    s->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    memcpy(a.sun_path, s->bind_path, strlen(s->bind_path) + 1);
+    s->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (s->listen_fd < 0) return magi_set_error(MAGI_ERR_IO, "rendezvous: socket(): %s", strerror(errno));
     if (bind(s->listen_fd, (struct sockaddr *)&a, sizeof a) != 0) {
         int e = errno;
@@ -151,53 +178,104 @@ static magi_status root_open(magi_symm_sock *s, int64_t deadline) {
                               e == EADDRINUSE ? " (the rendezvous directory must be fresh per job)" : "");
     }
     if (listen(s->listen_fd, (int)(s->world < 4096 ? s->world : 4096)) != 0) {
-        unlink(s->path);
+        unlink(s->bind_path);
         return magi_set_error(MAGI_ERR_IO, "rendezvous: listen '%s': %s", s->path, strerror(errno));
     }
     magi_status st = MAGI_OK;
-    uint32_t joined = 1, arrived = 1;
+    uint32_t joined = 1, np = 0;
     char err[512] = "";
-    /* Accept until every rank has arrived (or the deadline): a bad arrival
-     * is answered with the error at once, the good ones at the end, so that
-     * every process that shows up learns the verdict. */
-    while (arrived < s->world) {
-        int64_t left = deadline - now_ms();
-        if (left <= 0) break;
-        struct pollfd pf = {s->listen_fd, POLLIN, 0};
-        int r = poll(&pf, 1, left > 1000 ? 1000 : (int)left);
-        if (r <= 0) continue;
-        int fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC);
-        if (fd < 0) continue;
-        frame f;
-        uint8_t *pl = NULL;
-        int rr = recv_frame(fd, &f, &pl, deadline);
-        free(pl);
-        if (rr || f.kind != F_HELLO) {
-            close(fd); /* not one of ours (or dead on arrival): ignore it */
-            continue;
-        }
-        arrived++;
-        const char *why = NULL;
-        char msg[256];
-        if (f.world != s->world) {
-            snprintf(msg, sizeof msg, "rank %d has world %u but rank 0 has world %u", f.arg, f.world, s->world);
-            why = msg;
-        } else if (f.arg <= 0 || (uint32_t)f.arg >= s->world) {
-            snprintf(msg, sizeof msg, "a process joined as rank %d, outside world %u", f.arg, s->world);
-            why = msg;
-        } else if (s->fds[f.arg] >= 0) {
-            snprintf(msg, sizeof msg, "two processes joined as rank %d", f.arg);
-            why = msg;
-        }
-        if (why) {
-            if (!err[0]) snprintf(err, sizeof err, "rendezvous at '%s': %s", s->path, why);
-            send_frame(fd, F_ERROR, MAGI_ERR_MISMATCH, 0, err, strlen(err), now_ms() + 2000);
-            close(fd);
-            continue;
-        }
-        s->fds[f.arg] = fd;
-        joined++;
+    pending *pend = calloc(MAX_PENDING, sizeof *pend);
+    struct pollfd *pf = calloc(MAX_PENDING + 1, sizeof *pf);
+    if (!pend || !pf) {
+        st = magi_set_error(MAGI_ERR_NOMEM, "out of memory");
+        goto done;
     }
+    /* Accept until every rank has joined (or the deadline). Connections are
+     * served together (poll), each with its own HELLO deadline, so a silent
+     * or slow one never holds up the others. A HELLO from another user, of
+     * another job, or garbage is dropped without counting; a bad rank or
+     * world is answered with the error at once and fails the rendezvous. */
+    while (joined < s->world && !err[0]) {
+        int64_t now = now_ms(), left = deadline - now;
+        if (left <= 0) break;
+        for (uint32_t i = 0; i < np;)
+            if (pend[i].until <= now) drop_pending(pend, &np, i);
+            else i++;
+        pf[0].fd = s->listen_fd;
+        pf[0].events = POLLIN;
+        pf[0].revents = 0;
+        for (uint32_t i = 0; i < np; i++) {
+            pf[i + 1].fd = pend[i].fd;
+            pf[i + 1].events = POLLIN;
+            pf[i + 1].revents = 0;
+        }
+        int r = poll(pf, np + 1, left > 200 ? 200 : (int)left);
+        if (r <= 0) continue;
+        /* Read what the pending connections sent (never blocking). */
+        for (uint32_t i = np; i-- > 0;) {
+            if (!pf[i + 1].revents) continue;
+            pending *p = &pend[i];
+            ssize_t k = recv(p->fd, p->buf + p->got, sizeof p->buf - p->got, MSG_DONTWAIT);
+            if (k < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+            if (k <= 0) {
+                drop_pending(pend, &np, i);
+                continue;
+            }
+            p->got += (size_t)k;
+            frame f;
+            memcpy(&f, p->buf, p->got < sizeof f ? p->got : sizeof f);
+            if (p->got >= sizeof f && (f.magic != FRAME_MAGIC || f.kind != F_HELLO || f.len != 32)) {
+                drop_pending(pend, &np, i); /* not one of ours */
+                continue;
+            }
+            if (p->got < sizeof p->buf) continue;
+            int fd = p->fd;
+            if (memcmp(p->buf + sizeof f, s->job, 32)) {
+                const char *m = "rendezvous: this socket belongs to another job (different job id)";
+                send_frame(fd, F_ERROR, MAGI_ERR_MISMATCH, 0, m, strlen(m), now_ms() + 200);
+                drop_pending(pend, &np, i);
+                continue;
+            }
+            pend[i] = pend[--np];
+            const char *why = NULL;
+            char msg[256];
+            if (f.world != s->world) {
+                snprintf(msg, sizeof msg, "rank %d has world %u but rank 0 has world %u", f.arg, f.world, s->world);
+                why = msg;
+            } else if (f.arg <= 0 || (uint32_t)f.arg >= s->world) {
+                snprintf(msg, sizeof msg, "a process joined as rank %d, outside world %u", f.arg, s->world);
+                why = msg;
+            } else if (s->fds[f.arg] >= 0) {
+                snprintf(msg, sizeof msg, "two processes joined as rank %d", f.arg);
+                why = msg;
+            }
+            if (why) {
+                snprintf(err, sizeof err, "rendezvous at '%s': %s", s->path, why);
+                send_frame(fd, F_ERROR, MAGI_ERR_MISMATCH, 0, err, strlen(err), now_ms() + 2000);
+                close(fd);
+                continue;
+            }
+            s->fds[f.arg] = fd;
+            joined++;
+        }
+        if (!(pf[0].revents & POLLIN)) continue;
+        for (;;) {
+            int fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+            if (fd < 0) break;
+            if (peer_is_us(fd) != 0) { /* another user: never a rank of ours */
+                close(fd);
+                continue;
+            }
+            if (np == MAX_PENDING) drop_pending(pend, &np, 0); /* the oldest silent one */
+            memset(&pend[np], 0, sizeof pend[np]);
+            pend[np].fd = fd;
+            pend[np].until = now_ms() + HELLO_MS;
+            np++;
+        }
+    }
+    /* The accepted connections go back to blocking mode for the collectives. */
+    for (uint32_t r = 1; r < s->world; r++)
+        if (s->fds[r] >= 0) fcntl(s->fds[r], F_SETFL, fcntl(s->fds[r], F_GETFL) & ~O_NONBLOCK);
     if (err[0]) {
         st = magi_set_error(MAGI_ERR_MISMATCH, "%s", err);
         root_broadcast_error(s, st, err, UINT32_MAX);
@@ -224,7 +302,10 @@ static magi_status root_open(magi_symm_sock *s, int64_t deadline) {
         }
     }
 done:
-    unlink(s->path);
+    for (uint32_t i = 0; i < np; i++) close(pend[i].fd);
+    free(pend);
+    free(pf);
+    unlink(s->bind_path);
     close(s->listen_fd);
     s->listen_fd = -1;
     return st;
@@ -234,11 +315,16 @@ static magi_status peer_open(magi_symm_sock *s, int64_t deadline) {
     struct sockaddr_un a;
     memset(&a, 0, sizeof a);
     a.sun_family = AF_UNIX;
-    memcpy(a.sun_path, s->path, strlen(s->path) + 1);
+    memcpy(a.sun_path, s->bind_path, strlen(s->bind_path) + 1);
     for (;;) {
         int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (fd < 0) return magi_set_error(MAGI_ERR_IO, "rendezvous: socket(): %s", strerror(errno));
         if (connect(fd, (struct sockaddr *)&a, sizeof a) == 0) {
+            if (peer_is_us(fd) != 0) {
+                close(fd);
+                return magi_set_error(MAGI_ERR_INVALID_ARG,
+                                      "rendezvous at '%s': the listening process runs as another user", s->path);
+            }
             s->fds[0] = fd;
             break;
         }
@@ -253,7 +339,7 @@ static magi_status peer_open(magi_symm_sock *s, int64_t deadline) {
         struct timespec t = {0, 5 * 1000 * 1000};
         nanosleep(&t, NULL);
     }
-    int r = send_frame(s->fds[0], F_HELLO, (int32_t)s->rank, s->world, NULL, 0, deadline);
+    int r = send_frame(s->fds[0], F_HELLO, (int32_t)s->rank, s->world, s->job, 32, deadline);
     if (r) return magi_set_error(io_status(r), "rendezvous at '%s': hello to rank 0: %s", s->path, io_what(r));
     frame f;
     uint8_t *pl = NULL;
@@ -272,7 +358,7 @@ static magi_status peer_open(magi_symm_sock *s, int64_t deadline) {
 }
 
 magi_status magi_symm_sock_open(magi_symm_sock **out, const char *dir, const char *name,
-                                uint32_t rank, uint32_t world, uint32_t timeout_ms) {
+                                const uint8_t job[32], uint32_t rank, uint32_t world, uint32_t timeout_ms) {
     magi_status st = MAGI_OK;
     magi_symm_sock *s = NULL;
     if (!out || !dir || !*dir || !name || world == 0 || rank >= world)
@@ -285,6 +371,8 @@ magi_status magi_symm_sock_open(magi_symm_sock **out, const char *dir, const cha
     s->world = world;
     s->timeout_ms = timeout_ms ? timeout_ms : DEFAULT_TIMEOUT_MS;
     s->listen_fd = -1;
+    s->dirfd = -1;
+    if (job) memcpy(s->job, job, 32);
     s->fds = malloc(sizeof *s->fds * world);
     if (!s->fds) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
     for (uint32_t r = 0; r < world; r++) s->fds[r] = -1;
@@ -296,8 +384,25 @@ magi_status magi_symm_sock_open(magi_symm_sock **out, const char *dir, const cha
         MAGI_FAIL(MAGI_ERR_INVALID_ARG, "rendezvous: socket path '%s' is longer than %zu bytes",
                   s->path, sizeof(((struct sockaddr_un *)0)->sun_path) - 1);
     if (world > 1) {
-        if (mkdir(dir, 0700) != 0 && errno != EEXIST)
-            MAGI_FAIL(MAGI_ERR_IO, "rendezvous: cannot create directory '%s': %s", dir, strerror(errno));
+        /* The socket lives in a directory only we can enter (owner us, mode
+         * 0700, no symlink), reached through the checked descriptor. */
+        st = magi_dir_open(dir, 1, MAGI_DIR_PRIVATE, &s->dirfd);
+        if (st) {
+            magi_error_prefix(st, "rendezvous directory");
+            goto cleanup;
+        }
+        if (asprintf(&s->bind_path, "/proc/self/fd/%d/%s", s->dirfd, name) < 0) {
+            s->bind_path = NULL;
+            MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
+        }
+        struct stat pb;
+        if (strlen(s->bind_path) >= sizeof(((struct sockaddr_un *)0)->sun_path) || stat(s->bind_path, &pb) != 0 ||
+            !S_ISDIR(pb.st_mode)) {
+            /* no /proc: the checked path itself */
+            free(s->bind_path);
+            s->bind_path = strdup(s->path);
+            if (!s->bind_path) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
+        }
         int64_t deadline = now_ms() + s->timeout_ms;
         MAGI_CHECK(rank == 0 ? root_open(s, deadline) : peer_open(s, deadline));
     }
@@ -442,9 +547,11 @@ void magi_symm_sock_close(magi_symm_sock *s) {
             if (s->fds[r] >= 0) close(s->fds[r]);
     if (s->listen_fd >= 0) {
         close(s->listen_fd);
-        unlink(s->path);
+        unlink(s->bind_path);
     }
+    if (s->dirfd >= 0) close(s->dirfd);
     free(s->fds);
     free(s->path);
+    free(s->bind_path);
     free(s);
 }

@@ -19,13 +19,19 @@
 
 typedef struct magi_symm_sock magi_symm_sock;
 
-/* Join the rendezvous of `world` ranks at <dir>/<name> (dir is created if
- * missing; it must be fresh per job). Returns once every rank has joined:
- * MAGI_ERR_TIMEOUT naming the missing ranks (rank 0) or naming rank 0 (the
- * others); MAGI_ERR_MISMATCH when ranks disagree on the world size or a rank
- * number is used twice. Owned by the caller: magi_symm_sock_close(). */
+/* Join the rendezvous of `world` ranks at <dir>/<name>. dir is created if
+ * missing and must be private (owned by this user, mode 0700, not a
+ * symlink: MAGI_ERR_INVALID_ARG otherwise); it must be fresh per job.
+ * `job` (32 bytes, the SHA-256 of the job id; NULL: zeros) is sent in the
+ * HELLO: rank 0 drops connections of another user (SO_PEERCRED), of
+ * another job, or that stay silent for 5 s, and serves every connection at
+ * once, so none of them can stall the others. Returns once every rank has
+ * joined: MAGI_ERR_TIMEOUT naming the missing ranks (rank 0) or naming
+ * rank 0 (the others); MAGI_ERR_MISMATCH when ranks disagree on the world
+ * size or a rank number is used twice, or (non-zero ranks) the listener is
+ * another job's. Owned by the caller: magi_symm_sock_close(). */
 magi_status magi_symm_sock_open(magi_symm_sock **out, const char *dir, const char *name,
-                                uint32_t rank, uint32_t world, uint32_t timeout_ms);
+                                const uint8_t job[32], uint32_t rank, uint32_t world, uint32_t timeout_ms);
 
 /* All-gather variable-length records. On success *all (malloc'd, caller
  * frees) holds the records of ranks 0..world-1 back to back and *offs

@@ -1,0 +1,462 @@
+/*
+ * Hostile local users and shared directories: rendezvous directories and
+ * sockets (host and socket rendezvous), the cache directory, small tmpfs.
+ *
+ * Every case runs in forked children under a CPU-time limit (RLIMIT_CPU)
+ * and an address-space limit (RLIMIT_AS, unless a sanitizer is linked) and
+ * a wall-clock alarm, so a hang or a bomb fails the case instead of the
+ * suite. Cross-user cases need root (the "other user" is uid/gid 65534,
+ * reached with setresuid in a child); without root they print why they are
+ * skipped and do not count. The small-tmpfs case mounts a 1 MiB tmpfs in a
+ * private mount namespace (root), else it is skipped with the reason.
+ */
+#include "testlib.h"
+#include "magi_aot.h"
+#include "symm/rdzv_sock.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <sched.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define OTHER_UID 65534
+
+extern void __asan_init(void) __attribute__((weak));
+
+/* The limits every hostile child runs under. */
+static void limit_self(unsigned cpu_s) {
+    struct rlimit cpu = {cpu_s, cpu_s + 1};
+    setrlimit(RLIMIT_CPU, &cpu);
+    if (__asan_init == NULL) {
+        struct rlimit as = {2ull << 30, 2ull << 30};
+        setrlimit(RLIMIT_AS, &as);
+    }
+    alarm(cpu_s * 3);
+}
+
+/* Fork fn(arg) under the limits; returns its exit status (128+sig if killed). */
+static int run_child(int (*fn)(void *), void *arg, unsigned cpu_s) {
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    MT_REQUIRE(pid >= 0, "fork");
+    if (pid == 0) {
+        limit_self(cpu_s);
+        _exit(fn(arg));
+    }
+    int ws = 0;
+    while (waitpid(pid, &ws, 0) < 0 && errno == EINTR) {
+    }
+    return WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
+}
+
+static pid_t start_child(int (*fn)(void *), void *arg, unsigned cpu_s) {
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    MT_REQUIRE(pid >= 0, "fork");
+    if (pid == 0) {
+        limit_self(cpu_s);
+        _exit(fn(arg));
+    }
+    return pid;
+}
+
+static int wait_child(pid_t pid) {
+    int ws = 0;
+    while (waitpid(pid, &ws, 0) < 0 && errno == EINTR) {
+    }
+    return WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
+}
+
+static int become_other_user(void) {
+    setgroups(0, NULL);
+    return setresgid(OTHER_UID, OTHER_UID, OTHER_UID) == 0 && setresuid(OTHER_UID, OTHER_UID, OTHER_UID) == 0
+               ? 0
+               : -1;
+}
+
+static int skip_unless_root(const char *what) {
+    if (geteuid() == 0) return 0;
+    printf("  SKIP %s: needs root to act as a second user (uid %d)\n", what, OTHER_UID);
+    return 1;
+}
+
+/* Children report status + message through a file. */
+static void put_msg(const char *path, magi_status st) {
+    char *m = mt_fmt("%d %s", (int)st, magi_last_error());
+    mt_write(path, m, strlen(m));
+    free(m);
+}
+
+static magi_region *fsdp_region(void) {
+    char *path = mt_fixture("fsdp_block.json");
+    size_t len;
+    char *text = mt_read(path, &len);
+    MT_REQUIRE(text, "%s", path);
+    free(path);
+    magi_region *r = NULL;
+    MT_OK(magi_json_read(&r, text, len, NULL));
+    free(text);
+    return r;
+}
+
+/* ------------------------------------------------------------ host backend */
+
+typedef struct host_args {
+    const char *dir, *job, *msg;
+    uint32_t rank, timeout_ms;
+    int create_only;
+} host_args;
+
+/* One rank of the fsdp plan (world 4) on the host backend. */
+static int host_rank(void *vp) {
+    host_args *a = vp;
+    magi_region *r = fsdp_region();
+    const magi_region *rs[1] = {r};
+    magi_symm_plan *p = NULL;
+    magi_symm_backend *be = NULL;
+    magi_status st = magi_symm_plan_build(&p, rs, 1, NULL);
+    magi_symm_backend_config cfg = MAGI_SYMM_BACKEND_CONFIG_INIT;
+    cfg.rank = a->rank;
+    cfg.world = 4;
+    cfg.rendezvous = a->dir;
+    cfg.timeout_ms = a->timeout_ms;
+    cfg.job_id = a->job;
+    if (!st) st = magi_symm_backend_create(&be, magi_symm_backend_find("host"), p, &cfg);
+    if (!st && !a->create_only) st = magi_symm_backend_rendezvous(be);
+    put_msg(a->msg, st);
+    magi_symm_backend_free(be);
+    magi_symm_plan_free(p);
+    magi_region_free(r);
+    return st ? 10 : 0;
+}
+
+static char *msg_of(const char *path) {
+    size_t n;
+    char *m = mt_read(path, &n);
+    return m ? m : mt_fmt("(no message)");
+}
+
+/* A directory another user made (and owns) is refused: she cannot play rank 0. */
+static void test_host_dir_other_user(void) {
+    if (skip_unless_root("host rendezvous in a directory another user made")) return;
+    char *base = mt_tmpdir();
+    chmod(base, 01777); /* like /dev/shm */
+    char *dir = mt_fmt("%s/rdv", base), *msg = mt_fmt("%s.msg", base);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (become_other_user() != 0) _exit(2);
+        _exit(mkdir(dir, 0700) == 0 ? 0 : 3);
+    }
+    MT_REQUIRE(wait_child(pid) == 0, "the other user could not create %s", dir);
+    host_args a = {dir, NULL, msg, 1, 2000, 0};
+    int rc = run_child(host_rank, &a, 20);
+    char *m = msg_of(msg);
+    MT_CHECK(rc == 10, "rank joined a rendezvous in another user's directory (rc %d): %s", rc, m);
+    MT_CHECK(strstr(m, "owned by uid 65534") != NULL, "%s", m);
+    free(m);
+    mt_rmtree(base);
+    unlink(msg);
+    free(base);
+    free(dir);
+    free(msg);
+}
+
+/* Group/other-accessible or symlinked directories are refused (no root needed). */
+static void test_host_dir_mode_and_symlink(void) {
+    char *base = mt_tmpdir();
+    char *dir = mt_fmt("%s/open", base), *link_ = mt_fmt("%s/link", base), *msg = mt_fmt("%s/m", base);
+    MT_REQUIRE(mkdir(dir, 0700) == 0);
+    chmod(dir, 0777);
+    host_args a = {dir, NULL, msg, 1, 2000, 0};
+    int rc = run_child(host_rank, &a, 20);
+    char *m = msg_of(msg);
+    MT_CHECK(rc == 10 && strstr(m, "lets other users in"), "mode 0777 accepted (rc %d): %s", rc, m);
+    free(m);
+    chmod(dir, 0700);
+    MT_REQUIRE(symlink(dir, link_) == 0);
+    host_args b = {link_, NULL, msg, 1, 2000, 0};
+    rc = run_child(host_rank, &b, 20);
+    m = msg_of(msg);
+    MT_CHECK(rc == 10 && strstr(m, "symbolic link"), "symlinked directory accepted (rc %d): %s", rc, m);
+    free(m);
+    mt_rmtree(base);
+    free(base);
+    free(dir);
+    free(link_);
+    free(msg);
+}
+
+/* Two jobs sharing one directory never pair: rank 1 of job B meets job A's
+ * control file and fails at once naming the other job. */
+static void test_host_job_identity(void) {
+    char *base = mt_tmpdir();
+    char *dir = mt_fmt("%s/rdv", base), *m0 = mt_fmt("%s/m0", base), *m1 = mt_fmt("%s/m1", base);
+    host_args a = {dir, "job-A", m0, 0, 3000, 0}, b = {dir, "job-B", m1, 1, 3000, 0};
+    pid_t p0 = start_child(host_rank, &a, 20);
+    struct timespec t = {0, 300 * 1000 * 1000};
+    nanosleep(&t, NULL); /* rank 0 publishes ctl first */
+    int rc1 = run_child(host_rank, &b, 20);
+    int rc0 = wait_child(p0);
+    char *x0 = msg_of(m0), *x1 = msg_of(m1);
+    MT_CHECK(rc1 == 10 && strstr(x1, "another job"), "job B's rank 1 (rc %d): %s", rc1, x1);
+    MT_CHECK(rc0 == 10 && strstr(x0, "timed out"), "job A's rank 0 (rc %d): %s", rc0, x0);
+    /* Rank 0 gave up: nothing of its rendezvous is left behind. */
+    MT_CHECK(mt_count_files(dir) == 0, "%zu files left in %s", mt_count_files(dir), dir);
+    free(x0);
+    free(x1);
+    mt_rmtree(base);
+    free(base);
+    free(dir);
+    free(m0);
+    free(m1);
+}
+
+/* Windows larger than the tmpfs: a clean error, not SIGBUS, and no files left. */
+static int small_tmpfs_child(void *vp) {
+    const char *mnt = vp;
+    if (unshare(CLONE_NEWNS) != 0) return 77;
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) return 77;
+    if (mount("none", mnt, "tmpfs", 0, "size=1m,mode=0700") != 0) return 77;
+    char *dir = mt_fmt("%s/rdv", mnt), *msg = mt_fmt("%s/../tmpfs.msg", mnt);
+    host_args a = {dir, NULL, msg, 0, 2000, 1};
+    int rc = host_rank(&a);
+    if (rc != 10) return 20;
+    size_t n;
+    char *m = mt_read(msg, &n);
+    if (!m || !strstr(m, "cannot allocate window")) {
+        fprintf(stderr, "message: %s\n", m ? m : "(none)");
+        return 21;
+    }
+    if (mt_count_files(dir) != 0) return 22;
+    return 0;
+}
+
+static void test_host_small_tmpfs(void) {
+    if (geteuid() != 0) {
+        printf("  SKIP small tmpfs: mounting a 1 MiB tmpfs needs root\n");
+        return;
+    }
+    char *base = mt_tmpdir();
+    char *mnt = mt_fmt("%s/mnt", base);
+    MT_REQUIRE(mkdir(mnt, 0700) == 0);
+    int rc = run_child(small_tmpfs_child, mnt, 20);
+    if (rc == 77) {
+        printf("  SKIP small tmpfs: cannot mount a tmpfs here (no mount namespace)\n");
+    } else {
+        MT_CHECK(rc == 0, "4 MiB window on a 1 MiB tmpfs: child status %d (%s)", rc,
+                 rc == 128 + SIGBUS ? "SIGBUS" : rc == 20 ? "no error" : rc == 21 ? "wrong message" : "files left");
+    }
+    mt_rmtree(base);
+    free(base);
+    free(mnt);
+}
+
+/* ------------------------------------------------------------ socket rendezvous */
+
+typedef struct sock_args {
+    const char *dir, *msg;
+    uint32_t rank, world, timeout_ms;
+    uint8_t job[32];
+} sock_args;
+
+static int sock_rank(void *vp) {
+    sock_args *a = vp;
+    magi_symm_sock *s = NULL;
+    magi_status st = magi_symm_sock_open(&s, a->dir, "r.sock", a->job, a->rank, a->world, a->timeout_ms);
+    if (!st) st = magi_symm_sock_barrier(s);
+    put_msg(a->msg, st);
+    magi_symm_sock_close(s);
+    return st ? 10 : 0;
+}
+
+static int64_t ms_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* Connect to <dir>/r.sock (retrying until it exists); -1 on failure. */
+static int raw_connect(const char *dir, int64_t give_up_ms) {
+    struct sockaddr_un a;
+    memset(&a, 0, sizeof a);
+    a.sun_family = AF_UNIX;
+    snprintf(a.sun_path, sizeof a.sun_path, "%s/r.sock", dir);
+    for (;;) {
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (connect(fd, (struct sockaddr *)&a, sizeof a) == 0) return fd;
+        int e = errno;
+        close(fd);
+        if (e == EACCES || e == EPERM || ms_now() > give_up_ms) return -1;
+        struct timespec t = {0, 2 * 1000 * 1000};
+        nanosleep(&t, NULL);
+    }
+}
+
+/* An idle connection and a forged HELLO of another job arrive first; the
+ * real rank 1 still joins at once (no stall), and the forger is refused. */
+typedef struct squat_args {
+    const char *dir;
+    int forged;  /* 0: connect and say nothing; 1: HELLO as rank 1 of another job */
+} squat_args;
+
+static int squatter(void *vp) {
+    squat_args *a = vp;
+    int fd = raw_connect(a->dir, ms_now() + 5000);
+    if (fd < 0) return 2;
+    if (a->forged) {
+        struct {
+            uint32_t magic, kind;
+            int32_t arg;
+            uint32_t world;
+            uint64_t len;
+            uint8_t job[32];
+        } hello = {0x314b534du, 1, 1, 2, 32, {0}};
+        memset(hello.job, 0xAB, 32);
+        if (write(fd, &hello, sizeof hello) != (ssize_t)sizeof hello) return 3;
+        char buf[512];
+        ssize_t n = read(fd, buf, sizeof buf); /* the refusal (an error frame) or EOF */
+        return n > 0 ? 0 : 4;
+    }
+    sleep(8); /* idle, holding the connection open */
+    return 0;
+}
+
+static void test_sock_idle_and_forged(void) {
+    char *base = mt_tmpdir();
+    char *dir = mt_fmt("%s/rdv", base), *m0 = mt_fmt("%s/m0", base), *m1 = mt_fmt("%s/m1", base);
+    sock_args r0 = {dir, m0, 0, 2, 6000, {0}}, r1 = {dir, m1, 1, 2, 6000, {0}};
+    memset(r0.job, 7, 32);
+    memset(r1.job, 7, 32);
+    int64_t t0 = ms_now();
+    pid_t p0 = start_child(sock_rank, &r0, 20);
+    squat_args idle = {dir, 0}, forged = {dir, 1};
+    pid_t ps = start_child(squatter, &idle, 20);
+    pid_t pf = start_child(squatter, &forged, 20);
+    struct timespec t = {0, 300 * 1000 * 1000};
+    nanosleep(&t, NULL); /* the squatters connect first */
+    int rc1 = run_child(sock_rank, &r1, 20);
+    int rc0 = wait_child(p0);
+    int64_t took = ms_now() - t0;
+    int rcf = wait_child(pf);
+    kill(ps, SIGKILL);
+    wait_child(ps);
+    char *x0 = msg_of(m0), *x1 = msg_of(m1);
+    MT_CHECK(rc0 == 0 && rc1 == 0, "rank 0 (rc %d): %s; rank 1 (rc %d): %s", rc0, x0, rc1, x1);
+    MT_CHECK(took < 4000, "an idle connection stalled the rendezvous: %lld ms", (long long)took);
+    MT_CHECK(rcf == 0, "the forged HELLO of another job was not refused (status %d)", rcf);
+    free(x0);
+    free(x1);
+    mt_rmtree(base);
+    free(base);
+    free(dir);
+    free(m0);
+    free(m1);
+}
+
+/* Another user can neither squat the socket path nor connect to it. */
+static int other_user_connect(void *vp) {
+    if (become_other_user() != 0) return 2;
+    int fd = raw_connect(vp, ms_now() + 3000);
+    return fd < 0 ? 0 : 1;
+}
+
+static void test_sock_other_user(void) {
+    if (skip_unless_root("socket rendezvous against another user")) return;
+    char *base = mt_tmpdir();
+    chmod(base, 0755);
+    char *dir = mt_fmt("%s/rdv", base), *m0 = mt_fmt("%s/m0", base);
+    sock_args r0 = {dir, m0, 0, 2, 2500, {0}};
+    pid_t p0 = start_child(sock_rank, &r0, 20);
+    int rc = run_child(other_user_connect, dir, 20);
+    int rc0 = wait_child(p0);
+    MT_CHECK(rc == 0, "another user connected to the rendezvous socket (status %d)", rc);
+    MT_CHECK(rc0 == 10, "rank 0 completed with one rank missing (status %d)", rc0);
+    /* and a directory she made is refused */
+    char *dir2 = mt_fmt("%s/rdv2", base);
+    chmod(base, 01777);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (become_other_user() != 0) _exit(2);
+        _exit(mkdir(dir2, 0700) == 0 ? 0 : 3);
+    }
+    MT_REQUIRE(wait_child(pid) == 0);
+    sock_args r1 = {dir2, m0, 1, 2, 1000, {0}};
+    int rc1 = run_child(sock_rank, &r1, 20);
+    char *x = msg_of(m0);
+    MT_CHECK(rc1 == 10 && strstr(x, "owned by uid 65534"), "(rc %d) %s", rc1, x);
+    free(x);
+    mt_rmtree(base);
+    free(base);
+    free(dir);
+    free(dir2);
+    free(m0);
+}
+
+/* A 600-byte artifact whose one weight gathers to 2 GiB: the load refuses
+ * the windows before mapping anything (default cap 1 GiB per rank). */
+static const char BIG_WINDOW_JSON[] =
+    "{\"format\":\"magi-fx-json\",\"version\":1,\"model_tag\":\"big\",\"model_idx\":0,\"traced_files\":[],"
+    "\"compile_config\":{},\"symbols\":{},\"graph\":{\"nodes\":["
+    "{\"name\":\"w\",\"op\":\"placeholder\",\"target\":\"w\",\"meta\":{\"example_value\":{\"kind\":\"tensor\","
+    "\"dtype\":\"bfloat16\",\"shape\":[262144,1024],\"stride\":[1024,1],\"storage_offset\":0,\"device\":\"cuda:0\","
+    "\"requires_grad\":false}}},"
+    "{\"name\":\"g\",\"op\":\"call_function\",\"target\":\"torch.ops._c10d_functional.all_gather_into_tensor\","
+    "\"args\":[{\"node\":\"w\"},4,\"0\"],\"meta\":{\"example_value\":{\"kind\":\"tensor\",\"dtype\":\"bfloat16\","
+    "\"shape\":[1048576,1024],\"stride\":[1024,1],\"storage_offset\":0,\"device\":\"cuda:0\",\"requires_grad\":false}}},"
+    "{\"name\":\"r\",\"op\":\"call_function\",\"target\":\"torch.ops._c10d_functional.wait_tensor\","
+    "\"args\":[{\"node\":\"g\"}],\"meta\":{\"example_value\":{\"kind\":\"tensor\",\"dtype\":\"bfloat16\","
+    "\"shape\":[1048576,1024],\"stride\":[1024,1],\"storage_offset\":0,\"device\":\"cuda:0\",\"requires_grad\":false}}},"
+    "{\"name\":\"output\",\"op\":\"output\",\"target\":\"output\",\"args\":[{\"tuple\":[{\"node\":\"r\"}]}]}]}}";
+
+typedef struct cli_args {
+    char *const *argv;
+    const char *needle;
+} cli_args;
+
+static int cli_child(void *vp) {
+    cli_args *a = vp;
+    char *err = NULL;
+    int rc = mt_spawn(a->argv, NULL, NULL, &err);
+    int ok = rc != 0 && rc < 128 && err && strstr(err, a->needle);
+    if (!ok) fprintf(stderr, "status %d, stderr: %s\n", rc, err ? err : "");
+    free(err);
+    return ok ? 0 : 1;
+}
+
+static void test_window_cap(void) {
+    char *base = mt_tmpdir();
+    char *json = mt_fmt("%s/big.json", base), *art = mt_fmt("%s/big.magi", base), *rdv = mt_fmt("%s/rdv", base);
+    MT_REQUIRE(mt_write(json, BIG_WINDOW_JSON, strlen(BIG_WINDOW_JSON)) == 0);
+    char *save[] = {MAGI_CLI_PATH, "save", json, "-o", art, NULL};
+    MT_REQUIRE(mt_spawn(save, NULL, NULL, NULL) == 0, "save");
+    char *load[] = {MAGI_CLI_PATH, "load", art, "--rank", "0", "--world", "4", "--rendezvous", rdv,
+                    "--check-gathers", NULL};
+    cli_args a = {load, "over the limit of 1073741824 bytes"};
+    MT_CHECK(run_child(cli_child, &a, 20) == 0, "a 2 GiB window was not refused (RLIMIT_AS 2 GiB)");
+    MT_CHECK(mt_count_files(rdv) == 0, "files left in %s", rdv);
+    char *huge[] = {MAGI_CLI_PATH, "load", art, "--rank", "0", "--world", "10000000", "--rendezvous", rdv, NULL};
+    cli_args b = {huge, "exceeds the limit of 65536 ranks"};
+    MT_CHECK(run_child(cli_child, &b, 20) == 0, "--world 10000000 was not refused");
+    mt_rmtree(base);
+    free(base);
+    free(json);
+    free(art);
+    free(rdv);
+}
+
+/* ------------------------------------------------------------ main */
+
+MT_MAIN(MT_CASE(test_host_dir_other_user), MT_CASE(test_host_dir_mode_and_symlink), MT_CASE(test_host_job_identity),
+        MT_CASE(test_host_small_tmpfs), MT_CASE(test_sock_idle_and_forged), MT_CASE(test_sock_other_user),
+        MT_CASE(test_window_cap))
