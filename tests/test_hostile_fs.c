@@ -441,7 +441,7 @@ static void test_window_cap(void) {
     char *save[] = {MAGI_CLI_PATH, "save", json, "-o", art, NULL};
     MT_REQUIRE(mt_spawn(save, NULL, NULL, NULL) == 0, "save");
     char *load[] = {MAGI_CLI_PATH, "load", art, "--rank", "0", "--world", "4", "--rendezvous", rdv,
-                    "--check-gathers", NULL};
+                    "--check-gathers", "--transport", "copy_engine", NULL};
     cli_args a = {load, "over the limit of 1073741824 bytes"};
     MT_CHECK(run_child(cli_child, &a, 20) == 0, "a 2 GiB window was not refused (RLIMIT_AS 2 GiB)");
     MT_CHECK(mt_count_files(rdv) == 0, "files left in %s", rdv);

@@ -125,12 +125,12 @@ class SymmGroup(Structure):
 
 
 class SymmBackendConfig(Structure):
-    """magi_symm_backend_config (symm.h), revision 2."""
-    REVISION = 2
+    """magi_symm_backend_config (symm.h), revision 3."""
+    REVISION = 3
     _fields_ = [("version", c_uint32), ("rank", c_uint32), ("world", c_uint32),
                 ("groups", POINTER(SymmGroup)), ("n_groups", c_uint32),
                 ("rendezvous", c_char_p), ("timeout_ms", c_uint32), ("device", c_int),
-                ("world_comm", c_void_p)]
+                ("world_comm", c_void_p), ("job_id", c_char_p), ("max_window_bytes", c_uint64)]
 
 
 class LoaderOptions(Structure):

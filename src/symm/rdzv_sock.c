@@ -182,7 +182,7 @@ static magi_status root_open(magi_symm_sock *s, int64_t deadline) {
         return magi_set_error(MAGI_ERR_IO, "rendezvous: listen '%s': %s", s->path, strerror(errno));
     }
     magi_status st = MAGI_OK;
-    uint32_t joined = 1, np = 0;
+    uint32_t joined = 1, arrived = 1, np = 0;
     char err[512] = "";
     pending *pend = calloc(MAX_PENDING, sizeof *pend);
     struct pollfd *pf = calloc(MAX_PENDING + 1, sizeof *pf);
@@ -190,12 +190,13 @@ static magi_status root_open(magi_symm_sock *s, int64_t deadline) {
         st = magi_set_error(MAGI_ERR_NOMEM, "out of memory");
         goto done;
     }
-    /* Accept until every rank has joined (or the deadline). Connections are
+    /* Accept until every rank has arrived (or the deadline): a bad arrival
+     * is answered with the error at once, the good ones at the end, so that
+     * every process that shows up learns the verdict. Connections are
      * served together (poll), each with its own HELLO deadline, so a silent
      * or slow one never holds up the others. A HELLO from another user, of
-     * another job, or garbage is dropped without counting; a bad rank or
-     * world is answered with the error at once and fails the rendezvous. */
-    while (joined < s->world && !err[0]) {
+     * another job, or garbage is dropped without counting. */
+    while (arrived < s->world) {
         int64_t now = now_ms(), left = deadline - now;
         if (left <= 0) break;
         for (uint32_t i = 0; i < np;)
@@ -237,6 +238,7 @@ static magi_status root_open(magi_symm_sock *s, int64_t deadline) {
                 continue;
             }
             pend[i] = pend[--np];
+            arrived++;
             const char *why = NULL;
             char msg[256];
             if (f.world != s->world) {
@@ -250,7 +252,7 @@ static magi_status root_open(magi_symm_sock *s, int64_t deadline) {
                 why = msg;
             }
             if (why) {
-                snprintf(err, sizeof err, "rendezvous at '%s': %s", s->path, why);
+                if (!err[0]) snprintf(err, sizeof err, "rendezvous at '%s': %s", s->path, why);
                 send_frame(fd, F_ERROR, MAGI_ERR_MISMATCH, 0, err, strlen(err), now_ms() + 2000);
                 close(fd);
                 continue;
