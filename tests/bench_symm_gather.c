@@ -26,7 +26,8 @@ static int run_rank(uint32_t rank, const char *rdv, unsigned rows, int iters) {
     char doc[2048];
     snprintf(doc, sizeof doc,
              "{\"format\": \"magi-fx-json\", \"version\": 1, \"graph\": {\"nodes\": ["
-             "{\"name\": \"w\", \"op\": \"placeholder\", \"target\": \"W\", \"meta\": {\"example_value\": "
+             "{\"name\": \"w\", \"op\": \"placeholder\", \"target\": \"W\", \"input_kind\": \"param\", "
+             "\"meta\": {\"example_value\": "
              "{\"kind\": \"tensor\", \"dtype\": \"bfloat16\", \"shape\": [%u, 1024], \"stride\": [1024, 1], "
              "\"storage_offset\": 0, \"device\": \"cpu\", \"requires_grad\": false}}},"
              "{\"name\": \"g\", \"op\": \"call_function\", \"target\": "

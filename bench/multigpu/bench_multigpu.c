@@ -353,7 +353,8 @@ static int region_json(const layout *l, sbuf *b) {
                  "\"traced_files\":[],\"compile_config\":{},\"symbols\":{},\"graph\":{\"nodes\":[");
     for (int i = 0; i < l->n; i++) {
         const wspec *w = &l->w[i];
-        sb_printf(b, "%s{\"name\":\"p%d\",\"op\":\"placeholder\",\"target\":\"%s\",\"meta\":{\"example_value\":",
+        sb_printf(b, "%s{\"name\":\"p%d\",\"op\":\"placeholder\",\"target\":\"%s\",\"input_kind\":\"param\","
+                     "\"meta\":{\"example_value\":",
                   i ? "," : "", i, w->name);
         sb_tensor(b, w->dtype, w->rows, w->cols);
         sb_printf(b, "}}");

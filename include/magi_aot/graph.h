@@ -142,6 +142,23 @@ struct magi_example {
     } u;
 };
 
+/* What a placeholder stands for, as the producer recorded it from Dynamo's
+ * source ("input_kind" in magi-fx JSON; absent in files written before it
+ * existed). Only parameters and buffers are static weights that may be
+ * served from a symmetric buffer. */
+typedef enum magi_input_kind {
+    MAGI_INPUT_UNKNOWN = 0, /* not recorded */
+    MAGI_INPUT_PARAM = 1,   /* "param": a module parameter */
+    MAGI_INPUT_BUFFER = 2,  /* "buffer": a module buffer */
+    MAGI_INPUT_OTHER = 3,   /* "input": anything else (activations, user inputs) */
+    MAGI_INPUT_KIND_COUNT_
+} magi_input_kind;
+
+/* "param", "buffer", "input"; NULL for UNKNOWN or out of range. */
+MAGI_API const char *magi_input_kind_name(magi_input_kind k);
+/* Parse "param" | "buffer" | "input"; MAGI_ERR_FORMAT otherwise. */
+MAGI_API magi_status magi_input_kind_parse(const char *name, magi_input_kind *out);
+
 /* Node presence flags, so absent and empty stay distinct in a round trip. */
 #define MAGI_NODE_HAS_ARGS   0x1u
 #define MAGI_NODE_HAS_KWARGS 0x2u
@@ -155,6 +172,7 @@ typedef struct magi_node {
     magi_value kwargs;            /* MAGI_V_DICT (n may be 0) */
     const magi_example *example;  /* NULL: no meta.example_value */
     uint32_t flags;               /* MAGI_NODE_HAS_* */
+    magi_input_kind input_kind;   /* placeholders; MAGI_INPUT_UNKNOWN when not recorded */
 } magi_node;
 
 typedef struct magi_symbol {

@@ -19,10 +19,14 @@
  *   5. magi_symm_all_gather(_coalesced)(): gather at run time.
  *
  * Qualifying gather: target torch.ops._c10d_functional.all_gather_into_tensor
- * (any overload suffix) whose input is to_local(X) or X, X a placeholder or
- * get_attr, with an even shard (gathered dim 0 == group_size * shard dim 0,
- * concrete shape). A coalesced gather is rewritten only if every input
- * qualifies. Others stay on NCCL with a reason (magi_symm_reason).
+ * (any overload suffix) whose input is to_local(X) or X, X a static weight
+ * (a get_attr, or a placeholder recorded as a parameter or buffer
+ * (magi_node.input_kind) or, when not recorded, whose Dynamo name marks one:
+ * L_self_parameters_*, L_self_buffers_*, L_self_modules_*_parameters_* or
+ * *_buffers_*) without requires_grad, with an even shard (gathered dim 0 ==
+ * group_size * shard dim 0, concrete shape). A coalesced gather is rewritten
+ * only if every input qualifies. Others stay on NCCL with a reason
+ * (magi_symm_reason).
  *
  * Thread safety: a plan is immutable after build and may be read from many
  * threads. A backend handle is not thread-safe (one thread per handle, as
@@ -52,11 +56,15 @@ typedef enum magi_symm_reason {
     MAGI_SYMM_KEEP_NOT_RESIDENT = 3, /* input is not to_local(X)/X with X a placeholder/get_attr */
     MAGI_SYMM_KEEP_MIXED_COALESCED = 4, /* coalesced gather with some inputs not qualifying */
     MAGI_SYMM_KEEP_UNEVEN = 5,     /* shards uneven, symbolic or shapes inconsistent */
-    MAGI_SYMM_KEEP_TRANSPORT = 6   /* the nccl transport was chosen */
+    MAGI_SYMM_KEEP_TRANSPORT = 6,  /* the nccl transport was chosen */
+    MAGI_SYMM_KEEP_NOT_STATIC = 7, /* X is not a parameter or buffer (an activation: a
+                                      window has no per-step barrier, peers would read
+                                      last step's data) */
+    MAGI_SYMM_KEEP_TRAINABLE = 8   /* the weight has requires_grad: it changes */
 } magi_symm_reason;
 
 /* "rewritten", "cast", "pad", "not_resident", "mixed_coalesced", "uneven",
- * "transport"; NULL when out of range. */
+ * "transport", "not_static", "trainable"; NULL when out of range. */
 MAGI_API const char *magi_symm_reason_name(magi_symm_reason r);
 
 typedef enum magi_symm_transport {

@@ -228,6 +228,10 @@ class _Walk:
 
     def node(self, n):
         d = {"name": n.name, "op": n.op, "target": target_name(n, self.target_names)}
+        if n.op == "placeholder":
+            kind = input_kind(n)
+            if kind is not None:
+                d["input_kind"] = kind
         if n.op != "placeholder" or n.args:
             d["args"] = [self.value(a) for a in n.args]
         if n.kwargs:
@@ -237,6 +241,42 @@ class _Walk:
         if key is not None:
             d["meta"] = {"example_value": self.example(meta[key])}
         return d
+
+
+def _source_name(src):
+    name = getattr(src, "name", None)
+    try:
+        return name() if callable(name) else str(name)
+    except Exception:  # a source that cannot name itself: unknown
+        return None
+
+
+def input_kind(node):
+    """What a Dynamo placeholder stands for: "param" (a module parameter),
+    "buffer" (a module buffer, or another tensor Dynamo treats as a static
+    input), "input" (anything else: activations, user inputs, sizes).
+
+    Read from the GraphArg's source when Dynamo leaves it in
+    node.meta["grapharg"], else from what it leaves on every version: the
+    example is an nn.Parameter (params), or tensor_dict carries
+    _dynamo_static_input_type (params and buffers). None for a graph that
+    is not Dynamo's (no example_value): the loader then judges by the name."""
+    torch = _torch()
+    meta = node.meta
+    ga = meta.get("grapharg")
+    if ga is not None:
+        src = _source_name(getattr(ga, "source", None)) or ""
+        if "._parameters[" in src:
+            return "param"
+        if "._buffers[" in src:
+            return "buffer"
+    if "example_value" not in meta:
+        return None
+    if isinstance(meta["example_value"], torch.nn.Parameter):
+        return "param"
+    if "_dynamo_static_input_type" in (meta.get("tensor_dict") or {}):
+        return "buffer"
+    return "input"
 
 
 def _float(f):

@@ -176,6 +176,33 @@ class TorchRoundTrip(unittest.TestCase):
         self.assertEqual(str(d0), str(r.symbol_map["u0"]))
         self.assertEqual(fakes[2].shape[1], 128)
 
+    def test_walk_records_parameter_buffer_and_input(self):
+        torch = self.torch
+
+        class M(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = torch.nn.Linear(8, 8)
+                self.register_buffer("scale", torch.ones(8))
+
+            def forward(self, x):
+                return self.lin(x) * self.scale
+
+        cap = self.tc.Capture()
+        with torch.no_grad():
+            torch.compile(M(), backend=cap, fullgraph=True)(torch.randn(2, 8))
+        doc = self.magi.graph_to_doc(cap.gms[0], model_tag="kinds")
+        kinds = {n["target"]: n.get("input_kind") for n in doc["graph"]["nodes"]
+                 if n["op"] == "placeholder"}
+        self.assertEqual(sorted(kinds.values()), ["buffer", "input", "param", "param"], kinds)
+        self.assertEqual([t for t, k in kinds.items() if k == "input"], ["L_x_"])
+        # the kinds survive the C reader and an artifact
+        path = os.path.join(self.tmp.name, "kinds.magi")
+        self.magi.save_doc(doc, path)
+        back = {n["target"]: n.get("input_kind") for n in self.magi.load(path).nodes
+                if n["op"] == "placeholder"}
+        self.assertEqual(back, kinds)
+
     def test_save_and_load_file(self):
         torch = self.torch
         m = self.tc.Block(d=32, heads=2, ffn=64)

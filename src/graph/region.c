@@ -18,6 +18,22 @@ magi_status magi_opcode_parse(const char *name, magi_opcode *out) {
     return magi_set_error(MAGI_ERR_FORMAT, "unknown opcode '%s'", name);
 }
 
+static const char *const input_kind_names[MAGI_INPUT_KIND_COUNT_] = {NULL, "param", "buffer", "input"};
+
+const char *magi_input_kind_name(magi_input_kind k) {
+    return (unsigned)k < MAGI_INPUT_KIND_COUNT_ ? input_kind_names[k] : NULL;
+}
+
+magi_status magi_input_kind_parse(const char *name, magi_input_kind *out) {
+    for (int i = 1; i < MAGI_INPUT_KIND_COUNT_; i++)
+        if (name && !strcmp(name, input_kind_names[i])) {
+            *out = (magi_input_kind)i;
+            return MAGI_OK;
+        }
+    return magi_set_error(MAGI_ERR_FORMAT, "unknown input_kind '%s' (expected param, buffer or input)",
+                          name ? name : "(null)");
+}
+
 static const char *const example_names[MAGI_EX_KIND_COUNT_] = {
     "tensor", "symint", "symbool", "symfloat", "int", "float",
     "bool", "tuple", "list", "none", "opaque"};

@@ -29,7 +29,7 @@ enum {
 enum {
     MAGI_ART_NODE_NAME = 0, MAGI_ART_NODE_OP = 1, MAGI_ART_NODE_TARGET = 2,
     MAGI_ART_NODE_ARGS = 3, MAGI_ART_NODE_KWARGS = 4, MAGI_ART_NODE_EXAMPLE = 5,
-    MAGI_ART_NODE_FLAGS = 6
+    MAGI_ART_NODE_FLAGS = 6, MAGI_ART_NODE_INPUT_KIND = 7
 };
 
 /* One section before compression (used by the encoder and by tests that

@@ -673,6 +673,14 @@ static magi_status dec_node(dec *d, magi_node *nd) {
         case MAGI_ART_NODE_FLAGS:
             if ((st = magi_mp_read_u32(&d->m, &nd->flags))) return st;
             break;
+        case MAGI_ART_NODE_INPUT_KIND: {
+            uint32_t ik;
+            if ((st = magi_mp_read_u32(&d->m, &ik))) return st;
+            if (ik == MAGI_INPUT_UNKNOWN || ik >= MAGI_INPUT_KIND_COUNT_)
+                return magi_set_error(MAGI_ERR_FORMAT, "input kind %u at byte %zu", ik, at);
+            nd->input_kind = (magi_input_kind)ik;
+            break;
+        }
         default: {
             char kt[64];
             key_text(kt, sizeof kt, &key);

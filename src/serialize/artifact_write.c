@@ -305,7 +305,8 @@ static magi_status enc_graph(enc *e, const magi_region *r) {
             return magi_set_error(MAGI_ERR_INVALID_ARG, "%s: args is not a list", where);
         if (has_kwargs && nd->kwargs.kind != MAGI_V_DICT)
             return magi_set_error(MAGI_ERR_INVALID_ARG, "%s: kwargs is not a dict", where);
-        uint32_t n = 3 + has_args + has_kwargs + (nd->example != NULL) + (nd->flags != 0);
+        int has_kind = magi_input_kind_name(nd->input_kind) != NULL;
+        uint32_t n = 3 + has_args + has_kwargs + (nd->example != NULL) + (nd->flags != 0) + has_kind;
         P(e, msgpack_pack_map(&e->pk, n));
         P(e, msgpack_pack_uint8(&e->pk, MAGI_ART_NODE_NAME));
         enc_str(e, nd->name);
@@ -338,6 +339,10 @@ static magi_status enc_graph(enc *e, const magi_region *r) {
         if (nd->flags) {
             P(e, msgpack_pack_uint8(&e->pk, MAGI_ART_NODE_FLAGS));
             P(e, msgpack_pack_uint32(&e->pk, nd->flags));
+        }
+        if (has_kind) {
+            P(e, msgpack_pack_uint8(&e->pk, MAGI_ART_NODE_INPUT_KIND));
+            P(e, msgpack_pack_uint8(&e->pk, (uint8_t)nd->input_kind));
         }
         if (e->failed) break;
     }

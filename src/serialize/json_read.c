@@ -353,7 +353,7 @@ static magi_status report_key(reader *rd, const char ***list, uint32_t *n, const
 }
 
 static magi_status read_node(reader *rd, json_t *j, magi_node *node) {
-    static const char *const node_keys[] = {"name", "op", "target", "args", "kwargs", "meta", NULL};
+    static const char *const node_keys[] = {"name", "op", "target", "args", "kwargs", "meta", "input_kind", NULL};
     magi_status st = MAGI_OK;
     if (!json_is_object(j)) return fail(rd, MAGI_ERR_FORMAT, "a node must be an object");
     node->name = rd->cur_name;
@@ -363,6 +363,11 @@ static magi_status read_node(reader *rd, json_t *j, magi_node *node) {
     const char *target = json_string_value(json_object_get(j, "target"));
     if (!target) return fail(rd, MAGI_ERR_FORMAT, "missing or non-string 'target'");
     node->target = dup(rd, target);
+    json_t *ik = json_object_get(j, "input_kind");
+    if (ik && !json_is_null(ik)) {
+        if (!json_is_string(ik) || magi_input_kind_parse(json_string_value(ik), &node->input_kind))
+            return fail(rd, MAGI_ERR_FORMAT, "'input_kind' must be \"param\", \"buffer\" or \"input\"");
+    }
     node->args.kind = MAGI_V_LIST;
     node->kwargs.kind = MAGI_V_DICT;
     json_t *args = json_object_get(j, "args");

@@ -169,6 +169,10 @@ static void put_node(magi_buf *b, const magi_region *r, const magi_node *n) {
     magi_buf_put_json_str(b, magi_opcode_name(n->op) ? magi_opcode_name(n->op) : "call_function");
     put_key(b, "target", &first);
     magi_buf_put_json_str(b, n->target);
+    if (magi_input_kind_name(n->input_kind)) {
+        put_key(b, "input_kind", &first);
+        magi_buf_put_json_str(b, magi_input_kind_name(n->input_kind));
+    }
     if (n->flags & MAGI_NODE_HAS_ARGS) {
         put_key(b, "args", &first);
         put_value(b, r, &n->args);

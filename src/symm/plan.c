@@ -35,8 +35,8 @@ const char *magi_symm_transport_name(magi_symm_transport t) {
 }
 
 const char *magi_symm_reason_name(magi_symm_reason r) {
-    static const char *const names[] = {"rewritten",       "cast",   "pad",      "not_resident",
-                                        "mixed_coalesced", "uneven", "transport"};
+    static const char *const names[] = {"rewritten", "cast",      "pad",        "not_resident", "mixed_coalesced",
+                                        "uneven",    "transport", "not_static", "trainable"};
     return (unsigned)r < sizeof names / sizeof names[0] ? names[r] : NULL;
 }
 
@@ -101,6 +101,34 @@ static int is_pad(const magi_node *n) {
 
 static int is_weight_op(const magi_node *n) {
     return n->op == MAGI_OP_PLACEHOLDER || n->op == MAGI_OP_GET_ATTR;
+}
+
+/* Does a Dynamo placeholder name mark a module parameter or buffer?
+ * L_self_parameters_W_, L_self_buffers_B_, and the nested
+ * L_self_modules_M_modules_N_parameters_W_ / ..._buffers_B_ forms. */
+static int dynamo_name_is_weight(const char *t) {
+    if (!t || strncmp(t, "L_self_", 7)) return 0;
+    t += 7;
+    if (!strncmp(t, "parameters_", 11) || !strncmp(t, "buffers_", 8)) return 1;
+    return !strncmp(t, "modules_", 8) && (strstr(t, "_parameters_") || strstr(t, "_buffers_"));
+}
+
+/* Is X a static weight? *why gets the reason it is not. */
+static int is_static_weight(const magi_node *x, const char **why) {
+    if (x->op == MAGI_OP_GET_ATTR) return 1;
+    switch (x->input_kind) {
+    case MAGI_INPUT_PARAM:
+    case MAGI_INPUT_BUFFER: return 1;
+    case MAGI_INPUT_OTHER: *why = "recorded as an input, not a parameter or buffer"; return 0;
+    default: break;
+    }
+    if (dynamo_name_is_weight(x->target)) return 1;
+    *why = "not recorded as a parameter or buffer, and its name does not mark one";
+    return 0;
+}
+
+static int requires_grad(const magi_example *ex) {
+    return ex && ex->kind == MAGI_EX_TENSOR && ex->u.tensor.requires_grad;
 }
 
 /* ------------------------------------------------------------- helpers */
@@ -208,6 +236,17 @@ static void classify_input(magi_arena *a, const magi_region *r, const magi_value
         res->detail = afmt(a, "input '%s' (%s %s) is not a resident weight shard", p->name,
                            magi_opcode_name(p->op) ? magi_opcode_name(p->op) : "?",
                            p->target ? p->target : "");
+        return;
+    }
+    const char *why = NULL;
+    if (!is_static_weight(x, &why)) {
+        res->reason = MAGI_SYMM_KEEP_NOT_STATIC;
+        res->detail = afmt(a, "'%s' (%s) is not a static weight: %s", x->name, x->target ? x->target : "", why);
+        return;
+    }
+    if (requires_grad(x->example) || requires_grad(shard)) {
+        res->reason = MAGI_SYMM_KEEP_TRAINABLE;
+        res->detail = afmt(a, "weight '%s' has requires_grad: it changes between steps", x->name);
         return;
     }
     if (!shard || shard->kind != MAGI_EX_TENSOR) {
@@ -476,13 +515,16 @@ static magi_status plan_region(build_ctx *b, uint32_t ri, const magi_region *r) 
                          coalesced ? "all_gather_into_tensor_coalesced" : "all_gather_into_tensor", suffix);
             g->reason = MAGI_SYMM_KEEP_TRANSPORT;
             g->detail = "transport nccl selected: restored to the NCCL gather";
+        } else if (symm && n_ok != nin) {
+            /* rewritten by an earlier load under rules this one refuses
+             * (e.g. an activation): serve it from NCCL again */
+            uint32_t k = 0;
+            while (ins[k].reason == MAGI_SYMM_REWRITTEN) k++;
+            g->to = afmt(a, "%s%s%s", C10D_PREFIX,
+                         coalesced ? "all_gather_into_tensor_coalesced" : "all_gather_into_tensor", suffix);
+            g->reason = ins[k].reason;
+            g->detail = afmt(a, "restored to the NCCL gather: input %u: %s", k, ins[k].detail);
         } else if (symm) {
-            if (n_ok != nin) {
-                uint32_t k = 0;
-                while (ins[k].reason == MAGI_SYMM_REWRITTEN) k++;
-                MAGI_FAIL(MAGI_ERR_FORMAT, "%s: node '%s' (#%u): %s input %u is not a "
-                          "resident shard: %s", rname(b, ri, 0), n->name, i, n->target, k, ins[k].detail);
-            }
             g->to = g->from;
             g->reason = MAGI_SYMM_REWRITTEN;
             g->detail = "already a symmetric-buffer gather";
