@@ -337,6 +337,10 @@ static void put_node(mw *w, const magi_node *n) {
     put_str(w, op ? op : "call_function");
     put_str(w, "target");
     put_str(w, n->target);
+    if (magi_input_kind_name(n->input_kind)) {
+        put_str(w, "input_kind");
+        put_str(w, magi_input_kind_name(n->input_kind));
+    }
     if (n->flags & MAGI_NODE_HAS_ARGS) {
         put_str(w, "args");
         put_value(w, &n->args, 1);
