@@ -141,7 +141,7 @@ static cudaError_t build(gentry *e, const magi_symm_cuda_copy *cp, size_t k) {
         }
         if (err != cudaSuccess) return err;
     }
-    return cudaGraphInstantiate(&e->exec, e->graph, 0);
+    return cudaGraphInstantiateWithFlags(&e->exec, e->graph, 0); /* same signature since CUDA 11.4 */
 }
 
 /* Point the nodes whose destination changed at the new one. */

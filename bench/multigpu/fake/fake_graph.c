@@ -65,7 +65,7 @@ cudaError_t cudaGraphAddMemcpyNode(cudaGraphNode_t *pGraphNode, cudaGraph_t grap
     return add_node(pGraphNode, graph, p->dstPtr.ptr, p->srcPtr.ptr, p->extent.width, p->extent.height,
                     p->dstPtr.pitch, p->srcPtr.pitch);
 }
-cudaError_t cudaGraphInstantiate(cudaGraphExec_t *pGraphExec, cudaGraph_t graph, unsigned long long flags) {
+cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t *pGraphExec, cudaGraph_t graph, unsigned long long flags) {
     fgraph *g = (fgraph *)(void *)graph;
     fexec *x = calloc(1, sizeof *x);
     if (!x || !(x->nodes = malloc(sizeof *x->nodes * (g->n ? g->n : 1)))) {
