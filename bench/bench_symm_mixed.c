@@ -448,7 +448,7 @@ static int run_rank(uint32_t rank, const char *dir, const opts *o) {
     cfg.device = dev;
     MK(magi_symm_cuda_create(&x.c, &l, &cfg));
     MK(magi_symm_cuda_rendezvous(x.c));
-    MK(magi_symm_sock_open(&x.ctl, dir, "bench-ctl.sock", rank, o->world, 600000));
+    MK(magi_symm_sock_open(&x.ctl, dir, "bench-ctl.sock", NULL, rank, o->world, 600000));
     CK(cudaStreamCreateWithFlags(&x.s, cudaStreamNonBlocking));
     for (int i = 0; i < NT + NB; i++) {
         void *p;
