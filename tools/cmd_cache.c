@@ -195,7 +195,9 @@ static int cmd_verify(int argc, char **argv) {
     if (st) return magi_cli_fail(cmd, st);
     st = magi_cache_verify(c, &rep);
     magi_cache_free(c);
-    printf("%zu ok, %zu quarantined\n", rep.entries_ok, rep.quarantined);
+    printf("%zu ok, %zu quarantined", rep.entries_ok, rep.quarantined);
+    if (rep.unreadable) printf(", %zu not checked", rep.unreadable);
+    printf("\n");
     fflush(stdout);
     if (st) return magi_cli_fail(cmd, st);
     return MAGI_EXIT_OK;
@@ -235,13 +237,16 @@ static int cmd_gc(int argc, char **argv) {
     magi_cache_report rep;
     memset(&rep, 0, sizeof rep);
     magi_status st = magi_cache_open(&c, dir);
-    if (!st) st = magi_cache_gc(c, &o, &rep);
-    magi_cache_free(c);
     if (st) return magi_cli_fail(cmd, st);
+    st = magi_cache_gc(c, &o, &rep);
+    magi_cache_free(c);
+    /* The report is true even when an entry could not be removed. */
     printf("evicted %zu entries (%llu bytes), %llu bytes left; removed %zu dead temporaries, %zu quarantined files\n",
            rep.evicted, (unsigned long long)rep.evicted_bytes, (unsigned long long)rep.bytes_after,
            rep.temps_removed, rep.quarantine_removed);
-    return fflush(stdout) == 0 ? MAGI_EXIT_OK : MAGI_EXIT_IO;
+    if (fflush(stdout) != 0) return MAGI_EXIT_IO;
+    if (st) return magi_cli_fail(cmd, st);
+    return MAGI_EXIT_OK;
 }
 
 static int cmd_key(int argc, char **argv);

@@ -122,10 +122,16 @@ typedef struct magi_cache_report {
     size_t temps_removed;     /* gc: temporaries of dead writers */
     size_t quarantine_removed;/* gc: quarantined files deleted */
     uint64_t bytes_after;     /* gc: entry bytes left */
+    size_t unreadable;        /* verify: entries not checked (cannot be opened, not a
+                                 key name, not quarantinable); gc: entries that could
+                                 not be removed */
 } magi_cache_report;
 
-/* Hash every entry; quarantine the corrupt ones. Returns MAGI_ERR_CORRUPT
- * (after checking them all) when any was quarantined, naming the first. */
+/* Hash every entry; quarantine the corrupt ones (a symlink or a non-regular
+ * file in entries/ is corrupt; nothing is ever followed). Returns
+ * MAGI_ERR_CORRUPT (after checking them all) when any was quarantined,
+ * naming the first; else MAGI_ERR_IO when some could not be checked
+ * (rep->unreadable), naming the first. */
 MAGI_API magi_status magi_cache_verify(magi_cache *c, magi_cache_report *rep);
 
 typedef struct magi_cache_gc_options {
@@ -139,7 +145,8 @@ typedef struct magi_cache_gc_options {
 
 /* Remove temporaries of dead writers (unlocked named temps), quarantined
  * files (unless kept), then least-recently-used entries until the entries
- * total at most max_bytes. rep may be NULL. */
+ * total at most max_bytes. rep may be NULL. MAGI_ERR_IO (rep->unreadable,
+ * the true bytes_after) when an entry could not be removed. */
 MAGI_API magi_status magi_cache_gc(magi_cache *c, const magi_cache_gc_options *opts,
                                    magi_cache_report *rep);
 

@@ -33,12 +33,20 @@
 #define ENTRY_FIXED 56u
 #define IO_CHUNK (1u << 20)
 #define DEFAULT_MAX_GET (1ull << 30)
+/* Largest entry content: artifacts hold metadata only. A bigger entry
+ * (a sparse 64 GiB file, say) is never hashed, it is corrupt. */
+#define ENTRY_MAX_CONTENT (1ull << 30)
 
+/* Paths are kept for messages only: every file operation goes through a
+ * directory descriptor opened without following symlinks and checked
+ * (magi_dir_open: ours or group-shared, never other-writable), so a
+ * symlink planted inside the cache can never send gc or verify elsewhere. */
 struct magi_cache {
     char *root;       /* DIR/v1 */
     char *entries;    /* DIR/v1/entries */
     char *tmp;        /* DIR/v1/tmp */
     char *quarantine; /* DIR/v1/quarantine */
+    int root_fd, entries_fd, tmp_fd, q_fd;
 };
 
 /* ---- small helpers ---- */
@@ -79,16 +87,10 @@ static int64_t now_ns(void) {
     return ts_ns(t);
 }
 
-static int fsync_dir(const char *path) {
-    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return -1;
-    int r = fsync(fd);
-    close(fd);
-    return r;
-}
+static int fsync_dir(int fd) { return fsync(fd); }
 
 static int mkdir_one(const char *path) {
-    if (mkdir(path, 0777) == 0 || errno == EEXIST) {
+    if (mkdir(path, 0755) == 0 || errno == EEXIST) {
         struct stat sb;
         if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) return 0;
         errno = ENOTDIR;
@@ -113,9 +115,10 @@ static int mkdir_p(const char *path) {
 
 /* Open for reading without touching the access time when we may (the
  * access time is our LRU clock; only get sets it, explicitly). */
-static int open_noatime(const char *path) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOATIME);
-    if (fd < 0 && errno == EPERM) fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+static int open_noatime(int dirfd, const char *name) {
+    /* O_NONBLOCK: opening a FIFO planted in the cache must not hang. */
+    int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOATIME);
+    if (fd < 0 && errno == EPERM) fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     return fd;
 }
 
@@ -170,22 +173,43 @@ static magi_status cache_open(magi_cache **out, const char *dir, int create) {
     *out = NULL;
     c = calloc(1, sizeof *c);
     if (!c) return magi_set_error(MAGI_ERR_NOMEM, "cache: out of memory");
+    c->root_fd = c->entries_fd = c->tmp_fd = c->q_fd = -1;
     c->root = path_join(dir, "v1");
     if (c->root) c->entries = path_join(c->root, "entries");
     if (c->root) c->tmp = path_join(c->root, "tmp");
     if (c->root) c->quarantine = path_join(c->root, "quarantine");
     if (!c->root || !c->entries || !c->tmp || !c->quarantine)
         MAGI_FAIL(MAGI_ERR_NOMEM, "cache: out of memory");
-    const char *dirs[] = {c->entries, c->tmp, c->quarantine};
-    for (int i = 0; i < 3; i++) {
-        struct stat sb;
-        if (!create) {
-            if (stat(dirs[i], &sb) != 0)
-                MAGI_FAIL(errno == ENOENT ? MAGI_ERR_NOT_FOUND : MAGI_ERR_IO, "cache %s: no cache here (%s: %s)",
-                          dir, dirs[i], strerror(errno));
-            if (!S_ISDIR(sb.st_mode)) MAGI_FAIL(MAGI_ERR_IO, "cache %s: %s is not a directory", dir, dirs[i]);
-        } else if (mkdir_p(dirs[i]) != 0) {
-            MAGI_FAIL(MAGI_ERR_IO, "cache %s: cannot create %s: %s", dir, dirs[i], strerror(errno));
+    if (create && mkdir_p(dir) != 0)
+        MAGI_FAIL(MAGI_ERR_IO, "cache %s: cannot create it: %s", dir, strerror(errno));
+    /* The root must be a real directory (not a symlink), ours or
+     * group-shared (g+ws), never writable by everyone. */
+    int top = -1;
+    st = magi_dir_open(dir, 0, MAGI_DIR_SHARED, &top);
+    if (st) {
+        if (st == MAGI_ERR_NOT_FOUND) magi_error_prefix(st, "cache %s: no cache here", dir);
+        else magi_error_prefix(st, "cache");
+        goto cleanup;
+    }
+    struct stat tsb;
+    int shared = fstat(top, &tsb) == 0 && (tsb.st_mode & 020) && (tsb.st_mode & S_ISGID);
+    st = magi_dir_open_at(top, "v1", c->root, create, MAGI_DIR_SHARED, &c->root_fd);
+    close(top);
+    const char *names[] = {"entries", "tmp", "quarantine"};
+    const char *paths[] = {c->entries, c->tmp, c->quarantine};
+    int *fds[] = {&c->entries_fd, &c->tmp_fd, &c->q_fd};
+    for (int i = 0; i < 3 && !st; i++) st = magi_dir_open_at(c->root_fd, names[i], paths[i], create, MAGI_DIR_SHARED, fds[i]);
+    if (st) {
+        if (st == MAGI_ERR_NOT_FOUND) magi_error_prefix(st, "cache %s: no cache here", dir);
+        else magi_error_prefix(st, "cache");
+        goto cleanup;
+    }
+    if (shared) { /* a group-shared cache: its folders are group-writable too */
+        int all[] = {c->root_fd, c->entries_fd, c->tmp_fd, c->q_fd};
+        for (int i = 0; i < 4; i++) {
+            struct stat sb;
+            if (fstat(all[i], &sb) == 0 && sb.st_uid == geteuid())
+                fchmod(all[i], (tsb.st_mode & 07775) | S_ISGID);
         }
     }
     *out = c;
@@ -201,6 +225,9 @@ magi_status magi_cache_open_existing(magi_cache **out, const char *dir) { return
 
 void magi_cache_free(magi_cache *c) {
     if (!c) return;
+    int fds[] = {c->root_fd, c->entries_fd, c->tmp_fd, c->q_fd};
+    for (int i = 0; i < 4; i++)
+        if (fds[i] >= 0) close(fds[i]);
     free(c->root);
     free(c->entries);
     free(c->tmp);
@@ -222,6 +249,7 @@ static int head_read(int fd, const char *key, entry_head *h, struct stat *sb, ch
     uint8_t fixed[ENTRY_FIXED];
     char kbuf[MAGI_CACHE_KEY_MAX + 1];
     if (fstat(fd, sb) != 0) { snprintf(why, whycap, "cannot stat: %s", strerror(errno)); return -1; }
+    if (!S_ISREG(sb->st_mode)) { snprintf(why, whycap, "not a regular file"); return -1; }
     if ((uint64_t)sb->st_size < ENTRY_FIXED) { snprintf(why, whycap, "truncated header (%lld bytes)", (long long)sb->st_size); return -1; }
     if (read_full(fd, fixed, sizeof fixed, 0) != 0) { snprintf(why, whycap, "cannot read header"); return -1; }
     if (memcmp(fixed, ENTRY_MAGIC, 8) != 0) { snprintf(why, whycap, "bad magic"); return -1; }
@@ -234,6 +262,11 @@ static int head_read(int fd, const char *key, entry_head *h, struct stat *sb, ch
     h->len = get_u64(fixed + 16);
     memcpy(h->sha, fixed + 24, 32);
     h->data_off = ENTRY_FIXED + (uint64_t)klen;
+    if (h->len > ENTRY_MAX_CONTENT) {
+        snprintf(why, whycap, "content of %llu bytes exceeds the entry limit of %llu",
+                 (unsigned long long)h->len, (unsigned long long)ENTRY_MAX_CONTENT);
+        return -1;
+    }
     if (h->len > UINT64_MAX - h->data_off || h->data_off + h->len != (uint64_t)sb->st_size) {
         snprintf(why, whycap, "size %lld does not match header (%llu content bytes)",
                  (long long)sb->st_size, (unsigned long long)h->len);
@@ -281,30 +314,30 @@ static int quarantine_entry(magi_cache *c, const char *key, int fd, char *where,
     if (fstat(fd, &bad) != 0) return 0;
     char name[MAGI_CACHE_KEY_MAX + 64];
     snprintf(name, sizeof name, "%s.%ld.%lld.bad", key, (long)getpid(), (long long)now_ns());
-    char *src = path_join(c->entries, key), *dst = path_join(c->quarantine, name);
+    char *dst = path_join(c->quarantine, name);
     int result = 0;
-    if (!src || !dst) goto done;
-    if (rename(src, dst) != 0) goto done; /* ENOENT: someone else moved it */
+    if (!dst) goto done;
+    if (renameat(c->entries_fd, key, c->q_fd, name) != 0) goto done; /* ENOENT: someone else moved it */
     snprintf(where, wcap, "%s", dst);
     result = 1;
-    if (stat(dst, &moved) == 0 && (moved.st_ino != bad.st_ino || moved.st_dev != bad.st_dev)) {
+    if (fstatat(c->q_fd, name, &moved, AT_SYMLINK_NOFOLLOW) == 0 &&
+        (moved.st_ino != bad.st_ino || moved.st_dev != bad.st_dev)) {
         /* Between our check and the rename another process replaced the
          * corrupt file with a fresh entry; if that one is valid, put it back. */
-        int qfd = open_noatime(dst);
+        int qfd = open_noatime(c->q_fd, name);
         entry_head h;
         struct stat sb;
         char why[256];
         if (qfd >= 0 && head_read(qfd, key, &h, &sb, why, sizeof why) == 0 &&
             body_check(qfd, &h, NULL, why, sizeof why) == 0) {
-            if (link(dst, src) == 0 || errno == EEXIST) unlink(dst);
+            if (linkat(c->q_fd, name, c->entries_fd, key, 0) == 0 || errno == EEXIST) unlinkat(c->q_fd, name, 0);
             result = 0;
         }
         if (qfd >= 0) close(qfd);
     }
-    fsync_dir(c->entries);
-    fsync_dir(c->quarantine);
+    fsync_dir(c->entries_fd);
+    fsync_dir(c->q_fd);
 done:
-    free(src);
     free(dst);
     return result;
 }
@@ -312,17 +345,13 @@ done:
 /* State of the entry under `key`: 1 valid (sha set), 0 absent (a corrupt one
  * is quarantined first and counts as absent), -1 I/O error (error set). */
 static int entry_probe(magi_cache *c, const char *key, uint8_t sha[32], int *quarantined) {
-    char *path = path_join(c->entries, key);
-    if (!path) { magi_set_error(MAGI_ERR_NOMEM, "cache: out of memory"); return -1; }
-    int fd = open_noatime(path);
+    int fd = open_noatime(c->entries_fd, key);
     if (fd < 0) {
         int e = errno;
-        free(path);
         if (e == ENOENT) return 0;
         magi_set_error(MAGI_ERR_IO, "cache entry '%s': cannot open: %s", key, strerror(e));
         return -1;
     }
-    free(path);
     entry_head h;
     struct stat sb;
     char why[256], where[1024];
@@ -368,6 +397,9 @@ magi_status magi_cache_put_stream(magi_cache *c, const char *key, uint64_t len,
     memset(&r, 0, sizeof r);
     if (!c || !fill) return magi_set_error(MAGI_ERR_INVALID_ARG, "cache put: NULL argument");
     MAGI_CHECK(magi_cache_key_check(key));
+    if (len > ENTRY_MAX_CONTENT)
+        MAGI_FAIL(MAGI_ERR_LIMIT, "cache put '%s': %llu bytes exceeds the entry limit of %llu", key,
+                  (unsigned long long)len, (unsigned long long)ENTRY_MAX_CONTENT);
     size_t klen = strlen(key);
     final_path = path_join(c->entries, key);
     if (!final_path) MAGI_FAIL(MAGI_ERR_NOMEM, "cache: out of memory");
@@ -389,7 +421,7 @@ magi_status magi_cache_put_stream(magi_cache *c, const char *key, uint64_t len,
     int unnamed = 0;
     if (!(flags & MAGI_CACHE_PUT_NAMED_TEMP)) {
 #ifdef O_TMPFILE
-        fd = open(c->tmp, O_TMPFILE | O_RDWR | O_CLOEXEC, 0644);
+        fd = openat(c->tmp_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0644);
         if (fd >= 0) {
             struct stat sb;
             snprintf(procpath, sizeof procpath, "/proc/self/fd/%d", fd);
@@ -401,9 +433,9 @@ magi_status magi_cache_put_stream(magi_cache *c, const char *key, uint64_t len,
     if (!unnamed) {
         char name[MAGI_CACHE_KEY_MAX + 96];
         temp_name(name, sizeof name, key, "tmp");
-        tmp_path = path_join(c->tmp, name);
+        tmp_path = strdup(name);
         if (!tmp_path) MAGI_FAIL(MAGI_ERR_NOMEM, "cache: out of memory");
-        fd = open(tmp_path, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0644);
+        fd = openat(c->tmp_fd, tmp_path, O_CREAT | O_EXCL | O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0644);
         if (fd < 0) MAGI_FAIL(MAGI_ERR_IO, "cache put '%s': cannot create %s: %s", key, tmp_path, strerror(errno));
     }
     /* The lock marks a live writer; it follows the inode into entries/ and
@@ -448,14 +480,14 @@ magi_status magi_cache_put_stream(magi_cache *c, const char *key, uint64_t len,
         if (unnamed) { /* give it a name in tmp/ first: rename needs one */
             char name[MAGI_CACHE_KEY_MAX + 96];
             temp_name(name, sizeof name, key, "pub");
-            tmp_path = path_join(c->tmp, name);
+            tmp_path = strdup(name);
             if (!tmp_path) MAGI_FAIL(MAGI_ERR_NOMEM, "cache: out of memory");
-            if (linkat(AT_FDCWD, procpath, AT_FDCWD, tmp_path, AT_SYMLINK_FOLLOW) != 0)
+            if (linkat(AT_FDCWD, procpath, c->tmp_fd, tmp_path, AT_SYMLINK_FOLLOW) != 0)
                 MAGI_FAIL(MAGI_ERR_IO, "cache put '%s': cannot name the temporary: %s", key, strerror(errno));
         }
-        if (rename(tmp_path, final_path) != 0) {
+        if (renameat(c->tmp_fd, tmp_path, c->entries_fd, key) != 0) {
             int e = errno;
-            unlink(tmp_path);
+            unlinkat(c->tmp_fd, tmp_path, 0);
             MAGI_FAIL(MAGI_ERR_IO, "cache put '%s': cannot publish: %s", key, strerror(e));
         }
         free(tmp_path);
@@ -465,8 +497,8 @@ magi_status magi_cache_put_stream(magi_cache *c, const char *key, uint64_t len,
         /* First complete publish wins. On EEXIST check the winner; a corrupt
          * winner is quarantined and we try again (bounded). */
         for (int attempt = 0;; attempt++) {
-            int rc = unnamed ? linkat(AT_FDCWD, procpath, AT_FDCWD, final_path, AT_SYMLINK_FOLLOW)
-                             : link(tmp_path, final_path);
+            int rc = unnamed ? linkat(AT_FDCWD, procpath, c->entries_fd, key, AT_SYMLINK_FOLLOW)
+                             : linkat(c->tmp_fd, tmp_path, c->entries_fd, key, 0);
             if (rc == 0) { r.published = 1; break; }
             if (errno != EEXIST)
                 MAGI_FAIL(MAGI_ERR_IO, "cache put '%s': cannot publish: %s", key, strerror(errno));
@@ -481,17 +513,17 @@ magi_status magi_cache_put_stream(magi_cache *c, const char *key, uint64_t len,
                 MAGI_FAIL(MAGI_ERR_IO, "cache put '%s': entry keeps reappearing corrupt", key);
         }
         if (tmp_path) {
-            unlink(tmp_path);
+            unlinkat(c->tmp_fd, tmp_path, 0);
             free(tmp_path);
             tmp_path = NULL;
         }
     }
-    if (fsync_dir(c->entries) != 0)
+    if (fsync_dir(c->entries_fd) != 0)
         MAGI_FAIL(MAGI_ERR_IO, "cache put '%s': cannot fsync %s: %s", key, c->entries, strerror(errno));
 done:
     if (res) *res = r;
 cleanup:
-    if (tmp_path) unlink(tmp_path); /* failed before publishing */
+    if (tmp_path) unlinkat(c->tmp_fd, tmp_path, 0); /* failed before publishing */
     if (fd >= 0) close(fd);
     free(tmp_path);
     free(final_path);
@@ -547,7 +579,7 @@ magi_status magi_cache_get(magi_cache *c, const char *key, const char *expect_sh
     if (!max_bytes) max_bytes = DEFAULT_MAX_GET;
     path = path_join(c->entries, key);
     if (!path) MAGI_FAIL(MAGI_ERR_NOMEM, "cache: out of memory");
-    fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    fd = openat(c->entries_fd, key, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0) {
         if (errno == ENOENT) MAGI_FAIL(MAGI_ERR_NOT_FOUND, "cache miss: no entry for key '%s'", key);
         MAGI_FAIL(MAGI_ERR_IO, "cache entry '%s': cannot open: %s", key, strerror(errno));
@@ -605,14 +637,20 @@ static int cmp_key(const void *a, const void *b) {
 }
 
 /* Names in `dir` not starting with '.', malloc'd array of malloc'd strings. */
-static magi_status list_names(const char *dir, char ***out, size_t *n) {
+static magi_status list_names(int dirfd, const char *dir, char ***out, size_t *n) {
     magi_status st = MAGI_OK;
     char **v = NULL;
     size_t len = 0, cap = 0;
-    DIR *d = opendir(dir);
+    int fd = dup(dirfd);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
     *out = NULL;
     *n = 0;
-    if (!d) return magi_set_error(MAGI_ERR_IO, "cache: cannot read %s: %s", dir, strerror(errno));
+    if (!d) {
+        int e = errno;
+        if (fd >= 0) close(fd);
+        return magi_set_error(MAGI_ERR_IO, "cache: cannot read %s: %s", dir, strerror(e));
+    }
+    rewinddir(d);
     struct dirent *e;
     while ((e = readdir(d))) {
         if (e->d_name[0] == '.') continue;
@@ -652,15 +690,16 @@ magi_status magi_cache_list(magi_cache *c, magi_cache_entry **out, size_t *n, si
     if (!c || !out || !n) return magi_set_error(MAGI_ERR_INVALID_ARG, "cache list: NULL argument");
     *out = NULL;
     *n = 0;
-    MAGI_CHECK(list_names(c->entries, &names, &nn));
+    MAGI_CHECK(list_names(c->entries_fd, c->entries, &names, &nn));
     v = calloc(nn ? nn : 1, sizeof *v);
     if (!v) MAGI_FAIL(MAGI_ERR_NOMEM, "cache: out of memory");
     for (size_t i = 0; i < nn; i++) {
         if (magi_cache_key_check(names[i]) != MAGI_OK) { bad++; continue; }
-        char *p = path_join(c->entries, names[i]);
-        int fd = p ? open_noatime(p) : -1;
-        free(p);
-        if (fd < 0) continue; /* removed meanwhile */
+        int fd = open_noatime(c->entries_fd, names[i]);
+        if (fd < 0) {
+            if (errno != ENOENT) bad++; /* unreadable (a symlink, no permission): counted, not hidden */
+            continue;                   /* else removed meanwhile */
+        }
         entry_head h;
         struct stat sb;
         char why[256];
@@ -685,30 +724,56 @@ magi_status magi_cache_verify(magi_cache *c, magi_cache_report *rep) {
     char **names = NULL;
     size_t nn = 0;
     magi_cache_report r;
-    char first[1536] = "";
+    char first[1536] = "", first_skip[1024] = "";
     memset(&r, 0, sizeof r);
     if (!c) return magi_set_error(MAGI_ERR_INVALID_ARG, "cache verify: NULL cache");
-    MAGI_CHECK(list_names(c->entries, &names, &nn));
+    MAGI_CHECK(list_names(c->entries_fd, c->entries, &names, &nn));
     for (size_t i = 0; i < nn; i++) {
-        char *p = path_join(c->entries, names[i]);
-        int fd = p ? open_noatime(p) : -1;
-        free(p);
-        if (fd < 0) continue;
         entry_head h;
         struct stat sb;
         char why[256] = "invalid key in file name", where[1024] = "";
-        if (magi_cache_key_check(names[i]) == MAGI_OK && head_read(fd, names[i], &h, &sb, why, sizeof why) == 0 &&
-            body_check(fd, &h, NULL, why, sizeof why) == 0) {
+        if (magi_cache_key_check(names[i]) != MAGI_OK) {
+            /* not a name put ever writes: left alone, but reported */
+            if (!r.unreadable++)
+                snprintf(first_skip, sizeof first_skip, "'%.200s' in %s is not a cache key", names[i], c->entries);
+            continue;
+        }
+        int fd = open_noatime(c->entries_fd, names[i]);
+        if (fd < 0) {
+            int e = errno;
+            if (e == ENOENT) continue; /* removed meanwhile */
+            if (e == ELOOP) { /* a symlink: never followed; moved aside like a corrupt entry */
+                char qname[MAGI_CACHE_KEY_MAX + 64];
+                snprintf(qname, sizeof qname, "%s.%ld.%lld.bad", names[i], (long)getpid(), (long long)now_ns());
+                if (renameat(c->entries_fd, names[i], c->q_fd, qname) == 0) {
+                    if (!r.quarantined)
+                        snprintf(first, sizeof first, "cache entry '%s' is a symbolic link; quarantined as %s/%s",
+                                 names[i], c->quarantine, qname);
+                    r.quarantined++;
+                    continue;
+                }
+            }
+            if (!r.unreadable++)
+                snprintf(first_skip, sizeof first_skip, "cache entry '%s' cannot be opened: %s", names[i], strerror(e));
+            continue;
+        }
+        if (head_read(fd, names[i], &h, &sb, why, sizeof why) == 0 && body_check(fd, &h, NULL, why, sizeof why) == 0) {
             r.entries_ok++;
-        } else if (magi_cache_key_check(names[i]) == MAGI_OK && quarantine_entry(c, names[i], fd, where, sizeof where)) {
+        } else if (quarantine_entry(c, names[i], fd, where, sizeof where)) {
             if (!r.quarantined)
                 snprintf(first, sizeof first, "cache entry '%s' is corrupt (%s); quarantined as %s", names[i], why, where);
             r.quarantined++;
+        } else if (!r.unreadable++) {
+            snprintf(first_skip, sizeof first_skip, "cache entry '%s' is corrupt (%s) and could not be quarantined",
+                     names[i], why);
         }
         close(fd);
     }
     if (r.quarantined)
         st = magi_set_error(MAGI_ERR_CORRUPT, "%s%s", first, r.quarantined > 1 ? " (and more)" : "");
+    else if (r.unreadable)
+        st = magi_set_error(MAGI_ERR_IO, "%zu entr%s not checked: %s", r.unreadable, r.unreadable == 1 ? "y" : "ies",
+                            first_skip);
     else
         magi_clear_error();
 cleanup:
@@ -742,19 +807,16 @@ magi_status magi_cache_gc(magi_cache *c, const magi_cache_gc_options *opts, magi
 
     /* 1. temporaries whose writer is gone: lockable and past the grace
      *    period (the grace covers the instant between create and flock). */
-    MAGI_CHECK(list_names(c->tmp, &names, &nn));
+    MAGI_CHECK(list_names(c->tmp_fd, c->tmp, &names, &nn));
     int64_t now = now_ns();
     for (size_t i = 0; i < nn; i++) {
-        char *p = path_join(c->tmp, names[i]);
-        if (!p) continue;
-        int fd = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        int fd = openat(c->tmp_fd, names[i], O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
         struct stat sb;
-        if (fd >= 0 && fstat(fd, &sb) == 0 && flock(fd, LOCK_EX | LOCK_NB) == 0 &&
+        if (fd >= 0 && fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && flock(fd, LOCK_EX | LOCK_NB) == 0 &&
             now - ts_ns(sb.st_mtim) >= (int64_t)o.tmp_grace_s * 1000000000) {
-            if (unlink(p) == 0) r.temps_removed++;
+            if (unlinkat(c->tmp_fd, names[i], 0) == 0) r.temps_removed++;
         }
         if (fd >= 0) close(fd);
-        free(p);
     }
     free_names(names, nn);
     names = NULL;
@@ -762,49 +824,50 @@ magi_status magi_cache_gc(magi_cache *c, const magi_cache_gc_options *opts, magi
 
     /* 2. quarantined files. */
     if (!o.keep_quarantine) {
-        MAGI_CHECK(list_names(c->quarantine, &names, &nn));
-        for (size_t i = 0; i < nn; i++) {
-            char *p = path_join(c->quarantine, names[i]);
-            if (p && unlink(p) == 0) r.quarantine_removed++;
-            free(p);
-        }
+        MAGI_CHECK(list_names(c->q_fd, c->quarantine, &names, &nn));
+        for (size_t i = 0; i < nn; i++) /* unlinkat removes a symlink itself, never a directory */
+            if (unlinkat(c->q_fd, names[i], 0) == 0) r.quarantine_removed++;
         free_names(names, nn);
         names = NULL;
         nn = 0;
     }
 
     /* 3. entries, least recently used first, down to the budget. */
-    MAGI_CHECK(list_names(c->entries, &names, &nn));
+    MAGI_CHECK(list_names(c->entries_fd, c->entries, &names, &nn));
     items = calloc(nn ? nn : 1, sizeof *items);
     if (!items) MAGI_FAIL(MAGI_ERR_NOMEM, "cache: out of memory");
     uint64_t total = 0;
     for (size_t i = 0; i < nn; i++) {
-        char *p = path_join(c->entries, names[i]);
         struct stat sb;
-        if (p && lstat(p, &sb) == 0 && S_ISREG(sb.st_mode)) {
+        if (fstatat(c->entries_fd, names[i], &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(sb.st_mode)) {
             items[ni].name = names[i];
             items[ni].bytes = (uint64_t)sb.st_size;
             items[ni].atime = ts_ns(sb.st_atim);
             total += items[ni].bytes;
             ni++;
         }
-        free(p);
     }
     qsort(items, ni, sizeof *items, cmp_lru);
     for (size_t i = 0; i < ni && total > o.max_bytes; i++) {
-        char *p = path_join(c->entries, items[i].name);
-        if (p && unlink(p) == 0) {
+        if (unlinkat(c->entries_fd, items[i].name, 0) == 0) {
             r.evicted++;
             r.evicted_bytes += items[i].bytes;
+            total -= items[i].bytes;
+        } else if (errno == ENOENT) {
+            total -= items[i].bytes; /* a racer removed it */
+        } else if (!r.unreadable++) {
+            magi_set_error(MAGI_ERR_IO, "cache gc: cannot remove entry '%s': %s", items[i].name, strerror(errno));
         }
-        total -= items[i].bytes; /* gone either way (a racer removed it) */
-        free(p);
     }
     r.bytes_after = total;
-    fsync_dir(c->entries);
-    fsync_dir(c->tmp);
-    fsync_dir(c->quarantine);
-    magi_clear_error();
+    fsync_dir(c->entries_fd);
+    fsync_dir(c->tmp_fd);
+    fsync_dir(c->q_fd);
+    if (r.unreadable)
+        st = magi_error_prefix(MAGI_ERR_IO, "%zu entr%s could not be removed (%llu bytes left)", r.unreadable,
+                               r.unreadable == 1 ? "y" : "ies", (unsigned long long)total);
+    else
+        magi_clear_error();
 cleanup:
     if (rep) *rep = r;
     free(items);
