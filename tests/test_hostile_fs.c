@@ -408,7 +408,7 @@ static void test_sock_other_user(void) {
 static const char BIG_WINDOW_JSON[] =
     "{\"format\":\"magi-fx-json\",\"version\":1,\"model_tag\":\"big\",\"model_idx\":0,\"traced_files\":[],"
     "\"compile_config\":{},\"symbols\":{},\"graph\":{\"nodes\":["
-    "{\"name\":\"w\",\"op\":\"placeholder\",\"target\":\"w\",\"meta\":{\"example_value\":{\"kind\":\"tensor\","
+    "{\"name\":\"w\",\"op\":\"placeholder\",\"target\":\"L_self_parameters_w_\",\"meta\":{\"example_value\":{\"kind\":\"tensor\","
     "\"dtype\":\"bfloat16\",\"shape\":[262144,1024],\"stride\":[1024,1],\"storage_offset\":0,\"device\":\"cuda:0\","
     "\"requires_grad\":false}}},"
     "{\"name\":\"g\",\"op\":\"call_function\",\"target\":\"torch.ops._c10d_functional.all_gather_into_tensor\","
