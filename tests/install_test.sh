@@ -23,3 +23,24 @@ cc -o "$tmp/pc_consumer" "$src/tests/consumer/main.c" $(pkg-config --cflags --li
 out=$("$tmp/pc_consumer" "$src/fixtures/real/block.json")
 echo "pkg-config consumer: $out"
 [ "$out" = "nodes=45 version=0.1.0" ] || { echo "pkg-config consumer: unexpected output"; exit 1; }
+# pkg-config --static: the static library alone (no .so beside it) links
+# with exactly the flags the .pc file gives, and the binary does not need
+# libmagi_aot.so at run time.
+cp -a "$tmp/prefix" "$tmp/static"
+rm -f "$tmp/static/lib/"libmagi_aot.so*
+export PKG_CONFIG_PATH="$tmp/static/lib/pkgconfig"
+flags=$(pkg-config --static --cflags --libs magi_aot)
+echo "pkg-config --static: $flags"
+case " $flags " in *" -lm "*) ;; *) echo "pkg-config --static lacks -lm"; exit 1 ;; esac
+cc -o "$tmp/pc_static" "$src/tests/consumer/main.c" $flags
+if ldd "$tmp/pc_static" | grep -q libmagi_aot; then echo "pc_static links libmagi_aot.so"; exit 1; fi
+out=$("$tmp/pc_static" "$src/fixtures/real/block.json")
+[ "$out" = "nodes=45 version=0.1.0" ] || { echo "pkg-config --static consumer: unexpected output"; exit 1; }
+# README.md's library example, on an artifact the installed CLI writes.
+"$tmp/prefix/bin/magi-aot" save "$src/fixtures/real/fsdp_block.json" -o "$tmp/fsdp.magi"
+out=$("$tmp/consumer/list_inputs" "$tmp/fsdp.magi")
+echo "list_inputs: ${out%%$'\n'*}"
+want=$("$tmp/prefix/bin/magi-aot" inputs "$tmp/fsdp.magi" | grep -o '"name"' | wc -l)
+[ "$(echo "$out" | wc -l)" -eq "$want" ] || { echo "list_inputs: $(echo "$out" | wc -l) lines, want $want"; exit 1; }
+first=${out%%$'\n'*}
+[[ $first =~ ^0\ [A-Za-z_][A-Za-z0-9_]*\ [a-z0-9]+\ \[.*\]\ on\  ]] || { echo "list_inputs: unexpected first line '$first'"; exit 1; }

@@ -7,6 +7,7 @@ GraphModule, the compile backend, fake_inputs); load/inputs/fingerprint of
 files work without it.
 """
 from ._lib import MagiError, MagiUnsupported, lib_path
+from ._torch_required import TorchRequiredError, require_torch as _require_torch
 from .region import (Region, fingerprint, inputs, load, load_bytes, load_many, region_from_doc, save,
                      save_doc)
 
@@ -15,6 +16,7 @@ __version__ = "0.1.0"
 
 def graph_to_doc(gm, **kw):
     """The magi-fx JSON v1 document (dict) of a GraphModule (see magi_aot.fx)."""
+    _require_torch("magi_aot.graph_to_doc()")
     from .fx import graph_to_doc as _g
     return _g(gm, **kw)
 
@@ -22,6 +24,7 @@ def graph_to_doc(gm, **kw):
 def save_backend(cache_dir, model_tag, **kw):
     """A torch.compile backend that saves every region into `cache_dir`
     (see magi_aot.backend.SaveBackend)."""
+    _require_torch("magi_aot.save_backend()")
     from .backend import SaveBackend
     return SaveBackend(cache_dir, model_tag, **kw)
 
@@ -31,6 +34,7 @@ def library_version():
     return lib.magi_version().decode()
 
 
-__all__ = ["MagiError", "MagiUnsupported", "Region", "load", "load_bytes", "load_many", "save", "save_doc",
+__all__ = ["MagiError", "MagiUnsupported", "TorchRequiredError", "Region", "load", "load_bytes", "load_many",
+           "save", "save_doc",
            "fingerprint", "inputs", "region_from_doc", "graph_to_doc", "save_backend",
            "lib_path", "library_version"]

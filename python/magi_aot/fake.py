@@ -109,7 +109,8 @@ def fake_inputs(region, fake_mode=None, *, device=None):
     Raises MagiError MAGI_ERR_MISSING_META naming every placeholder without
     metadata, MAGI_ERR_UNSUPPORTED for placeholders that cannot be faked
     (opaque, non-strided layouts)."""
-    import torch
+    from ._torch_required import require_torch
+    torch = require_torch("magi_aot.fake_inputs()")
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
 

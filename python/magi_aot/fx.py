@@ -26,8 +26,8 @@ VERSION = 1
 
 
 def _torch():
-    import torch
-    return torch
+    from ._torch_required import require_torch
+    return require_torch("magi_aot.fx")
 
 
 def target_name(node, cache=None):

@@ -23,6 +23,7 @@ raises MagiError MAGI_ERR_UNSUPPORTED naming the node.
 from . import _expr
 from . import targets as _targets
 from ._lib import MagiError
+from ._torch_required import require_torch
 
 __all__ = ["graph_module", "resolve_target", "run_fake"]
 
@@ -36,6 +37,7 @@ def resolve_target(text, import_files=()):
     magi_aot.targets, which the fx walk uses to pick names that resolve).
     import_files: source files whose modules may register a missing
     torch.ops operator (graph_module passes the region's traced_files)."""
+    require_torch("magi_aot.resolve_target()")
     return _targets.resolve(text, import_files)
 
 
@@ -44,7 +46,7 @@ def graph_module(region, *, symbol_values=None):
     targets, args, kwargs, and meta["example_value"] as the spec dict under
     meta["magi_example"]). {"sym": EXPR} arguments need symbol_values
     (saved name -> SymInt/int; default region.symbol_map from fake_inputs)."""
-    import torch
+    torch = require_torch("magi_aot.graph_module()")
     import torch.fx as fx
 
     syms = symbol_values if symbol_values is not None else (region.symbol_map or {})
@@ -129,6 +131,7 @@ def run_fake(region, fake_mode=None, *, device=None):
     and make_fx do (ops such as pad with SymInt arguments only reach their
     symbolic decompositions through it). Returns (outputs, fake_mode, args).
     A quick check that a backend can recompile the region as loaded."""
+    require_torch("magi_aot.run_fake()")
     from torch._dispatch.python import enable_python_dispatcher
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
