@@ -1,5 +1,5 @@
-/* Multi-GPU benchmark of the cuda SymmBuffer backend against NCCL (issue 7,
- * docs/PERFORMANCE.md, "Multi-GPU"). One process per visible GPU, forked here;
+/* Multi-GPU benchmark of the cuda SymmBuffer backend against NCCL
+ * (docs/PERFORMANCE.md, "Multi-GPU"). One process per visible GPU, forked here;
  * rank 0 creates the ncclUniqueId and hands it to the others through pipes;
  * every rank joins one NCCL communicator, which is also the world_comm the
  * cuda backend uses for its rendezvous (plan check + IPC handle exchange).

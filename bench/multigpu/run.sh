@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Multi-GPU benchmark (issue 7) in one command, on a machine with 2, 4 or 8
+# Multi-GPU benchmark in one command, on a machine with 2, 4 or 8
 # GPUs of one host (docs/PERFORMANCE.md, "Multi-GPU"):
 #   bash bench/multigpu/run.sh [bench_multigpu options...]
 # e.g. on the device machine:  run: bash bench/multigpu/run.sh

@@ -1,7 +1,7 @@
 /*
  * magi_aot/expr.h - symbolic shape expressions: parse, print, evaluate.
  *
- * Grammar (sympy/torch printing, see MAGI_FX_JSON.md "Expressions"):
+ * Grammar (sympy/torch printing, see docs/MAGI_FX_JSON.md "Expressions"):
  *   cmp    := sum (('>=' | '<=' | '>' | '<' | '==' | '!=') sum)?
  *   sum    := term (('+' | '-') term)*
  *   term   := unary (('*' | '//' | '/' | '%') unary)*

@@ -4,7 +4,7 @@
  * A magi_region is one compiled graph region: the torch.fx nodes in graph
  * order, the free shape symbols with their size hints, and the little
  * context (model tag/index, traced files, compile config) needed to rebuild
- * it. It mirrors magi-fx JSON v1 (../shared/spec/MAGI_FX_JSON.md) losslessly,
+ * it. It mirrors magi-fx JSON v1 (docs/MAGI_FX_JSON.md) losslessly,
  * except for the legacy keys, which are dropped when read.
  *
  * Memory: every node, value and string of a region lives in one arena owned

@@ -1,5 +1,5 @@
 /*
- * magi_aot/json.h - magi-fx JSON v1 interchange (see MAGI_FX_JSON.md).
+ * magi_aot/json.h - magi-fx JSON v1 interchange (see docs/MAGI_FX_JSON.md).
  *
  * The reader accepts exactly the spec's form: format "magi-fx-json",
  * version 1 (another version is refused naming both), the top-level keys,
