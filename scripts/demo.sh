@@ -1,36 +1,109 @@
 #!/usr/bin/env bash
-# The main job on the bundled fixtures: save every real Dynamo region as an
-# artifact, then load each one in a separate process and print what was
-# loaded (header and sections, inputs, fingerprint, copy-engine load report).
+# The main job on the bundled fixtures, in three steps:
+#   1. save every real Dynamo region as an artifact (./demo-out/NAME.magi);
+#   2. load each artifact back in a new process: one summary row per region
+#      (nodes, inputs, sizes, fingerprint, digests verified) and its inputs;
+#   3. the copy-engine load of fsdp_block: which weight gathers move to the
+#      copy engine and which stay on NCCL (and why), then 4 rank processes
+#      bind one SymmBuffer and check every rewritten gather byte for byte.
+# Usage: bash scripts/demo.sh [BUILD_DIR]   (default: build; configured and
+# built here if needed, quietly: only the magi-aot program)
 set -euo pipefail
+cd "$(dirname "$0")/.."
 build=${1:-build}
+out=demo-out
 cli="$build/magi-aot"
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
+mkdir -p "$out"
+rm -f "$out"/*.magi "$out"/rank*.log "$out"/rank*.out
+rm -rf "$out/rendezvous"
+
+# ---- build only what the demo needs, quietly ----
+printf 'building magi-aot in %s (log: %s/build.log) ... ' "$build" "$out"
+{
+  if [ ! -f "$build/CMakeCache.txt" ]; then
+    cmake -S . -B "$build" -DMAGI_BUILD_TESTS=OFF -DMAGI_BUILD_BENCHMARKS=OFF -DMAGI_BUILD_FUZZ=OFF
+  fi
+  cmake --build "$build" --target magi-aot -j"$(nproc)"
+} >"$out/build.log" 2>&1 || { echo "failed"; tail -n 30 "$out/build.log"; exit 1; }
+echo "done ($("$cli" --version))"
+
+# ---- 1. save ----
+echo
+echo "== 1. save: magi-fx JSON -> artifact (msgpack sections, zstd, SHA-256 each)"
+for f in fixtures/real/*.json; do
+  "$cli" save "$f" -o "$out/$(basename "$f" .json).magi"
+done
+echo "saved $(ls "$out"/*.magi | wc -l) artifacts in $out/"
+
+# ---- 2. load each back in a new process ----
+echo
+echo "== 2. load: each artifact read back by a new process"
+printf '%-12s %6s %6s %10s %10s %6s  %-12s  %s\n' region nodes inputs "JSON B" "artifact B" "% JSON" fingerprint digests
 for f in fixtures/real/*.json; do
   name=$(basename "$f" .json)
-  "$cli" save "$f" -o "$out/$name.magi"
-  printf '== %s: %s bytes of JSON -> %s bytes of artifact\n' "$name" "$(stat -c %s "$f")" "$(stat -c %s "$out/$name.magi")"
-done
-for a in "$out"/*.magi; do
-  echo
-  echo "######## $(basename "$a") (loaded in a new process)"
-  "$cli" verify "$a"
-  "$cli" inspect "$a"
-  echo "-- inputs (concrete where hints allow):"
-  "$cli" inputs --concrete "$a" 2>/dev/null || "$cli" inputs "$a"
-  echo "-- fingerprint:"
-  "$cli" fingerprint "$a"
+  a="$out/$name.magi"
+  info=$("$cli" inspect --json "$a")
+  nodes=$(sed -n 's/.*"nodes":\([0-9]*\).*/\1/p' <<<"$info")
+  ph=$(sed -n 's/.*"placeholders":\([0-9]*\).*/\1/p' <<<"$info")
+  jb=$(stat -c %s "$f")
+  ab=$(stat -c %s "$a")
+  fp=$("$cli" fingerprint "$a" | cut -c1-12)
+  if "$cli" verify "$a" >/dev/null 2>"$out/$name.verify.log"; then ok=ok; else ok=FAILED; fi
+  printf '%-12s %6s %6s %10s %10s %5s%%  %-12s  %s\n' "$name" "$nodes" "$ph" "$jb" "$ab" \
+    "$(awk -v a="$ab" -v j="$jb" 'BEGIN { printf "%.1f", 100 * a / j }')" "$fp" "$ok"
+  [ "$ok" = ok ] || { cat "$out/$name.verify.log"; exit 1; }
 done
 echo
-echo "######## copy-engine load of fsdp_block: 4 rank processes bind one SymmBuffer (host backend)"
+echo "inputs each region needs, from placeholder metadata alone (first 3 shown):"
+for f in fixtures/real/*.json; do
+  name=$(basename "$f" .json)
+  "$cli" inputs "$out/$name.magi" >"$out/$name.inputs.json"
+  total=$(grep -c '"index"' "$out/$name.inputs.json" || true)
+  list=$(grep '"index"' "$out/$name.inputs.json" | head -n 3 |
+    sed -n 's/.*"name": "\([^"]*\)".*"kind":"\([a-z]*\)"\(,"dtype":"\([a-z0-9]*\)","shape":\(\[[^]]*\]\)\)\{0,1\}.*/\1 \4\5 \2/p' |
+    sed 's/ tensor$//; s/"//g; s/  */ /g' |
+    awk '{ if (length($1) > 24) $1 = substr($1, 1, 21) "..."; print }' | paste -sd ';' | sed 's/;/;  /g')
+  more=$(( total > 3 ? total - 3 : 0 ))
+  printf '  %-12s %s%s\n' "$name" "$list" "$([ "$more" -gt 0 ] && printf '  (+%d more)' "$more")"
+done
+
+# ---- 3. copy-engine load of fsdp_block ----
+echo
+echo "== 3. copy-engine load of fsdp_block: FSDP weight gathers"
+"$cli" load "$out/fsdp_block.magi" --transport copy_engine >"$out/fsdp_block.load.txt"
+printf '  %-34s %-12s %s\n' gather "runs on" why
+awk '
+  $1 == "rewrite" { g = $2; sub(":$", "", g); to = $NF; sub("^torch.ops.", "", to)
+                    printf "  %-34s %-12s %s\n", g, "copy engine", "static weight shard -> " to }
+  $1 == "keep"    { g = $2; sub(":$", "", g); why = $0; sub(/^ *keep +[^ ]+ +[^ ]+ +\(/, "", why); sub(/\)$/, "", why)
+                    printf "  %-34s %-12s %s\n", g, "NCCL", why }' "$out/fsdp_block.load.txt"
+grep '^window' "$out/fsdp_block.load.txt" | sed 's/^/  /'
+
+echo
+echo "4 rank processes bind one SymmBuffer (host backend) and check every rewritten gather:"
 rdv="$out/rendezvous"
 mkdir -p "$rdv"
-for r in 1 2 3; do
+pids=()
+for r in 0 1 2 3; do
   "$cli" load "$out/fsdp_block.magi" --transport copy_engine --backend host --rendezvous "$rdv" \
-    --rank "$r" --world 4 --check-gathers --json >"$out/rank$r.json" 2>"$out/rank$r.log" &
+    --rank "$r" --world 4 --check-gathers >"$out/rank$r.out" 2>"$out/rank$r.log" &
+  pids+=($!)
 done
-"$cli" load "$out/fsdp_block.magi" --transport copy_engine --backend host --rendezvous "$rdv" \
-  --rank 0 --world 4 --check-gathers --json
-wait
-echo "all 4 ranks bound the same plan and checked every rewritten gather"
+failed=0
+for r in 0 1 2 3; do
+  if wait "${pids[$r]}"; then status=0; else status=$?; fi
+  summary=$(cat "$out/rank$r.out" "$out/rank$r.log" | grep '^gather check' || true)
+  if [ "$status" -ne 0 ] || [ -z "$summary" ]; then
+    failed=1
+    printf '  rank %d: FAILED (exit %d)\n' "$r" "$status"
+    sed 's/^/    /' "$out/rank$r.log"
+  else
+    printf '  rank %d: %s\n' "$r" "${summary#gather check: }"
+  fi
+done
+if [ "$failed" -ne 0 ]; then
+  echo "demo FAILED: not every rank succeeded (logs in $out/)"
+  exit 1
+fi
+echo "all 4 ranks bound the same plan and checked every rewritten gather bit for bit"
+echo "artifacts, load reports and rank logs are in $out/"

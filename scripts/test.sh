@@ -10,20 +10,43 @@
 # Set MAGI_SKIP_SANITIZE=1 to skip the second.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+stage="setup"
+started=$(date +%s)
+say() { printf '\n==== %s\n' "$*"; }
+trap 'rc=$?; [ $rc -ne 0 ] && printf "\n==== FAILED in %s (exit %d)\n" "$stage" "$rc"' EXIT
+
+stage="dependencies"; say "stage 0: system packages and the pinned PyTorch venv"
 bash scripts/deps.sh --test
 jobs=$(nproc)
 pyexe=$(bash scripts/pyenv.sh | tail -n 1)
 export MAGI_REQUIRE_TORCH=1
+
+stage="release build"; say "stage 1: RelWithDebInfo build (-Werror) and every CTest test"
 cmake -S . -B build-ci -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMAGI_WERROR=ON \
   -DPython3_EXECUTABLE="$pyexe" >/dev/null
 cmake --build build-ci -j"$jobs"
 ctest --test-dir build-ci --output-on-failure -j"$jobs"
+summary="stage 1: $(ctest --test-dir build-ci -N | awk '/Total Tests/{print $3}') tests passed"
+
 if [ "${MAGI_SKIP_SANITIZE:-0}" != 1 ]; then
+  stage="sanitizer build"; say "stage 2: AddressSanitizer + UndefinedBehaviorSanitizer build"
+  echo "Runs every test except those labelled nosan, which stage 1 already ran:"
+  echo "the Python tests (an ASan-instrumented libmagi_aot cannot be loaded into"
+  echo "a plain python3) and the install test (it builds consumers outside the"
+  echo "sanitizer's reach). The fuzz corpora are replayed here (label fuzz-regress)."
   cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DMAGI_SANITIZE=ON -DMAGI_WERROR=ON >/dev/null
   cmake --build build-asan -j"$jobs"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir build-asan --output-on-failure -j"$jobs" -LE "nosan"
+  summary="$summary; stage 2: $(ctest --test-dir build-asan -N -LE nosan | awk '/Total Tests/{print $3}') tests passed"
+else
+  summary="$summary; stage 2 (sanitizers) skipped: MAGI_SKIP_SANITIZE=1"
 fi
+
 if [ "${MAGI_MEMCHECK:-0}" = 1 ]; then
+  stage="memcheck"; say "stage 3: valgrind memcheck of the unit tests"
   bash scripts/memcheck.sh
+  summary="$summary; stage 3: memcheck clean"
 fi
+stage="done"
+say "ALL PASSED in $(( $(date +%s) - started )) s: $summary"

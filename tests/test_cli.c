@@ -5,6 +5,8 @@
 #include "testlib.h"
 #include "cli.h"
 #include <fcntl.h>
+#include <jansson.h>
+#include <math.h>
 #include <pty.h>
 #include <stdarg.h>
 #include <string.h>
@@ -358,6 +360,93 @@ static void test_schedule_peer_fingerprints(void) {
     free(other);
 }
 
+static int count_str(const char *s, const char *needle) {
+    int n = 0;
+    for (const char *p = s; (p = strstr(p, needle)) != NULL; p += strlen(needle)) n++;
+    return n;
+}
+
+/* schedule: the text, the JSON and the SVG show one model of time: the
+ * verdict is the simulated stall, the margin is shown, every exposed gather
+ * has exactly one red window bar, the legend lists only what is drawn and
+ * the ticks are round. */
+static void test_schedule_one_model(void) {
+    char *fx = mt_fixture("fsdp_block.json"), *svg = mt_fmt("%s/t.svg", tmp);
+    char *js = NULL, *txt = NULL, *err = NULL;
+    MT_REQUIRE(RUN(&js, &err, "schedule", fx, "--json", "--margin-us", "3") == 0, "%s", err);
+    MT_REQUIRE(RUN(&txt, NULL, "schedule", fx, "--margin-us", "3", "--timeline", svg) == 0);
+    json_error_t je;
+    json_t *rep = json_loads(js, 0, &je);
+    MT_REQUIRE(rep, "%s", je.text);
+    json_t *gs = json_object_get(rep, "gathers"), *g;
+    size_t i;
+    int exposed = 0;
+    MT_CHECK(json_array_size(gs) > 0);
+    MT_CHECK(json_real_value(json_object_get(rep, "margin_us")) == 3.0);
+    json_array_foreach(gs, i, g) {
+        double stall = json_real_value(json_object_get(g, "stall_us"));
+        double cost = json_real_value(json_object_get(g, "cost_us")), need = json_real_value(json_object_get(g, "need_us"));
+        const char *verdict = json_string_value(json_object_get(g, "verdict"));
+        MT_CHECK(fabs(need - (cost + 3.0)) < 1e-3, "need %.3f is not cost %.3f + margin 3", need, cost);
+        MT_CHECK(!strcmp(verdict, stall > 0 ? "exposed" : "hidden"), "gather %zu: %s with stall %.3f", i, verdict, stall);
+        MT_CHECK(json_real_value(json_object_get(g, "exposed_us")) == stall);
+        double ts = json_real_value(json_object_get(g, "transfer_start_us"));
+        double te = json_real_value(json_object_get(g, "transfer_end_us"));
+        MT_CHECK(fabs(te - ts - cost) < 2.5e-3, "transfer %.3f..%.3f is not its cost %.3f", ts, te, cost);
+        exposed += stall > 0;
+        /* the text row says the same */
+        const char *name = json_string_value(json_object_get(g, "node"));
+        char *row = mt_fmt("  %-32.32s ", name), *at = txt ? strstr(txt, row) : NULL;
+        MT_CHECK(at, "no text row for %s", name);
+        if (at) {
+            char *eol = strchr(at, '\n'), *want = stall > 0 ? mt_fmt("exposed by %.1f", stall) : mt_fmt("hidden");
+            MT_CHECK(eol && strstr(at, want) && strstr(at, want) < eol, "row of %s lacks '%s'", name, want);
+            free(want);
+        }
+        free(row);
+    }
+    MT_CHECK(txt && strstr(txt, "need = cost x 1 + 3.0 margin"), "text does not show the margin: %s", txt);
+    char *tail = mt_fmt("%d of %zu gathers exposed", exposed, json_array_size(gs));
+    MT_CHECK(txt && strstr(txt, tail), "%s", txt);
+    free(tail);
+    size_t n = 0;
+    char *s = mt_read(svg, &n);
+    MT_REQUIRE(s);
+    MT_CHECK(count_str(s, "exposed: compute waits") == exposed);
+    MT_CHECK(count_str(s, "hidden: done") == (int)json_array_size(gs) - exposed);
+    /* window rows: one red bar per exposed gather (the compute lane's red
+     * rects carry a title, window bars do not; the legend has one swatch
+     * when anything is red) */
+    MT_CHECK(count_str(s, "fill=\"#d62728\"/>") == exposed + (exposed > 0), "%d red bars for %d exposed gathers",
+             count_str(s, "fill=\"#d62728\"/>"), exposed);
+    MT_CHECK(!strstr(s, "copy-engine gather"), "legend lists copy-engine gathers the region does not have");
+    MT_CHECK(strstr(s, "NCCL gather"));
+    /* ticks: k * step with step 1, 2 or 5 times a power of ten */
+    double ticks[64];
+    int nt = 0;
+    for (const char *p = s; nt < 64 && (p = strstr(p, "text-anchor=\"middle\">")) != NULL; p++) {
+        double v;
+        char unit[4];
+        if (sscanf(p + strlen("text-anchor=\"middle\">"), "%lf %2s", &v, unit) == 2 && !strcmp(unit, "us")) ticks[nt++] = v;
+    }
+    MT_CHECK(nt >= 3, "%d ticks", nt);
+    if (nt >= 3) {
+        double step = ticks[1] - ticks[0], mant = step / pow(10, floor(log10(step)));
+        MT_CHECK(ticks[0] == 0 && (fabs(mant - 1) < 1e-9 || fabs(mant - 2) < 1e-9 || fabs(mant - 5) < 1e-9),
+                 "tick step %g", step);
+        MT_CHECK(ticks[nt - 1] >= json_real_value(json_object_get(rep, "simulated_us")), "axis ends before the run");
+    }
+    /* numbered transfer blocks */
+    MT_CHECK(strstr(s, "fill=\"white\">1</text>"), "transfer blocks are not numbered");
+    free(s);
+    json_decref(rep);
+    free(js);
+    free(txt);
+    free(err);
+    free(svg);
+    free(fx);
+}
+
 /* The older spelling --peers still works in `costs` (as --table does). */
 static void test_old_spellings(void) {
     char *fx = mt_fixture("block.json"), *keys = mt_fmt("%s/keys.json", tmp), *k = NULL, *a = NULL, *b = NULL;
@@ -379,7 +468,7 @@ int main(int argc, char **argv) {
         MT_CASE(test_cache_readers_create_nothing), MT_CASE(test_fingerprint_goes_on),
         MT_CASE(test_save_onto_input_refused), MT_CASE(test_stdin_and_double_dash),
         MT_CASE(test_cache_get_refuses_terminal), MT_CASE(test_schedule_peer_fingerprints),
-        MT_CASE(test_old_spellings)};
+        MT_CASE(test_schedule_one_model), MT_CASE(test_old_spellings)};
     tmp = mt_tmpdir();
     int rc = mt_run_cases(cases, sizeof cases / sizeof cases[0], argc, argv);
     mt_rmtree(tmp);

@@ -85,6 +85,16 @@ static int emit_all(const char *cmd, const magi_loader *ld, const char *emit) {
     return MAGI_EXIT_OK;
 }
 
+/* A positive byte count (no sign, no suffix). */
+static int parse_u64_pos(const char *s, uint64_t *out) {
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || !*s || *end || !v || s[0] == '-') return 0;
+    *out = v;
+    return 1;
+}
+
 int magi_cmd_load(int argc, char **argv) {
     const char *cmd = argv[0];
     const char *transport = NULL, *emit = NULL, *backend = NULL, *rdv = NULL;
@@ -103,75 +113,45 @@ int magi_cmd_load(int argc, char **argv) {
         rc = magi_cli_fail(cmd, MAGI_ERR_NOMEM);
         goto done;
     }
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int more = i + 1 < argc;
-        if (!strcmp(a, "--json")) {
-            json = 1;
-        } else if (!strcmp(a, "--transport") && more) {
-            transport = argv[++i];
-            if (strcmp(transport, "nccl") && strcmp(transport, "copy_engine")) {
-                rc = magi_cli_usage(cmd, "--transport must be nccl or copy_engine, not '%s'", transport);
-                goto done;
-            }
-        } else if (!strcmp(a, "--rank") && more) {
-            if (!parse_u32(argv[++i], &rank)) {
-                rc = magi_cli_usage(cmd, "--rank: not a number: '%s'", argv[i]);
-                goto done;
-            }
-            have_rank = 1;
-        } else if (!strcmp(a, "--world") && more) {
-            if (!parse_u32(argv[++i], &world) || world == 0) {
-                rc = magi_cli_usage(cmd, "--world: not a positive number: '%s'", argv[i]);
-                goto done;
-            }
-            have_world = 1;
-        } else if (!strcmp(a, "--group") && more) {
-            if ((rc = parse_group(cmd, argv[++i], &groups[n_groups]))) goto done;
-            n_groups++;
-        } else if (!strcmp(a, "--timeout-ms") && more) {
-            if (!parse_u32(argv[++i], &timeout_ms)) {
-                rc = magi_cli_usage(cmd, "--timeout-ms: not a number: '%s'", argv[i]);
-                goto done;
-            }
-        } else if (!strcmp(a, "--max-window-bytes") && more) {
-            char *end;
-            errno = 0;
-            max_win = strtoull(argv[++i], &end, 10);
-            if (errno || *end || !max_win) {
-                rc = magi_cli_usage(cmd, "--max-window-bytes: not a positive byte count: '%s'", argv[i]);
-                goto done;
-            }
-        } else if (!strcmp(a, "--job-id") && more) {
-            job_id = argv[++i];
-        } else if (!strcmp(a, "--window-cap") && more) {
-            char *end;
-            errno = 0;
-            cap = strtoull(argv[++i], &end, 10);
-            if (errno || *end || !cap) {
-                rc = magi_cli_usage(cmd, "--window-cap: not a positive byte count: '%s'", argv[i]);
-                goto done;
-            }
-        } else if (!strcmp(a, "--emit") && more) {
-            emit = argv[++i];
-        } else if (!strcmp(a, "--backend") && more) {
-            backend = argv[++i];
-        } else if (!strcmp(a, "--rendezvous") && more) {
-            rdv = argv[++i];
-        } else if (!strcmp(a, "--check-gathers")) {
-            check = 1;
-        } else if (!strcmp(a, "--device") && more) {
-            if (!parse_u32(argv[++i], &device) || device > INT32_MAX) {
-                rc = magi_cli_usage(cmd, "--device: not a device ordinal: '%s'", argv[i]);
-                goto done;
-            }
-        } else if (a[0] == '-' && a[1]) {
-            rc = magi_cli_usage(cmd, "unknown or incomplete option '%s'", a);
-            goto done;
-        } else {
-            paths[n++] = a;
-        }
+    magi_cli_args args;
+    if ((rc = magi_cli_parse(&magi_cli_load, argc, argv, &args)) != 0) goto done;
+    json = magi_cli_has(&args, "--json");
+    check = magi_cli_has(&args, "--check-gathers");
+    transport = magi_cli_value(&args, "--transport", NULL);
+    emit = magi_cli_value(&args, "--emit", NULL);
+    backend = magi_cli_value(&args, "--backend", NULL);
+    rdv = magi_cli_value(&args, "--rendezvous", NULL);
+    job_id = magi_cli_value(&args, "--job-id", NULL);
+    have_rank = magi_cli_has(&args, "--rank");
+    have_world = magi_cli_has(&args, "--world");
+    const char *v;
+    int n_group_args = 0;
+    const char **group_args = magi_cli_values(&args, "--group", &n_group_args);
+    if (transport && strcmp(transport, "nccl") && strcmp(transport, "copy_engine"))
+        rc = magi_cli_usage(cmd, "--transport must be nccl or copy_engine, not '%s'", transport);
+    else if (have_rank && !parse_u32(v = magi_cli_value(&args, "--rank", ""), &rank))
+        rc = magi_cli_usage(cmd, "--rank: not a number: '%s'", v);
+    else if (have_world && (!parse_u32(v = magi_cli_value(&args, "--world", ""), &world) || world == 0))
+        rc = magi_cli_usage(cmd, "--world: not a positive number: '%s'", v);
+    else if (magi_cli_has(&args, "--timeout-ms") && !parse_u32(v = magi_cli_value(&args, "--timeout-ms", ""), &timeout_ms))
+        rc = magi_cli_usage(cmd, "--timeout-ms: not a number: '%s'", v);
+    else if (magi_cli_has(&args, "--device") &&
+             (!parse_u32(v = magi_cli_value(&args, "--device", ""), &device) || device > INT32_MAX))
+        rc = magi_cli_usage(cmd, "--device: not a device ordinal: '%s'", v);
+    else if ((v = magi_cli_value(&args, "--max-window-bytes", NULL)) != NULL &&
+             (!parse_u64_pos(v, &max_win)))
+        rc = magi_cli_usage(cmd, "--max-window-bytes: not a positive byte count: '%s'", v);
+    else if ((v = magi_cli_value(&args, "--window-cap", NULL)) != NULL) {
+        char *end;
+        errno = 0;
+        cap = strtoull(v, &end, 10);
+        if (errno || *end || !cap || v[0] == '-') rc = magi_cli_usage(cmd, "--window-cap: not a positive byte count: '%s'", v);
     }
+    for (int i = 0; !rc && i < n_group_args; i++)
+        if ((rc = parse_group(cmd, group_args[i], &groups[n_groups])) == 0) n_groups++;
+    for (int i = 0; i < args.n_pos; i++) paths[n++] = args.pos[i];
+    magi_cli_args_free(&args);
+    if (rc) goto done;
     if (n == 0) {
         rc = magi_cli_usage(cmd, "no REGION given");
         goto done;

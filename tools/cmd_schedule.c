@@ -213,12 +213,27 @@ static int magi_cmd_schedule(int argc, char **argv) {
     const char *reason = !table ? "no cost table given"
                          : magi_cost_estimate_degraded(est) ? magi_cost_estimate_note(est)
                                                             : "cost table agreed by every peer";
+    /* One model of time (magi_sched_gather_timing): the same numbers in
+     * the text, the JSON and the SVG. */
+    magi_sched_timing *tm = calloc(rep->n_gathers ? rep->n_gathers : 1, sizeof *tm);
+    if (!tm) {
+        fprintf(stderr, "magi-aot %s: out of memory\n", argv[0]);
+        rc = MAGI_EXIT_RUNTIME;
+        goto done;
+    }
+    uint32_t n_exposed = 0;
+    double stall_total = 0;
+    for (uint32_t i = 0; i < rep->n_gathers; i++) {
+        magi_sched_gather_timing(rep, i, &tm[i]);
+        n_exposed += tm[i].exposed;
+        stall_total += tm[i].stall_us;
+    }
     if (json) {
         printf("{\"file\":");
         magi_cli_json_str(stdout, file);
         printf(",\"applied\":%s,\"reason\":", rep->applied ? "true" : "false");
         magi_cli_json_str(stdout, rep->reason);
-        printf(",\"moved\":[");
+        printf(",\"scale\":%.6g,\"margin_us\":%.3f,\"moved\":[", scale, margin);
         for (uint32_t i = 0; i < rep->n_moved; i++) {
             printf("%s{\"node\":", i ? "," : "");
             magi_cli_json_str(stdout, rep->moved[i].node);
@@ -227,12 +242,16 @@ static int magi_cmd_schedule(int argc, char **argv) {
         printf("],\"gathers\":[");
         for (uint32_t i = 0; i < rep->n_gathers; i++) {
             const magi_sched_gather *g = &rep->gathers[i];
+            const magi_sched_timing *t = &tm[i];
             printf("%s{\"node\":", i ? "," : "");
             magi_cli_json_str(stdout, g->node);
             printf(",\"kind\":\"%s\",\"cost_us\":%.3f,\"issue_us\":%.3f,\"need_us\":%.3f,\"covered_us\":%.3f,"
-                   "\"verdict\":\"%s\",\"exposed_us\":%.3f,\"launch_index\":%u}",
-                   g->symm ? "symm" : "nccl", g->cost_us, g->issue_us, g->need_us, g->covered_us,
-                   g->hidden ? "hidden" : "exposed", g->exposed_us, g->launch_index);
+                   "\"window_slack_us\":%.3f,\"launch_us\":%.3f,\"transfer_start_us\":%.3f,\"transfer_end_us\":%.3f,"
+                   "\"queued_us\":%.3f,\"first_use_us\":%.3f,\"stall_us\":%.3f,\"verdict\":\"%s\",\"exposed_us\":%.3f,"
+                   "\"launch_index\":%u}",
+                   g->symm ? "symm" : "nccl", g->cost_us, g->issue_us, g->need_us, g->covered_us, t->window_slack_us,
+                   t->launch_us, t->transfer_start_us, t->transfer_end_us, t->queued_us, t->first_use_us, t->stall_us,
+                   t->exposed ? "exposed" : "hidden", t->stall_us, g->launch_index);
         }
         printf("],\"estimator\":{\"source\":\"%s\",\"reason\":", measured ? "measured" : "analytical");
         magi_cli_json_str(stdout, reason);
@@ -243,7 +262,8 @@ static int magi_cmd_schedule(int argc, char **argv) {
             printf(",\"value\":%lld,\"source\":\"%s\",\"guess\":%s}", (long long)ug[i].value,
                    magi_unbacked_source_name(ug[i].source), ug[i].source == MAGI_UNBACKED_DEFAULT ? "true" : "false");
         }
-        printf("],\"simulated_us\":%.3f}\n", rep->total_us);
+        printf("],\"simulated_us\":%.3f,\"exposed_gathers\":%u,\"stall_us\":%.3f}\n", rep->total_us, n_exposed,
+               stall_total);
     } else {
         printf("schedule %s: %s%s%s\n", file, rep->applied ? "applied" : "NOT applied",
                rep->reason ? ": " : "", rep->reason ? rep->reason : "");
@@ -259,14 +279,26 @@ static int magi_cmd_schedule(int argc, char **argv) {
         }
         for (uint32_t i = 0; i < rep->n_moved; i++)
             printf("moved %-40s %5u -> %u\n", rep->moved[i].node, rep->moved[i].from_index, rep->moved[i].to_index);
-        for (uint32_t i = 0; i < rep->n_gathers; i++) {
-            const magi_sched_gather *g = &rep->gathers[i];
-            printf("gather %-40s %-4s cost %9.1f us  covered %9.1f us  %s", g->node, g->symm ? "symm" : "nccl",
-                   g->cost_us, g->covered_us, g->hidden ? "hidden" : "exposed");
-            if (!g->hidden) printf(" by %.1f us", g->exposed_us);
-            printf("\n");
+        if (rep->n_gathers) {
+            printf("\ngathers (us): need = cost x %g + %.1f margin; window = compute from launch to first use;\n"
+                   "simulated with transfers in launch order on one lane: queued = behind earlier transfers,\n"
+                   "stall = compute waiting for it (its exposed time)\n",
+                   scale, margin);
+            printf("%3s  %-32s %-4s %8s %8s %8s %8s %8s  %s\n", "#", "gather", "kind", "cost", "need", "window",
+                   "queued", "stall", "verdict");
+            for (uint32_t i = 0; i < rep->n_gathers; i++) {
+                const magi_sched_gather *g = &rep->gathers[i];
+                const magi_sched_timing *t = &tm[i];
+                printf("%3u  %-32.32s %-4s %8.1f %8.1f %8.1f %8.1f %8.1f  ", i + 1, g->node, g->symm ? "symm" : "nccl",
+                       g->cost_us, g->need_us, g->covered_us, t->queued_us, t->stall_us);
+                if (t->exposed) printf("exposed by %.1f\n", t->stall_us);
+                else printf("hidden, done %.1f before use\n", t->first_use_us - t->transfer_end_us);
+            }
         }
+        printf("simulated %.1f us; %u of %u gathers exposed (%.1f us of stalls)\n", rep->total_us, n_exposed,
+               rep->n_gathers, stall_total);
     }
+    free(tm);
     if (magi_cost_estimate_degraded(est))
         fprintf(stderr, "magi-aot %s: warning: %s\n", argv[0], magi_cost_estimate_note(est));
 done:

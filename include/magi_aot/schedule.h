@@ -113,6 +113,26 @@ MAGI_API magi_status magi_schedule(magi_region *r, const magi_sched_options *opt
                                    magi_sched_report **out);
 MAGI_API void magi_sched_report_free(magi_sched_report *rep);
 
+/* One gather in the simulated timeline: the single model of time that the
+ * CLI's text and JSON reports and the SVG all show. The simulation runs the
+ * final order on one compute lane and one transfer lane (transfers in launch
+ * order, each for its cost); a wait whose transfer has not finished stalls
+ * the compute lane. Scale and margin only size the pass's windows. */
+typedef struct magi_sched_timing {
+    double launch_us;         /* compute-lane time of the launch node */
+    double transfer_start_us; /* when the transfer lane takes it up */
+    double transfer_end_us;
+    double queued_us;         /* transfer_start - launch: behind earlier transfers */
+    double first_use_us;      /* compute-lane start of the first consumer of its
+                               * wait (the end of the run when there is none) */
+    double stall_us;          /* time the compute lane waited for it: its exposed time */
+    double window_slack_us;   /* the pass's check: covered - need (< 0: window short) */
+    int exposed;              /* stall_us > 0: the transfer shows on the critical path */
+} magi_sched_timing;
+
+/* Timing of gather g (< rep->n_gathers). MAGI_ERR_INVALID_ARG otherwise. */
+MAGI_API magi_status magi_sched_gather_timing(const magi_sched_report *rep, uint32_t g, magi_sched_timing *out);
+
 /* Render the report's timeline as SVG: a compute lane and a transfer lane on
  * one time axis, each gather's launch-to-wait window, exposed time in red.
  * *out owned by the caller (magi_free()). */

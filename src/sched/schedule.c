@@ -298,6 +298,23 @@ static void remap_value(magi_value *v, const uint32_t *newpos) {
     }
 }
 
+magi_status magi_sched_gather_timing(const magi_sched_report *rep, uint32_t g, magi_sched_timing *out) {
+    if (!rep || !out || g >= rep->n_gathers)
+        return magi_set_error(MAGI_ERR_INVALID_ARG, "schedule: no gather #%u in the report", g);
+    const magi_sched_gather *G = &rep->gathers[g];
+    memset(out, 0, sizeof *out);
+    out->launch_us = G->launch_index < rep->n_nodes ? rep->start_us[G->launch_index] : 0;
+    out->transfer_start_us = rep->transfer_start_us[g];
+    out->transfer_end_us = rep->transfer_end_us[g];
+    out->queued_us = out->transfer_start_us - out->launch_us;
+    if (out->queued_us < 0) out->queued_us = 0;
+    out->first_use_us = G->consumer_index < rep->n_nodes ? rep->start_us[G->consumer_index] : rep->total_us;
+    out->stall_us = rep->stall_us[g];
+    out->window_slack_us = G->covered_us - G->need_us;
+    out->exposed = out->stall_us > 0;
+    return MAGI_OK;
+}
+
 static magi_status verdicts_and_timeline(pass *p, magi_sched_report *rep) {
     uint32_t n = p->n;
     rep->n_nodes = n;

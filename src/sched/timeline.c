@@ -1,6 +1,10 @@
-/* SVG rendering of a schedule: compute lane, transfer lane, gather windows,
- * exposed time in red. */
+/* SVG rendering of a schedule: compute lane, transfer lane (numbered
+ * blocks), one row per gather (launch to first use, stall in red) labelled
+ * from magi_sched_gather_timing() - the same numbers as the CLI's report -
+ * a legend of what is drawn and a time axis with round ticks. */
 #include "../core/internal.h"
+#include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 /* XML text: markup characters escaped; control characters XML 1.0 does
@@ -19,16 +23,52 @@ static void esc(magi_buf *b, const char *s) {
     }
 }
 
+/* A round tick step (1, 2 or 5 times a power of ten) giving at most
+ * `max_ticks` intervals over [0, span]. */
+static double tick_step(double span, int max_ticks) {
+    double raw = span / max_ticks, p = pow(10, floor(log10(raw)));
+    static const double m[] = {1, 2, 5, 10};
+    for (int i = 0; i < 4; i++)
+        if (m[i] * p >= raw) return m[i] * p;
+    return 10 * p;
+}
+
+/* The gather's name, shortened to `max` characters with "..." */
+static void esc_short(magi_buf *b, const char *s, size_t max) {
+    size_t n = strlen(s);
+    if (n <= max) {
+        esc(b, s);
+        return;
+    }
+    char tmp[128];
+    if (max > sizeof tmp - 4) max = sizeof tmp - 4;
+    snprintf(tmp, sizeof tmp, "%.*s...", (int)(max - 3), s);
+    esc(b, tmp);
+}
+
+enum { C_COMPUTE, C_STALL, C_NCCL, C_SYMM, C_WINDOW, C_COUNT };
+static const char *const colors[C_COUNT] = {"#4c78a8", "#d62728", "#f58518", "#54a24b", "#c8c8c8"};
+static const char *const labels[C_COUNT] = {"compute", "stall: compute waits for a transfer (exposed)",
+                                            "NCCL gather", "copy-engine gather", "launch to first use"};
+
 magi_status magi_sched_timeline_svg(char **out, const magi_region *r, const magi_sched_report *rep) {
     magi_buf b = {0};
     *out = NULL;
-    const double W = 1400, left = 200, right = 330;
+    const double W = 1400, left = 230, right = 430;
     const double total = rep->total_us > 0 ? rep->total_us : 1;
-    const double sx = (W - left - right) / total;
-    const double y_comp = 40, y_xfer = 100, lane_h = 30;
+    const double step = tick_step(total, 10), axis_max = ceil(total / step - 1e-9) * step;
+    const double sx = (W - left - right) / axis_max;
+    const double y_comp = 44, y_xfer = 96, lane_h = 30;
     const uint32_t ng = rep->n_gathers;
     const double y_win = 150, win_h = 14;
-    const double H = y_win + (ng ? ng : 1) * (win_h + 4) + 50;
+    const double H = y_win + (ng ? ng : 1) * (win_h + 6) + 50;
+    int used[C_COUNT] = {0};
+    used[C_COMPUTE] = 1;
+    for (uint32_t g = 0; g < ng; g++) {
+        used[rep->gathers[g].symm ? C_SYMM : C_NCCL] = 1;
+        used[C_WINDOW] = 1;
+        if (rep->stall_us[g] > 0) used[C_STALL] = 1;
+    }
     magi_buf_printf(&b,
                     "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
                     "font-family=\"sans-serif\" font-size=\"11\">\n"
@@ -36,11 +76,19 @@ magi_status magi_sched_timeline_svg(char **out, const magi_region *r, const magi
                     "<text x=\"8\" y=\"16\" font-size=\"13\">schedule of '",
                     W, H);
     esc(&b, r->model_tag ? r->model_tag : "region"); /* from the input file */
-    magi_buf_printf(&b,
-                    "': %u gathers, %.1f us simulated%s</text>\n"
-                    "<text x=\"8\" y=\"%.0f\">compute</text><text x=\"8\" y=\"%.0f\">transfers</text>\n",
-                    ng, rep->total_us, rep->applied ? "" : " (not applied)", y_comp + 19, y_xfer + 19);
-    /* compute lane: node intervals; stalls (exposed waits) in red */
+    magi_buf_printf(&b, "': %u gather%s, %.1f us simulated%s</text>\n", ng, ng == 1 ? "" : "s", rep->total_us,
+                    rep->applied ? "" : " (not applied)");
+    /* legend: only what is drawn */
+    double lx = 8;
+    for (int k = 0; k < C_COUNT; k++) {
+        if (!used[k]) continue;
+        magi_buf_printf(&b, "<rect x=\"%.0f\" y=\"23\" width=\"10\" height=\"10\" fill=\"%s\"/>"
+                            "<text x=\"%.0f\" y=\"32\">%s</text>\n", lx, colors[k], lx + 13, labels[k]);
+        lx += 30 + 6.0 * strlen(labels[k]);
+    }
+    magi_buf_printf(&b, "<text x=\"8\" y=\"%.0f\">compute</text><text x=\"8\" y=\"%.0f\">transfers</text>\n",
+                    y_comp + 19, y_xfer + 19);
+    /* compute lane: node intervals; stalls (waits on a transfer) in red */
     for (uint32_t i = 0; i < rep->n_nodes && i < r->n_nodes; i++) {
         double s = rep->start_us[i], e = rep->end_us[i];
         if (e <= s) continue;
@@ -48,61 +96,63 @@ magi_status magi_sched_timeline_svg(char **out, const magi_region *r, const magi
         magi_buf_printf(&b,
                         "<rect x=\"%.2f\" y=\"%.0f\" width=\"%.2f\" height=\"%.0f\" fill=\"%s\" stroke=\"white\" "
                         "stroke-width=\"0.5\"><title>",
-                        left + s * sx, y_comp, (e - s) * sx, lane_h, stall ? "#d62728" : "#4c78a8");
+                        left + s * sx, y_comp, (e - s) * sx, lane_h, colors[stall ? C_STALL : C_COMPUTE]);
         esc(&b, r->nodes[i].name);
-        magi_buf_printf(&b, ": %.1f-%.1f us%s</title></rect>\n", s, e, stall ? " (stalled on a transfer)" : "");
+        magi_buf_printf(&b, ": %.1f-%.1f us%s</title></rect>\n", s, e, stall ? " (waiting for a transfer)" : "");
     }
-    /* transfer lane and per-gather launch-to-consumer windows */
+    /* transfer lane (numbered blocks) and one row per gather, same numbers */
     for (uint32_t g = 0; g < ng; g++) {
         const magi_sched_gather *G = &rep->gathers[g];
-        double s = rep->transfer_start_us[g], e = rep->transfer_end_us[g];
+        magi_sched_timing t;
+        magi_status st = magi_sched_gather_timing(rep, g, &t);
+        if (st) {
+            magi_buf_free(&b);
+            return st;
+        }
+        double bw = (t.transfer_end_us - t.transfer_start_us) * sx;
         magi_buf_printf(&b,
                         "<rect x=\"%.2f\" y=\"%.0f\" width=\"%.2f\" height=\"%.0f\" fill=\"%s\" stroke=\"white\" "
-                        "stroke-width=\"0.5\"><title>",
-                        left + s * sx, y_xfer, (e - s) * sx, lane_h, G->symm ? "#54a24b" : "#f58518");
+                        "stroke-width=\"0.5\"><title>#%u ",
+                        left + t.transfer_start_us * sx, y_xfer, bw, lane_h, colors[G->symm ? C_SYMM : C_NCCL], g + 1);
         esc(&b, G->node);
-        magi_buf_printf(&b, " (%s): %.1f us transfer</title></rect>\n", G->symm ? "copy engine" : "nccl", e - s);
-        double ws = G->launch_index < rep->n_nodes ? rep->start_us[G->launch_index] : 0;
-        double we = G->consumer_index < rep->n_nodes ? rep->start_us[G->consumer_index] : rep->total_us;
-        double stall = rep->stall_us[g] < we - ws ? rep->stall_us[g] : we - ws;
-        double y = y_win + g * (win_h + 4);
+        magi_buf_printf(&b, " (%s): %.1f-%.1f us</title></rect>\n", G->symm ? "copy engine" : "NCCL",
+                        t.transfer_start_us, t.transfer_end_us);
+        if (bw >= 14)
+            magi_buf_printf(&b, "<text x=\"%.2f\" y=\"%.0f\" text-anchor=\"middle\" fill=\"white\">%u</text>\n",
+                            left + (t.transfer_start_us + t.transfer_end_us) / 2 * sx, y_xfer + 19, g + 1);
+        double y = y_win + g * (win_h + 6);
+        double ws = t.launch_us, we = t.first_use_us;
+        double stall = t.stall_us < we - ws ? t.stall_us : we - ws;
         double grey = (we - ws - stall) * sx;
-        magi_buf_printf(&b, "<rect x=\"%.2f\" y=\"%.0f\" width=\"%.2f\" height=\"%.0f\" fill=\"#bbbbbb\"/>\n",
-                        left + ws * sx, y, grey > 1 ? grey : 1, win_h);
+        magi_buf_printf(&b, "<rect x=\"%.2f\" y=\"%.0f\" width=\"%.2f\" height=\"%.0f\" fill=\"%s\"/>\n",
+                        left + ws * sx, y, grey > 1 ? grey : 1, win_h, colors[C_WINDOW]);
         if (stall > 0)
-            magi_buf_printf(&b, "<rect x=\"%.2f\" y=\"%.0f\" width=\"%.2f\" height=\"%.0f\" fill=\"#d62728\"/>\n",
-                            left + (we - stall) * sx, y, stall * sx > 1 ? stall * sx : 1, win_h);
-        magi_buf_printf(&b, "<text x=\"8\" y=\"%.0f\">", y + 11);
-        esc(&b, G->node);
-        if (G->hidden)
-            magi_buf_printf(&b, "</text><text x=\"%.2f\" y=\"%.0f\" fill=\"#333333\">hidden: %.1f us of compute covers %.1f us</text>\n",
-                            left + we * sx + 3, y + 11, G->covered_us, G->need_us);
+            magi_buf_printf(&b, "<rect x=\"%.2f\" y=\"%.0f\" width=\"%.2f\" height=\"%.0f\" fill=\"%s\"/>\n",
+                            left + (we - stall) * sx, y, stall * sx > 1 ? stall * sx : 1, win_h, colors[C_STALL]);
+        magi_buf_printf(&b, "<text x=\"8\" y=\"%.0f\">%u  ", y + 11, g + 1);
+        esc_short(&b, G->node, 30);
+        magi_buf_printf(&b, "</text><text x=\"%.2f\" y=\"%.0f\" fill=\"%s\">", left + we * sx + 4, y + 11,
+                        t.exposed ? colors[C_STALL] : "#333333");
+        if (t.exposed)
+            magi_buf_printf(&b, "exposed: compute waits %.1f us", t.stall_us);
         else
-            magi_buf_printf(&b, "</text><text x=\"%.2f\" y=\"%.0f\" fill=\"#d62728\">exposed by %.1f us (%.1f of %.1f us covered)</text>\n",
-                            left + we * sx + 3, y + 11, G->exposed_us, G->covered_us, G->need_us);
+            magi_buf_printf(&b, "hidden: done %.1f us before use", t.first_use_us - t.transfer_end_us);
+        if (t.queued_us > 0.05) magi_buf_printf(&b, "; queued %.1f us", t.queued_us);
+        magi_buf_printf(&b, "; window %.1f of %.1f us needed</text>\n", G->covered_us, G->need_us);
     }
-    /* legend */
-    {
-        static const struct { const char *color, *label; } legend[] = {
-            {"#4c78a8", "compute"}, {"#d62728", "stall on a transfer (exposed)"}, {"#f58518", "NCCL gather"},
-            {"#54a24b", "copy-engine gather"}, {"#bbbbbb", "launch-to-first-use window"}};
-        double x = 560;
-        for (size_t k = 0; k < sizeof legend / sizeof legend[0]; k++) {
-            magi_buf_printf(&b, "<rect x=\"%.0f\" y=\"6\" width=\"10\" height=\"10\" fill=\"%s\"/>"
-                                "<text x=\"%.0f\" y=\"15\">%s</text>\n", x, legend[k].color, x + 13, legend[k].label);
-            x += 30 + 6.2 * strlen(legend[k].label);
-        }
-    }
-    /* time axis */
+    /* time axis: round ticks */
     double ay = H - 25;
-    magi_buf_printf(&b, "<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" stroke=\"black\"/>\n", left, ay,
-                    W - right, ay);
-    for (int k = 0; k <= 10; k++) {
-        double t = total * k / 10, x = left + t * sx;
+    magi_buf_printf(&b, "<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.2f\" y2=\"%.0f\" stroke=\"black\"/>\n", left, ay,
+                    left + axis_max * sx, ay);
+    int prec = step >= 1 ? 0 : step >= 0.1 ? 1 : 2;
+    for (int k = 0; k * step <= axis_max + step / 2; k++) {
+        double tk = k * step, x = left + tk * sx;
         magi_buf_printf(&b,
                         "<line x1=\"%.2f\" y1=\"%.0f\" x2=\"%.2f\" y2=\"%.0f\" stroke=\"black\"/>"
-                        "<text x=\"%.2f\" y=\"%.0f\" text-anchor=\"middle\">%.0f us</text>\n",
-                        x, ay, x, ay + 4, x, ay + 16, t);
+                        "<text x=\"%.2f\" y=\"%.0f\" text-anchor=\"middle\">",
+                        x, ay, x, ay + 4, x, ay + 16);
+        magi_buf_printf(&b, "%.*f us", prec, tk);
+        magi_buf_puts(&b, "</text>\n");
     }
     magi_buf_puts(&b, "</svg>\n");
     if (b.failed) {
