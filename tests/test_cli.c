@@ -447,6 +447,16 @@ static void test_schedule_one_model(void) {
     free(fx);
 }
 
+/* A bound load without --world says what to pass. */
+static void test_load_backend_without_world(void) {
+    char *fx = mt_fixture("fsdp_block.json"), *err = NULL;
+    int rc = RUN(NULL, &err, "load", fx, "--transport", "copy_engine", "--backend", "host");
+    MT_CHECK(rc == MAGI_EXIT_USAGE, "exit %d", rc);
+    MT_CHECK(err && strstr(err, "--rank R --world N --rendezvous DIR"), "%s", err);
+    free(err);
+    free(fx);
+}
+
 /* The older spelling --peers still works in `costs` (as --table does). */
 static void test_old_spellings(void) {
     char *fx = mt_fixture("block.json"), *keys = mt_fmt("%s/keys.json", tmp), *k = NULL, *a = NULL, *b = NULL;
@@ -468,7 +478,7 @@ int main(int argc, char **argv) {
         MT_CASE(test_cache_readers_create_nothing), MT_CASE(test_fingerprint_goes_on),
         MT_CASE(test_save_onto_input_refused), MT_CASE(test_stdin_and_double_dash),
         MT_CASE(test_cache_get_refuses_terminal), MT_CASE(test_schedule_peer_fingerprints),
-        MT_CASE(test_schedule_one_model), MT_CASE(test_old_spellings)};
+        MT_CASE(test_schedule_one_model), MT_CASE(test_load_backend_without_world), MT_CASE(test_old_spellings)};
     tmp = mt_tmpdir();
     int rc = mt_run_cases(cases, sizeof cases / sizeof cases[0], argc, argv);
     mt_rmtree(tmp);

@@ -199,6 +199,11 @@ int magi_cmd_load(int argc, char **argv) {
     lo.bind.max_window_bytes = max_win;
     if ((st = magi_loader_new(&ld, &lo)) || (st = magi_loader_load(ld, paths, (uint32_t)n))) {
         rc = magi_cli_fail(cmd, st);
+        /* A bound load without --world is one rank of one: say how a job
+         * of several ranks is started. */
+        if (backend && !have_world && st == MAGI_ERR_INVALID_ARG && strstr(magi_last_error(), "does not fit world"))
+            fprintf(stderr, "magi-aot %s: hint: a bound load is one process per rank; start each with "
+                            "--rank R --world N --rendezvous DIR (the same DIR and N on every rank)\n", cmd);
         goto done;
     }
     for (int i = 0; i < n; i++) {
