@@ -7,11 +7,12 @@
 #      copy engine and which stay on NCCL (and why), then 4 rank processes
 #      bind one SymmBuffer and check every rewritten gather byte for byte.
 # Usage: bash scripts/demo.sh [BUILD_DIR]   (default: build; configured and
-# built here if needed, quietly: only the magi-aot program)
+# built here if needed, quietly: only the magi-aot program). Output goes to
+# ./demo-out (MAGI_DEMO_OUT overrides it; the test suite runs the demo so).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
-out=demo-out
+out=${MAGI_DEMO_OUT:-demo-out}
 cli="$build/magi-aot"
 mkdir -p "$out"
 rm -f "$out"/*.magi "$out"/rank*.log "$out"/rank*.out
@@ -82,7 +83,7 @@ grep '^window' "$out/fsdp_block.load.txt" | sed 's/^/  /'
 echo
 echo "4 rank processes bind one SymmBuffer (host backend) and check every rewritten gather:"
 rdv="$out/rendezvous"
-mkdir -p "$rdv"
+mkdir -m 700 "$rdv"   # private to this job: the rendezvous refuses a directory others can enter
 pids=()
 for r in 0 1 2 3; do
   "$cli" load "$out/fsdp_block.magi" --transport copy_engine --backend host --rendezvous "$rdv" \

@@ -17,3 +17,8 @@ add_test(NAME spec_example
   COMMAND ${CMAKE_COMMAND} -DCLI=$<TARGET_FILE:magi-aot> -DSPEC=${PROJECT_SOURCE_DIR}/docs/MAGI_FX_JSON.md
           -DWORK=${CMAKE_CURRENT_BINARY_DIR} -P ${PROJECT_SOURCE_DIR}/cmake/check_spec_example.cmake)
 set_tests_properties(spec_example PROPERTIES LABELS cli)
+
+# The README's demo, end to end (4 rank processes on the host backend).
+add_test(NAME demo COMMAND bash ${PROJECT_SOURCE_DIR}/scripts/demo.sh ${PROJECT_BINARY_DIR})
+set_tests_properties(demo PROPERTIES LABELS "cli" TIMEOUT 300
+  ENVIRONMENT "MAGI_DEMO_OUT=${CMAKE_CURRENT_BINARY_DIR}/demo-out")
