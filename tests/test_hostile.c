@@ -5,7 +5,8 @@
  * crash fails only that case and the child's peak RSS (wait4 ru_maxrss) is
  * the reader's. Outside sanitizer/valgrind builds the child also runs under
  * setrlimit(RLIMIT_AS, 256 MiB), so even an untouched multi-GiB malloc
- * fails (and shows up as a wrong status). Every case must end with the
+ * fails (and shows up as a wrong status); every child also runs under
+ * setrlimit(RLIMIT_CPU, 20 s). Every case must end with the
  * expected status, a message naming the problem, and a peak RSS under
  * 64 MiB (under AddressSanitizer, whose redzones and quarantine roughly
  * double a heap: 128 MiB above an empty child's; under valgrind the RSS is
@@ -41,6 +42,9 @@ static int asan_linked(void) { return HX_ASAN || __asan_init != NULL; }
 
 #define HX_RSS_LIMIT_KB (64L * 1024)
 #define HX_AS_LIMIT (256ull << 20)
+/* CPU seconds per case: every reader is near-linear, the biggest input
+ * here takes well under a second (valgrind/ASan: a few). */
+#define HX_CPU_LIMIT_S 20
 
 static int under_valgrind(void) {
     const char *p = getenv("LD_PRELOAD");
@@ -86,6 +90,9 @@ static int hx_child(hx_fn fn, char *msg, size_t cap, long *maxrss_kb, int *crash
             struct rlimit rl = {HX_AS_LIMIT, HX_AS_LIMIT};
             setrlimit(RLIMIT_AS, &rl);
         }
+        /* CPU bombs die here (SIGXCPU) instead of stalling the suite. */
+        struct rlimit cpu = {HX_CPU_LIMIT_S, HX_CPU_LIMIT_S + 1};
+        setrlimit(RLIMIT_CPU, &cpu);
         magi_status st = fn ? fn() : MAGI_OK;
         char buf[1100];
         int n = snprintf(buf, sizeof buf, "%d\n%.1000s", (int)st, magi_last_error());
@@ -815,6 +822,51 @@ static magi_status l_hsize(void) { return layout_case(L_HSIZE); }
 static magi_status l_fsize(void) { return layout_case(L_FSIZE); }
 static magi_status l_truncated(void) { return layout_case(L_TRUNC); }
 
+/* A writer-made artifact with `gap` bytes inserted before section k (k ==
+ * n: appended after the last), offsets, file size and header digest
+ * recomputed: every digest checks, only the gap is outside them. */
+static magi_status gap_case(uint32_t k, size_t gap) {
+    uint8_t *src = NULL, *buf = NULL;
+    size_t len = 0;
+    magi_region *r = NULL;
+    char *json = mt_fixture("block.json");
+    size_t jl;
+    char *text = mt_read(json, &jl);
+    free(json);
+    magi_status st = magi_json_read(&r, text, jl, NULL);
+    free(text);
+    if (!st) st = magi_artifact_encode((void **)&src, &len, r, NULL);
+    magi_region_free(r);
+    if (st) return st;
+    uint32_t n = src[20] | src[21] << 8 | (uint32_t)src[22] << 16 | (uint32_t)src[23] << 24;
+    size_t te = MAGI_ART_HEADER_SIZE + (size_t)n * MAGI_ART_ENTRY_SIZE;
+    uint64_t at = len;
+    if (k < n) {
+        const uint8_t *e = src + MAGI_ART_HEADER_SIZE + (size_t)k * MAGI_ART_ENTRY_SIZE + 8;
+        at = 0;
+        for (int i = 7; i >= 0; i--) at = at << 8 | e[i];
+    }
+    buf = malloc(len + gap);
+    memcpy(buf, src, (size_t)at);
+    memset(buf + at, 0x5a, gap);
+    memcpy(buf + at + gap, src + at, len - (size_t)at);
+    for (uint32_t i = k; i < n; i++) {
+        uint8_t *e = buf + MAGI_ART_HEADER_SIZE + (size_t)i * MAGI_ART_ENTRY_SIZE + 8;
+        uint64_t o = 0;
+        for (int j = 7; j >= 0; j--) o = o << 8 | e[j];
+        put64(e, o + gap);
+    }
+    put64(buf + 24, len + gap);
+    magi_sha256(buf, te, buf + te);
+    st = load_artifact(buf, len + gap, NULL);
+    magi_free(src);
+    free(buf);
+    return st;
+}
+static magi_status l_gap_control(void) { return gap_case(0, 0); }
+static magi_status l_gap_before_graph(void) { return gap_case(3, 16); }
+static magi_status l_gap_trailing(void) { return gap_case(4, 16); }
+
 /* ---- legacy v0 ---- */
 
 static magi_status v0_case(magi_buf *b) {
@@ -951,6 +1003,9 @@ static void test_hostile_layout(void) {
     hx_expect("header size 2^32-1", l_hsize, MAGI_ERR_CORRUPT, "header");
     hx_expect("recorded file size 2^64-1", l_fsize, MAGI_ERR_CORRUPT, "bytes");
     hx_expect("file truncated by 5 bytes", l_truncated, MAGI_ERR_CORRUPT, NULL);
+    hx_expect("gap control (writer-made, no gap)", l_gap_control, MAGI_OK, NULL);
+    hx_expect("16 undigested bytes before graph", l_gap_before_graph, MAGI_ERR_CORRUPT, "no digest covers");
+    hx_expect("16 undigested bytes at the end", l_gap_trailing, MAGI_ERR_CORRUPT, "no digest covers");
 }
 
 static void test_hostile_legacy_v0(void) {

@@ -679,9 +679,47 @@ static void test_cache_unreadable_reported(void) {
     free(odd);
 }
 
+/* ------------------------------------------------------------ load --emit */
+
+/* The file is rewritten in place after the load verified it: the emitted
+ * copy is still the verified bytes. */
+static void test_emit_after_swap(void) {
+    char *base = mt_tmpdir();
+    char *a = mt_fmt("%s/a.magi", base), *b = mt_fmt("%s/b.magi", base), *out = mt_fmt("%s/out.magi", base);
+    char *ja = mt_fixture("block.json"), *jb = mt_fixture("fsdp_block.json");
+    char *sa[] = {MAGI_CLI_PATH, "save", ja, "-o", a, NULL}, *sb[] = {MAGI_CLI_PATH, "save", jb, "-o", b, NULL};
+    MT_REQUIRE(mt_spawn(sa, NULL, NULL, NULL) == 0 && mt_spawn(sb, NULL, NULL, NULL) == 0, "save");
+    size_t la, lb;
+    char *ba = mt_read(a, &la), *bb = mt_read(b, &lb);
+    magi_loader *ld = NULL;
+    magi_loader_options lo = MAGI_LOADER_OPTIONS_INIT;
+    const char *paths[1] = {a};
+    MT_OK(magi_loader_new(&ld, &lo));
+    MT_OK(magi_loader_load(ld, paths, 1));
+    int fd = open(a, O_WRONLY | O_TRUNC); /* same inode, new bytes */
+    MT_REQUIRE(fd >= 0 && write(fd, bb, lb) == (ssize_t)lb);
+    close(fd);
+    MT_OK(magi_loader_save(ld, 0, out));
+    size_t lo_;
+    char *bo = mt_read(out, &lo_);
+    MT_CHECK(bo && lo_ == la && !memcmp(bo, ba, la), "--emit wrote %zu bytes that are not the verified %zu", lo_, la);
+    magi_loader_free(ld);
+    free(bo);
+    free(ba);
+    free(bb);
+    mt_rmtree(base);
+    free(base);
+    free(a);
+    free(b);
+    free(out);
+    free(ja);
+    free(jb);
+}
+
 /* ------------------------------------------------------------ main */
 
 MT_MAIN(MT_CASE(test_host_dir_other_user), MT_CASE(test_host_dir_mode_and_symlink), MT_CASE(test_host_job_identity),
         MT_CASE(test_host_small_tmpfs), MT_CASE(test_sock_idle_and_forged), MT_CASE(test_sock_other_user),
         MT_CASE(test_window_cap), MT_CASE(test_cache_symlinks), MT_CASE(test_cache_root_permissions),
-        MT_CASE(test_cache_fifo_and_sparse), MT_CASE(test_cache_unreadable_reported))
+        MT_CASE(test_cache_fifo_and_sparse), MT_CASE(test_cache_unreadable_reported),
+        MT_CASE(test_emit_after_swap))

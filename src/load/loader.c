@@ -193,6 +193,19 @@ static magi_status load_set(magi_loader *ld, const char *const *paths, const voi
             MAGI_CHECK(magi_map_file(&e->map, e->path, UINT64_MAX)); /* each reader applies the input limit */
             e->data = e->map.data;
             e->size = e->map.size;
+            /* A v1 artifact may be written out verbatim later (--emit with
+             * nothing rewritten): take a private copy now, so what is
+             * verified and parsed is exactly what is emitted, even if the
+             * file is rewritten in place meanwhile. (Legacy v0 stays
+             * mapped: its skipped payloads are never read; it is always
+             * re-encoded.) */
+            if (e->size >= 8 && !memcmp(e->data, "MAGIAOT", 8) && e->size <= ld->limits.max_input_bytes) {
+                e->copy = malloc(e->size);
+                if (!e->copy) MAGI_FAIL(MAGI_ERR_NOMEM, "%s: out of memory", e->path);
+                memcpy(e->copy, e->data, e->size);
+                e->data = e->copy;
+                magi_unmap_file(&e->map);
+            }
         }
         MAGI_CHECK(read_region(ld, e));
         /* fingerprint and input descriptors of the region as read */
@@ -313,7 +326,15 @@ magi_status magi_loader_save(const magi_loader *ld, uint32_t i, const char *path
     if (i >= ld->n) return magi_set_error(MAGI_ERR_NOT_FOUND, "magi_loader_save: region %u of %u", i, ld->n);
     const entry *e = &ld->e[i];
     /* Nothing changed in a v1 artifact: the same bytes. */
-    if (e->info.artifact_v1 && !e->info.n_rewritten && !e->info.n_restored)
+    if (e->info.artifact_v1 && !e->info.n_rewritten && !e->info.n_restored) {
+        /* the private copy taken at load; every section's digest checked
+         * (those the load skipped too) before a byte is written */
+        magi_artifact *a = NULL;
+        magi_status st = magi_artifact_open(&a, e->data, e->size, &ld->limits);
+        if (!st) st = magi_artifact_verify(a);
+        magi_artifact_free(a);
+        if (st) return magi_error_prefix(st, "%s", e->path);
         return magi_write_file_atomic(path, e->data, e->size);
+    }
     return magi_artifact_save(e->region, path, NULL);
 }

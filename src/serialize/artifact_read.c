@@ -91,6 +91,13 @@ static magi_status open_v1(magi_artifact *a) {
             return magi_set_error(MAGI_ERR_CORRUPT, "section %s (#%u): offset %llu + %llu bytes outside the file or overlapping",
                                   s->kind_name, i, (unsigned long long)s->offset,
                                   (unsigned long long)s->stored_size);
+        /* Every byte is covered by a digest: no gap before a section. */
+        if (s->offset != prev_end)
+            return magi_set_error(MAGI_ERR_CORRUPT,
+                                  "section %s (#%u): %llu bytes between offset %llu and the section at %llu "
+                                  "that no digest covers",
+                                  s->kind_name, i, (unsigned long long)(s->offset - prev_end),
+                                  (unsigned long long)prev_end, (unsigned long long)s->offset);
         prev_end = s->offset + s->stored_size;
         if (s->kind >= MAGI_SECTION_META && s->kind <= MAGI_SECTION_GRAPH) {
             if (seen & (1u << s->kind))
@@ -116,6 +123,9 @@ static magi_status open_v1(magi_artifact *a) {
                                       (unsigned long long)a->lo.max_decompressed_bytes);
         }
     }
+    if (prev_end != size)
+        return magi_set_error(MAGI_ERR_CORRUPT, "%llu bytes after the last section that no digest covers",
+                              (unsigned long long)(size - prev_end));
     for (uint32_t k = MAGI_SECTION_META; k <= MAGI_SECTION_GRAPH; k++)
         if (!(seen & (1u << k)))
             return magi_set_error(MAGI_ERR_CORRUPT, "missing section %s", magi_artifact_kind_name(k));
