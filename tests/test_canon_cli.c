@@ -125,14 +125,14 @@ static void test_costs_cli(void) {
     char *pt = mt_fmt("%s/table.json", tmp);
     mt_write(pt, tb.data, tb.len);
 
-    rc = RUN(&out, &err, "costs", orig, "--table", pt, "--peers", pk1, pk0, "--json");
+    rc = RUN(&out, &err, "costs", orig, "--costs", pt, "--peer-keys", pk1, pk0, "--json");
     MT_CHECK(rc == 0, "rc %d %s", rc, err);
     MT_CHECK(strstr(out, "\"degraded\": false") && strstr(out, "\"source\": \"measured\"") &&
                  !strstr(out, "\"source\": \"analytical\"") && strstr(out, "\"table_used\": true"),
              "%s", out);
     free(out), free(err);
 
-    rc = RUN(&out, &err, "costs", orig, "--table", pt, "--peers", pk1, pk2, "--json");
+    rc = RUN(&out, &err, "costs", orig, "--costs", pt, "--peer-keys", pk1, pk2, "--json");
     MT_CHECK(rc == 0, "rc %d %s", rc, err);
     MT_CHECK(strstr(out, "\"degraded\": true") && !strstr(out, "\"source\": \"measured\"") &&
                  strstr(out, "\"source\": \"analytical\""),
@@ -148,7 +148,7 @@ static void test_costs_cli(void) {
 
     char *bad = mt_fmt("%s/bad_table.json", tmp);
     mt_write(bad, "{\"x\": -3}", 9);
-    rc = RUN(&out, &err, "costs", orig, "--table", bad);
+    rc = RUN(&out, &err, "costs", orig, "--costs", bad);
     MT_CHECK(rc == 3 && !*out && strstr(err, "bad_table.json"), "rc %d %s", rc, err);
     free(out), free(err);
 
