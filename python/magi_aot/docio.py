@@ -44,6 +44,12 @@ def document_json(ptr):
 
 def document(ptr):
     """The region's document (dict): marshal when the library has it, else JSON."""
-    if has("magi_marshal_write"):
-        return marshal.loads(document_bytes(ptr))
-    return document_json(ptr)
+    if not has("magi_marshal_write"):
+        return document_json(ptr)
+    p = c_void_p()
+    n = c_size_t()
+    lib.magi_marshal_write(byref(p), byref(n), ptr)
+    try:  # read the library's buffer in place: no copy into a bytes object
+        return marshal.loads(memoryview((ctypes.c_char * n.value).from_address(p.value)))
+    finally:
+        lib.magi_free(p)

@@ -12,13 +12,25 @@
 #include "magi_aot/marshal.h"
 #include <jansson.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define M_FLAG_REF 0x80
 
+/* Pointer -> reference index, in front of the content map: the artifact
+ * reader interns every string once (and the keys here are literals), so
+ * most repeats are the same pointer and skip hashing the bytes. */
+#define M_PTR_SLOTS 4096u
+
+typedef struct ptr_slot {
+    const char *p;
+    uint32_t idx;
+} ptr_slot;
+
 typedef struct mw {
     magi_buf b;
     magi_smap refs;     /* string -> reference index (borrowed keys) */
+    ptr_slot *by_ptr;   /* M_PTR_SLOTS entries, direct-mapped (a miss only costs a hash) */
     uint32_t n_refs;
     const magi_region *r;
     magi_status err;    /* first error other than out of memory */
@@ -81,12 +93,6 @@ static void put_float(mw *w, double f) {
 }
 
 static void put_str_n(mw *w, const char *s, size_t n, int ref) {
-    uint32_t idx;
-    if (ref && magi_smap_get(&w->refs, s, n, &idx)) {
-        put_u8(w, 'r');
-        put_i32(w, (int32_t)idx);
-        return;
-    }
     if (n > INT32_MAX) {
         w->b.failed = 1;
         return;
@@ -112,13 +118,39 @@ static void put_str_n(mw *w, const char *s, size_t n, int ref) {
     magi_buf_append(&w->b, s, n);
 }
 
+static void put_ref(mw *w, uint32_t idx) {
+    unsigned char *p = room(w, 5);
+    if (!p) return;
+    p[0] = 'r';
+    p[1] = (unsigned char)idx, p[2] = (unsigned char)(idx >> 8);
+    p[3] = (unsigned char)(idx >> 16), p[4] = (unsigned char)(idx >> 24);
+    w->b.len += 5;
+}
+
 /* Strings owned by the region (they outlive the writer): shared by reference. */
 static void put_str(mw *w, const char *s) {
     if (!s) {
         put_none(w);
         return;
     }
-    put_str_n(w, s, strlen(s), 1);
+    ptr_slot *slot = NULL;
+    if (w->by_ptr) {
+        uintptr_t h = (uintptr_t)s;
+        slot = &w->by_ptr[((h >> 3) ^ (h >> 15)) & (M_PTR_SLOTS - 1)];
+        if (slot->p == s) {
+            put_ref(w, slot->idx);
+            return;
+        }
+    }
+    size_t n = strlen(s);
+    uint32_t idx;
+    if (magi_smap_get(&w->refs, s, n, &idx)) {
+        put_ref(w, idx);
+    } else {
+        idx = w->n_refs;
+        put_str_n(w, s, n, 1);
+    }
+    if (slot && idx < w->n_refs) *slot = (ptr_slot){s, idx};
 }
 
 static void put_list(mw *w, uint32_t n) {
@@ -374,6 +406,7 @@ magi_status magi_marshal_write(void **out, size_t *out_len, const magi_region *r
     mw w;
     memset(&w, 0, sizeof w);
     w.r = r;
+    w.by_ptr = calloc(M_PTR_SLOTS, sizeof *w.by_ptr); /* optional: NULL only loses speed */
     magi_buf_reserve(&w.b, 4096 + (size_t)r->n_nodes * 192); /* a guess; it grows */
     begin_dict(&w);
     put_str(&w, "format");
@@ -423,6 +456,7 @@ magi_status magi_marshal_write(void **out, size_t *out_len, const magi_region *r
     end_dict(&w);
     end_dict(&w);
     magi_smap_free(&w.refs);
+    free(w.by_ptr);
     if (w.err) {
         magi_buf_free(&w.b);
         return w.err;

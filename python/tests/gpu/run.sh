@@ -2,7 +2,8 @@
 # One device call on the H200 machine (PyTorch 2.11, CUDA 13, no msgpack or
 # jansson): build libmagi_aot from the working tree, run the Python tests
 # (binding + torch), then the save/load round trip and the benchmark.
-#   bash python/tests/gpu/run.sh [all|unittest|roundtrip]
+#   bash python/tests/gpu/run.sh [all|unittest|roundtrip|zoo]
+# (zoo: the model-zoo table of gpu/zoo.py into $OUT/zoo, docs/ZOO.md)
 # Debian packages the machine lacks travel in .debs/ (see docs/PYTHON.md);
 # .debs/fallback/ holds zstd/OpenSSL/pkgconf, unpacked only when missing.
 # Logs and JSON results go to $OUT (or /tmp/magi-gpu-out).
@@ -73,6 +74,12 @@ fi
 if [ "$what" = all ] || [ "$what" = unittest ]; then
   stamp "unittest"
   timeout 110 python3 -m unittest discover -s python/tests -v 2>&1 | tee "$OUT/unittest.log" | tail -60
+  [ "${PIPESTATUS[0]}" -eq 0 ] || fail=1
+fi
+if [ "$what" = zoo ]; then
+  stamp "model zoo"
+  timeout 480 python3 python/tests/gpu/zoo.py --out "$OUT/zoo" 2>&1 | tee "$OUT/zoo.log" \
+    | grep -v -E '^[EWI][0-9]{4} ' | tail -60
   [ "${PIPESTATUS[0]}" -eq 0 ] || fail=1
 fi
 stamp "done, fail=$fail"
