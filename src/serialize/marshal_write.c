@@ -20,7 +20,7 @@
 /* Pointer -> reference index, in front of the content map: the artifact
  * reader interns every string once (and the keys here are literals), so
  * most repeats are the same pointer and skip hashing the bytes. */
-#define M_PTR_SLOTS 4096u
+#define M_PTR_SLOTS 1024u
 
 typedef struct ptr_slot {
     const char *p;
@@ -92,22 +92,14 @@ static void put_float(mw *w, double f) {
     magi_buf_append(&w->b, x, 8);
 }
 
-static void put_str_n(mw *w, const char *s, size_t n, int ref) {
+/* A string literal; `flag` M_FLAG_REF adds it to marshal's reference table. */
+static void put_str_n(mw *w, const char *s, size_t n, unsigned flag) {
     if (n > INT32_MAX) {
         w->b.failed = 1;
         return;
     }
     int ascii = 1;
     for (size_t i = 0; i < n && ascii; i++) ascii = (unsigned char)s[i] < 0x80;
-    unsigned flag = 0;
-    if (ref) {
-        if (!magi_smap_put(&w->refs, s, n, w->n_refs)) {
-            w->b.failed = 1;
-            return;
-        }
-        w->n_refs++;
-        flag = M_FLAG_REF;
-    }
     if (ascii && n < 256) {
         put_u8(w, 'z' | flag);
         put_u8(w, (unsigned)n);
@@ -127,7 +119,8 @@ static void put_ref(mw *w, uint32_t idx) {
     w->b.len += 5;
 }
 
-/* Strings owned by the region (they outlive the writer): shared by reference. */
+/* Strings owned by the region (they outlive the writer): written once,
+ * referenced after. */
 static void put_str(mw *w, const char *s) {
     if (!s) {
         put_none(w);
@@ -143,14 +136,19 @@ static void put_str(mw *w, const char *s) {
         }
     }
     size_t n = strlen(s);
-    uint32_t idx;
-    if (magi_smap_get(&w->refs, s, n, &idx)) {
+    uint32_t idx = w->n_refs;
+    int ins = magi_smap_insert(&w->refs, s, n, idx, &idx);
+    if (ins < 0) {
+        w->b.failed = 1;
+        return;
+    }
+    if (ins == 0) {
         put_ref(w, idx);
     } else {
-        idx = w->n_refs;
-        put_str_n(w, s, n, 1);
+        w->n_refs++;
+        put_str_n(w, s, n, M_FLAG_REF);
     }
-    if (slot && idx < w->n_refs) *slot = (ptr_slot){s, idx};
+    if (slot) *slot = (ptr_slot){s, idx};
 }
 
 static void put_list(mw *w, uint32_t n) {
@@ -407,6 +405,7 @@ magi_status magi_marshal_write(void **out, size_t *out_len, const magi_region *r
     memset(&w, 0, sizeof w);
     w.r = r;
     w.by_ptr = calloc(M_PTR_SLOTS, sizeof *w.by_ptr); /* optional: NULL only loses speed */
+    magi_smap_reserve(&w.refs, 256 + (size_t)r->n_nodes * 4);  /* a guess; it grows */
     magi_buf_reserve(&w.b, 4096 + (size_t)r->n_nodes * 192); /* a guess; it grows */
     begin_dict(&w);
     put_str(&w, "format");
