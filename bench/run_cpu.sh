@@ -28,6 +28,9 @@ echo "peak RSS of a whole 'magi-aot dump' process (KiB):"
 echo "baseline: peak RSS of 'magi-aot --version' (KiB):"
 /usr/bin/time -f "maxrss_kib=%M" "$cli" --version >/dev/null
 
+echo; echo "## the loader (reused) vs open+verify+load, and vs Python's json.loads of the same JSON"
+run python3 bench/bench_loader.py --cli "$cli" --iters 2000
+
 echo; echo "## synthetic regions: save and load vs node count"
 run "$cli" bench scale --nodes 10000,100000,1000000
 

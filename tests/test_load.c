@@ -23,7 +23,7 @@ static magi_status load1(magi_loader *ld, const char *path) {
     return magi_loader_load(ld, p, 1);
 }
 
-static char *report(const magi_loader *ld, unsigned flags) {
+static char *report(magi_loader *ld, unsigned flags) {
     char *t = NULL;
     MT_OK(magi_loader_report(&t, NULL, ld, flags));
     return t;

@@ -252,5 +252,5 @@ static int bench_scale(int argc, char **argv) {
 }
 
 const magi_cli_command magi_cli_bench = {
-    "bench", "load|scale|legacy|fingerprint ...", "in-process benchmarks that print numbers (more in bench/)",
+    "bench", "load|loader|scale|legacy|fingerprint ...", "in-process benchmarks that print numbers (more in bench/)",
     "Timed work only: performance targets live here, not in the tests.\n", NULL, NULL};

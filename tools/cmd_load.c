@@ -57,7 +57,7 @@ bad:
     return magi_cli_usage(cmd, "--group: bad rank list in '%s' (expected NAME=R0,R1,...)", spec);
 }
 
-static int emit_all(const char *cmd, const magi_loader *ld, const char *emit) {
+static int emit_all(const char *cmd, magi_loader *ld, const char *emit) {
     uint32_t n = magi_loader_count(ld);
     if (n > 1 && mkdir(emit, 0777) != 0 && errno != EEXIST) {
         fprintf(stderr, "magi-aot %s: cannot create directory '%s': %s\n", cmd, emit, strerror(errno));

@@ -93,7 +93,9 @@ MAGI_API magi_status magi_loader_load_buffers(magi_loader *ld, const void *const
                                               const char *const *names, uint32_t n);
 
 /* What one loaded region went through. Strings borrowed from the loader,
- * valid until the next load or free. */
+ * valid until the next load or free. The fingerprint and the input
+ * descriptors are computed on first request (a load that only needs the
+ * rewritten regions does not pay for them). */
 typedef struct magi_loaded_info {
     const char *path;
     char fingerprint[65];             /* of the region as read (before any rewrite) */
@@ -108,19 +110,21 @@ typedef struct magi_loaded_info {
     uint32_t sections_hashed;         /* artifact sections whose digest was checked */
 } magi_loaded_info;
 
+/* Queries that take a non-const loader compute on first use and cache. */
+
 /* Regions loaded by the last magi_loader_load() (0 before or after a failure). */
 MAGI_API uint32_t magi_loader_count(const magi_loader *ld);
 /* Region i as rewritten; borrowed (valid until the next load or free).
  * NULL when out of range. */
 MAGI_API magi_region *magi_loader_region(const magi_loader *ld, uint32_t i);
-MAGI_API magi_status magi_loader_info(magi_loaded_info *out, const magi_loader *ld, uint32_t i);
+MAGI_API magi_status magi_loader_info(magi_loaded_info *out, magi_loader *ld, uint32_t i);
 /* magi_inputs_write_json() of region i as read; borrowed. NULL when they
  * could not be built (placeholders without metadata: the region still
  * loads); magi_loader_inputs_status() then says why. */
-MAGI_API const char *magi_loader_inputs_json(const magi_loader *ld, uint32_t i);
+MAGI_API const char *magi_loader_inputs_json(magi_loader *ld, uint32_t i);
 /* MAGI_OK when region i's input descriptors were built, else the status
  * they failed with and (in *message, borrowed, may be NULL) the message. */
-MAGI_API magi_status magi_loader_inputs_status(const magi_loader *ld, uint32_t i, const char **message);
+MAGI_API magi_status magi_loader_inputs_status(magi_loader *ld, uint32_t i, const char **message);
 /* The plan over all regions (region index = position in `paths`); borrowed. */
 MAGI_API const magi_symm_plan *magi_loader_plan(const magi_loader *ld);
 /* The bound backend, or NULL when no backend was asked for; borrowed. */
@@ -131,7 +135,7 @@ MAGI_API magi_symm_backend *magi_loader_backend(const magi_loader *ld);
  * magi_free(). */
 #define MAGI_LOADER_REPORT_TEXT 0u
 #define MAGI_LOADER_REPORT_JSON 1u
-MAGI_API magi_status magi_loader_report(char **out, size_t *len, const magi_loader *ld,
+MAGI_API magi_status magi_loader_report(char **out, size_t *len, magi_loader *ld,
                                         unsigned flags);
 
 /* Write region i as an artifact to `path`, atomically: the input file's

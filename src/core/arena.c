@@ -11,6 +11,7 @@ typedef struct arena_chunk {
 
 struct magi_arena {
     arena_chunk *head;
+    arena_chunk *spare; /* chunks kept by magi_arena_reset() for reuse */
     size_t total;     /* bytes handed out */
     size_t cap;       /* 0: unlimited */
     size_t next_size; /* size of the next chunk */
@@ -29,15 +30,46 @@ magi_status magi_arena_new(magi_arena **out, size_t cap_bytes) {
     return MAGI_OK;
 }
 
-void magi_arena_free(magi_arena *a) {
-    if (!a) return;
-    arena_chunk *c = a->head;
+static void free_chunks(arena_chunk *c) {
     while (c) {
         arena_chunk *n = c->next;
         free(c);
         c = n;
     }
+}
+
+void magi_arena_free(magi_arena *a) {
+    if (!a) return;
+    free_chunks(a->head);
+    free_chunks(a->spare);
     free(a);
+}
+
+void magi_arena_reset(magi_arena *a) {
+    arena_chunk *c = a->head;
+    while (c) {
+        arena_chunk *n = c->next;
+        c->used = 0;
+        c->next = a->spare;
+        a->spare = c;
+        c = n;
+    }
+    a->head = NULL;
+    a->total = 0;
+    a->cap = 0;
+    a->failed = MAGI_OK;
+    a->next_size = ARENA_MIN_CHUNK;
+}
+
+/* A spare chunk of at least `need` bytes, unlinked, or NULL. */
+static arena_chunk *take_spare(magi_arena *a, size_t need) {
+    for (arena_chunk **p = &a->spare; *p; p = &(*p)->next)
+        if ((*p)->size >= need) {
+            arena_chunk *c = *p;
+            *p = c->next;
+            return c;
+        }
+    return NULL;
 }
 
 void magi_arena_set_cap(magi_arena *a, size_t cap_bytes) { a->cap = cap_bytes; }
@@ -64,7 +96,9 @@ void *magi_arena_alloc(magi_arena *a, size_t size) {
             a->failed = magi_set_error(MAGI_ERR_LIMIT, "arena: allocation size overflows");
             return NULL;
         }
-        c = malloc(sizeof(arena_chunk) + csize);
+        c = take_spare(a, need);
+        if (c) csize = c->size;
+        else c = malloc(sizeof(arena_chunk) + csize);
         if (!c) {
             a->failed = magi_set_error(MAGI_ERR_NOMEM, "arena: out of memory allocating %zu bytes", csize);
             return NULL;

@@ -87,6 +87,11 @@ magi_status magi_dir_open(const char *path, int create, int policy, int *fd_out)
 magi_status magi_dir_open_at(int parent, const char *name, const char *what, int create, int policy,
                              int *fd_out);
 
+/* Forget everything allocated from `a` but keep its memory for the next
+ * allocations (a reused arena costs no page faults); the cap is cleared.
+ * Pointers handed out before are invalid afterwards. */
+void magi_arena_reset(magi_arena *a);
+
 /* Growable byte buffer (malloc-backed). */
 typedef struct magi_buf {
     char *data;

@@ -1,6 +1,7 @@
 /* The loader: files -> verified regions -> transport decision -> one plan
  * over all regions -> rewrite -> bind -> report. See magi_aot/load.h. */
 #include "load_internal.h"
+#include "../serialize/artifact_internal.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,10 +13,15 @@ typedef struct entry {
     const uint8_t *data;        /* map.data or copy */
     size_t size;
     magi_region *region;
+    int region_in_mem;          /* region lives in mem.arena (not owned) */
+    int fp_done, inputs_done;   /* computed on first request */
     char *inputs_json;          /* NULL when the inputs could not be built */
     char *inputs_error;         /* why (the library's message), else NULL */
     magi_status inputs_status;
     magi_loaded_info info;
+    /* kept across loads: the arena, zstd context and scratch buffer of the
+     * i-th region, so repeated loads reuse their memory */
+    magi_load_memory mem;
 } entry;
 
 struct magi_loader {
@@ -39,13 +45,15 @@ static void clear(magi_loader *ld) {
     ld->plan = NULL;
     for (uint32_t i = 0; i < ld->n; i++) {
         entry *e = &ld->e[i];
-        magi_region_free(e->region);
+        if (!e->region_in_mem) magi_region_free(e->region); /* else: reset at the next load */
         magi_free(e->inputs_json);
         free(e->inputs_error);
         magi_unmap_file(&e->map);
         free(e->copy);
         free(e->path);
+        magi_load_memory mem = e->mem;
         memset(e, 0, sizeof *e);
+        e->mem = mem;
     }
     ld->n = 0;
 }
@@ -88,6 +96,10 @@ magi_status magi_loader_new(magi_loader **out, const magi_loader_options *opts) 
 void magi_loader_free(magi_loader *ld) {
     if (!ld) return;
     clear(ld);
+    for (uint32_t i = 0; i < ld->cap; i++) {
+        magi_load_memory_free(&ld->e[i].mem);
+        magi_arena_free(ld->e[i].mem.arena);
+    }
     free(ld->e);
     free(ld);
 }
@@ -116,7 +128,13 @@ static magi_status read_region(magi_loader *ld, entry *e) {
     e->info.artifact_v1 = !ai.legacy_v0;
     e->info.legacy_v0 = ai.legacy_v0;
     /* loading checks every section's digest on the bytes it decodes */
-    st = magi_artifact_load_region(&e->region, a);
+    if (!ai.legacy_v0) {
+        if (!e->mem.arena) MAGI_CHECK(magi_arena_new(&e->mem.arena, 0));
+        e->region_in_mem = 1;
+        st = magi_artifact_load_region_reuse(&e->region, a, &e->mem);
+    } else {
+        st = magi_artifact_load_region(&e->region, a);
+    }
     if (st) {
         magi_error_prefix(st, "%s", e->path);
         goto cleanup;
@@ -171,13 +189,13 @@ static magi_status load_set(magi_loader *ld, const char *const *paths, const voi
     if (n > ld->cap) {
         entry *ne = realloc(ld->e, (size_t)n * sizeof *ne);
         if (!ne) return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
+        memset(ne + ld->cap, 0, (size_t)(n - ld->cap) * sizeof *ne);
         ld->e = ne;
         ld->cap = n;
     }
     for (uint32_t i = 0; i < n; i++) {
         if (!paths[i]) MAGI_FAIL(MAGI_ERR_INVALID_ARG, "magi_loader_load: path %u is NULL", i);
-        entry *e = &ld->e[i];
-        memset(e, 0, sizeof *e);
+        entry *e = &ld->e[i]; /* cleared by clear(), memory kept */
         ld->n = i + 1;
         e->path = strdup(paths[i]);
         if (!e->path) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
@@ -208,18 +226,6 @@ static magi_status load_set(magi_loader *ld, const char *const *paths, const voi
             }
         }
         MAGI_CHECK(read_region(ld, e));
-        /* fingerprint and input descriptors of the region as read */
-        st = magi_fingerprint_hex(e->info.fingerprint, e->region);
-        if (st) {
-            magi_error_prefix(st, "%s", e->path);
-            goto cleanup;
-        }
-        e->inputs_status = magi_inputs_write_json(&e->inputs_json, NULL, e->region, 0);
-        if (e->inputs_status) {
-            if (e->inputs_status == MAGI_ERR_NOMEM) MAGI_CHECK(e->inputs_status);
-            e->inputs_error = strdup(magi_last_error());
-            if (!e->inputs_error) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
-        }
         e->info.n_inputs = magi_region_count_placeholders(e->region);
         MAGI_CHECK(decide_transport(ld, e));
     }
@@ -299,19 +305,52 @@ magi_region *magi_loader_region(const magi_loader *ld, uint32_t i) {
     return ld && i < ld->n ? ld->e[i].region : NULL;
 }
 
-magi_status magi_loader_info(magi_loaded_info *out, const magi_loader *ld, uint32_t i) {
+/* Swap the targets of region i's changed gathers (to <-> from): the
+ * region as read, for its fingerprint, and back. */
+static void swap_targets(magi_loader *ld, uint32_t i, int to_original) {
+    uint32_t ng = 0;
+    const magi_symm_gather *g = magi_symm_plan_gathers(ld->plan, i, &ng);
+    magi_region *r = ld->e[i].region;
+    for (uint32_t k = 0; k < ng; k++)
+        if (strcmp(g[k].from, g[k].to)) r->nodes[g[k].node].target = to_original ? g[k].from : g[k].to;
+}
+
+magi_status magi_loader_info(magi_loaded_info *out, magi_loader *ld, uint32_t i) {
     if (!out || !ld) return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_loader_info: NULL argument");
     if (i >= ld->n) return magi_set_error(MAGI_ERR_NOT_FOUND, "magi_loader_info: region %u of %u", i, ld->n);
-    *out = ld->e[i].info;
+    entry *e = &ld->e[i];
+    if (!e->fp_done) {
+        /* of the region as read: the rewrite undone for the moment (the
+         * plan's strings outlive the call) */
+        swap_targets(ld, i, 1);
+        magi_status st = magi_fingerprint_hex(e->info.fingerprint, e->region);
+        swap_targets(ld, i, 0);
+        if (st) return magi_error_prefix(st, "%s", e->path);
+        e->fp_done = 1;
+    }
+    *out = e->info;
     return MAGI_OK;
 }
 
-const char *magi_loader_inputs_json(const magi_loader *ld, uint32_t i) {
-    return ld && i < ld->n ? ld->e[i].inputs_json : NULL;
+static void build_inputs(entry *e) {
+    if (e->inputs_done) return;
+    e->inputs_status = magi_inputs_write_json(&e->inputs_json, NULL, e->region, 0);
+    if (e->inputs_status) {
+        e->inputs_error = strdup(magi_last_error());
+        if (!e->inputs_error && e->inputs_status != MAGI_ERR_NOMEM) e->inputs_status = MAGI_ERR_NOMEM;
+    }
+    e->inputs_done = 1;
 }
 
-magi_status magi_loader_inputs_status(const magi_loader *ld, uint32_t i, const char **message) {
+const char *magi_loader_inputs_json(magi_loader *ld, uint32_t i) {
+    if (!ld || i >= ld->n) return NULL;
+    build_inputs(&ld->e[i]);
+    return ld->e[i].inputs_json;
+}
+
+magi_status magi_loader_inputs_status(magi_loader *ld, uint32_t i, const char **message) {
     if (!ld || i >= ld->n) return MAGI_ERR_INVALID_ARG;
+    build_inputs(&ld->e[i]);
     if (message) *message = ld->e[i].inputs_error;
     return ld->e[i].inputs_status;
 }

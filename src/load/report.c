@@ -6,7 +6,7 @@ static const char *opt_transport_name(magi_load_transport t) {
     return t == MAGI_LOAD_TRANSPORT_NCCL ? "nccl" : t == MAGI_LOAD_TRANSPORT_COPY_ENGINE ? "copy_engine" : "auto";
 }
 
-static void put_dropped_union(magi_buf *b, const magi_loader *ld) {
+static void put_dropped_union(magi_buf *b, magi_loader *ld) {
     int first = 1;
     uint32_t n = magi_loader_count(ld);
     for (uint32_t i = 0; i < n; i++) {
@@ -29,7 +29,7 @@ static void put_dropped_union(magi_buf *b, const magi_loader *ld) {
     }
 }
 
-static void report_json(magi_buf *o, const magi_loader *ld) {
+static void report_json(magi_buf *o, magi_loader *ld) {
     const magi_loader_options *opt = magi_loader_opts(ld);
     const magi_symm_plan *plan = magi_loader_plan(ld);
     uint32_t nw, ns, n = magi_loader_count(ld);
@@ -134,7 +134,7 @@ static void report_json(magi_buf *o, const magi_loader *ld) {
     magi_buf_puts(o, "]}\n");
 }
 
-static void report_text(magi_buf *o, const magi_loader *ld) {
+static void report_text(magi_buf *o, magi_loader *ld) {
     const magi_loader_options *opt = magi_loader_opts(ld);
     const magi_symm_plan *plan = magi_loader_plan(ld);
     uint32_t nw, ns, n = magi_loader_count(ld);
@@ -177,7 +177,7 @@ static void report_text(magi_buf *o, const magi_loader *ld) {
     if (opt->backend) magi_buf_printf(o, "backend %s: windows bound, rendezvous complete\n", opt->backend);
 }
 
-magi_status magi_loader_report(char **out, size_t *len, const magi_loader *ld, unsigned flags) {
+magi_status magi_loader_report(char **out, size_t *len, magi_loader *ld, unsigned flags) {
     if (!out || !ld) return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_loader_report: NULL argument");
     *out = NULL;
     if (len) *len = 0;

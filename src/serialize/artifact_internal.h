@@ -62,6 +62,22 @@ static inline const char *magi_artifact_kind_name(uint32_t kind) {
     }
 }
 
+/* Memory a caller keeps between loads (the loader): the region is built in
+ * `arena` (reset first; the region never owns it: do not magi_region_free()
+ * it, reset or free the arena), sections are decompressed through `dctx`
+ * into `scratch`. A zeroed struct with `arena` set is ready. */
+typedef struct magi_load_memory {
+    magi_arena *arena;
+    void *dctx;          /* ZSTD_DCtx, created on first use */
+    uint8_t *scratch;
+    size_t scratch_cap;
+} magi_load_memory;
+/* magi_artifact_load_region() reusing `mem` (NULL: fresh memory). On
+ * failure *out is NULL and mem->arena holds garbage until reset. */
+magi_status magi_artifact_load_region_reuse(magi_region **out, magi_artifact *a, magi_load_memory *mem);
+/* Free dctx and scratch (not the arena). */
+void magi_load_memory_free(magi_load_memory *m);
+
 /* Legacy v0 reader (artifact_v0.c): parse the whole v0 map. */
 magi_status magi_legacy_v0_read(magi_region **out, const uint8_t *data, size_t size,
                                 const magi_load_options *opts);

@@ -921,7 +921,18 @@ static magi_status parse_section(dec *d, uint32_t kind, const uint8_t *raw, size
     return st;
 }
 
+void magi_load_memory_free(magi_load_memory *m) {
+    if (!m) return;
+    ZSTD_freeDCtx(m->dctx);
+    free(m->scratch);
+    memset(m, 0, sizeof *m);
+}
+
 magi_status magi_artifact_load_region(magi_region **out, magi_artifact *a) {
+    return magi_artifact_load_region_reuse(out, a, NULL);
+}
+
+magi_status magi_artifact_load_region_reuse(magi_region **out, magi_artifact *a, magi_load_memory *mem) {
     magi_status st = MAGI_OK;
     magi_region *r = NULL;
     ZSTD_DCtx *dctx = NULL;
@@ -935,7 +946,14 @@ magi_status magi_artifact_load_region(magi_region **out, magi_artifact *a) {
     }
     dec d;
     memset(&d, 0, sizeof d);
-    MAGI_CHECK(magi_region_new(&r));
+    if (mem) {
+        magi_arena_reset(mem->arena);
+        r = magi_arena_alloc(mem->arena, sizeof *r);
+        if (!r) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
+        r->arena = mem->arena;
+    } else {
+        MAGI_CHECK(magi_region_new(&r));
+    }
     {
         /* Bound the in-memory region by the bytes it decodes from: a count
          * is checked against the bytes left, but one byte of msgpack can
@@ -949,7 +967,8 @@ magi_status magi_artifact_load_region(magi_region **out, magi_artifact *a) {
         uint64_t cap = raw > (UINT64_MAX - (16u << 20)) / 32 ? UINT64_MAX : raw * 32 + (16u << 20);
         magi_arena_set_cap(r->arena, cap > SIZE_MAX ? SIZE_MAX : (size_t)cap);
     }
-    dctx = ZSTD_createDCtx();
+    if (mem && !mem->dctx) mem->dctx = ZSTD_createDCtx();
+    dctx = mem ? mem->dctx : ZSTD_createDCtx();
     if (!dctx) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
     d.r = r;
     d.ar = r->arena;
@@ -967,6 +986,16 @@ magi_status magi_artifact_load_region(magi_region **out, magi_artifact *a) {
             /* kept: the region's strings point into it */
             raw = magi_arena_alloc(r->arena, (size_t)s->raw_size);
             if (!raw) MAGI_FAIL(MAGI_ERR_NOMEM, "section strings: out of memory");
+        } else if (mem) {
+            /* the caller's scratch buffer, kept between loads */
+            if (mem->scratch_cap < s->raw_size || !mem->scratch) {
+                size_t want = s->raw_size ? (size_t)s->raw_size : 1;
+                uint8_t *nb = realloc(mem->scratch, want);
+                if (!nb) MAGI_FAIL(MAGI_ERR_NOMEM, "section %s: out of memory", s->kind_name);
+                mem->scratch = nb;
+                mem->scratch_cap = want;
+            }
+            raw = mem->scratch;
         } else {
             tmp = malloc(s->raw_size ? (size_t)s->raw_size : 1);
             if (!tmp) MAGI_FAIL(MAGI_ERR_NOMEM, "section %s: out of memory", s->kind_name);
@@ -996,7 +1025,9 @@ cleanup:
     if (st) magi_error_prefix(st, "%s", a->name);
     free(d.name_owner);
     free(tmp);
-    ZSTD_freeDCtx(dctx);
-    magi_region_free(r);
+    if (!mem) {
+        ZSTD_freeDCtx(dctx);
+        magi_region_free(r);
+    } /* else the caller resets mem->arena */
     return st;
 }

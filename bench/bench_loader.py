@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""The loader against Python's json.loads, side by side in one run.
+
+    python3 bench/bench_loader.py [--cli build/magi-aot] [--iters N] [JSON...]
+
+For each magi-fx JSON fixture (default: stack24 and fsdp_block): save it as
+an artifact v1 (magi-aot save), run `magi-aot bench loader` on it (the
+library's loader, reused across loads as a runtime would, next to the
+previous open + verify + load path), and time json.loads of the same JSON
+text in this process, interleaved in the same minute. Prints the medians
+and the ratio json.loads / loader (goal: the loader <= 250 us and >= 10x
+faster than json.loads on stack24).
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import json
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def json_loads_us(text, iters):
+    ts = []
+    for _ in range(iters):
+        t0 = time.perf_counter()
+        json.loads(text)
+        ts.append((time.perf_counter() - t0) * 1e6)
+    return statistics.median(ts)
+
+
+def bench_cli(cli, art, iters):
+    out = subprocess.run([cli, "bench", "loader", art, "--iters", str(iters)], check=True,
+                         capture_output=True, text=True).stdout
+    vals = {}
+    for line in out.splitlines():
+        if "=" in line and line.split("=", 1)[0].endswith("_us"):
+            k, v = line.split("=", 1)
+            vals[k] = float(v)
+        elif line.startswith("sections_decompressed_per_load"):
+            vals["sections"] = line.split(":", 1)[1].strip()
+    return vals
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cli", default=os.path.join(ROOT, "build", "magi-aot"))
+    ap.add_argument("--iters", type=int, default=2000)
+    ap.add_argument("json", nargs="*", default=[os.path.join(ROOT, "fixtures/real/stack24.json"),
+                                                 os.path.join(ROOT, "fixtures/real/fsdp_block.json")])
+    a = ap.parse_args()
+    print("%-16s %10s %12s %14s %12s %10s  %s" % ("region", "json.loads", "loader", "verify+load",
+                                                   "open+load", "ratio", "sections decoded"))
+    with tempfile.TemporaryDirectory() as d:
+        for src in a.json:
+            name = os.path.splitext(os.path.basename(src))[0]
+            art = os.path.join(d, name + ".magi")
+            subprocess.run([a.cli, "save", src, "-o", art], check=True, capture_output=True)
+            with open(src) as f:
+                text = f.read()
+            # json.loads before and after the C run, so both see the same load
+            j1 = json_loads_us(text, max(50, a.iters // 10))
+            c = bench_cli(a.cli, art, a.iters)
+            j2 = json_loads_us(text, max(50, a.iters // 10))
+            jl = statistics.median([j1, j2])
+            print("%-16s %8.1fus %10.1fus %12.1fus %10.1fus %9.1fx  %s" % (
+                name, jl, c["loader_reused_median_us"], c["open_verify_load_median_us"],
+                c["open_load_median_us"], jl / c["loader_reused_median_us"], c.get("sections", "?")))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
