@@ -248,6 +248,19 @@ _PROTOS = {
     "magi_loader_report": (_STATUS, [POINTER(c_void_p), POINTER(c_size_t), c_void_p, c_uint]),
     "magi_loader_save": (_STATUS, [c_void_p, c_uint32, c_char_p]),
     "magi_version_number": (c_uint, []),
+    "magi_symm_plan_encode": (_STATUS, [c_void_p, POINTER(c_void_p), POINTER(c_size_t)]),
+    "magi_symm_plan_compare": (_STATUS, [c_char_p, c_size_t, c_char_p, c_size_t]),
+    "magi_symm_backend_find": (c_void_p, [c_char_p]),
+    "magi_symm_backend_create": (_STATUS, [POINTER(c_void_p), c_void_p, c_void_p,
+                                           POINTER(SymmBackendConfig)]),
+    "magi_symm_backend_rendezvous": (_STATUS, [c_void_p]),
+    "magi_symm_backend_free": (None, [c_void_p]),
+    "magi_symm_backend_barrier": (_STATUS, [c_void_p, c_void_p]),
+    "magi_symm_bind": (_STATUS, [c_void_p, c_uint32, c_void_p, c_uint64, c_void_p]),
+    "magi_symm_local_slot_ptr": (_STATUS, [c_void_p, c_uint32, POINTER(c_void_p)]),
+    "magi_symm_all_gather": (_STATUS, [c_void_p, c_uint32, c_void_p, c_uint64, c_void_p]),
+    "magi_symm_all_gather_coalesced": (_STATUS, [c_void_p, c_uint32, POINTER(c_uint32),
+                                                 POINTER(c_void_p), POINTER(c_uint64), c_void_p]),
 }
 
 

@@ -15,17 +15,119 @@ lookups); the fx walk records names that resolve to the traced object
 (magi_aot.targets.name_of). An operator that a Python module registers
 (a model library's custom op, torchvision's kernels) is looked up again
 after importing its namespace and the modules of the region's traced
-source files. A target that names a function local to another
-function (`...<locals>...`), a call_module/get_attr (the graph would need
-the module's attributes) or an opaque argument cannot be rebuilt: the call
-raises MagiError MAGI_ERR_UNSUPPORTED naming the node.
+source files. Dynamo's DTensor helper
+`...method_to_local.<locals>.to_local_fn_with_prim_types` (a closure over
+the constant arguments of `DTensor.to_local`) becomes `to_local` below, and
+`torch.ops.magi.*` (the rewritten gathers) registers magi_aot.ops first. Any
+other function local to a function (`...<locals>...`), a
+call_module/get_attr (the graph would need the module's attributes) or an
+opaque argument cannot be rebuilt: the call raises MagiError
+MAGI_ERR_UNSUPPORTED naming the node.
+
+`localize(region)` is the rank-local view a runtime runs: DTensor
+placeholders (recorded with their global shape, used through `to_local`)
+take the local shard's metadata, so fake inputs, the plan and the real
+inputs are all local shards.
 """
+import copy
+
 from . import _expr
 from . import targets as _targets
 from ._lib import MagiError
 from ._torch_required import require_torch
 
-__all__ = ["graph_module", "resolve_target", "run_fake"]
+__all__ = ["graph_module", "resolve_target", "run_fake", "to_local", "localize", "TO_LOCAL"]
+
+TO_LOCAL = "magi_aot.rebuild.to_local"
+
+
+def to_local(x, *args, **kwargs):
+    """Stand-in for Dynamo's function-local `to_local_fn_with_prim_types`,
+    which calls `x.to_local(*consts)` with the constant arguments baked into
+    the closure (they are not in the graph). Those arguments
+    (grad_placements, async_output) only shape the backward and the wait,
+    never the forward value, which is the DTensor's local tensor. So:
+    a DTensor gives `x.to_local(*args, **kwargs)`; a plain tensor is taken
+    to be the local shard already (the rank-local graph of `localize`) and
+    is returned as is."""
+    to_local_method = getattr(type(x), "to_local", None)
+    if to_local_method is not None and callable(to_local_method):
+        return x.to_local(*args, **kwargs)
+    return x
+
+
+def is_to_local(node):
+    """Whether a magi-fx node is DTensor.to_local (method, Dynamo's local
+    helper, or the stand-in above); the C planner's rule."""
+    t = node.get("target") or ""
+    if node.get("op") == "call_method":
+        return t == "to_local"
+    return node.get("op") == "call_function" and (t == TO_LOCAL
+                                                   or t.rsplit(".", 1)[-1].startswith("to_local"))
+
+
+def localize(region):
+    """A copy of `region` as one rank runs it: every placeholder consumed by
+    a to_local node takes that node's example value (the local shard's
+    dtype, shape, stride) and every to_local node (Dynamo's local helper,
+    or the method call `x.to_local()` newer Dynamo records) becomes a call
+    of `to_local` above.
+    A placeholder also used other than through to_local, or by to_local
+    nodes that disagree, raises MagiError MAGI_ERR_UNSUPPORTED naming it.
+    The copy's `source` is the region given."""
+    from .region import Region
+    doc = copy.deepcopy(region.doc)
+    nodes = doc["graph"]["nodes"]
+    by_name = {n["name"]: n for n in nodes}
+    users = {}
+    for n in nodes:
+        for ref in _refs(n.get("args")) + _refs(n.get("kwargs")):
+            users.setdefault(ref, []).append(n)
+    for n in nodes:
+        if not is_to_local(n):
+            continue
+        n["op"], n["target"] = "call_function", TO_LOCAL  # also the method form x.to_local()
+        a = n.get("args") or []
+        src = by_name.get(a[0]["node"]) if a and isinstance(a[0], dict) and "node" in a[0] else None
+        if src is None or src["op"] != "placeholder":
+            continue
+        local = (n.get("meta") or {}).get("example_value")
+        if not isinstance(local, dict) or local.get("kind") != "tensor":
+            raise _unsupported(n, "to_local of placeholder '%s' has no tensor metadata"
+                               % src["name"])
+        others = [u["name"] for u in users.get(src["name"], []) if not is_to_local(u)]
+        if others:
+            raise _unsupported(src, "DTensor placeholder is also used by %s, not only through "
+                               "to_local: it cannot be made rank-local" % ", ".join(others))
+        meta = src.setdefault("meta", {})
+        old = meta.get("example_value") or {}
+        new = dict(local)
+        for k in ("requires_grad", "device"):
+            if k in old:
+                new[k] = old[k]
+        prev = meta.get("magi_local")
+        if prev is not None and prev != new:
+            raise _unsupported(src, "to_local nodes give different local shards")
+        meta["example_value"] = new
+        meta["magi_local"] = new
+    for n in nodes:
+        (n.get("meta") or {}).pop("magi_local", None)
+    out = Region(doc, path=region.path, fingerprint=region.fingerprint, inputs=None,
+                 skipped_legacy=region.skipped_legacy, ignored=region.ignored,
+                 rewrite_report=region.rewrite_report, bind_report=region.bind_report,
+                 n_rewritten=region.n_rewritten, load_seconds=region.load_seconds)
+    out.source = region
+    return out
+
+
+def _refs(v):
+    if isinstance(v, list):
+        return [r for x in v for r in _refs(x)]
+    if isinstance(v, dict):
+        if set(v) == {"node"}:
+            return [v["node"]]
+        return [r for x in v.values() for r in _refs(x)]
+    return []
 
 
 def _unsupported(node, why):
@@ -38,6 +140,13 @@ def resolve_target(text, import_files=()):
     import_files: source files whose modules may register a missing
     torch.ops operator (graph_module passes the region's traced_files)."""
     require_torch("magi_aot.resolve_target()")
+    parts = text.split(".") if isinstance(text, str) else []
+    if "<locals>" in parts and parts[-1].startswith("to_local") and any(
+            p.endswith("to_local") for p in parts[:-2]):
+        return to_local  # Dynamo's DTensor.to_local helper (see to_local)
+    if parts[:3] == ["torch", "ops", "magi"]:  # the rewritten gathers: magi_aot.ops
+        from .ops import register
+        register()
     return _targets.resolve(text, import_files)
 
 

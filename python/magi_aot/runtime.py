@@ -1,0 +1,669 @@
+"""SymmRuntime: run loaded regions whose weight gathers use the SymmBuffer.
+
+    import torch.distributed as dist, magi_aot
+    from magi_aot.runtime import SymmRuntime
+    dist.init_process_group("gloo")                      # torchrun's environment
+    region = magi_aot.load("fsdp.magi", transport="copy_engine")
+    rt = SymmRuntime([region], device="cpu",             # "cuda:N": the cuda backend
+                     groups={"0": [[0, 1, 2, 3]], "1": [[0, 1], [2, 3]]})
+    rt.bind(local_weights)            # copy mode: shards copied into the windows
+    # or: views = rt.alias()          # alias mode: the parameters live in the windows
+    rt.ready()                        # collective: every rank has bound
+    gm = rt.graph_module(region)      # rebuilt, rank-local, kept gathers on rt's groups
+    out = gm(*rt.args(region, {"x": x}))
+
+What one runtime does, in order:
+
+1. Localises every region (magi_aot.rebuild.localize: DTensor placeholders
+   become their local shards, Dynamo's function-local `to_local` helper
+   becomes magi_aot.rebuild.to_local) and plans the windows of all of them
+   through the library (magi_symm_plan_build: one slot per weight shared by
+   every region, one window per (dtype, group)).
+2. Groups: every process-group name the graphs record gets explicit member
+   ranks. `groups` maps a name to a partition of the world (a list of rank
+   lists; each rank belongs to one of them) or to the one list of the
+   caller's members; the default is blocks of consecutive ranks of the
+   size the graph records. The same partition creates one torch process
+   group per block (dist.new_group, collective), and gathers that stay on
+   c10d (cast, padded, `transport="nccl"` regions) are re-pointed at the
+   caller's block (graph_module() rewrites their group_name).
+3. Rendezvous over torch.distributed's store (the default group's store, or
+   `store=` a TCPStore/FileStore with `rank=`/`world=`): every rank
+   publishes its plan digest and canonical encoding; every rank compares
+   every plan with rank 0's and, on a difference, every rank raises the same
+   MagiError MAGI_ERR_MISMATCH naming the rank and the first difference
+   (magi_symm_plan_compare); a rank that does not publish within `timeout`
+   seconds is named in a MAGI_ERR_TIMEOUT. Rank 0 also creates a fresh
+   private directory and publishes its name: the C backend then runs its own
+   rendezvous in it (host: shared-memory window files; cuda: a Unix socket
+   that exchanges the CUDA IPC handles), which checks the plans once more.
+   Keys live under "<job>/<n>/", n counting this rank's runtimes in the
+   store, so several runtimes in one job do not collide.
+4. bind() / alias() register the bound tensors in magi_aot.ops.REGISTRY,
+   where the operator kernels find them (see magi_aot.ops).
+
+Thread safety: one lock per runtime around the backend (a backend handle is
+single-threaded). close() (or the with-block) frees the windows; tensors
+from alias() must not be used afterwards.
+"""
+import ctypes
+import datetime
+import os
+import shutil
+import tempfile
+import threading
+import time
+from ctypes import byref, c_uint8, c_uint32, c_uint64, c_void_p
+
+from . import ops
+from ._lib import MagiError, SymmBackendConfig, SymmGroup, SymmPlanOptions, cstr, lib
+from .region import Region, _dumps
+
+__all__ = ["SymmRuntime", "dynamo_param_name"]
+
+_STORE_COUNTER = "%s/runtimes/%d"
+
+
+def dynamo_param_name(fqn):
+    """The placeholder target Dynamo gives a module parameter/buffer
+    reached from `self` ("layers.0.wq" -> "L_self_modules_layers_modules_0_parameters_wq_")."""
+    parts = fqn.split(".")
+    mods = "".join("modules_%s_" % p for p in parts[:-1])
+    return "L_self_%sparameters_%s_" % (mods, parts[-1])
+
+
+def _buffer_name(fqn):
+    parts = fqn.split(".")
+    mods = "".join("modules_%s_" % p for p in parts[:-1])
+    return "L_self_%sbuffers_%s_" % (mods, parts[-1])
+
+
+class _CudaArray:
+    """A device pointer as __cuda_array_interface__ bytes (torch.as_tensor
+    keeps this object, and so the runtime, alive with the tensor)."""
+
+    def __init__(self, ptr, nbytes, owner):
+        self.owner = owner
+        self.__cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1",
+                                         "data": (ptr, False), "version": 2, "strides": None}
+
+
+def _dtype_of(torch, name):
+    dt = getattr(torch, name, None)
+    if not isinstance(dt, torch.dtype):
+        raise MagiError(-4, "unknown dtype '%s' in the plan" % name)
+    return dt
+
+
+def _collective_groups(docs):
+    """{group name: group size} of every c10d collective / symm gather the
+    graphs record (args named group_size / group_name of the op schemas)."""
+    out = {}
+    for doc in docs:
+        for n in doc["graph"]["nodes"]:
+            t = n.get("target") or ""
+            if n.get("op") != "call_function" or not ("_c10d_functional." in t
+                                                       or t.startswith("torch.ops.magi.symm_")):
+                continue
+            a = n.get("args") or []
+            kw = n.get("kwargs") or {}
+            if "all_gather" in t and len(a) >= 3 and isinstance(a[1], int) and isinstance(a[2], str):
+                out.setdefault(a[2], a[1])
+            elif isinstance(kw.get("group_name"), str) and isinstance(kw.get("group_size"), int):
+                out.setdefault(kw["group_name"], kw["group_size"])
+    return out
+
+
+class SymmRuntime:
+    """The SymmBuffer of one rank for a set of loaded regions.
+
+    regions    Region objects (magi_aot.load(..., transport="copy_engine"))
+               or paths; planned together (shared slots)
+    device     "cpu" (host backend, shared memory) or a CUDA device (cuda
+               backend, IPC windows, copy-engine gathers); default: "cpu"
+    groups     {graph group name: [[ranks], ...] partition, or [ranks] of the
+               caller's group}; default: consecutive blocks
+    store      a torch.distributed Store (default: the default group's);
+               rank/world default to torch.distributed's
+    timeout    seconds for every rendezvous step (store waits, C backend)
+    job        key prefix in the store
+    new_groups create torch process groups for the graph's group names
+               (default: when torch.distributed is initialised and world > 1)
+    """
+
+    def __init__(self, regions, *, device="cpu", groups=None, store=None, rank=None, world=None,
+                 timeout=60.0, job="magi_symm", new_groups=None, slot_align=0,
+                 window_cap_bytes=0):
+        import torch
+        import torch.distributed as dist
+        from .rebuild import localize
+        self.closed = True  # until the backend exists
+        self._lock = threading.Lock()
+        self._b = None
+        self._plan = None
+        self._cregions = []
+        self.device = torch.device(device)
+        self.backend_name = "host" if self.device.type == "cpu" else "cuda"
+        if self.device.type == "cuda" and self.device.index is None:
+            self.device = torch.device("cuda", torch.cuda.current_device())
+        if self.device.type not in ("cpu", "cuda"):
+            raise MagiError(-1, "SymmRuntime: device %s: only cpu (host backend) and cuda" % device)
+        if rank is None or world is None:
+            if dist.is_available() and dist.is_initialized():
+                rank = dist.get_rank() if rank is None else rank
+                world = dist.get_world_size() if world is None else world
+            else:
+                rank, world = (rank or 0), (world or 1)
+        self.rank, self.world = int(rank), int(world)
+        self.timeout = float(timeout)
+        loaded = [r if isinstance(r, Region) else _load(r) for r in regions]
+        self.regions = [localize(r) for r in loaded]
+        self.stats = {"gather_calls": 0, "gathered_tensors": 0, "host_seconds": 0.0}
+        try:
+            self._plan_regions(slot_align, window_cap_bytes)
+            self._resolve_groups(groups)
+            if store is None and self.world > 1:
+                if not (dist.is_available() and dist.is_initialized()):
+                    raise MagiError(-1, "SymmRuntime: world %d needs a store: initialise "
+                                    "torch.distributed (torchrun) or pass store=" % self.world)
+                store = dist.distributed_c10d._get_default_store()
+            self.store = store
+            if new_groups is None:
+                new_groups = self.world > 1 and dist.is_available() and dist.is_initialized()
+            self.c10d_group_names = self._make_c10d_groups() if new_groups else {}
+            self._rendezvous(job)
+        except BaseException:
+            self._free()
+            raise
+        self.closed = False
+        self._bound = {}     # weight -> tensor handed to the graph
+        self._plain = {}     # weights without a slot (kept gathers), by name
+
+    # ------------------------------------------------------------ planning
+    def _plan_regions(self, slot_align, cap):
+        from ._lib import CRegion
+        self._cregions = [CRegion.from_json_text(_dumps(r.doc)) for r in self.regions]
+        arr = (c_void_p * len(self._cregions))(*[c.ptr for c in self._cregions])
+        opts = SymmPlanOptions(1, 0, int(slot_align), int(cap))
+        plan = c_void_p()
+        lib.magi_symm_plan_build(byref(plan), arr, len(self._cregions), byref(opts))
+        self._plan = plan
+        n = c_uint32()
+        w = lib.magi_symm_plan_windows(plan, byref(n))
+        self.windows = [{"dtype": w[i].dtype.decode(), "group": w[i].group.decode(),
+                         "group_size": w[i].group_size, "part": w[i].part, "bytes": w[i].bytes,
+                         "first_slot": w[i].first_slot, "n_slots": w[i].n_slots}
+                        for i in range(n.value)]
+        s = lib.magi_symm_plan_slots(plan, byref(n))
+        self.slots = [{"weight": s[i].weight.decode(), "window": s[i].window, "offset": s[i].offset,
+                       "nbytes": s[i].nbytes, "shape": [s[i].shape[k] for k in range(s[i].ndim)]}
+                      for i in range(n.value)]
+        digest = (c_uint8 * 32)()
+        lib.magi_symm_plan_digest(plan, digest)
+        self.plan_sha256 = bytes(digest).hex()
+        p, ln = c_void_p(), ctypes.c_size_t()
+        lib.magi_symm_plan_encode(plan, byref(p), byref(ln))
+        try:
+            self._encoding = ctypes.string_at(p, ln.value)
+        finally:
+            lib.magi_free(p)
+        self._slot_of = {sl["weight"]: i for i, sl in enumerate(self.slots)}
+
+    def _resolve_groups(self, groups):
+        """self.groups: {name: ranks of the caller's block}; self.partitions:
+        {name: every block} (None when only the caller's block is known)."""
+        sizes = _collective_groups(r.doc for r in self.regions)
+        for w in self.windows:
+            sizes.setdefault(w["group"], w["group_size"])
+        groups = dict(groups or {})
+        self.groups, self.partitions = {}, {}
+        for name, size in sorted(sizes.items()):
+            spec = groups.pop(name, None)
+            if spec is None:
+                if size > self.world or self.world % size:
+                    raise MagiError(-1, "group '%s' of size %d does not divide world %d: pass "
+                                    "groups={'%s': [[ranks], ...]}" % (name, size, self.world, name))
+                blocks = [list(range(b, b + size)) for b in range(0, self.world, size)]
+            elif spec and all(isinstance(x, (list, tuple)) for x in spec):
+                blocks = [list(map(int, b)) for b in spec]
+            else:
+                blocks = None
+                mine = list(map(int, spec))
+            if blocks is not None:
+                seen = sorted(r for b in blocks for r in b)
+                if seen != list(range(self.world)):
+                    raise MagiError(-1, "group '%s': blocks %s are not a partition of ranks 0..%d"
+                                    % (name, blocks, self.world - 1))
+                mine = next(b for b in blocks if self.rank in b)
+            if len(mine) != size:
+                raise MagiError(-11, "group '%s': the graph records size %d, the members given "
+                                "are %s" % (name, size, mine))
+            if self.rank not in mine:
+                raise MagiError(-1, "group '%s': members %s do not contain rank %d"
+                                % (name, mine, self.rank))
+            self.groups[name] = mine
+            self.partitions[name] = blocks
+        if groups:
+            raise MagiError(-1, "groups %s are not used by the regions (they record %s)"
+                            % (sorted(groups), sorted(sizes)))
+
+    def _make_c10d_groups(self):
+        """One torch process group per block of every group (collective, in
+        name order on every rank); {graph name: the caller's c10d name}."""
+        import torch.distributed as dist
+        out = {}
+        for name in sorted(self.groups):
+            blocks = self.partitions[name]
+            if blocks is None:
+                raise MagiError(-1, "group '%s': give the whole partition ([[ranks], ...]) to "
+                                "create its process groups, or new_groups=False" % name)
+            for b in blocks:
+                pg = dist.new_group(b)
+                if self.rank in b:
+                    out[name] = dist.distributed_c10d._get_process_group_name(pg)
+        return out
+
+    # ----------------------------------------------------------- rendezvous
+    def _rendezvous(self, job):
+        store, rank, world = self.store, self.rank, self.world
+        tmp = None
+        if world > 1:
+            n = store.add(_STORE_COUNTER % (job, rank), 1)
+            pfx = "%s/%d/" % (job, n)
+            store.set(pfx + "plan/%d" % rank, self.plan_sha256.encode() + b":" + self._encoding)
+            if rank == 0:
+                base = "/dev/shm" if self.backend_name == "host" and os.path.isdir("/dev/shm") \
+                    else tempfile.gettempdir()
+                tmp = tempfile.mkdtemp(prefix="magi-symm-", dir=base)
+                store.set(pfx + "dir", tmp)
+            keys = [pfx + "plan/%d" % r for r in range(world)] + [pfx + "dir"]
+            self._wait(keys, "publish its plan")
+            plans = [store.get(pfx + "plan/%d" % r) for r in range(world)]
+            self._compare_plans(plans)
+            rdzv = store.get(pfx + "dir").decode()
+        else:
+            rdzv = None if self.backend_name == "host" else tempfile.mkdtemp(prefix="magi-symm-")
+            tmp = rdzv
+        try:
+            ops_ = lib.magi_symm_backend_find(self.backend_name.encode())
+            if not ops_:
+                raise MagiError(-13, lib.magi_last_error().decode())
+            ranks = {}
+            garr = (SymmGroup * max(1, len(self.groups)))()
+            for i, (name, members) in enumerate(sorted(self.groups.items())):
+                ranks[name] = (c_uint32 * len(members))(*members)
+                garr[i] = SymmGroup(name.encode(), len(members), ranks[name], None)
+            cfg = SymmBackendConfig(1, self.rank, self.world, garr, len(self.groups),
+                                    cstr(rdzv) if rdzv else None, int(self.timeout * 1000),
+                                    self.device.index or 0, None)
+            b = c_void_p()
+            lib.magi_symm_backend_create(byref(b), ops_, self._plan, byref(cfg))
+            self._b = b
+            lib.magi_symm_backend_rendezvous(b)
+            if world > 1:
+                store.add(pfx + "joined", 1)
+                self._wait_count(pfx + "joined", "finish the backend rendezvous")
+        finally:
+            if tmp and (world == 1 or rank == 0):
+                shutil.rmtree(tmp, ignore_errors=True)
+
+    def _wait(self, keys, what):
+        try:
+            self.store.wait(keys, datetime.timedelta(seconds=self.timeout))
+        except Exception as e:  # noqa: BLE001 - torch raises several types
+            missing = [k for k in keys if not self._has(k)]
+            ranks = sorted({k.rsplit("/", 1)[-1] for k in missing})
+            raise MagiError(-12, "SymmRuntime rank %d: rank(s) %s did not %s within %.0f s (%s)"
+                            % (self.rank, ", ".join(ranks), what, self.timeout,
+                               str(e).splitlines()[0] if str(e) else type(e).__name__)) from None
+
+    def _has(self, key):
+        try:
+            return self.store.check([key])
+        except Exception:  # noqa: BLE001
+            return False
+
+    def _wait_count(self, key, what):
+        deadline = time.monotonic() + self.timeout
+        while int(self.store.add(key, 0)) < self.world:
+            if time.monotonic() > deadline:
+                raise MagiError(-12, "SymmRuntime rank %d: not every rank did %s within %.0f s"
+                                % (self.rank, what, self.timeout))
+            time.sleep(0.005)
+
+    def _compare_plans(self, plans):
+        """Every rank compares every plan with rank 0's: the same verdict,
+        and the same message, on every rank."""
+        d0, e0 = plans[0].split(b":", 1)
+        for r, p in enumerate(plans[1:], 1):
+            d, e = p.split(b":", 1)
+            if d == d0:
+                continue
+            try:
+                lib.magi_symm_plan_compare(e0, len(e0), e, len(e))
+                why = "encodings differ"
+            except MagiError as err:
+                why = err.message
+            raise MagiError(-11, "rank %d planned different windows than rank 0 (plan %s vs %s): "
+                            "%s" % (r, d0.decode()[:16], d.decode()[:16], why))
+
+    # --------------------------------------------------------------- binding
+    def _slot_for(self, name):
+        """Slot index of a weight given by slot weight name, placeholder
+        name or module FQN; None when it has no slot."""
+        if name in self._slot_of:
+            return self._slot_of[name]
+        for cand in (dynamo_param_name(name), _buffer_name(name)):
+            if cand in self._slot_of:
+                return self._slot_of[cand]
+        for r in self.regions:
+            for p in r.placeholders:
+                if p["name"] == name and p["target"] in self._slot_of:
+                    return self._slot_of[p["target"]]
+        return None
+
+    def _check_open(self):
+        if self.closed:
+            raise MagiError(-1, "SymmRuntime is closed")
+
+    def _stream(self):
+        if self.device.type != "cuda":
+            return None
+        import torch
+        return c_void_p(torch.cuda.current_stream(self.device).cuda_stream)
+
+    def _window_view(self, slot):
+        """A uint8 tensor over the local slot (no copy)."""
+        import torch
+        sl = self.slots[slot]
+        p = c_void_p()
+        lib.magi_symm_local_slot_ptr(self._b, slot, byref(p))
+        if self.device.type == "cpu":
+            buf = (ctypes.c_uint8 * sl["nbytes"]).from_address(p.value)
+            raw = torch.frombuffer(buf, dtype=torch.uint8)
+        else:
+            raw = torch.as_tensor(_CudaArray(p.value, sl["nbytes"], self), device=self.device)
+        win = self.windows[sl["window"]]
+        return raw, raw.view(_dtype_of(torch, win["dtype"])).view(sl["shape"])
+
+    def _slot_equals(self, slot, t):
+        """Whether the local slot holds exactly t's bytes (the registry's
+        lookup by value)."""
+        import torch
+        with self._lock:
+            if self.closed:
+                return False
+            raw, _ = self._window_view(slot)
+            if self.device.type == "cuda":
+                torch.cuda.current_stream(self.device).synchronize()
+            mine = t.detach().contiguous().reshape(-1).view(torch.uint8)
+            return mine.numel() == raw.numel() and bool(torch.equal(mine, raw.to(mine.device)))
+
+    def _register(self, slot, t):
+        win = self.windows[self.slots[slot]["window"]]
+        ops.REGISTRY.add(self, t.device, t.data_ptr(), win["group"], slot, self.slots[slot]["nbytes"])
+
+    def _local(self, t):
+        if hasattr(t, "to_local") and callable(t.to_local):  # a DTensor parameter
+            t = t.to_local()
+        return t.detach() if hasattr(t, "detach") else t
+
+    def bind(self, shards, *, strict=True):
+        """Copy mode: copy each rank-local shard into its slot (shards: dict
+        name -> tensor, names as slot weights, placeholder names or module
+        FQNs; DTensors give their local tensor). Tensors without a slot
+        (gathers kept on c10d, activations' constants) are kept as plain
+        inputs for args(). strict: every slot must be given. Returns
+        {slot weight: tensor} of the bound tensors (the caller's own: the
+        graph runs on them and the operators find the slot by their
+        data_ptr; do not modify them afterwards without binding again)."""
+        import torch
+        self._check_open()
+        given = set()
+        out = {}
+        with self._lock:
+            for name, t in shards.items():
+                t = self._local(t)
+                slot = self._slot_for(name)
+                if slot is None:
+                    self._plain[name] = t
+                    continue
+                sl = self.slots[slot]
+                win = self.windows[sl["window"]]
+                self._check_shard(name, sl, win, t, torch)
+                src = t if t.is_contiguous() else t.contiguous()
+                lib.magi_symm_bind(self._b, slot, c_void_p(src.data_ptr()), sl["nbytes"],
+                                   self._stream())
+                if src is not t and self.device.type == "cuda":
+                    torch.cuda.current_stream(self.device).synchronize()
+                self._register(slot, t)
+                _, view = self._window_view(slot)
+                self._register(slot, view)
+                self._bound[sl["weight"]] = t
+                out[sl["weight"]] = t
+                given.add(slot)
+        missing = [self.slots[i]["weight"] for i in range(len(self.slots))
+                   if i not in given and self.slots[i]["weight"] not in self._bound]
+        if strict and missing:
+            raise MagiError(-14, "SymmRuntime.bind: no shard given for %s" % ", ".join(missing))
+        return out
+
+    def _check_shard(self, name, sl, win, t, torch):
+        want = _dtype_of(torch, win["dtype"])
+        if t.dtype != want or list(t.shape) != sl["shape"] or t.device != self.device:
+            raise MagiError(-11, "SymmRuntime.bind: '%s' (slot of %s, group '%s') is %s %s on %s; "
+                            "the plan needs %s %s on %s" % (name, sl["weight"], win["group"], t.dtype,
+                                                           list(t.shape), t.device, want, sl["shape"],
+                                                           self.device))
+
+    def alias(self, shards=None):
+        """Alias mode: {slot weight: tensor that aliases the local slot}
+        (nothing copied; the parameters live in the window, as MagiCompiler
+        builds a model). Fill them in place (load_state_dict, copy_) before
+        ready(). `shards` (optional) are copied in first, for convenience."""
+        import torch
+        self._check_open()
+        out = {}
+        with self._lock:
+            for i, sl in enumerate(self.slots):
+                _, view = self._window_view(i)
+                self._register(i, view)
+                self._bound[sl["weight"]] = view
+                out[sl["weight"]] = view
+        for name, t in (shards or {}).items():
+            t = self._local(t)
+            slot = self._slot_for(name)
+            if slot is None:
+                self._plain[name] = t
+                continue
+            sl = self.slots[slot]
+            self._check_shard(name, sl, self.windows[sl["window"]], t, torch)
+            out[sl["weight"]].copy_(t)
+        return out
+
+    def ready(self):
+        """Collective: return once every rank has bound (stream-ordered on
+        cuda: every bind / alias write has landed). Call once before the
+        first forward."""
+        self._check_open()
+        with self._lock:
+            lib.magi_symm_backend_barrier(self._b, self._stream())
+
+    # ---------------------------------------------------------------- gather
+    def _gather(self, slots, inputs, group_size):
+        """The operator kernels' entry (magi_aot.ops)."""
+        import torch
+        t0 = time.perf_counter()
+        self._check_open()
+        outs, dsts, sizes = [], [], []
+        for slot, t in zip(slots, inputs):
+            sl = self.slots[slot]
+            win = self.windows[sl["window"]]
+            if group_size != win["group_size"]:
+                raise MagiError(-11, "magi::symm_all_gather: group '%s' has size %d, the call says %d"
+                                % (win["group"], win["group_size"], group_size))
+            if t.device != self.device:
+                raise MagiError(-1, "magi::symm_all_gather: input on %s, the SymmBuffer is on %s"
+                                % (t.device, self.device))
+            o = torch.empty((group_size * t.shape[0],) + tuple(t.shape[1:]), dtype=t.dtype,
+                            device=t.device)
+            outs.append(o)
+            dsts.append(o.data_ptr())
+            sizes.append(group_size * sl["nbytes"])
+        stream = self._stream()
+        with self._lock:
+            if len(outs) == 1:
+                lib.magi_symm_all_gather(self._b, slots[0], c_void_p(dsts[0]), sizes[0], stream)
+            else:
+                n = len(outs)
+                lib.magi_symm_all_gather_coalesced(self._b, n, (c_uint32 * n)(*slots),
+                                                   (c_void_p * n)(*dsts), (c_uint64 * n)(*sizes),
+                                                   stream)
+            st = self.stats
+            st["gather_calls"] += 1
+            st["gathered_tensors"] += len(outs)
+            st["host_seconds"] += time.perf_counter() - t0
+        return outs
+
+    # ------------------------------------------------------------ the graph
+    def _region(self, region):
+        if isinstance(region, int):
+            return self.regions[region]
+        for loaded in self.regions:
+            if loaded is region or loaded.source is region:
+                return loaded
+        raise MagiError(-14, "SymmRuntime: region %r is not one of the runtime's regions" % (region,))
+
+    def graph_module(self, region=0):
+        """The region's GraphModule as this rank runs it: localised (DTensor
+        placeholders are local shards), rewritten gathers on the magi
+        operators, and every c10d collective's group_name mapped to the
+        caller's torch process group of that graph group."""
+        gm = self._region(region).graph_module()
+        if self.c10d_group_names:
+            remap_groups(gm, self.c10d_group_names)
+        return gm
+
+    def fake_inputs(self, region=0, fake_mode=None):
+        """FakeTensors of the localised region (Inductor compiles from them)."""
+        return self._region(region).fake_inputs(fake_mode, device=self.device)
+
+    def args(self, region=0, values=None):
+        """The placeholder values of `region` in graph order: bound weights
+        (bind/alias), plain weights given to bind(), then `values` (by
+        placeholder name, target or FQN); SymInt placeholders are solved
+        from the tensors' shapes where the saved shape names the symbol."""
+        r = self._region(region)
+        values = dict(values or {})
+        out, syms, pending = [], {}, []
+        for p in r.placeholders:
+            v = _pick(values, p)
+            if v is _MISSING and p["target"] in self._bound:
+                v = self._bound[p["target"]]
+            if v is _MISSING:
+                v = _pick(self._plain, p)
+            ex = p["example_value"] or {}
+            if v is _MISSING:
+                if ex.get("kind") == "symint" and isinstance(ex.get("expr"), str):
+                    pending.append((len(out), ex["expr"], p["name"]))
+                    out.append(None)
+                    continue
+                raise MagiError(-14, "SymmRuntime.args: no value for placeholder '%s' (target %s)"
+                                % (p["name"], p["target"]))
+            if ex.get("kind") == "tensor" and hasattr(v, "shape"):
+                for d, x in zip(ex["shape"], v.shape):
+                    if isinstance(d, str) and d.isidentifier():
+                        syms.setdefault(d, int(x))
+            out.append(v)
+        for i, expr, name in pending:
+            if expr not in syms:
+                raise MagiError(-14, "SymmRuntime.args: SymInt placeholder '%s' (%s) is not a "
+                                "dimension of any tensor input: pass it in values" % (name, expr))
+            out[i] = syms[expr]
+        return out
+
+    # -------------------------------------------------------------- teardown
+    def _free(self):
+        ops.REGISTRY.remove_runtime(self)
+        if self._b:
+            lib.magi_symm_backend_free(self._b)
+            self._b = None
+        if self._plan:
+            lib.magi_symm_plan_free(self._plan)
+            self._plan = None
+        for c in self._cregions:
+            c.close()
+        self._cregions = []
+
+    def close(self):
+        """Free the windows (not collective: the C backend meets the peers
+        where it needs to). Idempotent."""
+        with self._lock:
+            self.closed = True
+            self._free()
+            self._bound, self._plain = {}, {}
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        self.close()
+
+    def __del__(self):
+        try:
+            if not self.closed:
+                self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+
+_MISSING = object()
+
+
+def _pick(d, p):
+    for k in (p["name"], p["target"]):
+        if k in d:
+            return d[k]
+    for fqn, v in d.items():
+        if p["target"] in (dynamo_param_name(fqn), _buffer_name(fqn), "L_%s_" % fqn):
+            return v
+    return _MISSING
+
+
+def remap_groups(gm, names):
+    """Rewrite the group_name argument of every c10d functional collective
+    in `gm` through `names` (graph group name -> torch process-group name).
+    The magi operators keep the recorded names (the registry resolves them).
+    Returns the number of nodes changed."""
+    import torch
+    changed = 0
+    for n in gm.graph.nodes:
+        t = n.target
+        if isinstance(t, torch._ops.OpOverloadPacket):
+            t = getattr(t, "default", None)
+        if n.op != "call_function" or not isinstance(t, torch._ops.OpOverload):
+            continue
+        if t.namespace != "_c10d_functional":
+            continue
+        argnames = [a.name for a in t._schema.arguments]
+        if "group_name" not in argnames:
+            continue
+        i = argnames.index("group_name")
+        if i < len(n.args) and isinstance(n.args[i], str) and n.args[i] in names:
+            a = list(n.args)
+            a[i] = names[a[i]]
+            n.args = tuple(a)
+            changed += 1
+        elif isinstance(n.kwargs.get("group_name"), str) and n.kwargs["group_name"] in names:
+            kw = dict(n.kwargs)
+            kw["group_name"] = names[kw["group_name"]]
+            n.kwargs = kw
+            changed += 1
+    if changed:
+        gm.recompile()
+    return changed
+
+
+def _load(path):
+    from .region import load
+    return load(path, transport="copy_engine")
