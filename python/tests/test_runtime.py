@@ -1,0 +1,250 @@
+"""The SymmBuffer runtime and the magi::symm_all_gather operators on CPU
+(host backend), as CI runs them:
+
+  - 4 ranks as threads of one process over a FileStore (fast): gathers and
+    coalesced gathers through the torch operators, bit-exact against the
+    concatenated shards; copy and alias binding; a copy of a bound shard is
+    found by value; an unbound tensor is refused naming it; opcheck; a rank
+    with another plan fails every rank with one message naming it; a rank
+    that never comes is named in a timeout.
+  - examples/fsdp_e2e.py as 4 rank processes: a SimpleFSDP-style model
+    traced with the save backend, loaded from its artifact with the
+    copy_engine transport, bound, run eagerly (bit-exact against the
+    unsharded model) and compiled by Inductor from the rebuilt fake inputs
+    (within bf16 tolerance; rank 0 compiles, the others hit the FX cache),
+    gathers that stay on c10d on gloo, opcheck on every rank.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+from _util import ROOT, TORCH_REASON, fixture, torch_available
+
+HAVE_TORCH = torch_available()
+WORLD = 4
+
+
+def _threads(fn, world=WORLD):
+    """Run fn(rank) on `world` threads; {rank: result or exception}."""
+    out = {}
+
+    def body(r):
+        try:
+            out[r] = fn(r)
+        except BaseException as e:  # noqa: BLE001 - reported to the test
+            out[r] = e
+    ts = [threading.Thread(target=body, args=(r,)) for r in range(world)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(120)
+    return out
+
+
+@unittest.skipUnless(HAVE_TORCH, TORCH_REASON)
+class RuntimeThreads(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        import torch
+        import magi_aot
+        from magi_aot import runtime
+        cls.torch, cls.magi, cls.runtime = torch, magi_aot, runtime
+        cls.region = magi_aot.load(fixture("fsdp_block"), transport="copy_engine")
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(self.tmp.cleanup)
+
+    def _store(self, world=WORLD):
+        from torch.distributed import FileStore
+        return FileStore(os.path.join(self.tmp.name, "store"), world)
+
+    def _rt(self, r, store, **kw):
+        kw.setdefault("timeout", 20)
+        return self.runtime.SymmRuntime([self.region], device="cpu", rank=r, world=WORLD,
+                                        store=store, new_groups=False, **kw)
+
+    def _shards(self, rt, r):
+        torch = self.torch
+        out = {}
+        for i, s in enumerate(rt.slots):
+            g = torch.Generator().manual_seed(1000 * r + i)
+            out[s["weight"]] = torch.randn(s["shape"], generator=g).to(torch.bfloat16)
+        return out
+
+    def test_gathers_through_the_operators_copy_and_alias(self):
+        torch = self.torch
+        store = self._store()
+
+        def rank(r):
+            rt = self._rt(r, store)
+            sh = self._shards(rt, r)
+            if r % 2:  # ranks 1 and 3 alias: the shards live in the window
+                views = rt.alias()
+                for k, v in views.items():
+                    v.copy_(sh[k])
+                bound = views
+            else:
+                bound = rt.bind(sh)
+            rt.ready()
+            wq = bound["L_self_parameters_wq_"]
+            out = torch.ops.magi.symm_all_gather(wq, 4, "0")
+            ea, eb = torch.ops.magi.symm_all_gather_coalesced(
+                [bound["L_self_parameters_expert_a_"], bound["L_self_parameters_expert_b_"]], 2, "1")
+            by_value = torch.ops.magi.symm_all_gather(wq.clone(), 4, "0")  # found by its bytes
+            with self.assertRaises(self.magi.MagiError) as cm:
+                torch.ops.magi.symm_all_gather(torch.zeros_like(wq), 4, "0")
+            return rt, sh, out, ea, eb, by_value, bound, cm.exception
+
+        res = _threads(rank)
+        for r, v in res.items():
+            if isinstance(v, BaseException):
+                raise v
+        for r, (rt, sh, out, ea, eb, by_value, bound, err) in res.items():
+            with self.subTest(rank=r):
+                want = torch.cat([res[k][1]["L_self_parameters_wq_"] for k in range(WORLD)])
+                self.assertTrue(torch.equal(out, want))
+                self.assertTrue(torch.equal(by_value, want))
+                base = r // 2 * 2  # default groups of size 2: {0,1}, {2,3}
+                for got, w in ((ea, "L_self_parameters_expert_a_"), (eb, "L_self_parameters_expert_b_")):
+                    self.assertTrue(torch.equal(got, torch.cat([res[base][1][w], res[base + 1][1][w]])))
+                self.assertEqual(err.status, "MAGI_ERR_NOT_FOUND")
+                self.assertIn("group '0'", err.message)
+                if r % 2:  # alias views point into the window: nothing else holds the data
+                    p = bound["L_self_parameters_wq_"].data_ptr()
+                    self.assertNotEqual(p, sh["L_self_parameters_wq_"].data_ptr())
+                self.assertGreaterEqual(rt.stats["gather_calls"], 3)  # and opcheck's
+                self.assertGreater(rt.stats["host_seconds"], 0.0)
+        # schema (aliasing, mutation), fake kernel, AOT dispatch with dynamic
+        # shapes, on every rank's real shards (opcheck is not thread-safe:
+        # here, after the threads; the windows stay mapped until close)
+        from torch.library import opcheck
+        for r in res:
+            b = res[r][6]
+            opcheck(torch.ops.magi.symm_all_gather.default, (b["L_self_parameters_wq_"], 4, "0"))
+            opcheck(torch.ops.magi.symm_all_gather_coalesced.default,
+                    ([b["L_self_parameters_expert_a_"], b["L_self_parameters_expert_b_"]], 2, "1"))
+        for r in res:
+            res[r][0].close()
+        # closed runtimes leave nothing in the registry
+        from magi_aot.ops import REGISTRY
+        self.assertEqual(len(REGISTRY), 0)
+
+    def test_a_rank_with_another_plan_fails_every_rank(self):
+        store = self._store()
+        t0 = time.monotonic()
+        res = _threads(lambda r: self._rt(r, store, slot_align=512 if r == 2 else 0))
+        took = time.monotonic() - t0
+        msgs = set()
+        for r, v in res.items():
+            self.assertIsInstance(v, self.magi.MagiError, "rank %d: %r" % (r, v))
+            self.assertEqual(v.status, "MAGI_ERR_MISMATCH")
+            msgs.add(v.message)
+        self.assertEqual(len(msgs), 1, msgs)
+        msg = msgs.pop()
+        self.assertIn("rank 2 planned different windows than rank 0", msg)
+        self.assertIn("slot alignment 256 vs 512", msg)
+        self.assertLess(took, 20)
+
+    def test_a_missing_rank_is_named_in_a_timeout(self):
+        store = self._store()
+        t0 = time.monotonic()
+        res = _threads(lambda r: self._rt(r, store, timeout=2) if r != 3 else None)
+        took = time.monotonic() - t0
+        for r in range(3):
+            e = res[r]
+            self.assertIsInstance(e, self.magi.MagiError, repr(e))
+            self.assertEqual(e.status, "MAGI_ERR_TIMEOUT")
+            self.assertIn("rank(s) 3 did not publish its plan", e.message)
+        self.assertLess(took, 15)
+
+    def test_bind_checks_shapes_and_completeness(self):
+        torch = self.torch
+        # world 1 cannot hold groups of 4: the runtime says so before binding
+        with self.assertRaises(self.magi.MagiError) as cm:
+            self.runtime.SymmRuntime([self.region], device="cpu", rank=0, world=1)
+        self.assertIn("group '0' of size 4 does not divide world 1", cm.exception.message)
+        with self.assertRaises(self.magi.MagiError) as cm:
+            self.runtime.SymmRuntime([self.region], device="cpu", rank=0, world=4,
+                                     groups={"0": [[0, 1], [2, 3]]}, store=self._store())
+        self.assertIn("group '0': the graph records size 4, the members given are [0, 1]",
+                      cm.exception.message)
+        store = self._store()
+
+        def rank(r):
+            rt = self._rt(r, store)
+            sh = self._shards(rt, r)
+            errs = []
+            try:
+                rt.bind({"L_self_parameters_wq_": torch.zeros(3, 3, dtype=torch.bfloat16)})
+            except self.magi.MagiError as e:
+                errs.append(e)
+            try:
+                rt.bind({"L_self_parameters_wq_": sh["L_self_parameters_wq_"]})
+            except self.magi.MagiError as e:
+                errs.append(e)
+            rt.close()
+            return errs
+        res = _threads(rank)
+        for r, v in res.items():
+            self.assertNotIsInstance(v, BaseException, repr(v))
+            shape_err, missing_err = v
+            self.assertEqual(shape_err.status, "MAGI_ERR_MISMATCH")
+            self.assertIn("the plan needs torch.bfloat16 [256, 1024]", shape_err.message)
+            self.assertEqual(missing_err.status, "MAGI_ERR_NOT_FOUND")
+            self.assertIn("L_self_parameters_expert_a_", missing_err.message)
+
+
+@unittest.skipUnless(HAVE_TORCH, TORCH_REASON)
+class RebuildDTensorRegion(unittest.TestCase):
+    def test_fsdp_region_rebuilds_rank_local_and_runs_on_fake_inputs(self):
+        import torch
+        import magi_aot
+        from magi_aot.rebuild import TO_LOCAL, localize, run_fake
+        r = magi_aot.load(fixture("fsdp_block"), transport="copy_engine")
+        loc = localize(r)
+        ph = {p["name"]: p["example_value"] for p in loc.placeholders}
+        self.assertEqual(ph["l_self_parameters_wq_"]["shape"], [256, 1024])   # was [1024, 1024]
+        self.assertEqual(ph["l_self_parameters_w_odd_"]["shape"], [255, 1024])  # no to_local
+        self.assertEqual({n["target"] for n in loc.nodes if n["name"].startswith("local")}, {TO_LOCAL})
+        out, _, _ = run_fake(loc, device="cpu")
+        self.assertEqual(list(out[0].shape[::2]), [2, 1024])
+        self.assertEqual(out[0].dtype, torch.bfloat16)
+        # the global (DTensor) region rebuilds too: to_local resolves to the stand-in
+        gm = r.graph_module()
+        fns = {n.target for n in gm.graph.nodes if n.op == "call_function"}
+        self.assertIn(magi_aot.rebuild.to_local, fns)
+        self.assertIn(torch.ops.magi.symm_all_gather, fns)
+
+
+@unittest.skipUnless(HAVE_TORCH, TORCH_REASON)
+class EndToEndFourRanks(unittest.TestCase):
+    def test_fsdp_model_from_its_artifact(self):
+        with tempfile.TemporaryDirectory() as d:
+            env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+            cmd = [sys.executable, os.path.join(ROOT, "examples", "fsdp_e2e.py"), "all",
+                   "--out", d, "--world", str(WORLD), "--inductor", "--launch-timeout", "400"]
+            proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=560)
+            self.assertEqual(proc.returncode, 0, proc.stdout[-6000:] + proc.stderr[-3000:])
+            for r in range(WORLD):
+                with open(os.path.join(d, "rank%d.json" % r)) as f:
+                    res = json.load(f)
+                with self.subTest(rank=r):
+                    self.assertEqual(res["c10d_backend"], "gloo")
+                    self.assertTrue(res["eager_bit_exact"], res)
+                    self.assertEqual(res["eager_max_abs"], 0.0)
+                    self.assertTrue(res["opcheck"])
+                    self.assertTrue(res["inductor_ok"], res)
+                    self.assertEqual(res["n_rewritten"], 6)  # 5 dense + the coalesced pair
+                    self.assertEqual(sorted(k[1] for k in res["kept"]), ["cast", "pad"])
+                    self.assertEqual([(w["group"], w["group_size"]) for w in res["windows"]],
+                                     [("0", 4), ("1", 2)])
+
+
+if __name__ == "__main__":
+    unittest.main()
