@@ -159,6 +159,8 @@ class SymmRuntime:
         loaded = [r if isinstance(r, Region) else _load(r) for r in regions]
         self.regions = [localize(r) for r in loaded]
         self.stats = {"gather_calls": 0, "gathered_tensors": 0, "host_seconds": 0.0}
+        self._fn_gather = lib.magi_symm_all_gather          # bound once: the hot path
+        self._fn_gather_n = lib.magi_symm_all_gather_coalesced
         try:
             self._plan_regions(slot_align, window_cap_bytes)
             self._resolve_groups(groups)
@@ -170,7 +172,14 @@ class SymmRuntime:
             self.store = store
             if new_groups is None:
                 new_groups = self.world > 1 and dist.is_available() and dist.is_initialized()
+            self._c10d_groups = {}
             self.c10d_group_names = self._make_c10d_groups() if new_groups else {}
+            # device tensors on a gloo group: gathers staged through the host
+            self.host_staged_groups = set()
+            if self.device.type == "cuda":
+                for name, pg in self._c10d_groups.items():
+                    if "gloo" in str(dist.get_backend(pg)).lower():
+                        self.host_staged_groups.add(name)
             self._rendezvous(job)
         except BaseException:
             self._free()
@@ -260,7 +269,8 @@ class SymmRuntime:
             for b in blocks:
                 pg = dist.new_group(b)
                 if self.rank in b:
-                    out[name] = dist.distributed_c10d._get_process_group_name(pg)
+                    self._c10d_groups[name] = pg
+                    out[name] = pg.group_name
         return out
 
     # ----------------------------------------------------------- rendezvous
@@ -513,12 +523,11 @@ class SymmRuntime:
         stream = self._stream()
         with self._lock:
             if len(outs) == 1:
-                lib.magi_symm_all_gather(self._b, slots[0], c_void_p(dsts[0]), sizes[0], stream)
+                self._fn_gather(self._b, slots[0], c_void_p(dsts[0]), sizes[0], stream)
             else:
                 n = len(outs)
-                lib.magi_symm_all_gather_coalesced(self._b, n, (c_uint32 * n)(*slots),
-                                                   (c_void_p * n)(*dsts), (c_uint64 * n)(*sizes),
-                                                   stream)
+                self._fn_gather_n(self._b, n, (c_uint32 * n)(*slots), (c_void_p * n)(*dsts),
+                                  (c_uint64 * n)(*sizes), stream)
             st = self.stats
             st["gather_calls"] += 1
             st["gathered_tensors"] += len(outs)
@@ -541,7 +550,7 @@ class SymmRuntime:
         caller's torch process group of that graph group."""
         gm = self._region(region).graph_module()
         if self.c10d_group_names:
-            remap_groups(gm, self.c10d_group_names)
+            remap_groups(gm, self.c10d_group_names, self.host_staged_groups)
         return gm
 
     def fake_inputs(self, region=0, fake_mode=None):
@@ -630,10 +639,36 @@ def _pick(d, p):
     return _MISSING
 
 
-def remap_groups(gm, names):
+def host_staged_all_gather(input, group_size, group_name):
+    """`_c10d_functional.all_gather_into_tensor` of a device tensor on a
+    process group that only moves host memory (gloo: its coalesced
+    all-gather, which the functional op uses, reads data pointers as host
+    memory): copy to the host, gather, wait, copy back. The graph's own
+    wait_tensor on the result is then a no-op."""
+    import torch
+    f = torch.ops._c10d_functional
+    out = f.wait_tensor(f.all_gather_into_tensor(input.cpu(), group_size, group_name))
+    return out.to(input.device)
+
+
+def host_staged_all_gather_coalesced(inputs, group_size, group_name):
+    """The coalesced form of host_staged_all_gather."""
+    import torch
+    f = torch.ops._c10d_functional
+    outs = f.all_gather_into_tensor_coalesced([t.cpu() for t in inputs], group_size, group_name)
+    return [f.wait_tensor(o).to(t.device) for o, t in zip(outs, inputs)]
+
+
+_HOST_STAGED = {"all_gather_into_tensor": host_staged_all_gather,
+                "all_gather_into_tensor_coalesced": host_staged_all_gather_coalesced}
+
+
+def remap_groups(gm, names, stage_on_host=()):
     """Rewrite the group_name argument of every c10d functional collective
     in `gm` through `names` (graph group name -> torch process-group name).
-    The magi operators keep the recorded names (the registry resolves them).
+    All-gathers on a graph group listed in `stage_on_host` become
+    host_staged_all_gather[_coalesced] (device tensors on gloo). The magi
+    operators keep the recorded names (the registry resolves them).
     Returns the number of nodes changed."""
     import torch
     changed = 0
@@ -650,15 +685,21 @@ def remap_groups(gm, names):
             continue
         i = argnames.index("group_name")
         if i < len(n.args) and isinstance(n.args[i], str) and n.args[i] in names:
+            graph_name = n.args[i]
             a = list(n.args)
-            a[i] = names[a[i]]
+            a[i] = names[graph_name]
             n.args = tuple(a)
-            changed += 1
         elif isinstance(n.kwargs.get("group_name"), str) and n.kwargs["group_name"] in names:
+            graph_name = n.kwargs["group_name"]
             kw = dict(n.kwargs)
-            kw["group_name"] = names[kw["group_name"]]
+            kw["group_name"] = names[graph_name]
             n.kwargs = kw
-            changed += 1
+        else:
+            continue
+        op_name = t._schema.name.split("::")[-1]
+        if graph_name in stage_on_host and op_name in _HOST_STAGED:
+            n.target = _HOST_STAGED[op_name]
+        changed += 1
     if changed:
         gm.recompile()
     return changed

@@ -201,6 +201,38 @@ class RuntimeThreads(unittest.TestCase):
 
 
 @unittest.skipUnless(HAVE_TORCH, TORCH_REASON)
+class RemapGroups(unittest.TestCase):
+    def test_kept_gathers_follow_the_runtime_groups_and_stage_on_host(self):
+        # a fresh interpreter: a gloo world of 1 (the default group is
+        # process-wide state the other tests must not see)
+        code = r"""
+import os, sys, tempfile, torch, torch.distributed as dist, torch.fx as fx
+sys.path.insert(0, os.path.join(%r, "python"))
+from magi_aot.runtime import remap_groups, host_staged_all_gather
+dist.init_process_group("gloo", store=dist.FileStore(tempfile.mktemp(), 1), rank=0, world_size=1)
+pg = dist.new_group([0])
+f = torch.ops._c10d_functional
+g = fx.Graph()
+x = g.placeholder("x")
+a = g.call_function(f.all_gather_into_tensor, (x, 1, "recorded"))
+g.output(g.call_function(f.wait_tensor, (a,)))
+gm = fx.GraphModule(torch.nn.Module(), g)
+n = remap_groups(gm, {"recorded": pg.group_name}, stage_on_host={"recorded"})
+node = [m for m in gm.graph.nodes if m.op == "call_function"][0]
+t = torch.arange(6.0).view(2, 3)
+assert n == 1 and node.target is host_staged_all_gather, node.target
+assert node.args[2] == pg.group_name, node.args
+assert torch.equal(gm(t), t)
+print("OK")
+""" % ROOT
+        env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              env=env, timeout=300)
+        self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
+        self.assertEqual(proc.stdout.strip().splitlines()[-1], "OK")
+
+
+@unittest.skipUnless(HAVE_TORCH, TORCH_REASON)
 class RebuildDTensorRegion(unittest.TestCase):
     def test_fsdp_region_rebuilds_rank_local_and_runs_on_fake_inputs(self):
         import torch

@@ -2,8 +2,13 @@
 # One device call on the H200 machine (PyTorch 2.11, CUDA 13, no msgpack or
 # jansson): build libmagi_aot from the working tree, run the Python tests
 # (binding + torch), then the save/load round trip and the benchmark.
-#   bash python/tests/gpu/run.sh [all|unittest|roundtrip|zoo]
+#   bash python/tests/gpu/run.sh [all|unittest|roundtrip|zoo|runtime]
 # (zoo: the model-zoo table of gpu/zoo.py into $OUT/zoo, docs/ZOO.md)
+# (runtime: the library with the cuda backend, then examples/fsdp_e2e.py on
+# the GPU(s): 4 ranks - sharing the device on one GPU, gloo for the gathers
+# kept on c10d; NCCL with one GPU per rank - eager bit-exact, Inductor
+# within bf16 tolerance, opcheck of both operators, the plan-mismatch
+# check, alias binding, and the benchmark: symm host time, step time)
 # Debian packages the machine lacks travel in .debs/ (see docs/PYTHON.md);
 # .debs/fallback/ holds zstd/OpenSSL/pkgconf, unpacked only when missing.
 # Logs and JSON results go to $OUT (or /tmp/magi-gpu-out).
@@ -41,7 +46,9 @@ if [ -d .debs ]; then
   export PKG_CONFIG_PATH=$LIBD/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
 fi
 stamp "configure"
-cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DMAGI_WITH_CUDA=OFF -DBUILD_TESTING=OFF \
+cuda=OFF
+[ "$what" = runtime ] && cuda=ON
+cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DMAGI_WITH_CUDA=$cuda -DBUILD_TESTING=OFF \
   -DCMAKE_PREFIX_PATH=$PFX/usr -DCMAKE_INSTALL_RPATH=$LIBD -DCMAKE_BUILD_RPATH=$LIBD \
   "${extra[@]}" >"$OUT/build.log" 2>&1 &&
 cmake --build build-gpu -j"$(nproc)" --target magi_aot magi-aot >>"$OUT/build.log" 2>&1
@@ -81,6 +88,19 @@ if [ "$what" = zoo ]; then
   timeout 480 python3 python/tests/gpu/zoo.py --out "$OUT/zoo" 2>&1 | tee "$OUT/zoo.log" \
     | grep -v -E '^[EWI][0-9]{4} ' | tail -60
   [ "${PIPESTATUS[0]}" -eq 0 ] || fail=1
+fi
+if [ "$what" = runtime ]; then
+  "$MAGI_CLI" --version
+  E2E=/tmp/magi-e2e; rm -rf "$E2E"
+  stamp "fsdp_e2e: trace, 4 ranks eager + Inductor + opcheck, mismatch check"
+  timeout 420 python3 examples/fsdp_e2e.py all --out "$E2E" --device cuda --world 4 --inductor \
+    --mismatch 2>&1 | tee "$OUT/e2e.log" | grep -Ev "Warning|^\s*$" | tail -40
+  [ "${PIPESTATUS[0]}" -eq 0 ] || fail=1
+  stamp "fsdp_e2e: alias binding + benchmark"
+  timeout 240 python3 examples/fsdp_e2e.py launch --out "$E2E" --device cuda --world 4 --mode alias \
+    --bench 50 2>&1 | tee "$OUT/e2e_bench.log" | grep -Ev "Warning|^\s*$" | tail -20
+  [ "${PIPESTATUS[0]}" -eq 0 ] || fail=1
+  cp "$E2E"/rank?.json "$OUT"/ 2>/dev/null
 fi
 stamp "done, fail=$fail"
 exit $fail
