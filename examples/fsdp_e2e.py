@@ -17,7 +17,7 @@
           --bench N: host time in the symm operators per forward and step
           time against the same region with every gather on c10d
           (transport="nccl"); --bad-plan-rank R: rank R plans with another
-          slot alignment and every rank must fail naming it
+          window cap and every rank must fail naming it
   launch  start --world rank processes of `run` with torchrun's
           environment (what `torchrun --nproc-per-node N` would do)
   all     trace, launch run, and with --mismatch launch the mismatch check
@@ -249,7 +249,7 @@ def run(args):
         t0 = time.monotonic()
         try:
             rt = SymmRuntime([region], device=dev, groups=groups, timeout=args.timeout,
-                             slot_align=512 if rank == bad else 0)
+                             window_cap_bytes=(1 << 20) if rank == bad else 0)
         except magi_aot.MagiError as e:
             res.update(error=e.message, status=e.status, seconds=time.monotonic() - t0,
                        ok=bad is not None)

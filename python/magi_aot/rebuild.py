@@ -75,7 +75,6 @@ def localize(region):
     A placeholder also used other than through to_local, or by to_local
     nodes that disagree, raises MagiError MAGI_ERR_UNSUPPORTED naming it.
     The copy's `source` is the region given."""
-    from .region import Region
     doc = copy.deepcopy(region.doc)
     nodes = doc["graph"]["nodes"]
     by_name = {n["name"]: n for n in nodes}
@@ -112,11 +111,8 @@ def localize(region):
         meta["magi_local"] = new
     for n in nodes:
         (n.get("meta") or {}).pop("magi_local", None)
-    out = Region(doc, path=region.path, fingerprint=region.fingerprint, inputs=None,
-                 skipped_legacy=region.skipped_legacy, ignored=region.ignored,
-                 rewrite_report=region.rewrite_report, bind_report=region.bind_report,
-                 n_rewritten=region.n_rewritten, load_seconds=region.load_seconds)
-    out.source = region
+    out = copy.copy(region)  # every attribute of the load, with the new document
+    out.doc, out.inputs, out.symbol_map, out.source = doc, None, None, region
     return out
 
 

@@ -17,8 +17,10 @@ What one runtime does, in order:
 1. Localises every region (magi_aot.rebuild.localize: DTensor placeholders
    become their local shards, Dynamo's function-local `to_local` helper
    becomes magi_aot.rebuild.to_local) and plans the windows of all of them
-   through the library (magi_symm_plan_build: one slot per weight shared by
-   every region, one window per (dtype, group)).
+   through the library loader (magi_loader_load_buffers with the regions'
+   transport, copy_engine unless they were loaded with nccl: one plan over
+   all regions, one slot per weight
+   shared by every region, one window per (dtype, group)).
 2. Groups: every process-group name the graphs record gets explicit member
    ranks. `groups` maps a name to a partition of the world (a list of rank
    lists; each rank belongs to one of them) or to the one list of the
@@ -56,7 +58,7 @@ import time
 from ctypes import byref, c_uint8, c_uint32, c_uint64, c_void_p
 
 from . import ops
-from ._lib import MagiError, SymmBackendConfig, SymmGroup, SymmPlanOptions, cstr, lib
+from ._lib import MagiError, SymmBackendConfig, SymmGroup, cstr, lib, struct_version
 from .region import Region, _dumps
 
 __all__ = ["SymmRuntime", "dynamo_param_name"]
@@ -126,14 +128,14 @@ class SymmRuntime:
     store      a torch.distributed Store (default: the default group's);
                rank/world default to torch.distributed's
     timeout    seconds for every rendezvous step (store waits, C backend)
+    window_cap_bytes  the planner's window cap (0: the library default)
     job        key prefix in the store
     new_groups create torch process groups for the graph's group names
                (default: when torch.distributed is initialised and world > 1)
     """
 
     def __init__(self, regions, *, device="cpu", groups=None, store=None, rank=None, world=None,
-                 timeout=60.0, job="magi_symm", new_groups=None, slot_align=0,
-                 window_cap_bytes=0):
+                 timeout=60.0, job="magi_symm", new_groups=None, window_cap_bytes=0):
         import torch
         import torch.distributed as dist
         from .rebuild import localize
@@ -141,7 +143,7 @@ class SymmRuntime:
         self._lock = threading.Lock()
         self._b = None
         self._plan = None
-        self._cregions = []
+        self._loader = None
         self.device = torch.device(device)
         self.backend_name = "host" if self.device.type == "cpu" else "cuda"
         if self.device.type == "cuda" and self.device.index is None:
@@ -162,7 +164,7 @@ class SymmRuntime:
         self._fn_gather = lib.magi_symm_all_gather          # bound once: the hot path
         self._fn_gather_n = lib.magi_symm_all_gather_coalesced
         try:
-            self._plan_regions(slot_align, window_cap_bytes)
+            self._plan_regions(window_cap_bytes)
             self._resolve_groups(groups)
             if store is None and self.world > 1:
                 if not (dist.is_available() and dist.is_initialized()):
@@ -189,14 +191,29 @@ class SymmRuntime:
         self._plain = {}     # weights without a slot (kept gathers), by name
 
     # ------------------------------------------------------------ planning
-    def _plan_regions(self, slot_align, cap):
-        from ._lib import CRegion
-        self._cregions = [CRegion.from_json_text(_dumps(r.doc)) for r in self.regions]
-        arr = (c_void_p * len(self._cregions))(*[c.ptr for c in self._cregions])
-        opts = SymmPlanOptions(1, 0, int(slot_align), int(cap))
-        plan = c_void_p()
-        lib.magi_symm_plan_build(byref(plan), arr, len(self._cregions), byref(opts))
-        self._plan = plan
+    def _plan_regions(self, cap):
+        """Plan every localised region through the library loader (one
+        plan over all of them, transport copy_engine); the loader, and so
+        the plan, live as long as the runtime."""
+        from ._lib import LOAD_TRANSPORTS, LoaderOptions
+        kinds = {r.transport for r in self.regions if getattr(r, "transport", None)}
+        if len(kinds) > 1:
+            raise MagiError(-1, "SymmRuntime: regions loaded with different transports %s: "
+                            "give one runtime regions of one transport" % sorted(kinds))
+        self.transport = kinds.pop() if kinds else "copy_engine"
+        opts = LoaderOptions(transport=LOAD_TRANSPORTS[self.transport], window_cap_bytes=int(cap))
+        ld = c_void_p()
+        lib.magi_loader_new(byref(ld), byref(opts))
+        self._loader = ld
+        texts = [_dumps(r.doc).encode("utf-8") for r in self.regions]
+        bufs = [ctypes.create_string_buffer(t, len(t)) for t in texts]
+        n = len(texts)
+        names = [cstr("region %d (%s)" % (i, r.path or r.model_tag)) for i, r in enumerate(self.regions)]
+        lib.magi_loader_load_buffers(ld, (c_void_p * n)(*[ctypes.cast(b, c_void_p) for b in bufs]),
+                                     (ctypes.c_size_t * n)(*[len(t) for t in texts]),
+                                     (ctypes.c_char_p * n)(*names), n)
+        plan = lib.magi_loader_plan(ld)
+        self._plan = c_void_p(plan)
         n = c_uint32()
         w = lib.magi_symm_plan_windows(plan, byref(n))
         self.windows = [{"dtype": w[i].dtype.decode(), "group": w[i].group.decode(),
@@ -303,7 +320,8 @@ class SymmRuntime:
             for i, (name, members) in enumerate(sorted(self.groups.items())):
                 ranks[name] = (c_uint32 * len(members))(*members)
                 garr[i] = SymmGroup(name.encode(), len(members), ranks[name], None)
-            cfg = SymmBackendConfig(1, self.rank, self.world, garr, len(self.groups),
+            cfg = SymmBackendConfig(struct_version(SymmBackendConfig.REVISION, SymmBackendConfig),
+                                    self.rank, self.world, garr, len(self.groups),
                                     cstr(rdzv) if rdzv else None, int(self.timeout * 1000),
                                     self.device.index or 0, None)
             b = c_void_p()
@@ -597,12 +615,10 @@ class SymmRuntime:
         if self._b:
             lib.magi_symm_backend_free(self._b)
             self._b = None
-        if self._plan:
-            lib.magi_symm_plan_free(self._plan)
-            self._plan = None
-        for c in self._cregions:
-            c.close()
-        self._cregions = []
+        self._plan = None  # the loader's
+        if self._loader:
+            lib.magi_loader_free(self._loader)
+            self._loader = None
 
     def close(self):
         """Free the windows (not collective: the C backend meets the peers

@@ -138,7 +138,7 @@ class RuntimeThreads(unittest.TestCase):
     def test_a_rank_with_another_plan_fails_every_rank(self):
         store = self._store()
         t0 = time.monotonic()
-        res = _threads(lambda r: self._rt(r, store, slot_align=512 if r == 2 else 0))
+        res = _threads(lambda r: self._rt(r, store, window_cap_bytes=(1 << 20) if r == 2 else 0))
         took = time.monotonic() - t0
         msgs = set()
         for r, v in res.items():
@@ -148,7 +148,7 @@ class RuntimeThreads(unittest.TestCase):
         self.assertEqual(len(msgs), 1, msgs)
         msg = msgs.pop()
         self.assertIn("rank 2 planned different windows than rank 0", msg)
-        self.assertIn("slot alignment 256 vs 512", msg)
+        self.assertIn("window cap 4294967296 vs 1048576 bytes", msg)
         self.assertLess(took, 20)
 
     def test_a_missing_rank_is_named_in_a_timeout(self):
