@@ -129,6 +129,16 @@ class RuntimeThreads(unittest.TestCase):
             opcheck(torch.ops.magi.symm_all_gather.default, (b["L_self_parameters_wq_"], 4, "0"))
             opcheck(torch.ops.magi.symm_all_gather_coalesced.default,
                     ([b["L_self_parameters_expert_a_"], b["L_self_parameters_expert_b_"]], 2, "1"))
+        # Dynamo + AOTAutograd trace a function calling the operator (fake
+        # kernel), and the compiled function gathers the real shards
+        b0 = res[0][6]
+
+        def fn(w, x):
+            return torch.ops.magi.symm_all_gather(w, 4, "0").float().sum(0) + x
+        torch._dynamo.reset()
+        got = torch.compile(fn, backend="aot_eager", fullgraph=True)(b0["L_self_parameters_wq_"],
+                                                                     torch.ones(1024))
+        self.assertTrue(torch.equal(got, res[0][2].float().sum(0) + 1))
         for r in res:
             res[r][0].close()
         # closed runtimes leave nothing in the registry
