@@ -40,7 +40,9 @@ What one runtime does, in order:
    rendezvous in it (host: shared-memory window files; cuda: a Unix socket
    that exchanges the CUDA IPC handles), which checks the plans once more.
    Keys live under "<job>/<n>/", n counting this rank's runtimes in the
-   store, so several runtimes in one job do not collide.
+   store, so several runtimes in one job do not collide; that prefix is
+   also the backend's job_id, so ranks of another job in the directory are
+   refused by the C handshake.
 4. bind() / alias() register the bound tensors in magi_aot.ops.REGISTRY,
    where the operator kernels find them (see magi_aot.ops).
 
@@ -294,9 +296,11 @@ class SymmRuntime:
     def _rendezvous(self, job):
         store, rank, world = self.store, self.rank, self.world
         tmp = None
+        self.job_id = None
         if world > 1:
             n = store.add(_STORE_COUNTER % (job, rank), 1)
             pfx = "%s/%d/" % (job, n)
+            self.job_id = pfx  # the same on every rank: the C handshake refuses other jobs
             store.set(pfx + "plan/%d" % rank, self.plan_sha256.encode() + b":" + self._encoding)
             if rank == 0:
                 base = "/dev/shm" if self.backend_name == "host" and os.path.isdir("/dev/shm") \
@@ -320,10 +324,12 @@ class SymmRuntime:
             for i, (name, members) in enumerate(sorted(self.groups.items())):
                 ranks[name] = (c_uint32 * len(members))(*members)
                 garr[i] = SymmGroup(name.encode(), len(members), ranks[name], None)
-            cfg = SymmBackendConfig(struct_version(SymmBackendConfig.REVISION, SymmBackendConfig),
-                                    self.rank, self.world, garr, len(self.groups),
-                                    cstr(rdzv) if rdzv else None, int(self.timeout * 1000),
-                                    self.device.index or 0, None)
+            job_id = cstr(self.job_id) if self.job_id else None
+            cfg = SymmBackendConfig(
+                version=struct_version(SymmBackendConfig.REVISION, SymmBackendConfig),
+                rank=self.rank, world=self.world, groups=garr, n_groups=len(self.groups),
+                rendezvous=cstr(rdzv) if rdzv else None, timeout_ms=int(self.timeout * 1000),
+                device=self.device.index or 0, world_comm=None, job_id=job_id)
             b = c_void_p()
             lib.magi_symm_backend_create(byref(b), ops_, self._plan, byref(cfg))
             self._b = b
