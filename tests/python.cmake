@@ -21,6 +21,16 @@ if(Python3_Interpreter_FOUND AND NOT MAGI_SANITIZE)
     LABELS "python;nosan"
     TIMEOUT 900
     ENVIRONMENT "MAGI_AOT_LIB=$<TARGET_FILE:magi_aot>;MAGI_CLI=$<TARGET_FILE:magi-aot>;MAGI_FIXTURES_REAL=${MAGI_FIXTURES_REAL};PYTHONDONTWRITEBYTECODE=1")
+  # The SymmBuffer runtime (python/tests/runtime_ci.py: 4 thread ranks, and
+  # examples/fsdp_e2e.py as 4 rank processes with one Inductor compile): its
+  # own test, so its process start-up and compile have their own budget.
+  add_test(NAME test_python_runtime
+    COMMAND ${Python3_EXECUTABLE} -m unittest -v runtime_ci
+    WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}/python/tests)
+  set_tests_properties(test_python_runtime PROPERTIES
+    LABELS "python;nosan"
+    TIMEOUT 900
+    ENVIRONMENT "MAGI_AOT_LIB=$<TARGET_FILE:magi_aot>;MAGI_CLI=$<TARGET_FILE:magi-aot>;MAGI_FIXTURES_REAL=${MAGI_FIXTURES_REAL};PYTHONDONTWRITEBYTECODE=1")
 elseif(NOT Python3_Interpreter_FOUND)
   message(STATUS "magi-aot: python3 not found, Python tests not registered")
 endif()

@@ -155,7 +155,7 @@ class TorchRoundTrip(unittest.TestCase):
                 self.assertGreaterEqual(checked, 1)
 
     def test_unresolvable_targets_are_named(self):
-        # Dynamo's to_local helper has a stand-in (test_runtime); any other
+        # Dynamo's to_local helper has a stand-in (runtime_ci); any other
         # function local to a function is refused naming the node
         from _util import read_fixture
         doc = read_fixture("fsdp_block")
