@@ -429,6 +429,7 @@ magi_status magi_schedule(magi_region *r, const magi_sched_options *opts, magi_s
                          "ranks would schedule differently, graph left unchanged",
                          i, o.peer_fingerprints[i], mine);
                 rep->reason = strdup(why);
+                if (!rep->reason) MAGI_FAIL(MAGI_ERR_NOMEM, "schedule: out of memory");
                 rep->applied = 0;
                 goto timeline_only;
             }

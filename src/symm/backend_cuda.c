@@ -6,6 +6,8 @@
 #include "cuda_graph.h"
 #include "rdzv_sock.h"
 #include <cuda_runtime_api.h>
+#define CU_WHO "cuda backend"
+#include "cuda_check.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -131,19 +133,7 @@ struct magi_symm_cuda {
     magi_symm_cuda_stats stats;
 };
 
-static magi_status cuda_fail(cudaError_t e, const char *what) {
-    (void)cudaGetLastError(); /* clear a non-sticky error so the next call starts clean */
-    return magi_set_error(MAGI_ERR_DEVICE, "cuda backend: %s: %s (%s)", what, cudaGetErrorString(e),
-                          cudaGetErrorName(e));
-}
-#define CU(call, what)                                   \
-    do {                                                 \
-        cudaError_t e_ = (call);                         \
-        if (e_ != cudaSuccess) {                         \
-            st = cuda_fail(e_, what);                    \
-            goto cleanup;                                \
-        }                                                \
-    } while (0)
+static magi_status cuda_fail(cudaError_t e, const char *what) { return magi_cuda_fail(e, CU_WHO, what); }
 
 int magi_symm_cuda_has_batch(void) { return MAGI_CUDA_HAVE_BATCH; }
 

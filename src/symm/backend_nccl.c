@@ -3,6 +3,8 @@
 #include "symm_internal.h"
 #include "cuda_backend.h"
 #include <cuda_runtime_api.h>
+#define CU_WHO "cuda backend rendezvous (NCCL)"
+#include "cuda_check.h"
 #include <nccl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,23 +14,11 @@ static magi_status nccl_fail(ncclResult_t r, ncclComm_t comm, const char *what) 
     return magi_set_error(MAGI_ERR_DEVICE, "cuda backend rendezvous (NCCL): %s: %s%s%s", what,
                           ncclGetErrorString(r), last && *last ? ": " : "", last ? last : "");
 }
-static magi_status cuda_fail(cudaError_t e, const char *what) {
-    (void)cudaGetLastError();
-    return magi_set_error(MAGI_ERR_DEVICE, "cuda backend rendezvous (NCCL): %s: %s", what, cudaGetErrorString(e));
-}
 #define NC(call, what)                                                        \
     do {                                                                      \
         ncclResult_t r_ = (call);                                             \
         if (r_ != ncclSuccess) {                                              \
             st = nccl_fail(r_, comm, what);                                   \
-            goto cleanup;                                                     \
-        }                                                                     \
-    } while (0)
-#define CU(call, what)                                                        \
-    do {                                                                      \
-        cudaError_t e_ = (call);                                              \
-        if (e_ != cudaSuccess) {                                              \
-            st = cuda_fail(e_, what);                                         \
             goto cleanup;                                                     \
         }                                                                     \
     } while (0)
