@@ -387,12 +387,17 @@ static void sec_symbols(magi_buf *b) {
     mp_arr(b, 0);
 }
 /* node map: name id, op, target id, then `nargs` args written by the caller */
-static void mp_node(magi_buf *b, uint32_t name, uint32_t op, uint32_t nargs) {
-    mp_map(b, 4);
+static void mp_node_flags(magi_buf *b, uint32_t name, uint32_t op, uint32_t nargs, uint32_t flags) {
+    mp_map(b, 5);
     mp_uint(b, MAGI_ART_NODE_NAME), mp_uint(b, name);
     mp_uint(b, MAGI_ART_NODE_OP), mp_uint(b, op);
     mp_uint(b, MAGI_ART_NODE_TARGET), mp_uint(b, 1);
+    mp_uint(b, MAGI_ART_NODE_FLAGS), mp_uint(b, flags);
     mp_uint(b, MAGI_ART_NODE_ARGS), mp_arr(b, nargs);
+}
+/* args present (and flagged so, as the writer does) */
+static void mp_node(magi_buf *b, uint32_t name, uint32_t op, uint32_t nargs) {
+    mp_node_flags(b, name, op, nargs, MAGI_NODE_HAS_ARGS);
 }
 static void mp_noderef(magi_buf *b, uint32_t idx) {
     mp_arr(b, 2);
@@ -499,12 +504,74 @@ static magi_status run_sections(hsec s[4], const magi_load_options *o) {
     return st;
 }
 
+/* compile_config as a string id into a 5-string table ("a" "f" "b" "c" CC):
+ * dump splices it into JSON output, so it must be exactly one JSON value. */
+static const char *cc_text;
+static magi_status cc_case(void) {
+    hsec s[4];
+    base_sections(s);
+    magi_buf_free(&s[0].raw);
+    magi_buf_free(&s[1].raw);
+    mp_map(&s[0].raw, 2);
+    mp_str(&s[0].raw, "flags");
+    mp_uint(&s[0].raw, 0);
+    mp_str(&s[0].raw, "compile_config");
+    mp_uint(&s[0].raw, 4);
+    magi_buf data = {0};
+    magi_buf_append(&data, "a\0f\0b\0c\0", 8);
+    magi_buf_append(&data, cc_text, strlen(cc_text) + 1);
+    mp_map(&s[1].raw, 2);
+    mp_str(&s[1].raw, "count");
+    mp_uint(&s[1].raw, 5);
+    mp_str(&s[1].raw, "data");
+    mp_bin(&s[1].raw, data.data, (uint32_t)data.len);
+    magi_buf_free(&data);
+    graph_head(&s[3].raw, 1);
+    mp_node(&s[3].raw, 0, MAGI_OP_PLACEHOLDER, 0);
+    size_t len;
+    uint8_t *buf = container(s, 4, &len);
+    magi_region *r = NULL;
+    magi_artifact *a = NULL;
+    hx_dump("artifact", 0, buf, len);
+    magi_status st = magi_artifact_open(&a, buf, len, NULL);
+    if (!st) st = magi_artifact_load_region(&r, a);
+    /* what dump prints must be the value the loader holds: canonical text */
+    if (!st && strcmp(r->compile_config_json, "{\"a\":2,\"b\":[1]}") != 0)
+        st = magi_set_error(MAGI_ERR_MISMATCH, "compile_config kept as '%s'", r->compile_config_json);
+    magi_region_free(r);
+    magi_artifact_free(a);
+    free(buf);
+    return st;
+}
+static magi_status a_cc_control(void) {
+    cc_text = "{\"b\": [1],  \"a\": 2}";
+    return cc_case();
+}
+static magi_status a_cc_splice(void) {
+    cc_text = "{}, \"graph\": {\"nodes\": []}, \"model_tag\": \"evil\", \"x\": {}";
+    return cc_case();
+}
+static magi_status a_cc_dup_keys(void) {
+    cc_text = "{\"a\": 1, \"a\": 2}";
+    return cc_case();
+}
 static magi_status a_valid(void) { /* control: the builders make a loadable artifact */
     hsec s[4];
     base_sections(s);
     graph_head(&s[3].raw, 2);
     mp_node(&s[3].raw, 0, MAGI_OP_PLACEHOLDER, 0);
     mp_node(&s[3].raw, 2, MAGI_OP_CALL_FUNCTION, 1);
+    mp_noderef(&s[3].raw, 0);
+    return run_sections(s, NULL);
+}
+/* The has-args flag cleared on a node whose args are stored: dump would
+ * hide them while load and the fingerprint use them. */
+static magi_status a_hidden_args(void) {
+    hsec s[4];
+    base_sections(s);
+    graph_head(&s[3].raw, 2);
+    mp_node(&s[3].raw, 0, MAGI_OP_PLACEHOLDER, 0);
+    mp_node_flags(&s[3].raw, 2, MAGI_OP_CALL_FUNCTION, 1, 0);
     mp_noderef(&s[3].raw, 0);
     return run_sections(s, NULL);
 }
@@ -980,6 +1047,10 @@ static void test_hostile_artifact(void) {
     hx_expect("msgpack uint64 2^64-1 as int64", a_uint64_value, MAGI_ERR_FORMAT, "int64");
     hx_expect("v0 model_idx uint64 2^64-1", v_model_idx_uint64, MAGI_ERR_FORMAT, NULL);
     hx_expect("artifact string id out of range", a_string_id_huge, MAGI_ERR_FORMAT, "string id");
+    hx_expect("has-args flag cleared, args stored", a_hidden_args, MAGI_ERR_FORMAT, "flags say it has none");
+    hx_expect("compile_config canonical (control)", a_cc_control, MAGI_OK, NULL);
+    hx_expect("compile_config splicing a graph", a_cc_splice, MAGI_ERR_FORMAT, "not one JSON value");
+    hx_expect("compile_config duplicate keys", a_cc_dup_keys, MAGI_ERR_FORMAT, "compile_config");
 }
 
 static void test_hostile_zstd(void) {

@@ -79,6 +79,15 @@ magi_status magi_artifact_load_region_reuse(magi_region **out, magi_artifact *a,
 void magi_load_memory_free(magi_load_memory *m);
 
 /* Legacy v0 reader (artifact_v0.c): parse the whole v0 map. */
+/* JSON text the IR keeps verbatim (compile_config; an example's extra keys,
+ * `object` = 1) as read from an artifact: it must parse as exactly one JSON
+ * value (an object when `object`), without duplicate keys, and *out
+ * (arena) gets jansson's compact, sorted text, the form the JSON reader
+ * stores. So every reader (dump, the C loader, Python) sees one value, and
+ * an artifact cannot splice extra JSON into dump's output. `what` names
+ * the field in messages. (src/serialize/json_read.c) */
+magi_status magi_json_canon_opaque(magi_arena *a, const char *text, int object, const char *what, const char **out);
+
 magi_status magi_legacy_v0_read(magi_region **out, const uint8_t *data, size_t size,
                                 const magi_load_options *opts);
 /* Does `data` start like a v0 file (a msgpack map)? */

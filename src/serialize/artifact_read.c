@@ -375,6 +375,7 @@ typedef struct dec {
     magi_mp m;
     uint32_t self; /* index of the node being read (references must be lower) */
     uint32_t *name_owner; /* per string id: node index + 1 using it as name */
+    const char **json_canon; /* per string id: its canonical JSON text (parsed once) */
 } dec;
 
 static magi_status count_elems(dec *d, uint64_t n) {
@@ -430,6 +431,20 @@ static magi_status dec_str_id(dec *d, const char **out, uint32_t *id, int nil_ok
 }
 
 static magi_status dec_str(dec *d, const char **out, int nil_ok) { return dec_str_id(d, out, NULL, nil_ok); }
+
+/* A string holding opaque JSON: checked and re-serialised once per string
+ * id (magi_json_canon_opaque), so a shared string costs one parse. */
+static magi_status dec_json(dec *d, const char **out, int object, const char *what) {
+    uint32_t id = 0;
+    magi_status st = dec_str_id(d, out, &id, 1);
+    if (st || !*out) return st;
+    if (!d->json_canon && !(d->json_canon = calloc(d->nstr ? d->nstr : 1, sizeof *d->json_canon)))
+        return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
+    if (!d->json_canon[id] && (st = magi_json_canon_opaque(d->ar, *out, object, what, &d->json_canon[id])))
+        return st;
+    *out = d->json_canon[id];
+    return MAGI_OK;
+}
 
 static magi_status dec_dim(dec *d, magi_dim *out) {
     size_t at = magi_mp_offset(&d->m);
@@ -530,7 +545,7 @@ static magi_status dec_example(dec *d, magi_example *x, uint32_t depth) {
     if ((st = magi_mp_read_array(&d->m, &n))) return st;
     if (n < 2) return magi_set_error(MAGI_ERR_FORMAT, "example with %u fields at byte %zu", n, at);
     if ((st = magi_mp_read_u32(&d->m, &kind))) return st;
-    if ((st = dec_str(d, &x->extra_json, 1))) return st;
+    if ((st = dec_json(d, &x->extra_json, 1, "example extra keys"))) return st;
     uint32_t need;
     switch (kind) {
     case MAGI_EX_TENSOR: need = 9; break;
@@ -700,6 +715,20 @@ static magi_status dec_node(dec *d, magi_node *nd) {
         }
     }
     if (!nd->name) return magi_set_error(MAGI_ERR_FORMAT, "node without a name");
+    /* One truth for every reader: the presence flags only tell an absent
+     * args/kwargs from an empty one. A flag that says "absent" while items
+     * are stored would hide them from dump while load and the fingerprint
+     * use them: refused. */
+    if (!(nd->flags & MAGI_NODE_HAS_ARGS) && nd->args.kind == MAGI_V_LIST && nd->args.u.seq.n)
+        return magi_set_error(MAGI_ERR_FORMAT, "node '%s': %u args stored but its flags say it has none", nd->name,
+                              nd->args.u.seq.n);
+    if (!(nd->flags & MAGI_NODE_HAS_KWARGS) && nd->kwargs.kind == MAGI_V_DICT && nd->kwargs.u.seq.n)
+        return magi_set_error(MAGI_ERR_FORMAT, "node '%s': %u kwargs stored but its flags say it has none", nd->name,
+                              nd->kwargs.u.seq.n);
+    if ((nd->flags & MAGI_NODE_HAS_ARGS) && nd->args.kind == MAGI_V_NONE)
+        return magi_set_error(MAGI_ERR_FORMAT, "node '%s': its flags say it has args but none are stored", nd->name);
+    if ((nd->flags & MAGI_NODE_HAS_KWARGS) && nd->kwargs.kind == MAGI_V_NONE)
+        return magi_set_error(MAGI_ERR_FORMAT, "node '%s': its flags say it has kwargs but none are stored", nd->name);
     if (!have_op) return magi_set_error(MAGI_ERR_FORMAT, "node without an opcode");
     if (!nd->target) return magi_set_error(MAGI_ERR_FORMAT, "node without a target");
     return MAGI_OK;
@@ -814,7 +843,7 @@ static magi_status parse_meta(dec *d) {
         } else if (key_is(&key, "traced_files")) {
             st = dec_strv(d, &r->traced_files, &r->n_traced_files);
         } else if (key_is(&key, "compile_config")) {
-            st = dec_str(d, &r->compile_config_json, 1);
+            st = dec_json(d, &r->compile_config_json, 0, "compile_config");
         } else if (key_is(&key, "dropped_legacy")) {
             const char **v = NULL;
             uint32_t cnt = 0;
@@ -1024,6 +1053,7 @@ magi_status magi_artifact_load_region_reuse(magi_region **out, magi_artifact *a,
 cleanup:
     if (st) magi_error_prefix(st, "%s", a->name);
     free(d.name_owner);
+    free(d.json_canon);
     free(tmp);
     if (!mem) {
         ZSTD_freeDCtx(dctx);

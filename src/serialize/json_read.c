@@ -589,3 +589,20 @@ magi_status magi_json_read_file(magi_region **out, const char *path, const magi_
     if (st) magi_error_prefix(st, "%s", path);
     return st;
 }
+
+magi_status magi_json_canon_opaque(magi_arena *a, const char *text, int object, const char *what, const char **out) {
+    json_error_t err;
+    /* exactly one value (jansson rejects trailing text); duplicate keys refused */
+    json_t *j = json_loads(text, JSON_REJECT_DUPLICATES | (object ? 0 : JSON_DECODE_ANY), &err);
+    if (!j) return magi_set_error(MAGI_ERR_FORMAT, "%s is not one JSON value: %s at offset %d", what, err.text, err.position);
+    if (object && !json_is_object(j)) {
+        json_decref(j);
+        return magi_set_error(MAGI_ERR_FORMAT, "%s is not a JSON object", what);
+    }
+    char *s = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+    json_decref(j);
+    if (!s) return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
+    *out = magi_arena_strdup(a, s);
+    free(s);
+    return *out ? MAGI_OK : magi_set_error(MAGI_ERR_NOMEM, "out of memory");
+}
