@@ -131,13 +131,17 @@ class SymmRuntime:
                rank/world default to torch.distributed's
     timeout    seconds for every rendezvous step (store waits, C backend)
     window_cap_bytes  the planner's window cap (0: the library default)
+    rendezvous_base   where rank 0 creates the private rendezvous directory
+               (default /dev/shm for the host backend, else the temp dir);
+               it is removed on success and on failure
     job        key prefix in the store
     new_groups create torch process groups for the graph's group names
                (default: when torch.distributed is initialised and world > 1)
     """
 
     def __init__(self, regions, *, device="cpu", groups=None, store=None, rank=None, world=None,
-                 timeout=60.0, job="magi_symm", new_groups=None, window_cap_bytes=0):
+                 timeout=60.0, job="magi_symm", new_groups=None, window_cap_bytes=0,
+                 rendezvous_base=None):
         import torch
         import torch.distributed as dist
         from .rebuild import localize
@@ -160,6 +164,7 @@ class SymmRuntime:
                 rank, world = (rank or 0), (world or 1)
         self.rank, self.world = int(rank), int(world)
         self.timeout = float(timeout)
+        self._rdzv_base = rendezvous_base
         loaded = [r if isinstance(r, Region) else _load(r) for r in regions]
         self.regions = [localize(r) for r in loaded]
         self.stats = {"gather_calls": 0, "gathered_tensors": 0, "host_seconds": 0.0}
@@ -294,8 +299,15 @@ class SymmRuntime:
 
     # ----------------------------------------------------------- rendezvous
     def _rendezvous(self, job):
+        self._tmp = None
+        try:
+            self._rendezvous_steps(job)
+        finally:  # rank 0 (or a world of 1) owns the directory: gone on success or failure
+            if self._tmp and (self.world == 1 or self.rank == 0):
+                shutil.rmtree(self._tmp, ignore_errors=True)
+
+    def _rendezvous_steps(self, job):
         store, rank, world = self.store, self.rank, self.world
-        tmp = None
         self.job_id = None
         if world > 1:
             n = store.add(_STORE_COUNTER % (job, rank), 1)
@@ -303,10 +315,10 @@ class SymmRuntime:
             self.job_id = pfx  # the same on every rank: the C handshake refuses other jobs
             store.set(pfx + "plan/%d" % rank, self.plan_sha256.encode() + b":" + self._encoding)
             if rank == 0:
-                base = "/dev/shm" if self.backend_name == "host" and os.path.isdir("/dev/shm") \
-                    else tempfile.gettempdir()
-                tmp = tempfile.mkdtemp(prefix="magi-symm-", dir=base)
-                store.set(pfx + "dir", tmp)
+                base = self._rdzv_base or ("/dev/shm" if self.backend_name == "host"
+                                           and os.path.isdir("/dev/shm") else tempfile.gettempdir())
+                self._tmp = tempfile.mkdtemp(prefix="magi-symm-", dir=base)
+                store.set(pfx + "dir", self._tmp)
             keys = [pfx + "plan/%d" % r for r in range(world)] + [pfx + "dir"]
             self._wait(keys, "publish its plan")
             plans = [store.get(pfx + "plan/%d" % r) for r in range(world)]
@@ -314,32 +326,28 @@ class SymmRuntime:
             rdzv = store.get(pfx + "dir").decode()
         else:
             rdzv = None if self.backend_name == "host" else tempfile.mkdtemp(prefix="magi-symm-")
-            tmp = rdzv
-        try:
-            ops_ = lib.magi_symm_backend_find(self.backend_name.encode())
-            if not ops_:
-                raise MagiError(-13, lib.magi_last_error().decode())
-            ranks = {}
-            garr = (SymmGroup * max(1, len(self.groups)))()
-            for i, (name, members) in enumerate(sorted(self.groups.items())):
-                ranks[name] = (c_uint32 * len(members))(*members)
-                garr[i] = SymmGroup(name.encode(), len(members), ranks[name], None)
-            job_id = cstr(self.job_id) if self.job_id else None
-            cfg = SymmBackendConfig(
-                version=struct_version(SymmBackendConfig.REVISION, SymmBackendConfig),
-                rank=self.rank, world=self.world, groups=garr, n_groups=len(self.groups),
-                rendezvous=cstr(rdzv) if rdzv else None, timeout_ms=int(self.timeout * 1000),
-                device=self.device.index or 0, world_comm=None, job_id=job_id)
-            b = c_void_p()
-            lib.magi_symm_backend_create(byref(b), ops_, self._plan, byref(cfg))
-            self._b = b
-            lib.magi_symm_backend_rendezvous(b)
-            if world > 1:
-                store.add(pfx + "joined", 1)
-                self._wait_count(pfx + "joined", "finish the backend rendezvous")
-        finally:
-            if tmp and (world == 1 or rank == 0):
-                shutil.rmtree(tmp, ignore_errors=True)
+            self._tmp = rdzv
+        ops_ = lib.magi_symm_backend_find(self.backend_name.encode())
+        if not ops_:
+            raise MagiError(-13, lib.magi_last_error().decode())
+        ranks = {}
+        garr = (SymmGroup * max(1, len(self.groups)))()
+        for i, (name, members) in enumerate(sorted(self.groups.items())):
+            ranks[name] = (c_uint32 * len(members))(*members)
+            garr[i] = SymmGroup(name.encode(), len(members), ranks[name], None)
+        job_id = cstr(self.job_id) if self.job_id else None
+        cfg = SymmBackendConfig(
+            version=struct_version(SymmBackendConfig.REVISION, SymmBackendConfig),
+            rank=self.rank, world=self.world, groups=garr, n_groups=len(self.groups),
+            rendezvous=cstr(rdzv) if rdzv else None, timeout_ms=int(self.timeout * 1000),
+            device=self.device.index or 0, world_comm=None, job_id=job_id)
+        b = c_void_p()
+        lib.magi_symm_backend_create(byref(b), ops_, self._plan, byref(cfg))
+        self._b = b
+        lib.magi_symm_backend_rendezvous(b)
+        if world > 1:
+            store.add(pfx + "joined", 1)
+            self._wait_count(pfx + "joined", "finish the backend rendezvous")
 
     def _wait(self, keys, what):
         try:

@@ -59,6 +59,11 @@ class RuntimeThreads(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()
         self.addCleanup(self.tmp.cleanup)
+        self.rdzv = os.path.join(self.tmp.name, "rdzv")
+        os.mkdir(self.rdzv)
+
+    def _assert_no_rendezvous_left(self):
+        self.assertEqual(os.listdir(self.rdzv), [], "rendezvous directories left behind")
 
     def _store(self, world=WORLD):
         from torch.distributed import FileStore
@@ -66,6 +71,7 @@ class RuntimeThreads(unittest.TestCase):
 
     def _rt(self, r, store, **kw):
         kw.setdefault("timeout", 20)
+        kw.setdefault("rendezvous_base", self.rdzv)
         return self.runtime.SymmRuntime([self.region], device="cpu", rank=r, world=WORLD,
                                         store=store, new_groups=False, **kw)
 
@@ -144,6 +150,7 @@ class RuntimeThreads(unittest.TestCase):
         # closed runtimes leave nothing in the registry
         from magi_aot.ops import REGISTRY
         self.assertEqual(len(REGISTRY), 0)
+        self._assert_no_rendezvous_left()
 
     def test_a_rank_with_another_plan_fails_every_rank(self):
         store = self._store()
@@ -160,6 +167,7 @@ class RuntimeThreads(unittest.TestCase):
         self.assertIn("rank 2 planned different windows than rank 0", msg)
         self.assertIn("window cap 4294967296 vs 1048576 bytes", msg)
         self.assertLess(took, 20)
+        self._assert_no_rendezvous_left()
 
     def test_a_missing_rank_is_named_in_a_timeout(self):
         store = self._store()
@@ -172,6 +180,7 @@ class RuntimeThreads(unittest.TestCase):
             self.assertEqual(e.status, "MAGI_ERR_TIMEOUT")
             self.assertIn("rank(s) 3 did not publish its plan", e.message)
         self.assertLess(took, 15)
+        self._assert_no_rendezvous_left()
 
     def test_bind_checks_shapes_and_completeness(self):
         torch = self.torch
