@@ -11,6 +11,10 @@
  * copies match the graph's (same sources and geometry) updates the changed
  * destinations (cudaGraphExecMemcpyNodeSetParams*) and launches the graph on
  * the caller's stream: one launch instead of hundreds of copy submissions.
+ * CUDA refuses the update of a 2D node (multidimensional memcpy operands:
+ * cudaErrorInvalidValue), so a graph with 2D nodes is rebuilt whenever a 2D
+ * node's destination changes; for such graphs a caller gains only by
+ * keeping its output buffers from call to call.
  *
  * Policy: the first call of a slot list is declined (the caller issues it
  * through the batch path, which also proves 2D spans); the second builds and

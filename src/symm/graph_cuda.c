@@ -144,7 +144,9 @@ static cudaError_t build(gentry *e, const magi_symm_cuda_copy *cp, size_t k) {
     return cudaGraphInstantiateWithFlags(&e->exec, e->graph, 0); /* same signature since CUDA 11.4 */
 }
 
-/* Point the nodes whose destination changed at the new one. */
+/* Point the nodes whose destination changed at the new one. CUDA documents
+ * cudaGraphExecMemcpyNodeSetParams as refusing multidimensional operands,
+ * so a changed 2D node fails here and the caller rebuilds the graph. */
 static cudaError_t update(magi_symm_cuda_graphs *g, gentry *e, const magi_symm_cuda_copy *cp) {
     for (size_t i = 0; i < e->k; i++) {
         const magi_symm_cuda_copy *x = &cp[i];
