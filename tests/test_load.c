@@ -460,6 +460,26 @@ static void test_four_ranks_with_a_non_consecutive_group(void) {
     free(dir);
 }
 
+/* Cost keys of rewritten gathers carry the group size, as the NCCL ones do. */
+static void test_symm_gather_cost_keys_carry_the_group_size(void) {
+    char *fx = mt_fixture("fsdp_block.json");
+    magi_loader *ld = new_loader(MAGI_LOAD_TRANSPORT_COPY_ENGINE);
+    MT_OK(load1(ld, fx));
+    magi_cost_keyset *ks = NULL;
+    MT_OK(magi_cost_keys(&ks, magi_loader_region(ld, 0)));
+    int n_symm = 0;
+    for (uint32_t i = 0; i < magi_cost_keyset_node_count(ks); i++) {
+        const char *k = magi_cost_keyset_node_key(ks, i);
+        if (!k || !strstr(k, "symm_all_gather")) continue;
+        n_symm++;
+        MT_CHECK(!strstr(k, "group=?") && (strstr(k, "group=4") || strstr(k, "group=2")), "%s", k);
+    }
+    MT_CHECK(n_symm == 4, "%d symm gathers keyed", n_symm);
+    magi_cost_keyset_free(ks);
+    magi_loader_free(ld);
+    free(fx);
+}
+
 /* ----------------------------------------------------------- options */
 
 static void test_options_version_is_checked(void) {
@@ -481,4 +501,4 @@ static void test_options_version_is_checked(void) {
 MT_MAIN(MT_CASE(test_api_report_equals_cli), MT_CASE(test_every_section_verified_and_decoded_once),
         MT_CASE(test_only_static_weights_are_rewritten), MT_CASE(test_transport_from_compile_config),
         MT_CASE(test_copy_engine_then_nccl_is_byte_identical), MT_CASE(test_four_ranks_with_a_non_consecutive_group),
-        MT_CASE(test_options_version_is_checked))
+        MT_CASE(test_symm_gather_cost_keys_carry_the_group_size), MT_CASE(test_options_version_is_checked))

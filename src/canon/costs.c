@@ -307,7 +307,10 @@ static int64_t group_size(const magi_node *n) {
     const magi_value *v = kwarg(n, "group_size");
     if (v && v->kind == MAGI_V_INT) return v->u.i;
     const char *t = n->target ? n->target : "";
-    if (strstr(t, "all_gather_into_tensor") && (v = arg(n, 1)) && v->kind == MAGI_V_INT) return v->u.i;
+    /* c10d and magi.symm gathers share the argument layout: input(s), group_size, group_name */
+    if ((strstr(t, "all_gather_into_tensor") || strstr(t, "symm_all_gather")) && (v = arg(n, 1)) &&
+        v->kind == MAGI_V_INT)
+        return v->u.i;
     if (strstr(t, "reduce_scatter_tensor") && (v = arg(n, 2)) && v->kind == MAGI_V_INT) return v->u.i;
     if (strstr(t, "all_to_all_single") && (v = arg(n, 1)) &&
         (v->kind == MAGI_V_LIST || v->kind == MAGI_V_TUPLE))

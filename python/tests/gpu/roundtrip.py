@@ -151,7 +151,7 @@ def load(d):
             if ent["error"] is not None:
                 continue
             t0 = time.perf_counter()
-            r = cache_get(cache, ent["key"])
+            r = cache_get(cache, ent["key"], transport="copy_engine")
             res["cache_get_seconds"] = time.perf_counter() - t0
             rf = magi_aot.load(reg["file"])
             check(tag + ": fingerprint equal (gm, file, cache, backend)",
@@ -197,7 +197,7 @@ def load(d):
                 times = []
                 for _ in range(20):
                     t0 = time.perf_counter()
-                    magi_aot.load(reg["file"])
+                    magi_aot.load(reg["file"], transport="copy_engine")
                     times.append(time.perf_counter() - t0)
                 res["load_file_seconds"] = times
                 times = []
