@@ -70,6 +70,7 @@ magi_status magi_map_file(magi_mapped *m, const char *path, uint64_t max_bytes);
 void magi_unmap_file(magi_mapped *m);
 
 /* Append `s` to list *v (n entries) in the region's arena unless present. */
+#define MAGI_REGION_NOTES_MAX 4096u
 magi_status magi_region_note(magi_region *r, const char ***v, uint32_t *n, const char *s);
 /* Directories other users must not control (src/core/safedir.c). The
  * directory is opened with O_DIRECTORY | O_NOFOLLOW (a symlink at its last

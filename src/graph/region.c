@@ -122,9 +122,17 @@ static const char *dup_str(magi_arena *a, const char *s, int *ok) {
     return p;
 }
 
+/* Capacity of a note list of n entries (magi_region_note grows it). */
+static size_t note_cap(uint32_t n) {
+    size_t c = 4;
+    while (c < n) c *= 2;
+    return c;
+}
+
 static const char **dup_strv(magi_arena *a, const char *const *v, uint32_t n, int *ok) {
     if (!v) return NULL;
-    const char **p = magi_arena_calloc(a, n ? n : 1, sizeof *p);
+    /* room as magi_region_note expects, so notes can go on after a clone */
+    const char **p = magi_arena_calloc(a, note_cap(n), sizeof *p);
     if (!p) { *ok = 0; return NULL; }
     for (uint32_t i = 0; i < n; i++) p[i] = dup_str(a, v[i], ok);
     return p;
@@ -245,15 +253,24 @@ magi_status magi_region_clone(magi_region **out, const magi_region *src) {
 }
 
 magi_status magi_region_note(magi_region *r, const char ***v, uint32_t *n, const char *s) {
+    /* A report, not data: bounded, and the bound is checked first, so a
+     * file repeating an ignored key a million times costs O(1) per repeat
+     * past it (never a scan of the whole list). */
+    if (*n >= MAGI_REGION_NOTES_MAX) return MAGI_OK;
     for (uint32_t i = 0; i < *n; i++)
         if (strcmp((*v)[i], s) == 0) return MAGI_OK;
-    if (*n >= 4096) return MAGI_OK; /* a report, not data: keep it bounded */
-    const char **nv = magi_arena_calloc(r->arena, (size_t)*n + 1, sizeof(char *));
     char *c = magi_arena_strdup(r->arena, s);
-    if (!nv || !c) return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
-    if (*n) memcpy(nv, *v, (size_t)*n * sizeof(char *));
-    nv[*n] = c;
-    *v = nv;
+    if (!c) return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
+    /* capacity 4, 8, 16, ...: the array doubles when n reaches it (linear
+     * copying); every list noted here is built only by this function */
+    if (*n == 0 || *n == note_cap(*n)) {
+        size_t cap = *n ? (size_t)*n * 2 : 4;
+        const char **nv = magi_arena_calloc(r->arena, cap, sizeof(char *));
+        if (!nv) return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
+        if (*n) memcpy(nv, *v, (size_t)*n * sizeof(char *));
+        *v = nv;
+    }
+    (*v)[*n] = c;
     (*n)++;
     return MAGI_OK;
 }

@@ -70,17 +70,37 @@ static const char *first_unbacked(const magi_region *r, const magi_expr *e, int 
 /* Evaluate `text`; result in *num. Returns MAGI_OK, or the failure with a
  * message that names the symbol (UNBACKED) or the problem (EXPR). `want_int`
  * requires an integral result. */
+/* Hint lookup through a name -> symbol index map built once per region
+ * (a linear scan per symbol made evaluation quadratic). */
+typedef struct hint_map {
+    const magi_region *r;
+    magi_smap m;
+} hint_map;
+
+static int hint_map_lookup(void *ctx, const char *name, magi_num *out) {
+    const hint_map *h = ctx;
+    uint32_t i;
+    if (!magi_smap_get(&h->m, name, strlen(name), &i)) return 0;
+    const magi_symbol *s = &h->r->symbols[i];
+    if (!s->has_hint) return 0;
+    if (s->hint_is_float) *out = (magi_num){1, 0, s->hint_f};
+    else *out = (magi_num){0, s->hint, 0.0};
+    return 1;
+}
+
 static magi_status eval_text(const magi_region *r, magi_arena *scratch, const char *text, int want_int,
-                             magi_num *num, int *syntax) {
+                             magi_num *num, int *syntax, hint_map *hm) {
     magi_expr *e = NULL;
     magi_status st = magi_expr_parse(&e, scratch, text, strlen(text), NULL);
     *syntax = st != MAGI_OK;
     if (st != MAGI_OK) return magi_error_prefix(st, "expression '%s'", text);
     if (want_int) {
         memset(num, 0, sizeof *num);
-        st = magi_expr_eval_int_num(e, magi_region_hint_lookup, (void *)r, &num->i);
+        st = hm ? magi_expr_eval_int_num(e, hint_map_lookup, hm, &num->i)
+                : magi_expr_eval_int_num(e, magi_region_hint_lookup, (void *)r, &num->i);
     } else {
-        st = magi_expr_eval_num(e, magi_region_hint_lookup, (void *)r, num);
+        st = hm ? magi_expr_eval_num(e, hint_map_lookup, hm, num)
+                : magi_expr_eval_num(e, magi_region_hint_lookup, (void *)r, num);
     }
     if (st == MAGI_OK) return MAGI_OK;
     int in_table = 0;
@@ -102,7 +122,7 @@ magi_status magi_inputs_eval_dim(int64_t *out, const magi_region *r, const magi_
     if (st != MAGI_OK) return st;
     magi_num num;
     int syntax = 0;
-    st = eval_text(r, scratch, d->expr, 1, &num, &syntax);
+    st = eval_text(r, scratch, d->expr, 1, &num, &syntax, NULL);
     if (st == MAGI_OK) *out = num.i;
     magi_arena_free(scratch);
     return st;
@@ -117,7 +137,52 @@ typedef struct build_ctx {
     unsigned flags;
     const magi_node *node;
     uint32_t ph, node_idx;
+    hint_map hints;
+    /* one evaluation per distinct (text, int?) expression: dims repeat */
+    magi_smap memo;     /* key: text (borrowed from the region) -> index */
+    struct memo_val {
+        magi_num num;
+        magi_status st; /* MAGI_OK, or why it could not be evaluated */
+    } *memo_v[2];
+    uint32_t memo_n[2], memo_cap[2];
 } build_ctx;
+
+/* eval_text through the memo: an expression seen before costs one map
+ * lookup. A remembered value is returned at once; a remembered "no value"
+ * (unbacked, not a syntax error) too, unless the caller must report it
+ * (concrete mode): then it is evaluated again for the message. */
+static magi_status eval_memo(build_ctx *c, const char *text, int want_int, magi_num *num, int *syntax) {
+    uint32_t idx;
+    magi_smap *m = &c->memo;
+    int w = !!want_int;
+    /* two tables in one map: bit 31 of the value says which */
+    if (magi_smap_get(m, text, strlen(text), &idx) && (idx >> 31) == (uint32_t)w) {
+        const struct memo_val *v = &c->memo_v[w][idx & 0x7fffffffu];
+        *syntax = 0;
+        if (v->st == MAGI_OK) {
+            *num = v->num;
+            return MAGI_OK;
+        }
+        if (!(c->flags & MAGI_INPUTS_CONCRETE))
+            return magi_set_error(v->st, "expression '%.200s' has no value", text);
+    }
+    magi_status st = eval_text(c->r, c->scratch, text, want_int, num, syntax, &c->hints);
+    if (st && (*syntax || st == MAGI_ERR_NOMEM)) return st;
+    magi_status keep = st;
+    char msg[1024];
+    if (st) snprintf(msg, sizeof msg, "%s", magi_last_error());
+    if (c->memo_n[w] == c->memo_cap[w]) {
+        uint32_t nc = c->memo_cap[w] ? c->memo_cap[w] * 2 : 64;
+        struct memo_val *nv = realloc(c->memo_v[w], (size_t)nc * sizeof *nv);
+        if (!nv) return keep ? magi_set_error(keep, "%s", msg) : MAGI_OK; /* the memo is an optimisation */
+        c->memo_v[w] = nv;
+        c->memo_cap[w] = nc;
+    }
+    c->memo_v[w][c->memo_n[w]] = (struct memo_val){*num, keep};
+    if (magi_smap_put(m, text, strlen(text), c->memo_n[w] | ((uint32_t)w << 31))) c->memo_n[w]++;
+    if (keep) return magi_set_error(keep, "%s", msg);
+    return MAGI_OK;
+}
 
 #define CTX_FMT "placeholder '%s' (target '%s', placeholder #%u, node #%u): "
 #define CTX_ARGS(c) (c)->node->name, (c)->node->target, (c)->ph, (c)->node_idx
@@ -142,7 +207,7 @@ static magi_status build_dim(build_ctx *c, const magi_dim *d, magi_input_dim *ou
     if (st) return st;
     magi_num num;
     int syntax = 0;
-    st = eval_text(c->r, c->scratch, d->expr, 1, &num, &syntax);
+    st = eval_memo(c, d->expr, 1, &num, &syntax);
     if (st == MAGI_OK) {
         out->has_value = 1;
         out->value = num.i;
@@ -217,7 +282,7 @@ static magi_status build_scalar(build_ctx *c, const magi_example *ex, magi_input
     if (st) return st;
     magi_num num;
     int syntax = 0;
-    st = eval_text(c->r, c->scratch, text, ex->kind == MAGI_EX_SYMINT, &num, &syntax);
+    st = eval_memo(c, text, ex->kind == MAGI_EX_SYMINT, &num, &syntax);
     if (st == MAGI_OK) {
         if (is_float_kind && !num.is_float) num.f = (double)num.i;
         if (!is_float_kind && num.is_float) num.i = (int64_t)num.f;
@@ -300,6 +365,11 @@ magi_status magi_inputs_build(magi_inputs **out, const magi_region *r, unsigned 
     c.r = r;
     c.a = in->arena;
     c.flags = flags;
+    c.hints.r = r;
+    if (!magi_smap_reserve(&c.hints.m, r->n_symbols)) MAGI_FAIL(MAGI_ERR_NOMEM, "inputs: out of memory");
+    for (uint32_t i = r->n_symbols; i-- > 0;) /* the first of equal names wins, as the linear lookup did */
+        if (r->symbols[i].name && !magi_smap_put(&c.hints.m, r->symbols[i].name, strlen(r->symbols[i].name), i))
+            MAGI_FAIL(MAGI_ERR_NOMEM, "inputs: out of memory");
     for (uint32_t i = 0; i < r->n_nodes; i++) {
         if (r->nodes[i].op != MAGI_OP_PLACEHOLDER) continue;
         c.node = &r->nodes[i];
@@ -311,6 +381,10 @@ magi_status magi_inputs_build(magi_inputs **out, const magi_region *r, unsigned 
     *out = in;
     in = NULL;
 cleanup:
+    magi_smap_free(&c.hints.m);
+    magi_smap_free(&c.memo);
+    free(c.memo_v[0]);
+    free(c.memo_v[1]);
     magi_arena_free(c.scratch);
     magi_inputs_free(in);
     return st;
