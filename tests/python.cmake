@@ -9,7 +9,7 @@ if(Python3_Interpreter_FOUND AND NOT MAGI_SANITIZE)
     WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
   set_tests_properties(test_python PROPERTIES
     LABELS "python;nosan"
-    TIMEOUT 600
+    TIMEOUT 1200
     ENVIRONMENT "MAGI_AOT_LIB=$<TARGET_FILE:magi_aot>;MAGI_CLI=$<TARGET_FILE:magi-aot>;MAGI_FIXTURES_REAL=${MAGI_FIXTURES_REAL};PYTHONDONTWRITEBYTECODE=1")
   # The model zoo (python/tests/zoo_ci.py: tiny transformers models traced,
   # saved, reloaded in a fresh process, rebuilt): its own test, so its

@@ -8,6 +8,7 @@ files work without it.
 """
 from ._lib import MagiError, MagiUnsupported, lib_path
 from ._torch_required import TorchRequiredError, require_torch as _require_torch
+from .bind import bind_model
 from .region import (Region, fingerprint, inputs, load, load_bytes, load_many, region_from_doc, save,
                      save_doc)
 
@@ -37,4 +38,4 @@ def library_version():
 __all__ = ["MagiError", "MagiUnsupported", "TorchRequiredError", "Region", "load", "load_bytes", "load_many",
            "save", "save_doc",
            "fingerprint", "inputs", "region_from_doc", "graph_to_doc", "save_backend",
-           "lib_path", "library_version"]
+           "lib_path", "library_version", "bind_model"]

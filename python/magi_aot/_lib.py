@@ -63,6 +63,18 @@ class LoadOptions(Structure):
                 ("max_elements", c_uint64)]
 
 
+class OpaqueSection(Structure):
+    _fields_ = [("kind", c_uint32), ("data", c_void_p), ("len", c_size_t)]
+
+
+class SectionInfo(Structure):
+    _fields_ = [("kind", c_uint32), ("kind_name", c_char_p), ("offset", c_uint64),
+                ("stored_size", c_uint64), ("raw_size", c_uint64), ("sha256", c_uint8 * 32)]
+
+
+SECTION_COMPILED = 5
+
+
 class SaveOptions(Structure):
     _fields_ = [("version", c_uint32), ("zstd_level", c_int)]
 
@@ -201,6 +213,12 @@ _PROTOS = {
     "magi_artifact_save": (_STATUS, [c_void_p, c_char_p, POINTER(SaveOptions)]),
     "magi_artifact_encode": (_STATUS, [POINTER(c_void_p), POINTER(c_size_t), c_void_p,
                                        POINTER(SaveOptions)]),
+    "magi_artifact_encode_with": (_STATUS, [POINTER(c_void_p), POINTER(c_size_t), c_void_p,
+                                            POINTER(SaveOptions), POINTER(OpaqueSection),
+                                            c_uint32]),
+    "magi_artifact_read_section": (_STATUS, [c_void_p, c_uint32, POINTER(c_void_p),
+                                             POINTER(c_size_t)]),
+    "magi_artifact_get_section": (_STATUS, [c_void_p, c_uint32, POINTER(SectionInfo)]),
     "magi_write_file_atomic": (_STATUS, [c_char_p, c_void_p, c_size_t]),
     "magi_arena_new": (_STATUS, [POINTER(c_void_p), c_size_t]),
     "magi_arena_free": (None, [c_void_p]),
@@ -452,6 +470,18 @@ class CRegion:
         lib.magi_artifact_encode(byref(p), byref(n), self.ptr, byref(opts))
         return take_text(p, n.value)
 
+    def encode_with(self, extra, zstd_level=0):
+        """Artifact v1 bytes plus opaque sections: extra = [(kind, bytes), ...]."""
+        bufs = [ctypes.create_string_buffer(bytes(d), len(d)) for _, d in extra]
+        arr = (OpaqueSection * max(1, len(extra)))()
+        for i, ((kind, d), b) in enumerate(zip(extra, bufs)):
+            arr[i] = OpaqueSection(kind, ctypes.cast(b, c_void_p), len(d))
+        p = c_void_p()
+        n = c_size_t()
+        opts = SaveOptions(1, int(zstd_level))
+        lib.magi_artifact_encode_with(byref(p), byref(n), self.ptr, byref(opts), arr, len(extra))
+        return take_text(p, n.value)
+
     def save(self, path):
         lib.magi_artifact_save(self.ptr, cstr(path), None)
 
@@ -465,3 +495,33 @@ class CRegion:
 
     def __exit__(self, *a):
         self.close()
+
+
+def read_opaque_sections(data, kind=SECTION_COMPILED):
+    """The decompressed payloads of every section of `kind` in artifact bytes,
+    in table order. Each is SHA-256-verified by the library before it is
+    decompressed (MagiError MAGI_ERR_DIGEST naming the section otherwise)."""
+    buf = ctypes.create_string_buffer(bytes(data), len(data))
+    art = c_void_p()
+    lib.magi_artifact_open(byref(art), buf, len(data), None)
+    try:
+        out = []
+        # sections are enumerated until NOT_FOUND (no magi_artifact_info
+        # mirror here: that struct grows with the library)
+        for i in range(1 << 20):
+            si = SectionInfo()
+            try:
+                lib.magi_artifact_get_section(art, i, byref(si))
+            except MagiError as e:
+                if e.status == "MAGI_ERR_NOT_FOUND":
+                    break
+                raise
+            if si.kind != kind:
+                continue
+            p = c_void_p()
+            n = c_size_t()
+            lib.magi_artifact_read_section(art, i, byref(p), byref(n))
+            out.append(take_text(p, n.value))
+        return out
+    finally:
+        lib.magi_artifact_free(art)

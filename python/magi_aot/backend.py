@@ -13,6 +13,14 @@ ranks whose symbols are numbered differently share one entry). The backend
 then returns a runnable callable: `compiler(gm, example_inputs)` when a
 compiler is given (e.g. the inductor backend), else gm.forward (eager).
 
+With store_code=True the backend also compiles each region with
+Inductor's standalone compile and stores the compiled code in the same
+artifact as an opaque COMPILED section keyed by the environment
+(magi_aot.compiled); variants for other keys already in the entry are
+kept. It then returns the compiled callable, and publishes the model's
+region list (keys in model_idx order, each placeholder's Dynamo source)
+under the cache key `index_key(model_tag)` for magi_aot.bind.
+
 A failure to save never breaks the model: the error is recorded in
 entry.error and logged (strict=True raises instead).
 """
@@ -24,10 +32,16 @@ import threading
 import time
 from ctypes import byref, c_void_p
 
-from ._lib import CachePutResult, CRegion, cstr, has, lib
+import re
+
+from ._lib import (SECTION_COMPILED, CachePutResult, CRegion, MagiError, cstr, has, lib,
+                   read_opaque_sections)
 from .region import _dumps, load_bytes
 
-__all__ = ["SaveBackend", "SavedRegion", "cache_get"]
+__all__ = ["SaveBackend", "SavedRegion", "cache_get", "cache_get_bytes", "index_key",
+           "read_index"]
+
+MAX_VARIANTS = 4  # compiled-code variants kept per region (one per key)
 
 log = logging.getLogger("magi_aot")
 
@@ -36,7 +50,8 @@ class SavedRegion:
     """What the backend did with one region."""
 
     __slots__ = ("model_tag", "model_idx", "key", "fingerprint", "nodes", "bytes",
-                 "published", "walk_seconds", "save_seconds", "error")
+                 "published", "walk_seconds", "save_seconds", "error", "code_bytes",
+                 "compile_seconds", "sources")
 
     def __init__(self, **kw):
         for k in self.__slots__:
@@ -56,10 +71,19 @@ class _Cache:
         self.ptr = c_void_p()
         lib.magi_cache_open(byref(self.ptr), cstr(path))
 
-    def put(self, key, data):
+    def put(self, key, data, replace=False):
         res = CachePutResult()
-        lib.magi_cache_put(self.ptr, key.encode(), data, len(data), 0, byref(res))
+        lib.magi_cache_put(self.ptr, key.encode(), data, len(data), 1 if replace else 0,
+                           byref(res))
         return res
+
+    def get_or_none(self, key):
+        try:
+            return self.get(key)
+        except MagiError as e:
+            if e.status == "MAGI_ERR_NOT_FOUND":
+                return None
+            raise
 
     def get(self, key):
         p = c_void_p()
@@ -82,11 +106,28 @@ class _Cache:
         self.close()
 
 
+def cache_get_bytes(cache_dir, key):
+    """The verified bytes stored under `key`, or None when there is none."""
+    with _Cache(os.fspath(cache_dir)) as c:
+        return c.get_or_none(key)
+
+
 def cache_get(cache_dir, key, *, transport=None):
     """Load the region stored under `key` in a cache directory (verified)."""
     with _Cache(os.fspath(cache_dir)) as c:
         data = c.get(key)
     return load_bytes(data, transport=transport)
+
+
+def index_key(model_tag):
+    """Cache key of a model's region list."""
+    return "index." + (re.sub(r"[^A-Za-z0-9._-]", "_", str(model_tag)) or "_")[:150]
+
+
+def read_index(cache_dir, model_tag):
+    """The region list the backend published for model_tag, or None."""
+    data = cache_get_bytes(cache_dir, index_key(model_tag))
+    return None if data is None else json.loads(data.decode("utf-8"))
 
 
 def _traced_files():
@@ -115,13 +156,16 @@ class SaveBackend:
     """
 
     def __init__(self, cache_dir, model_tag, *, compile_config=None, compiler=None,
-                 start_idx=0, strict=False, zstd_level=0):
+                 start_idx=0, strict=False, zstd_level=0, store_code=False,
+                 inductor_options=None):
         self.cache_dir = os.fspath(cache_dir)
         self.model_tag = model_tag
         self.compile_config = compile_config
         self.compiler = compiler
         self.strict = strict
         self.zstd_level = zstd_level
+        self.store_code = store_code
+        self.inductor_options = inductor_options
         self.entries = []
         self._next = start_idx
         self._lock = threading.Lock()
@@ -130,34 +174,93 @@ class SaveBackend:
                 from ._lib import MagiUnsupported
                 raise MagiUnsupported(fn + "()")
 
-    def save_region(self, gm, model_idx):
+    def save_region(self, gm, model_idx, code=None):
+        """Walk, encode and publish one region. code: (payload builder,
+        compile seconds) when compiled code is stored with it."""
         from .fx import graph_to_doc
         t0 = time.perf_counter()
+        traced = _traced_files()
         doc = graph_to_doc(gm, model_tag=self.model_tag, model_idx=model_idx,
-                           traced_files=_traced_files(), compile_config=self.compile_config)
+                           traced_files=traced, compile_config=self.compile_config)
         text = _dumps(doc)
         t1 = time.perf_counter()
         with CRegion.from_json_text(text) as r:
-            data = r.encode(self.zstd_level)
             # the CLI's key: the canonical structural fingerprint, so ranks
             # whose Dynamo numbered symbols differently share one entry
             key = r.cache_key()
             fp = r.fingerprint() if has("magi_fingerprint_hex") else None
             n_nodes = r.struct.n_nodes
+            payload = None
+            if code is not None:
+                payload = code[0](doc, fp, traced)
+                data = self._with_variants(r, key, payload)
+            else:
+                data = r.encode(self.zstd_level)
         with _Cache(self.cache_dir) as c:
-            res = c.put(key, data)
+            res = c.put(key, data, replace=payload is not None)
         t2 = time.perf_counter()
+        from .compiled import placeholder_sources
         return SavedRegion(model_tag=self.model_tag, model_idx=model_idx, key=key,
                            fingerprint=fp, nodes=n_nodes, bytes=len(data),
                            published=bool(res.published), walk_seconds=t1 - t0,
-                           save_seconds=t2 - t0)
+                           save_seconds=t2 - t0, code_bytes=len(payload) if payload else 0,
+                           compile_seconds=code[1] if code else None,
+                           sources=placeholder_sources(gm))
+
+    def _with_variants(self, creg, key, payload):
+        """Artifact bytes holding `payload` plus the stored variants of the
+        entry already under `key` whose environment key differs."""
+        from .compiled import unpack
+        mine = unpack(payload)[0]["key"]
+        keep = []
+        with _Cache(self.cache_dir) as c:
+            old = c.get_or_none(key)
+        if old is not None:
+            try:
+                for raw in read_opaque_sections(old):
+                    if unpack(raw)[0].get("key") != mine:
+                        keep.append(raw)
+            except MagiError as e:  # a bad old entry: replaced, not merged
+                log.warning("magi_aot: entry %s: old compiled code dropped: %s", key, e)
+        sections = [(SECTION_COMPILED, payload)] + [(SECTION_COMPILED, k)
+                                                     for k in keep[:MAX_VARIANTS - 1]]
+        return creg.encode_with(sections, self.zstd_level)
+
+    def _compile(self, gm, example_inputs):
+        from .compiled import compile_region, environment_key, make_header, pack
+        from .compiled import placeholder_sources, region_device
+        t = time.perf_counter()
+        import torch
+        grad = torch.is_grad_enabled()
+        fn, blobs = compile_region(gm, example_inputs, options=self.inductor_options)
+        dt = time.perf_counter() - t
+        sources = placeholder_sources(gm)
+
+        def build(doc, fp, traced):
+            key = environment_key(region_device(doc), fp, "as_saved")
+            return pack(make_header(key, traced, sources, self.inductor_options, grad), blobs)
+        return fn, (build, dt)
+
+    def _publish_index(self):
+        with self._lock:
+            ents = [e.as_dict() for e in self.entries if not e.error]
+        doc = {"model_tag": self.model_tag, "regions": [
+            {"model_idx": e["model_idx"], "key": e["key"], "sources": e["sources"]}
+            for e in sorted(ents, key=lambda e: e["model_idx"])]}
+        with _Cache(self.cache_dir) as c:
+            c.put(index_key(self.model_tag), json.dumps(doc).encode(), replace=True)
 
     def __call__(self, gm, example_inputs):
         with self._lock:
             idx = self._next
             self._next += 1
+        fn = code = None
+        if self.store_code:
+            # compile first: a region whose code cannot be built is not
+            # published with a stale or missing variant
+            fn, code = self._compile(gm, example_inputs)
         try:
-            ent = self.save_region(gm, idx)
+            ent = self.save_region(gm, idx, code)
         except Exception as e:  # noqa: BLE001 - never break the model
             if self.strict:
                 raise
@@ -165,6 +268,14 @@ class SaveBackend:
             ent = SavedRegion(model_tag=self.model_tag, model_idx=idx, error=str(e))
         with self._lock:
             self.entries.append(ent)
+        if self.store_code:
+            try:
+                self._publish_index()
+            except Exception as e:  # noqa: BLE001
+                if self.strict:
+                    raise
+                log.warning("magi_aot: index of %s not published: %s", self.model_tag, e)
+            return fn
         if self.compiler is None:
             return gm.forward
         compiler = self.compiler

@@ -2,13 +2,15 @@
 # One device call on the H200 machine (PyTorch 2.11, CUDA 13, no msgpack or
 # jansson): build libmagi_aot from the working tree, run the Python tests
 # (binding + torch), then the save/load round trip and the benchmark.
-#   bash python/tests/gpu/run.sh [all|unittest|roundtrip|zoo|runtime]
+#   bash python/tests/gpu/run.sh [all|unittest|roundtrip|zoo|runtime|warmstart]
 # (zoo: the model-zoo table of gpu/zoo.py into $OUT/zoo, docs/ZOO.md)
 # (runtime: the library with the cuda backend, then examples/fsdp_e2e.py on
 # the GPU(s): 4 ranks - sharing the device on one GPU, gloo for the gathers
 # kept on c10d; NCCL with one GPU per rank - eager bit-exact, Inductor
 # within bf16 tolerance, opcheck of both operators, the plan-mismatch
 # check, alias binding, and the benchmark: symm host time, step time)
+# (warmstart: python/tests/gpu/warmstart.py into $OUT/warmstart - magi cache vs torch's
+# cold / warm / mega-cache warm start, fresh processes; not part of all: ~8 minutes)
 # Debian packages the machine lacks travel in .debs/ (see docs/PYTHON.md);
 # .debs/fallback/ holds zstd/OpenSSL/pkgconf, unpacked only when missing.
 # Logs and JSON results go to $OUT (or /tmp/magi-gpu-out).
@@ -80,7 +82,12 @@ if [ "$what" = all ] || [ "$what" = roundtrip ]; then
 fi
 if [ "$what" = all ] || [ "$what" = unittest ]; then
   stamp "unittest"
-  timeout 110 python3 -m unittest discover -s python/tests -v 2>&1 | tee "$OUT/unittest.log" | tail -60
+  timeout 300 python3 -m unittest discover -s python/tests -v 2>&1 | tee "$OUT/unittest.log" | tail -60
+  [ "${PIPESTATUS[0]}" -eq 0 ] || fail=1
+fi
+if [ "$what" = warmstart ]; then
+  stamp "warm start: magi cache vs torch.compile cold / warm / mega-cache"
+  timeout 560 python3 python/tests/gpu/warmstart.py --out "$OUT/warmstart" 2>&1 | tee "$OUT/warmstart.log" | tail -40
   [ "${PIPESTATUS[0]}" -eq 0 ] || fail=1
 fi
 if [ "$what" = zoo ]; then

@@ -1,0 +1,395 @@
+"""Compiled code of a region: store it in the artifact, load it back runnable.
+
+The save side (`compile_region`) compiles a region Dynamo handed over with
+Inductor's standalone compile (`torch._inductor.standalone_compile`,
+`dynamic_shapes="from_graph"`), serialises the result
+(`CompiledArtifact.save(format="binary")`) and packs it with the key it
+depends on into one payload that the C library stores as an opaque
+COMPILED section (kind 5: zstd, SHA-256; FORMAT.md).
+
+Payload (this module's format; the C library never looks inside):
+
+    b"MAGICODE" | u32 LE version (1) | u32 LE header length | header JSON |
+    blobs back to back, in the order the header lists them
+
+    header = {"key": {...}, "traced_files": {path: sha256}, "placeholders":
+              [{"name", "source"}], "blobs": [{"name", "size", "sha256"}],
+              "compiler": "inductor-standalone", "options": {...}}
+
+Blobs: "standalone" (the binary CompiledArtifact) and, on CPU, "so/REL"
+for every C++ kernel library Inductor built while compiling the region
+(Inductor's cache entry holds the generated Python module, not the shared
+objects its C++ kernels compile to; without them a fresh process would
+run the C++ compiler again). On GPU the Triton kernels are already inside
+the standalone artifact.
+
+The key (`environment_key`): torch version and git revision, Python
+version, CUDA version, Triton version, GPU architecture (sm_XY) or CPU
+vector ISA and machine, the region's canonical fingerprint as rewritten,
+and the transport the rewrite used ("as_saved": no gather rewritten).
+
+The load side (`load_region_code`) serves the stored code only when every
+key field equals the running one and every traced source file still has
+its recorded SHA-256; otherwise it compiles the region from its graph and
+rebuilt FakeTensor inputs (or, when a source changed, says the region is
+stale: its graph may no longer be what Dynamo would trace) and the report
+names the field or file. The payload is parsed only after the library
+verified the section's digest; the header is JSON, so nothing is
+unpickled before the key and the blob digests match.
+"""
+import atexit
+import contextlib
+import hashlib
+import json
+import os
+import platform
+import shutil
+import struct
+import sys
+import tempfile
+import time
+
+from ._lib import MagiError
+
+__all__ = ["environment_key", "pack", "unpack", "compile_region", "load_region_code",
+           "file_checksums", "placeholder_sources", "KEY_FIELDS"]
+
+MAGIC = b"MAGICODE"
+VERSION = 1
+MAX_HEADER = 64 << 20
+KEY_FIELDS = ("torch", "torch_git", "python", "cuda", "triton", "device", "fingerprint",
+              "transport")
+SIMULATE_ENV = "MAGI_AOT_SIMULATE_KEY"   # "field=value,..." overrides the running key
+
+
+def _err(msg, code=-4):
+    return MagiError(code, "compiled section: " + msg, "magi_aot.compiled")
+
+
+# ------------------------------------------------------------------ payload
+def pack(header, blobs):
+    """Payload bytes: header dict + [(name, bytes)] (see module doc)."""
+    header = dict(header)
+    header["blobs"] = [{"name": n, "size": len(b), "sha256": hashlib.sha256(b).hexdigest()}
+                       for n, b in blobs]
+    h = json.dumps(header, sort_keys=True, separators=(",", ":")).encode()
+    return b"".join([MAGIC, struct.pack("<II", VERSION, len(h)), h] + [b for _, b in blobs])
+
+
+def unpack(data):
+    """(header, {name: bytes}) of a payload; MagiError MAGI_ERR_FORMAT on
+    anything malformed (sizes are checked against the bytes present, every
+    blob's SHA-256 against the header)."""
+    data = memoryview(data)
+    if len(data) < 16 or bytes(data[:8]) != MAGIC:
+        raise _err("not a magi compiled-code payload (bad magic)")
+    ver, hlen = struct.unpack("<II", data[8:16])
+    if ver != VERSION:
+        raise _err("payload version %d, this reader knows %d" % (ver, VERSION), -5)
+    if hlen > MAX_HEADER or 16 + hlen > len(data):
+        raise _err("header of %d bytes does not fit in %d" % (hlen, len(data)))
+    try:
+        header = json.loads(bytes(data[16:16 + hlen]).decode("utf-8"))
+    except ValueError as e:
+        raise _err("header is not JSON: %s" % e)
+    if not isinstance(header, dict) or not isinstance(header.get("blobs"), list):
+        raise _err("header without a blob list")
+    off = 16 + hlen
+    blobs = {}
+    for b in header["blobs"]:
+        if not isinstance(b, dict) or not isinstance(b.get("size"), int) or b["size"] < 0:
+            raise _err("bad blob entry %r" % (b,))
+        end = off + b["size"]
+        if end > len(data):
+            raise _err("blob '%s' of %d bytes passes the end" % (b.get("name"), b["size"]))
+        raw = bytes(data[off:end])
+        if hashlib.sha256(raw).hexdigest() != b.get("sha256"):
+            raise _err("blob '%s': SHA-256 mismatch" % b.get("name"), -6)
+        blobs[str(b.get("name"))] = raw
+        off = end
+    if off != len(data):
+        raise _err("%d trailing bytes" % (len(data) - off))
+    return header, blobs
+
+
+# ------------------------------------------------------------------ keys
+def _triton_version():
+    try:
+        import triton
+        return triton.__version__
+    except Exception:  # noqa: BLE001 - absent or broken: part of the key
+        return None
+
+
+def region_device(doc):
+    """'cuda' when any placeholder lives on a CUDA device, else 'cpu'."""
+    for n in doc["graph"]["nodes"]:
+        if n.get("op") != "placeholder":
+            continue
+        ev = (n.get("meta") or {}).get("example_value")
+        if isinstance(ev, dict) and str(ev.get("device", "")).startswith("cuda"):
+            return "cuda"
+    return "cpu"
+
+
+def environment_key(device, fingerprint, transport):
+    """The key stored code depends on, for the running process."""
+    import torch
+    if device == "cuda":
+        cap = torch.cuda.get_device_capability()
+        dev = "cuda:sm_%d%d" % cap
+    else:
+        dev = "cpu:%s:%s" % (torch.backends.cpu.get_cpu_capability(), platform.machine())
+    key = {"torch": torch.__version__, "torch_git": getattr(torch.version, "git_version", None),
+           "python": "%d.%d" % sys.version_info[:2], "cuda": torch.version.cuda,
+           "triton": _triton_version(), "device": dev, "fingerprint": fingerprint,
+           "transport": transport}
+    sim = os.environ.get(SIMULATE_ENV)
+    if sim:
+        for item in sim.split(","):
+            k, _, v = item.partition("=")
+            if k in key:
+                key[k] = v
+    return key
+
+
+def key_differences(stored, running):
+    """[(field, stored value, running value)] for every field that differs."""
+    return [(f, stored.get(f), running.get(f)) for f in KEY_FIELDS
+            if stored.get(f) != running.get(f)]
+
+
+def file_checksums(paths):
+    """{path: sha256 hex or None when unreadable}."""
+    out = {}
+    for p in paths:
+        try:
+            with open(p, "rb") as f:
+                out[p] = hashlib.sha256(f.read()).hexdigest()
+        except OSError:
+            out[p] = None
+    return out
+
+
+def changed_files(recorded):
+    """Files whose content differs from the recorded SHA-256 (or vanished)."""
+    now = file_checksums(recorded)
+    return sorted(p for p, h in recorded.items() if now.get(p) != h)
+
+
+def placeholder_sources(gm):
+    """[{"name", "source"}] of the graph's placeholders: the Dynamo source
+    (`L['self']._modules['fc']._parameters['weight']`, `L['x']`,
+    `L['x'].size()[1]`) each one was bound from; None where unknown."""
+    out = []
+    for n in gm.graph.nodes:
+        if n.op != "placeholder":
+            continue
+        src = None
+        ga = n.meta.get("grapharg")
+        s = getattr(ga, "source", None)
+        if s is not None:
+            name = s.name
+            src = name() if callable(name) else name
+        out.append({"name": n.name, "source": src})
+    return out
+
+
+# ------------------------------------------------------------------ save side
+def _so_blobs(root):
+    blobs = []
+    for d, _, files in os.walk(root):
+        for f in sorted(files):
+            if f.endswith(".so"):
+                p = os.path.join(d, f)
+                rel = os.path.relpath(p, root)
+                with open(p, "rb") as fh:
+                    blobs.append(("so/" + rel, fh.read()))
+    return sorted(blobs)
+
+
+def compile_region(gm, example_inputs, *, options=None):
+    """Compile a Dynamo region with Inductor's standalone compile and return
+    (callable, [(blob name, bytes)]). Inductor's files go to a private cache
+    directory for the call, so the C++ kernel libraries of this region are
+    exactly the .so files found there."""
+    import torch  # noqa: F401
+    from torch._inductor import standalone_compile
+    from torch._inductor.runtime.cache_dir_utils import temporary_cache_dir
+    tmp = tempfile.mkdtemp(prefix="magi-sc-")
+    # Removed at exit, not now: the returned callable may still open files
+    # there (kernels loaded on first use).
+    atexit.register(shutil.rmtree, tmp, True)
+    with temporary_cache_dir(tmp), _config(cpp_cache_precompile_headers=False):
+        art = standalone_compile(gm, example_inputs, dynamic_shapes="from_graph",
+                                 options=dict(options or {}))
+        path = os.path.join(tmp, "region.standalone")
+        art.save(path=path, format="binary")
+        with open(path, "rb") as f:
+            blob = f.read()
+        os.unlink(path)
+        blobs = [("standalone", blob)] + _so_blobs(tmp)
+    return art, blobs
+
+
+def make_header(key, traced_files, placeholders, options=None, grad_enabled=False):
+    return {"key": key, "traced_files": file_checksums(traced_files),
+            "placeholders": placeholders, "compiler": "inductor-standalone",
+            "options": options or {}, "grad_enabled": bool(grad_enabled)}
+
+
+# ------------------------------------------------------------------ load side
+def _restore_so(blobs):
+    """Put the region's C++ kernel libraries where Inductor looks for them
+    (its cache directory, same relative path), unless already there."""
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+    root = os.path.realpath(cache_dir())
+    n = 0
+    for name, data in blobs.items():
+        if not name.startswith("so/"):
+            continue
+        rel = name[3:]
+        dst = os.path.realpath(os.path.join(root, rel))
+        if os.path.isabs(rel) or not dst.startswith(root + os.sep):
+            raise _err("kernel library path '%s' leaves the cache directory" % rel)
+        if os.path.exists(dst) and os.path.getsize(dst) == len(data):
+            continue
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(dst), prefix=".magi-")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, 0o755)
+        os.replace(tmp, dst)
+        n += 1
+    return n
+
+
+@contextlib.contextmanager
+def _load_config():
+    """Inductor settings while stored code is loaded:
+    - compile_threads=1: no compile-worker pool (loading compiles nothing,
+      and starting the pool costs seconds in a fresh process);
+    - cpp_cache_precompile_headers=False, as when the code was compiled
+      (compile_region): the kernel libraries' paths depend on it, and with
+      it on Inductor runs the preprocessor over its prefix header to find
+      the precompiled header, even when the libraries are in place."""
+    with _config(compile_threads=1, cpp_cache_precompile_headers=False):
+        yield
+
+
+def _config(**kw):
+    """inductor config.patch of the settings this torch release has."""
+    from torch._inductor import config
+    return config.patch({k: v for k, v in kw.items() if hasattr(config, k)})
+
+
+def load_standalone(blobs, timings):
+    """The runnable callable of a verified payload's blobs."""
+    from torch._inductor.standalone_compile import CompiledArtifact
+    t = time.perf_counter()
+    timings["restore_so_files"] = _restore_so(blobs)
+    fd, path = tempfile.mkstemp(prefix="magi-code-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(blobs["standalone"])
+        timings["write_s"] = time.perf_counter() - t
+        t = time.perf_counter()
+        with _load_config():
+            art = CompiledArtifact.load(path=path, format="binary")
+        timings["standalone_load_s"] = time.perf_counter() - t
+    finally:
+        os.unlink(path)
+    return art
+
+
+def compile_from_graph(region, timings, grad_enabled=False):
+    """Compile a region from its graph and rebuilt fake inputs (no Dynamo),
+    for the grad mode the stored code was compiled under (an inference
+    graph when grad was off, as under torch.no_grad())."""
+    import torch
+    from torch._inductor import standalone_compile
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+    t = time.perf_counter()
+    fake_mode = FakeTensorMode(shape_env=ShapeEnv())
+    args = region.fake_inputs(fake_mode)
+    gm = region.graph_module()
+    with torch.set_grad_enabled(grad_enabled):
+        try:
+            art = standalone_compile(gm, list(args), dynamic_shapes="from_example_inputs",
+                                     fake_mode=fake_mode)
+        except TypeError as e:  # a release without the fake_mode argument
+            if "fake_mode" not in str(e):
+                raise
+            art = standalone_compile(gm, list(args), dynamic_shapes="from_example_inputs")
+    timings["compile_s"] = time.perf_counter() - t
+    return art
+
+
+def rewritten(region):
+    """Did the load's transport rewrite change the graph (either way)?"""
+    return bool(region.n_rewritten or getattr(region, "n_restored", 0))
+
+
+def transport_used(region):
+    """The key's transport field for a loaded region: "as_saved" when the
+    load changed no gather, else the transport whose rewrite changed it."""
+    return region.transport if rewritten(region) else "as_saved"
+
+
+def choose(region, payloads, transport_used):
+    """Pick the stored variant matching the running key. Returns
+    (header, blobs, reason): header None when nothing matches, reason says
+    which key field or source file differed."""
+    from .region import fingerprint as fp_of
+    fp = fp_of(region.doc) if rewritten(region) else region.fingerprint
+    device = region_device(region.doc)
+    running = environment_key(device, fp, transport_used)
+    reasons = []
+    for raw in payloads:
+        header, blobs = unpack(raw)
+        stored = header.get("key") or {}
+        diff = key_differences(stored, running)
+        if diff:
+            reasons.append("; ".join("key '%s' differs: stored %r, running %r" % d for d in diff))
+            continue
+        changed = changed_files(header.get("traced_files") or {})
+        if changed:
+            return None, None, "source changed since the code was stored: %s" % ", ".join(changed)
+        return header, blobs, None
+    if not payloads:
+        return None, None, "no compiled code stored"
+    return None, None, " | ".join(reasons)
+
+
+def load_region_code(region, payloads, *, transport_used="as_saved", allow_compile=True):
+    """A runnable callable for a loaded region plus a report.
+
+    region          magi_aot.Region (as rewritten at load)
+    payloads        the COMPILED sections' bytes (verified by the library)
+    transport_used  "as_saved" when the load rewrote nothing, else the
+                    transport whose rewrite changed the graph
+    Returns (callable, report); report = {"served": "stored" | "compiled",
+    "reason": None | why the stored code was not used, "stale_sources":
+    [files] (then the graph itself may be stale: callers should re-trace),
+    "timings": {...}}."""
+    t0 = time.perf_counter()
+    timings = {}
+    header, blobs, reason = choose(region, payloads, transport_used)
+    report = {"served": None, "reason": reason, "stale_sources": [], "timings": timings,
+              "header": header}
+    if reason and reason.startswith("source changed"):
+        report["stale_sources"] = reason.split(": ", 1)[1].split(", ")
+    if header is not None:
+        fn = load_standalone(blobs, timings)
+        report["served"] = "stored"
+    else:
+        if not allow_compile:
+            raise MagiError(-11, "stored code not usable: %s" % reason, "load_region_code")
+        grad = False
+        if payloads:
+            grad = bool(unpack(payloads[0])[0].get("grad_enabled"))
+        fn = compile_from_graph(region, timings, grad)
+        report["served"] = "compiled"
+    timings["total_s"] = time.perf_counter() - t0
+    return fn, report

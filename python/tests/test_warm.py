@@ -1,0 +1,309 @@
+"""Compiled code in the artifact: the warm start on CPU (Inductor's C++ backend).
+
+Unit part (no compile): the payload format and its hostile inputs, the key
+comparison (environment, fingerprint as rewritten, transport, traced
+sources), Dynamo source parsing, the COMPILED section through the binding.
+
+Process part (python/tests/warm_child.py, each a fresh interpreter with a
+fresh Inductor cache directory): A traces and stores the small transformer
+of data/tiny_transformer.py; B loads it with zero Dynamo graphs, zero
+Inductor code generations and zero C++ builds and matches A's outputs
+exactly; C runs after the model's source file was edited and re-traces,
+naming the file; D simulates another torch version in the key and compiles
+from the stored graph, naming the field. Binding errors (missing
+parameter, wrong shape, wrong dtype) and the single-region rule use the
+cache A left.
+"""
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+from _util import HERE, ROOT, TORCH_REASON, fixture, torch_available
+
+import magi_aot
+from magi_aot import compiled
+from magi_aot._lib import SECTION_COMPILED, CRegion, MagiError, read_opaque_sections
+
+HAVE_TORCH = torch_available()
+MODEL_SRC = os.path.join(HERE, "data", "tiny_transformer.py")
+
+
+class Payload(unittest.TestCase):
+    def test_round_trip(self):
+        blobs = [("standalone", b"x" * 1000), ("so/ab/c.so", bytes(range(256)))]
+        data = compiled.pack({"key": {"torch": "t"}, "placeholders": []}, blobs)
+        header, got = compiled.unpack(data)
+        self.assertEqual(header["key"], {"torch": "t"})
+        self.assertEqual(got, dict(blobs))
+        self.assertEqual([b["sha256"] for b in header["blobs"]],
+                         [hashlib.sha256(b).hexdigest() for _, b in blobs])
+
+    def test_hostile(self):
+        data = compiled.pack({"key": {}}, [("standalone", b"abc" * 50)])
+        cases = {
+            "bad magic": b"XAGICODE" + data[8:],
+            "truncated": data[:-1],
+            "trailing": data + b"\0",
+            "short": data[:10],
+            "header past end": data[:12] + (2 ** 31).to_bytes(4, "little") + data[16:],
+            "flipped blob byte": data[:-5] + bytes([data[-5] ^ 1]) + data[-4:],
+            "newer version": data[:8] + (9).to_bytes(4, "little") + data[12:],
+        }
+        for what, bad in cases.items():
+            with self.subTest(what):
+                with self.assertRaises(MagiError) as cm:
+                    compiled.unpack(bad)
+                self.assertIn("compiled section", cm.exception.message)
+        with self.assertRaises(MagiError) as cm:
+            compiled.unpack(cases["flipped blob byte"])
+        self.assertEqual(cm.exception.status, "MAGI_ERR_DIGEST")
+
+    def test_through_the_artifact(self):
+        """The library carries the payload byte for byte; a flipped byte in
+        the stored section is refused before the payload is handed out."""
+        payload = compiled.pack({"key": {}}, [("standalone", os.urandom(5000))])
+        with open(fixture("block")) as f:
+            text = f.read()
+        with CRegion.from_json_text(text) as r:
+            data = r.encode_with([(SECTION_COMPILED, payload)])
+            plain = r.encode()
+        self.assertEqual(read_opaque_sections(data), [payload])
+        self.assertEqual(read_opaque_sections(plain), [])
+        region = magi_aot.load_bytes(data)
+        self.assertEqual(region.ignored, [])
+        bad = bytearray(data)
+        bad[-100] ^= 0x01   # inside the last section: the compiled one
+        with self.assertRaises(MagiError) as cm:
+            read_opaque_sections(bytes(bad))
+        self.assertEqual(cm.exception.status, "MAGI_ERR_DIGEST")
+        self.assertIn("compiled", cm.exception.message)
+
+
+class _FakeRegion:
+    def __init__(self, fp, n_rewritten=0, transport="nccl"):
+        self.doc = {"graph": {"nodes": []}}
+        self.fingerprint = fp
+        self.n_rewritten = n_rewritten
+        self.n_restored = 0
+        self.transport = transport
+
+
+@unittest.skipUnless(HAVE_TORCH, TORCH_REASON)
+class Keys(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(self.tmp.cleanup)
+        self.src = os.path.join(self.tmp.name, "model.py")
+        with open(self.src, "w") as f:
+            f.write("x = 1\n")
+
+    def payload(self, fp="f" * 64, transport="as_saved"):
+        key = compiled.environment_key("cpu", fp, transport)
+        return compiled.pack(compiled.make_header(key, [self.src], []), [("standalone", b"")])
+
+    def test_match(self):
+        h, _, why = compiled.choose(_FakeRegion("f" * 64), [self.payload()], "as_saved")
+        self.assertIsNone(why)
+        self.assertIsNotNone(h)
+
+    def test_simulated_field_named(self):
+        stored = self.payload()
+        os.environ[compiled.SIMULATE_ENV] = "torch=0.0-simulated"
+        try:
+            h, _, why = compiled.choose(_FakeRegion("f" * 64), [stored], "as_saved")
+        finally:
+            del os.environ[compiled.SIMULATE_ENV]
+        self.assertIsNone(h)
+        self.assertIn("key 'torch' differs", why)
+        self.assertIn("0.0-simulated", why)
+
+    def test_transport_rewrite_named(self):
+        """Code stored for the graph as saved is not served to a region the
+        load rewrote (copy-engine gathers): fingerprint and transport differ."""
+        from unittest import mock
+        with mock.patch("magi_aot.region.fingerprint", return_value="e" * 64):
+            h, _, why = compiled.choose(_FakeRegion("f" * 64, n_rewritten=3,
+                                                    transport="copy_engine"),
+                                        [self.payload()], "copy_engine")
+        self.assertIsNone(h)
+        self.assertIn("key 'transport' differs: stored 'as_saved', running 'copy_engine'", why)
+        self.assertIn("key 'fingerprint' differs", why)
+
+    def test_second_variant_used(self):
+        """Of two stored variants the one matching the running key is served."""
+        other = compiled.pack(compiled.make_header(
+            dict(compiled.environment_key("cpu", "f" * 64, "as_saved"), device="cuda:sm_90"),
+            [self.src], []), [("standalone", b"other")])
+        mine = compiled.pack(compiled.make_header(
+            compiled.environment_key("cpu", "f" * 64, "as_saved"), [self.src], []),
+            [("standalone", b"mine")])
+        h, blobs, why = compiled.choose(_FakeRegion("f" * 64), [other, mine], "as_saved")
+        self.assertIsNone(why)
+        self.assertEqual(blobs["standalone"], b"mine")
+
+    def test_changed_source_named(self):
+        p = self.payload()
+        with open(self.src, "a") as f:
+            f.write("# edited\n")
+        h, _, why = compiled.choose(_FakeRegion("f" * 64), [p], "as_saved")
+        self.assertIsNone(h)
+        self.assertIn("source changed", why)
+        self.assertIn(self.src, why)
+
+
+class Sources(unittest.TestCase):
+    def test_forms(self):
+        from magi_aot.bind import parse_source
+        root, steps = parse_source("L['self']._modules['layers']._modules['0']._parameters['weight']")
+        self.assertEqual(root, "self")
+        self.assertEqual(steps, [("module", "layers"), ("module", "0"), ("param", "weight")])
+        self.assertEqual(parse_source("L['args'][0].size()[1]"),
+                         ("args", [("index", 0), ("size", 1)]))
+        self.assertEqual(parse_source("L['self'].rot._buffers['inv_freq']"),
+                         ("self", [("attr", "rot"), ("buffer", "inv_freq")]))
+        for bad in ("G['torch'].x", "L['x'].foo()", "", None):
+            with self.assertRaises(MagiError):
+                parse_source(bad)
+
+
+def _run_child(cache, model_py, state, out, *extra):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.path.join(ROOT, "python")
+    proc = subprocess.run([sys.executable, os.path.join(HERE, "warm_child.py"), cache, model_py,
+                           state, out] + list(extra), capture_output=True, text=True, env=env,
+                          timeout=900)
+    if proc.returncode != 0:
+        raise AssertionError("child failed (%d):\n%s\n%s" % (proc.returncode, proc.stdout[-3000:],
+                                                            proc.stderr[-6000:]))
+    with open(out) as f:
+        return json.load(f)
+
+
+@unittest.skipUnless(HAVE_TORCH, TORCH_REASON)
+class WarmStartProcesses(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        import torch
+        cls.torch = torch
+        cls.tmp = tempfile.mkdtemp(prefix="magi-warm-")
+        cls.model_py = os.path.join(cls.tmp, "tiny_transformer.py")
+        shutil.copy(MODEL_SRC, cls.model_py)
+        cls.mod = cls._import(cls.model_py)
+        torch.manual_seed(0)
+        cls.state = os.path.join(cls.tmp, "state.pt")
+        torch.save(cls.mod.Model(cls.mod.CONFIG).state_dict(), cls.state)
+        cls.cache = os.path.join(cls.tmp, "cache")
+        run = lambda name, *extra: _run_child(cls.cache, cls.model_py, cls.state,  # noqa: E731
+                                              os.path.join(cls.tmp, name + ".json"), *extra)
+        cls.a = run("a")
+        cls.b = run("b")
+        cls.d = run("d", "--simulate", "torch=0.0-simulated")
+        with open(cls.model_py, "a") as f:
+            f.write("\n# edited after the cache was filled\n")
+        cls.c = run("c")
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    @staticmethod
+    def _import(path):
+        import importlib.util
+        spec = importlib.util.spec_from_file_location("tiny_transformer_t", path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        return mod
+
+    def outs(self, name):
+        return self.torch.load(os.path.join(self.tmp, name + ".json.pt"))
+
+    def test_first_process_traces_and_stores(self):
+        self.assertEqual(self.a["report"]["served"], "traced")
+        self.assertIn("no region stored", self.a["report"]["reason"])
+        self.assertGreaterEqual(self.a["counts"]["inductor_codegen"], 1)
+        self.assertLess(self.a["max_abs_vs_eager"], 1e-4)
+
+    def test_second_process_compiles_nothing(self):
+        b = self.b
+        self.assertEqual(b["report"]["served"], "stored", b["report"])
+        self.assertIsNone(b["report"]["reason"])
+        self.assertEqual(b["dynamo_unique_graphs"], 0)
+        self.assertEqual(b["counts"], {"inductor_codegen": 0, "cpp_builds": 0})
+        for x, y in zip(self.outs("a"), self.outs("b")):
+            self.assertTrue(self.torch.equal(x, y))
+        self.assertLess(b["max_abs_vs_eager"], 1e-4)
+
+    def test_edited_source_recompiles_and_says_why(self):
+        c = self.c
+        self.assertEqual(c["report"]["served"], "traced")
+        self.assertIn("source changed", c["report"]["reason"])
+        self.assertIn(self.model_py, c["report"]["reason"])
+        self.assertGreaterEqual(c["counts"]["inductor_codegen"], 1)
+        self.assertLess(c["max_abs_vs_eager"], 1e-4)
+
+    def test_changed_key_compiles_from_graph_and_says_why(self):
+        d = self.d
+        self.assertEqual(d["report"]["served"], "compiled")
+        self.assertIn("key 'torch' differs", d["report"]["reason"])
+        self.assertEqual(d["dynamo_unique_graphs"], 0)   # from the stored graph, no trace
+        self.assertGreaterEqual(d["counts"]["inductor_codegen"], 1)
+        for x, y in zip(self.outs("a"), self.outs("d")):
+            self.assertTrue(self.torch.allclose(x, y, atol=1e-5))
+
+    def test_inspect_lists_compiled_section(self):
+        from magi_aot.backend import cache_get_bytes, read_index
+        idx = read_index(self.cache, "tiny")
+        self.assertEqual(len(idx["regions"]), 1)
+        data = cache_get_bytes(self.cache, idx["regions"][0]["key"])
+        path = os.path.join(self.tmp, "entry.magi")
+        with open(path, "wb") as f:
+            f.write(data)
+        cli = os.environ.get("MAGI_CLI")
+        if not cli:
+            self.skipTest("MAGI_CLI not set (CTest sets it)")
+        out = subprocess.run([cli, "inspect", path], capture_output=True, text=True)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertIn("compiled", out.stdout)
+        self.assertEqual(subprocess.run([cli, "verify", path]).returncode, 0)
+
+    def _bind(self, mutate):
+        torch = self.torch
+        m = self._import(self.model_py).Model(self.mod.CONFIG)
+        m.load_state_dict(torch.load(self.state))
+        mutate(m)
+        with self.assertRaises(MagiError) as cm:
+            magi_aot.bind_model(m, self.cache, "tiny")
+        return cm.exception.message
+
+    def test_bind_errors_name_the_parameter(self):
+        torch = self.torch
+        # the edited source (test C) stored a fresh region: bind to it
+        msg = self._bind(lambda m: delattr(m.proj, "weight"))
+        self.assertIn("_modules['proj']._parameters['weight']", msg)
+        msg = self._bind(lambda m: setattr(m.proj, "weight", torch.nn.Parameter(torch.zeros(5, 5))))
+        self.assertIn("_modules['proj']._parameters['weight']: shape [5, 5]", msg)
+        msg = self._bind(lambda m: m.head.to(torch.float64))
+        self.assertIn("_modules['head']", msg)
+        self.assertIn("float64", msg)
+
+    def test_graph_breaks_need_a_single_region(self):
+        from magi_aot.backend import _Cache, index_key
+        cache = os.path.join(self.tmp, "cache-two")
+        doc = {"model_tag": "two", "regions": [{"model_idx": 0, "key": "a", "sources": []},
+                                               {"model_idx": 1, "key": "b", "sources": []}]}
+        with _Cache(cache) as c:
+            c.put(index_key("two"), json.dumps(doc).encode())
+        m = self.mod.Model(self.mod.CONFIG)
+        with self.assertRaises(MagiError) as cm:
+            magi_aot.bind_model(m, cache, "two")
+        self.assertIn("2 regions", cm.exception.message)
+        self.assertIn("single region", cm.exception.message)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,71 @@
+"""One fresh process of the warm-start test (CPU, Inductor's C++ backend).
+
+    warm_child.py CACHE MODEL_PY STATE OUT [--simulate FIELD=VALUE]
+
+Builds the model of MODEL_PY (`Model(cfg)`), loads STATE, binds it to the
+magi cache CACHE with magi_aot.bind_model and runs two calls (two sequence
+lengths). Inductor's own cache directory is fresh for every process, so
+only the magi artifact can supply compiled code. Writes OUT (JSON: the
+report, compile counts) and OUT.pt (the outputs).
+"""
+import importlib.util
+import json
+import os
+import sys
+import tempfile
+import time
+
+T0 = time.perf_counter()
+cache, model_py, state, out = sys.argv[1:5]
+if "--simulate" in sys.argv:
+    os.environ["MAGI_AOT_SIMULATE_KEY"] = sys.argv[sys.argv.index("--simulate") + 1]
+os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="ind-")
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "."))
+
+import torch  # noqa: E402
+import torch._inductor.graph as graph  # noqa: E402
+import torch._inductor.cpp_builder as cpp_builder  # noqa: E402
+from torch._dynamo.utils import counters  # noqa: E402
+
+import magi_aot  # noqa: E402
+
+COUNT = {"inductor_codegen": 0, "cpp_builds": 0}
+
+
+def _count(cls, name, what):
+    orig = getattr(cls, name)
+
+    def wrapped(*a, **k):
+        COUNT[what] += 1
+        return orig(*a, **k)
+    setattr(cls, name, wrapped)
+
+
+_count(graph.GraphLowering, "compile_to_module", "inductor_codegen")
+_count(cpp_builder.CppBuilder, "build", "cpp_builds")
+
+spec = importlib.util.spec_from_file_location("tiny_model", model_py)
+mod = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(mod)
+model = mod.Model(mod.CONFIG).eval()
+model.load_state_dict(torch.load(state))
+ids = [torch.arange(2 * n).reshape(2, n) % mod.CONFIG["vocab"] for n in (12, 20)]
+t = time.perf_counter()
+fwd = magi_aot.bind_model(model, cache, "tiny")
+outs = []
+with torch.no_grad():
+    for i, x in enumerate(ids):
+        outs.append(fwd(x)[0])
+        if i == 0:
+            t_first = time.perf_counter() - t
+    eager = [model(x) for x in ids]
+torch.save(outs, out + ".pt")
+rep = dict(fwd.report)
+rep.pop("header", None)
+res = {"report": rep, "counts": COUNT, "dynamo_unique_graphs": counters["stats"]["unique_graphs"],
+       "first_output_s": t_first, "process_s": time.perf_counter() - T0,
+       "max_abs_vs_eager": max(float((a - b).abs().max()) for a, b in zip(outs, eager))}
+with open(out, "w") as f:
+    json.dump(res, f, default=str)
+print(json.dumps(res, default=str))
