@@ -679,6 +679,55 @@ static void test_cache_unreadable_reported(void) {
     free(odd);
 }
 
+/* An entry under block's fingerprint key that holds another region (its
+ * own digest fine) is never served: get and verify quarantine it. */
+static void test_cache_poisoning(void) {
+    char *base = mt_tmpdir();
+    char *cdir = mt_fmt("%s/cache", base);
+    magi_region *block = NULL, *other = NULL;
+    char *jb = mt_fixture("block.json"), *jo = mt_fixture("fsdp_block.json");
+    MT_OK(magi_json_read_file(&block, jb, NULL));
+    MT_OK(magi_json_read_file(&other, jo, NULL));
+    char key[65];
+    MT_OK(magi_cache_region_key(key, block));
+    void *bytes = NULL, *good = NULL;
+    size_t len = 0, glen = 0;
+    MT_OK(magi_artifact_encode(&bytes, &len, other, NULL));
+    MT_OK(magi_artifact_encode(&good, &glen, block, NULL));
+    magi_cache *c = NULL;
+    MT_OK(magi_cache_open(&c, cdir));
+    for (int round = 0; round < 2; round++) {
+        MT_OK(magi_cache_put(c, key, bytes, len, MAGI_CACHE_PUT_REPLACE, NULL));
+        void *out = NULL;
+        size_t olen = 0;
+        int q = 0;
+        magi_cache_report r;
+        magi_status st = round == 0 ? magi_cache_get(c, key, NULL, 0, &out, &olen, NULL, &q)
+                                    : magi_cache_verify(c, &r);
+        MT_CHECK(st != MAGI_OK && strstr(magi_last_error(), "is not its key"), "%s served a poisoned entry: %d %s",
+                 round == 0 ? "get" : "verify", st, magi_last_error());
+        MT_CHECK(round == 1 || q == 1, "get did not quarantine the poisoned entry");
+        free(out);
+    }
+    /* the right content under its key is served */
+    MT_OK(magi_cache_put(c, key, good, glen, MAGI_CACHE_PUT_REPLACE, NULL));
+    void *out = NULL;
+    size_t olen = 0;
+    MT_OK(magi_cache_get(c, key, NULL, 0, &out, &olen, NULL, NULL));
+    MT_CHECK(olen == glen, "served %zu bytes", olen);
+    free(out);
+    magi_cache_free(c);
+    magi_free(bytes);
+    magi_free(good);
+    magi_region_free(block);
+    magi_region_free(other);
+    mt_rmtree(base);
+    free(base);
+    free(cdir);
+    free(jb);
+    free(jo);
+}
+
 /* ------------------------------------------------------------ load --emit */
 
 /* The file is rewritten in place after the load verified it: the emitted
@@ -722,4 +771,4 @@ MT_MAIN(MT_CASE(test_host_dir_other_user), MT_CASE(test_host_dir_mode_and_symlin
         MT_CASE(test_host_small_tmpfs), MT_CASE(test_sock_idle_and_forged), MT_CASE(test_sock_other_user),
         MT_CASE(test_window_cap), MT_CASE(test_cache_symlinks), MT_CASE(test_cache_root_permissions),
         MT_CASE(test_cache_fifo_and_sparse), MT_CASE(test_cache_unreadable_reported),
-        MT_CASE(test_emit_after_swap))
+        MT_CASE(test_emit_after_swap), MT_CASE(test_cache_poisoning))

@@ -70,6 +70,13 @@ magi_status magi_map_file(magi_mapped *m, const char *path, uint64_t max_bytes);
 void magi_unmap_file(magi_mapped *m);
 
 /* Append `s` to list *v (n entries) in the region's arena unless present. */
+/* Cache poisoning guard (src/rebuild/cache_key.c): a key of 64 lower-case
+ * hex digits is a canonical fingerprint, and an entry under it must hold an
+ * artifact whose fingerprint is that key. 0: fine (or not a fingerprint
+ * key); -1: why[] says what is wrong. */
+int magi_cache_key_is_fingerprint(const char *key);
+int magi_cache_content_check(const char *key, const void *data, size_t len, char *why, size_t cap);
+
 #define MAGI_REGION_NOTES_MAX 4096u
 magi_status magi_region_note(magi_region *r, const char ***v, uint32_t *n, const char *s);
 /* Directories other users must not control (src/core/safedir.c). The

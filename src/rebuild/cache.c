@@ -602,6 +602,9 @@ magi_status magi_cache_get(magi_cache *c, const char *key, const char *expect_sh
         buf = malloc(h.len ? (size_t)h.len : 1);
         if (!buf) MAGI_FAIL(MAGI_ERR_NOMEM, "cache entry '%s': out of memory for %llu bytes", key, (unsigned long long)h.len);
         bad = body_check(fd, &h, buf, why, sizeof why) != 0;
+        /* its own digest is not enough: under a fingerprint key the content
+         * must be that region (else another region is served) */
+        if (!bad) bad = magi_cache_content_check(key, buf, (size_t)h.len, why, sizeof why) != 0;
     }
     if (bad) {
         char where[1024] = "";
@@ -757,7 +760,17 @@ magi_status magi_cache_verify(magi_cache *c, magi_cache_report *rep) {
                 snprintf(first_skip, sizeof first_skip, "cache entry '%s' cannot be opened: %s", names[i], strerror(e));
             continue;
         }
-        if (head_read(fd, names[i], &h, &sb, why, sizeof why) == 0 && body_check(fd, &h, NULL, why, sizeof why) == 0) {
+        int good = head_read(fd, names[i], &h, &sb, why, sizeof why) == 0;
+        if (good && magi_cache_key_is_fingerprint(names[i])) {
+            uint8_t *buf = malloc(h.len ? (size_t)h.len : 1);
+            good = buf && body_check(fd, &h, buf, why, sizeof why) == 0 &&
+                   magi_cache_content_check(names[i], buf, (size_t)h.len, why, sizeof why) == 0;
+            if (!buf) snprintf(why, sizeof why, "out of memory");
+            free(buf);
+        } else if (good) {
+            good = body_check(fd, &h, NULL, why, sizeof why) == 0;
+        }
+        if (good) {
             r.entries_ok++;
         } else if (quarantine_entry(c, names[i], fd, where, sizeof where)) {
             if (!r.quarantined)
