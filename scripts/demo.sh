@@ -67,7 +67,8 @@ for f in fixtures/real/*.json; do
   name=$(basename "$f" .json)
   "$cli" inputs "$out/$name.magi" >"$out/$name.inputs.json"
   total=$(grep -c '"index"' "$out/$name.inputs.json" || true)
-  list=$(grep '"index"' "$out/$name.inputs.json" | head -n 3 |
+  # sed reads every line (no early-exiting head under pipefail: SIGPIPE)
+  list=$(grep '"index"' "$out/$name.inputs.json" | sed -n '1,3p' |
     sed -n 's/.*"name": "\([^"]*\)".*"kind":"\([a-z]*\)"\(,"dtype":"\([a-z0-9]*\)","shape":\(\[[^]]*\]\)\)\{0,1\}.*/\1 \4\5 \2/p' |
     sed 's/ tensor$//; s/"//g; s/  */ /g' |
     awk '{ if (length($1) > 24) $1 = substr($1, 1, 21) "..."; print }' | paste -sd ';' | sed 's/;/;  /g')

@@ -66,7 +66,9 @@ class PipInstall(unittest.TestCase):
             code = ("import magi_aot, os; "
                     "assert magi_aot.__file__.startswith(os.path.realpath(%r)), magi_aot.__file__; "
                     "print(magi_aot.fingerprint(%r))" % (env_dir, fixture("block")))
-            r = subprocess.run([py, "-c", code], capture_output=True, text=True, cwd=tmp, timeout=120)
+            env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # the installed copy, not the tree
+            r = subprocess.run([py, "-c", code], capture_output=True, text=True, cwd=tmp, timeout=120,
+                               env=env)
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertEqual(len(r.stdout.strip()), 64, r.stdout)
 
