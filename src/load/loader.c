@@ -97,8 +97,8 @@ void magi_loader_free(magi_loader *ld) {
     if (!ld) return;
     clear(ld);
     for (uint32_t i = 0; i < ld->cap; i++) {
+        magi_arena_free(ld->e[i].mem.arena); /* first: the next call clears mem */
         magi_load_memory_free(&ld->e[i].mem);
-        magi_arena_free(ld->e[i].mem.arena);
     }
     free(ld->e);
     free(ld);
