@@ -2,6 +2,18 @@
 #include "load_internal.h"
 #include <string.h>
 
+/* One {"node", "from", "to"} entry of a JSON list of retargeted gathers. */
+static void put_retarget(magi_buf *o, int *first, const magi_symm_gather *g) {
+    magi_buf_puts(o, *first ? "{\"node\": " : ", {\"node\": ");
+    magi_buf_put_json_str(o, g->name);
+    magi_buf_puts(o, ", \"from\": ");
+    magi_buf_put_json_str(o, g->from);
+    magi_buf_puts(o, ", \"to\": ");
+    magi_buf_put_json_str(o, g->to);
+    magi_buf_puts(o, "}");
+    *first = 0;
+}
+
 static const char *opt_transport_name(magi_load_transport t) {
     return t == MAGI_LOAD_TRANSPORT_NCCL ? "nccl" : t == MAGI_LOAD_TRANSPORT_COPY_ENGINE ? "copy_engine" : "auto";
 }
@@ -60,14 +72,7 @@ static void report_json(magi_buf *o, magi_loader *ld) {
         int first = 1;
         for (uint32_t k = 0; k < ng; k++) {
             if (g[k].reason != MAGI_SYMM_REWRITTEN || g[k].already_symm) continue;
-            magi_buf_puts(o, first ? "{\"node\": " : ", {\"node\": ");
-            magi_buf_put_json_str(o, g[k].name);
-            magi_buf_puts(o, ", \"from\": ");
-            magi_buf_put_json_str(o, g[k].from);
-            magi_buf_puts(o, ", \"to\": ");
-            magi_buf_put_json_str(o, g[k].to);
-            magi_buf_puts(o, "}");
-            first = 0;
+            put_retarget(o, &first, &g[k]);
         }
         magi_buf_puts(o, "],\n   \"already_symm\": [");
         first = 1;
@@ -81,14 +86,7 @@ static void report_json(magi_buf *o, magi_loader *ld) {
         first = 1;
         for (uint32_t k = 0; k < ng; k++) {
             if (!g[k].already_symm || g[k].reason == MAGI_SYMM_REWRITTEN) continue;
-            magi_buf_puts(o, first ? "{\"node\": " : ", {\"node\": ");
-            magi_buf_put_json_str(o, g[k].name);
-            magi_buf_puts(o, ", \"from\": ");
-            magi_buf_put_json_str(o, g[k].from);
-            magi_buf_puts(o, ", \"to\": ");
-            magi_buf_put_json_str(o, g[k].to);
-            magi_buf_puts(o, "}");
-            first = 0;
+            put_retarget(o, &first, &g[k]);
         }
         magi_buf_puts(o, "],\n   \"kept_nccl\": [");
         first = 1;
