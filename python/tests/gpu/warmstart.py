@@ -67,7 +67,15 @@ def _model(kind):
         vocab = 1024
         m = tf.MixtralForCausalLM(cfg)
     m.config.use_cache = False
-    m = m.to(DEVICE, torch.bfloat16).eval()
+    # The MoE runs in float32: in bfloat16 its top-2 expert choice flips on
+    # near-ties between eager and compiled kernels (differences up to 0.4 in
+    # the logits of a random tiny model, compiled-vs-compiled outputs equal),
+    # so an eager check could not tell a wrong load from a tie broken the
+    # other way. MAGI_WARMSTART_MOE_DTYPE=bfloat16 shows it.
+    dtype = torch.bfloat16
+    if kind == "moe":
+        dtype = getattr(torch, os.environ.get("MAGI_WARMSTART_MOE_DTYPE", "float32"))
+    m = m.to(DEVICE, dtype).eval()
     ids = torch.randint(0, vocab, (2, SEQ), device=DEVICE)
     torch._dynamo.mark_dynamic(ids, 1)
     return m, ids
@@ -115,12 +123,26 @@ def worker(mode, root):
     if mode == "magi-flip":
         return flip(cache, res)
     tag = "warmstart-" + kind
+    prof = None
+    if os.environ.get("MAGI_WARMSTART_PROFILE") == "1" and mode != "magi-save":
+        import cProfile
+        prof = cProfile.Profile()
+        prof.enable()
     t = time.perf_counter()
     with torch.no_grad():
         fwd = magi_aot.bind_model(m, cache, tag, dynamic=None)
         out = _logits(fwd(ids))
         _sync()
     res["first_call_s"] = round(time.perf_counter() - t, 3)
+    if prof is not None:  # where the first call's time goes, by cumulative time
+        import io
+        import pstats
+        prof.disable()
+        buf = io.StringIO()
+        pstats.Stats(prof, stream=buf).sort_stats("cumulative").print_stats(60)
+        pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(40)
+        with open(os.path.join(root, "profile-%s.txt" % mode), "w") as f:
+            f.write(buf.getvalue())
     rep = dict(fwd.report)
     rep.pop("header", None)
     res["served"] = rep.get("served")
