@@ -1,5 +1,7 @@
 # SymmBuffer planning, copy-engine rewrite, host backend, `magi-aot load`.
 magi_add_unit_test(test_symm SOURCES ${PROJECT_SOURCE_DIR}/tests/test_symm.c LABELS unit)
+# Coalesced-gather geometry: flat output layout and 2D runs (no GPU).
+magi_add_unit_test(test_symm_bucket SOURCES ${PROJECT_SOURCE_DIR}/tests/test_symm_bucket.c LABELS unit)
 magi_add_unit_test(test_symm_crossproc SOURCES ${PROJECT_SOURCE_DIR}/tests/test_symm_crossproc.c LABELS crossproc)
 magi_add_unit_test(test_symm_cli SOURCES ${PROJECT_SOURCE_DIR}/tests/test_symm_cli.c LABELS cli)
 add_dependencies(test_symm_cli magi-aot)

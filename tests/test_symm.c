@@ -244,6 +244,80 @@ static void test_synthetic_rules(void) {
     magi_region_free(a);
 }
 
+/* A mixed bucket (two transformer layers: q k v o [16,64], gate up [44,64],
+ * down [16,176], norms [16] bf16, a [16] fp32 scale) is laid out class by
+ * class: in its window, the shards of one byte size are one arithmetic
+ * progression in input order, classes in order of first appearance, and no
+ * other slot sits inside a class. The output layout puts each class's
+ * outputs back to back at pitch group_size x nbytes. */
+static void test_bucket_window_layout(void) {
+    magi_region *r = load_json(SYNTH("synth_bucket.json"));
+    const magi_region *rs[1] = {r};
+    magi_symm_plan *p = NULL;
+    MT_OK(magi_symm_plan_build(&p, rs, 1, NULL));
+    const magi_symm_gather *g = gather_named(p, 0, "bucket");
+    MT_REQUIRE(g && g->reason == MAGI_SYMM_REWRITTEN && g->n_slots == 20, "%s", g ? g->detail : "no gather");
+    uint32_t nw, ns;
+    const magi_symm_window *w = magi_symm_plan_windows(p, &nw);
+    const magi_symm_slot *s = magi_symm_plan_slots(p, &ns);
+    MT_REQUIRE(nw == 2 && ns == 21, "%u windows, %u slots", nw, ns);
+    MT_CHECK(!strcmp(w[0].dtype, "bfloat16") && !strcmp(w[1].dtype, "float32"));
+    /* the single gather of emb comes first in graph order: offset 0 */
+    const magi_symm_slot *emb = slot_of_weight(p, "L_self_parameters_emb_");
+    MT_REQUIRE(emb);
+    MT_CHECK(emb->window == 0 && emb->offset == 0);
+    /* classes of the bucket in order of first appearance: q-like 2048 B,
+     * gate-like 5632 B (gate, up and down), norms 32 B (bf16), scale 64 B (fp32) */
+    const uint64_t cls[4] = {2048, 5632, 32, 64};
+    const uint32_t cls_n[4] = {8, 6, 4, 2};
+    uint64_t prev_end[2] = {emb->nbytes, 0}; /* per window: where the previous class ended */
+    for (int c = 0; c < 4; c++) {
+        uint64_t first = UINT64_MAX, last = 0, stride = (cls[c] + 255) & ~255ull;
+        uint32_t m = 0;
+        const magi_symm_slot *prev = NULL;
+        for (uint32_t i = 0; i < g->n_slots; i++) {
+            const magi_symm_slot *x = &s[g->slots[i]];
+            if (x->nbytes != cls[c]) continue;
+            if (prev) MT_CHECK(x->offset == prev->offset + stride && x->window == prev->window,
+                               "class %llu: input %u at %llu after %llu", (unsigned long long)cls[c], i,
+                               (unsigned long long)x->offset, (unsigned long long)prev->offset);
+            prev = x;
+            first = x->offset < first ? x->offset : first;
+            last = x->offset > last ? x->offset : last;
+            m++;
+        }
+        MT_REQUIRE(prev, "class %llu missing", (unsigned long long)cls[c]);
+        MT_CHECK(m == cls_n[c], "class %llu: %u shards", (unsigned long long)cls[c], m);
+        uint32_t win = prev->window;
+        /* classes follow each other in order of first appearance */
+        MT_CHECK(first == ((prev_end[win] + 255) & ~255ull), "class %llu starts at %llu, previous ended at %llu",
+                 (unsigned long long)cls[c], (unsigned long long)first, (unsigned long long)prev_end[win]);
+        prev_end[win] = last + cls[c];
+        /* nothing else inside the class's span */
+        for (uint32_t i = 0; i < ns; i++)
+            if (s[i].window == win && s[i].offset >= first && s[i].offset <= last)
+                MT_CHECK(s[i].nbytes == cls[c], "slot '%s' inside class %llu", s[i].weight, (unsigned long long)cls[c]);
+    }
+    /* the output layout: classes back to back, members in input order */
+    uint64_t off[20], total = 0;
+    MT_OK(magi_symm_output_layout(p, g->n_slots, g->slots, off, &total));
+    uint64_t at = 0;
+    for (int c = 0; c < 4; c++) {
+        at = (at + 255) & ~255ull;
+        for (uint32_t i = 0; i < g->n_slots; i++) {
+            if (s[g->slots[i]].nbytes != cls[c]) continue;
+            MT_CHECK(off[i] == at, "output %u at %llu, want %llu", i, (unsigned long long)off[i], (unsigned long long)at);
+            at += 4 * cls[c];
+        }
+    }
+    MT_CHECK(total == at, "total %llu, want %llu", (unsigned long long)total, (unsigned long long)at);
+    uint32_t bad = ns;
+    MT_CHECK(magi_symm_output_layout(p, 1, &bad, off, &total) == MAGI_ERR_INVALID_ARG);
+    MT_CHECK(strstr(magi_last_error(), "slot 21 of 21") != NULL, "%s", magi_last_error());
+    magi_symm_plan_free(p);
+    magi_region_free(r);
+}
+
 /* A weight used by several regions gets one slot; a different shard shape
  * for the same weight is a mismatch naming both regions. */
 static void test_multi_region(void) {
@@ -481,4 +555,4 @@ static void test_hostile_gathers(void) {
 MT_MAIN(MT_CASE(test_real_fixtures), MT_CASE(test_hostile_gathers), MT_CASE(test_fsdp_copy_engine), MT_CASE(test_idempotent_replan),
         MT_CASE(test_nccl_transport_changes_nothing), MT_CASE(test_synthetic_rules),
         MT_CASE(test_multi_region), MT_CASE(test_malformed_gather), MT_CASE(test_plan_compare),
-        MT_CASE(test_host_world1))
+        MT_CASE(test_host_world1), MT_CASE(test_bucket_window_layout))

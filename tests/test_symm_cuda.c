@@ -14,9 +14,12 @@
  *  - NCCL rendezvous over a 1-rank communicator (when NCCL is built in);
  *  - `magi-aot load --backend cuda --check-gathers`, 4 ranks;
  *  - coalesced inputs with equal sizes and strides merge into one 2D copy
- *    per member (also under capture), and stay bit-exact. */
+ *    per member (also under capture), also when other sizes interleave and
+ *    the outputs follow the class-grouped layout, and stay bit-exact;
+ *  - the graph path keeps one graph per destination set (up to 4). */
 #include "magi_aot.h"
 #include "symm/cuda_backend.h"
+#include "symm/bucket.h"
 #include "testlib.h"
 #include <cuda_runtime_api.h>
 #include <signal.h>
@@ -292,38 +295,50 @@ static int rank_sizes(uint32_t rank, const char *dir) {
     /* 10 singles + 3 coalesced calls, one batch each. */
     R_CHECK(dir, rank, !magi_symm_cuda_has_batch() || stt.batch_calls == l.n_slots + 3, "%llu batch calls",
             (unsigned long long)stt.batch_calls);
-    /* Graph path: the same mixed-size slot list 4 times, destinations A, A,
-     * B, A: the first call takes the batch path, the second builds the
-     * graph, the third points every node at B, the fourth back at A. */
+    /* Graph path: the mixed-size slots up to 1 MiB (no two of one size in
+     * a window: every node 1D) into destination sets A A B A B C D E A: the
+     * first call takes the batch path, then one graph per set is built (A B
+     * C D) and launched again when its set comes back; E takes over the
+     * least recently launched graph (A's) and A then B's, their nodes
+     * pointed at the new destinations in place. */
     magi_symm_cuda_set_graphs(c, 1);
-    void *dst_b[2 * N_SIZES];
-    for (uint32_t i = 0; i < l.n_slots; i++) R_CU(dir, rank, cudaMalloc(&dst_b[i], (size_t)l.slots[i].nbytes * WORLD));
-    for (int call = 0; call < 4; call++) {
-        void **d = call == 2 ? dst_b : dst;
-        for (uint32_t i = 0; i < l.n_slots; i++)
-            R_CU(dir, rank, cudaMemsetAsync(d[i], 0x33 * (call + 1), l.slots[i].nbytes * WORLD, s));
-        RK_OK(dir, rank, magi_symm_cuda_gather_coalesced(c, l.n_slots, slots, d, s));
-        for (uint32_t i = 0; i < l.n_slots; i++) {
-            uint64_t bytes = l.slots[i].nbytes * WORLD;
+    enum { NSET = 5 };
+    void *gd[NSET][2 * N_SIZES];
+    uint32_t gslots[2 * N_SIZES], ng = 0;
+    for (uint32_t i = 0; i < l.n_slots; i++)
+        if (l.slots[i].nbytes <= (1u << 20)) gslots[ng++] = i;
+    for (int set = 0; set < NSET; set++)
+        for (uint32_t i = 0; i < ng; i++)
+            R_CU(dir, rank, cudaMalloc(&gd[set][i], (size_t)l.slots[gslots[i]].nbytes * WORLD));
+    static const int seq[] = {0, 0, 1, 0, 1, 2, 3, 4, 0};
+    for (int call = 0; call < (int)(sizeof seq / sizeof seq[0]); call++) {
+        void **d = gd[seq[call]];
+        for (uint32_t i = 0; i < ng; i++)
+            R_CU(dir, rank, cudaMemsetAsync(d[i], 0x33 * (call + 1), l.slots[gslots[i]].nbytes * WORLD, s));
+        RK_OK(dir, rank, magi_symm_cuda_gather_coalesced(c, ng, gslots, d, s));
+        for (uint32_t i = 0; i < ng; i++) {
+            uint32_t sl = gslots[i];
+            uint64_t bytes = l.slots[sl].nbytes * WORLD;
             R_CU(dir, rank, cudaMemcpyAsync(host, d[i], bytes, cudaMemcpyDeviceToHost, s));
             R_CU(dir, rank, cudaStreamSynchronize(s));
-            compare(host, l.expect[i], l.slots[i].nbytes, esize_of(&l, i), why, sizeof why);
-            R_CHECK(dir, rank, !why[0], "graph path, call %d, slot %u (%llu-byte shards): %s", call, i,
-                    (unsigned long long)l.slots[i].nbytes, why);
+            compare(host, l.expect[sl], l.slots[sl].nbytes, esize_of(&l, sl), why, sizeof why);
+            R_CHECK(dir, rank, !why[0], "graph path, call %d (set %d), slot %u (%llu-byte shards): %s", call,
+                    seq[call], sl, (unsigned long long)l.slots[sl].nbytes, why);
         }
     }
     magi_symm_cuda_stats sg;
     magi_symm_cuda_get_stats(c, &sg);
-    R_CHECK(dir, rank, sg.graph_builds == 1 && sg.graph_launches == 3 && sg.graph_failures == 0,
-            "graph path: %llu builds, %llu launches, %llu failures (want 1, 3, 0)",
+    R_CHECK(dir, rank, sg.graph_builds == 4 && sg.graph_launches == 8 && sg.graph_failures == 0 && sg.graph_variants == 4,
+            "graph path: %llu builds, %llu launches, %llu failures, %llu graphs held (want 4, 8, 0, 4)",
             (unsigned long long)sg.graph_builds, (unsigned long long)sg.graph_launches,
-            (unsigned long long)sg.graph_failures);
-    R_CHECK(dir, rank, sg.graph_node_updates == 2ull * l.n_slots * WORLD, "graph path: %llu node updates, want %u",
-            (unsigned long long)sg.graph_node_updates, 2 * l.n_slots * WORLD);
+            (unsigned long long)sg.graph_failures, (unsigned long long)sg.graph_variants);
+    R_CHECK(dir, rank, sg.graph_node_updates == 2ull * ng * WORLD, "graph path: %llu node updates, want %u",
+            (unsigned long long)sg.graph_node_updates, 2 * ng * WORLD);
     R_CHECK(dir, rank, !magi_symm_cuda_has_batch() || sg.batch_calls == stt.batch_calls + 1,
             "graph path: %llu batch calls after the first",
             (unsigned long long)(sg.batch_calls - stt.batch_calls));
-    for (uint32_t i = 0; i < l.n_slots; i++) cudaFree(dst_b[i]);
+    for (int set = 0; set < NSET; set++)
+        for (uint32_t i = 0; i < ng; i++) cudaFree(gd[set][i]);
     for (uint32_t i = 0; i < l.n_slots; i++) cudaFree(dst[i]);
     free(host);
     magi_symm_cuda_destroy(c);
@@ -747,11 +762,14 @@ static int rank_runs(uint32_t rank, const char *dir) {
         uint32_t slots[NS];
         size_t gap;       /* bytes between consecutive destinations */
         uint64_t want_ops;
+        int flat;         /* destinations from the class-grouped output layout (bucket.h) */
     } cases[] = {
-        {"16 equal tensors, packed destinations", RUN_N, {0}, 0, WORLD},
-        {"16 equal tensors, destinations 4 KiB apart", RUN_N, {0}, 4096, WORLD},
-        {"16 equal tensors in reverse slot order", RUN_N, {0}, 0, (uint64_t)RUN_N * WORLD},
-        {"runs broken by a smaller tensor", 6, {0, 1, 2, RUN_N, 3, 4}, 0, 3 * WORLD},
+        {"16 equal tensors, packed destinations", RUN_N, {0}, 0, WORLD, 0},
+        {"16 equal tensors, destinations 4 KiB apart", RUN_N, {0}, 4096, WORLD, 0},
+        {"16 equal tensors in reverse slot order", RUN_N, {0}, 0, (uint64_t)RUN_N * WORLD, 0},
+        {"runs broken by a smaller tensor", 6, {0, 1, 2, RUN_N, 3, 4}, 0, 3 * WORLD, 0},
+        /* two sizes interleaved, outputs class-grouped: one run per size */
+        {"interleaved sizes, class-grouped outputs", 7, {0, RUN_N, 1, RUN_N + 1, 2, 3, 4}, 0, 2 * WORLD, 1},
     };
     for (uint32_t i = 0; i < RUN_N; i++) cases[0].slots[i] = cases[1].slots[i] = i, cases[2].slots[i] = RUN_N - 1 - i;
     char why[256];
@@ -759,9 +777,21 @@ static int rank_runs(uint32_t rank, const char *dir) {
         for (int capture = 0; capture < 2; capture++) {
             void *dst[NS];
             size_t at = 0;
-            for (uint32_t i = 0; i < cases[t].n; i++) {
-                dst[i] = pool + at;
-                at += sl[cases[t].slots[i]].nbytes * WORLD + cases[t].gap;
+            if (cases[t].flat) {
+                magi_symm_piece pc[NS];
+                uint64_t loff[NS], total;
+                for (uint32_t i = 0; i < cases[t].n; i++) {
+                    const magi_symm_cuda_slot *x = &sl[cases[t].slots[i]];
+                    pc[i] = (magi_symm_piece){x->window, WORLD, x->offset, x->nbytes};
+                }
+                RK_OK(dir, rank, magi_symm_bucket_layout(cases[t].n, pc, 0, loff, &total));
+                R_CHECK(dir, rank, total <= pool_bytes, "flat layout of %llu bytes", (unsigned long long)total);
+                for (uint32_t i = 0; i < cases[t].n; i++) dst[i] = pool + loff[i];
+            } else {
+                for (uint32_t i = 0; i < cases[t].n; i++) {
+                    dst[i] = pool + at;
+                    at += sl[cases[t].slots[i]].nbytes * WORLD + cases[t].gap;
+                }
             }
             R_CU(dir, rank, cudaMemsetAsync(pool, 0xFF, pool_bytes, s));
             magi_symm_cuda_stats a, b;

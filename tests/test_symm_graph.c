@@ -1,9 +1,11 @@
 /* The per-gather graph cache of the cuda backend (src/symm/graph_cuda.c)
  * on the CPU: linked against the host-only graph calls of the dry-run fake
  * (bench/multigpu/fake/fake_graph.c), which run a launch's copies at once.
- * Checks the policy (first call declined, graph built at the second,
- * destinations updated in place, a changed geometry declined once then
- * rebuilt, a refused build disabling the entry, a full cache declining)
+ * Checks the policy (first call declined, graph built at the second, one
+ * graph per destination set up to MAGI_SYMM_GRAPH_VARIANTS, then the least
+ * recently used one taken over: 1D nodes updated in place, a graph with 2D
+ * nodes rebuilt; a refused build disabling the entry, a full cache
+ * declining)
  * and that every launch moves exactly the bytes of its copies. */
 #include "testlib.h"
 #include "symm/cuda_graph.h"
@@ -22,7 +24,8 @@ void magi_fake_copy(void *dst, const void *src, size_t n) {
 static const size_t k_sizes[NIN] = {4096, 256, 11008, 512, 4096}; /* mixed shard sizes */
 
 static uint8_t g_win[G][32768];        /* the members' windows */
-static uint8_t g_out[2][G * 32768];    /* two destination buffers */
+#define NSETS 6
+static uint8_t g_out[NSETS][G * 32768]; /* destination buffers */
 
 /* The copies of a gather of NIN inputs into buf: input i, member j ->
  * out + off_i + j * size_i (what build_copies makes, all 1D). */
@@ -66,6 +69,26 @@ static void fill(void) {
     memset(g_out, 0xA5, sizeof g_out);
 }
 
+static int untouched(int set) {
+    for (size_t b = 0; b < sizeof g_out[set]; b++)
+        if (g_out[set][b] != 0x5A) return 0;
+    return 1;
+}
+
+/* One call into output set `set`: launched, every byte in place, and no
+ * other set written. */
+static void call_into(magi_symm_cuda_graphs *g, const uint32_t *slots, int set, const char *what) {
+    magi_symm_cuda_copy cp[NIN * G];
+    size_t k = make_copies(cp, g_out[set]);
+    for (int o = 0; o < NSETS; o++) memset(g_out[o], 0x5A, sizeof g_out[o]);
+    g_copied = 0;
+    MT_CHECK(magi_symm_cuda_graph_issue(g, NIN, slots, cp, k, NULL) == MAGI_OK, "%s", what);
+    MT_CHECK(g_copied == total_bytes(), "%s: moved %zu of %zu", what, g_copied, total_bytes());
+    MT_CHECK(gathered_ok(g_out[set]), "%s", what);
+    for (int o = 0; o < NSETS; o++)
+        if (o != set) MT_CHECK(untouched(o), "%s: output set %d written", what, o);
+}
+
 static void test_policy_and_bytes(void) {
     fill();
     magi_symm_cuda_graphs *g = magi_symm_cuda_graphs_new(0);
@@ -79,47 +102,64 @@ static void test_policy_and_bytes(void) {
     g_copied = 0;
     MT_CHECK(magi_symm_cuda_graph_issue(g, NIN, slots, cp, k, NULL) == MAGI_SYMM_GRAPH_DECLINED);
     MT_CHECK(g_copied == 0);
-    /* second: built and launched, every byte in place */
-    MT_CHECK(magi_symm_cuda_graph_issue(g, NIN, slots, cp, k, NULL) == MAGI_OK);
-    MT_CHECK(g_copied == total_bytes(), "moved %zu of %zu", g_copied, total_bytes());
-    MT_CHECK(gathered_ok(g_out[0]));
+    /* second: built and launched */
+    call_into(g, slots, 0, "second call");
     magi_symm_cuda_graphs_stats(g, &st);
-    MT_CHECK(st.builds == 1 && st.launches == 1 && st.declined == 1 && st.node_updates == 0);
+    MT_CHECK(st.builds == 1 && st.launches == 1 && st.declined == 1 && st.node_updates == 0 && st.variants == 1);
 
-    /* new destinations: the nodes are updated in place, no rebuild; the
-     * old buffer is not written again */
-    memset(g_out[0], 0x5A, sizeof g_out[0]);
-    k = make_copies(cp, g_out[1]);
-    MT_CHECK(magi_symm_cuda_graph_issue(g, NIN, slots, cp, k, NULL) == MAGI_OK);
-    MT_CHECK(gathered_ok(g_out[1]));
-    MT_CHECK(g_out[0][0] == 0x5A && g_out[0][sizeof g_out[0] - 1] == 0x5A);
+    /* outputs alternating between sets 0 and 1, then 2 and 3 in: one graph
+     * per destination set, each built once, never updated or rebuilt */
+    int seq[] = {1, 0, 1, 0, 2, 3, 1, 2, 3, 0};
+    for (size_t i = 0; i < sizeof seq / sizeof seq[0]; i++) call_into(g, slots, seq[i], "alternating sets");
     magi_symm_cuda_graphs_stats(g, &st);
-    MT_CHECK(st.builds == 1 && st.launches == 2 && st.node_updates == k, "updates %llu",
-             (unsigned long long)st.node_updates);
-    /* the same destinations again: launch only */
-    MT_CHECK(magi_symm_cuda_graph_issue(g, NIN, slots, cp, k, NULL) == MAGI_OK);
-    magi_symm_cuda_graphs_stats(g, &st);
-    MT_CHECK(st.node_updates == k && st.launches == 3);
+    MT_CHECK(st.builds == MAGI_SYMM_GRAPH_VARIANTS && st.node_updates == 0 && st.variants == MAGI_SYMM_GRAPH_VARIANTS,
+             "builds %llu updates %llu variants %llu", (unsigned long long)st.builds,
+             (unsigned long long)st.node_updates, (unsigned long long)st.variants);
+    MT_CHECK(st.launches == 11);
 
-    /* changed geometry (the first input as one 2D copy of two rows): declined
-     * once, rebuilt when it persists */
+    /* a fifth set takes over the least recently launched graph (set 1's):
+     * its 1D nodes are pointed at set 4 in place, no build */
+    call_into(g, slots, 4, "fifth set");
+    magi_symm_cuda_graphs_stats(g, &st);
+    MT_CHECK(st.builds == MAGI_SYMM_GRAPH_VARIANTS && st.node_updates == k && st.variants == MAGI_SYMM_GRAPH_VARIANTS,
+             "builds %llu updates %llu", (unsigned long long)st.builds, (unsigned long long)st.node_updates);
+    /* sets 2, 3, 0 still hit their own graphs; set 1 now takes over set 2's
+     * (the least recently launched) */
+    call_into(g, slots, 3, "set 3 again");
+    call_into(g, slots, 0, "set 0 again");
+    call_into(g, slots, 4, "set 4 again");
+    magi_symm_cuda_graphs_stats(g, &st);
+    MT_CHECK(st.node_updates == k && st.builds == MAGI_SYMM_GRAPH_VARIANTS);
+    call_into(g, slots, 1, "set 1 back");
+    magi_symm_cuda_graphs_stats(g, &st);
+    MT_CHECK(st.node_updates == 2 * k && st.builds == MAGI_SYMM_GRAPH_VARIANTS);
+
+    /* a 2D node (the first input's member 0 as two rows): no graph matches,
+     * and CUDA cannot update a 2D node, so the least recently used graph
+     * is rebuilt; launching it again with the same copies is a hit */
     magi_symm_cuda_copy cp2[NIN * G];
-    memcpy(cp2, cp, sizeof cp);
+    k = make_copies(cp2, g_out[5]);
     cp2[0].height = 2;
     cp2[0].spitch = 8192;
     cp2[0].dpitch = 90112; /* the second row lands past every output */
-    MT_CHECK(magi_symm_cuda_graph_issue(g, NIN, slots, cp2, k, NULL) == MAGI_SYMM_GRAPH_DECLINED);
-    memset(g_out[1], 0, sizeof g_out[1]);
-    g_copied = 0;
-    MT_CHECK(magi_symm_cuda_graph_issue(g, NIN, slots, cp2, k, NULL) == MAGI_OK);
-    MT_CHECK(g_copied == total_bytes() + k_sizes[0], "the 2D node moves two rows");
-    MT_CHECK(!memcmp(g_out[1] + 90112, g_win[0] + 8192, k_sizes[0]), "second row of the 2D node");
+    for (int rep = 0; rep < 2; rep++) {
+        memset(g_out[5], 0, sizeof g_out[5]);
+        g_copied = 0;
+        MT_CHECK(magi_symm_cuda_graph_issue(g, NIN, slots, cp2, k, NULL) == MAGI_OK);
+        MT_CHECK(g_copied == total_bytes() + k_sizes[0], "the 2D node moves two rows");
+        MT_CHECK(gathered_ok(g_out[5]));
+        MT_CHECK(!memcmp(g_out[5] + 90112, g_win[0] + 8192, k_sizes[0]), "second row of the 2D node");
+    }
     magi_symm_cuda_graphs_stats(g, &st);
-    MT_CHECK(st.builds == 2 && st.declined == 2);
-    /* back to the old geometry: declined once (mismatch), then rebuilt */
-    MT_CHECK(magi_symm_cuda_graph_issue(g, NIN, slots, cp, k, NULL) == MAGI_SYMM_GRAPH_DECLINED);
-    MT_CHECK(magi_symm_cuda_graph_issue(g, NIN, slots, cp, k, NULL) == MAGI_OK);
-    MT_CHECK(gathered_ok(g_out[1]));
+    MT_CHECK(st.builds == MAGI_SYMM_GRAPH_VARIANTS + 1 && st.variants == MAGI_SYMM_GRAPH_VARIANTS,
+             "builds %llu", (unsigned long long)st.builds);
+    /* the 2D graph's destinations moving (rows into set 5 shifted by 256
+     * bytes) is no update either: a rebuild of the least recently used */
+    for (size_t i = 0; i < k; i++) cp2[i].dst = (uint8_t *)cp2[i].dst + 256;
+    MT_CHECK(magi_symm_cuda_graph_issue(g, NIN, slots, cp2, k, NULL) == MAGI_OK);
+    magi_symm_cuda_graphs_stats(g, &st);
+    MT_CHECK(st.builds == MAGI_SYMM_GRAPH_VARIANTS + 2 && st.node_updates == 2 * k);
+    MT_CHECK(st.declined == 1 && st.failures == 0);
 
     /* another slot list (same copies, other key): its own first sighting */
     uint32_t other[NIN] = {7, 3, 9, 1, 5};

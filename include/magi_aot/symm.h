@@ -185,6 +185,18 @@ MAGI_API magi_status magi_symm_plan_digest(const magi_symm_plan *p, uint8_t out[
 MAGI_API magi_status magi_symm_plan_compare(const void *a, size_t a_len,
                                             const void *b, size_t b_len);
 
+/* The output layout of a coalesced gather of slots[0, n) (docs/SYMM.md
+ * "Output layout"): offsets[i] is where input i's output (group_size x
+ * nbytes of its slot) starts in one flat buffer of *total bytes. The
+ * outputs of one size class (same window, same nbytes) are back to back in
+ * slot-offset order (ties: input order), classes in order of first
+ * appearance, each class starting at a multiple of 256 bytes. A runtime
+ * that allocates one buffer of *total bytes per call and hands out views
+ * at these offsets lets the cuda backend gather each class with one 2D
+ * copy per group member. MAGI_ERR_INVALID_ARG for a slot out of range. */
+MAGI_API magi_status magi_symm_output_layout(const magi_symm_plan *p, uint32_t n, const uint32_t *slots,
+                                             uint64_t *offsets, uint64_t *total);
+
 /* -------------------------------------------------------------- rewrite */
 
 /* Rewrite the gathers the plan marked for region index `region` in `r`

@@ -4,6 +4,7 @@
 #include "symm_internal.h"
 #include "cuda_backend.h"
 #include "cuda_graph.h"
+#include "bucket.h"
 #include "rdzv_sock.h"
 #include <cuda_runtime_api.h>
 #define CU_WHO "cuda backend"
@@ -83,14 +84,6 @@ typedef struct range {
 
 typedef magi_symm_cuda_copy cpy; /* `height` rows of `width` bytes (1: a plain copy) */
 
-/* Consecutive inputs of a coalesced call that one 2D copy per member can
- * cover: same window and size, constant source and destination strides. */
-typedef struct run {
-    uint32_t first, len;
-    size_t spitch, dpitch;
-    int range;               /* range-cache entry holding the destination span (len > 1) */
-} run;
-
 typedef int (*get_range_fn)(unsigned long long *base, size_t *size, unsigned long long ptr);
 
 struct magi_symm_cuda {
@@ -120,8 +113,13 @@ struct magi_symm_cuda {
     const void **srcs;
     size_t *sizes;
     struct cudaMemcpy3DBatchOp *ops; /* cudaMemcpy3DBatchAsync arguments (some 2D) */
-    run *runs;
+    magi_symm_piece *pieces;   /* the call's inputs, for the run finder (bucket.h) */
+    uintptr_t *dst_addr;
+    uint32_t *order;
+    magi_symm_run_key *keys;
+    magi_symm_run *runs;
     uint32_t n_runs;
+    uint32_t unproven;        /* runs left 1D in strict mode: span never proven by a batch */
     size_t cap;
     void **tmp_dsts;
     uint32_t tmp_cap;
@@ -160,6 +158,7 @@ void magi_symm_cuda_get_stats(const magi_symm_cuda *c, magi_symm_cuda_stats *out
     out->graph_node_updates = g.node_updates;
     out->graph_declined = g.declined;
     out->graph_failures = g.failures;
+    out->graph_variants = g.variants;
 }
 
 /* Make c->device current; *prev (may be NULL) receives the device to
@@ -209,6 +208,10 @@ void magi_symm_cuda_destroy(magi_symm_cuda *c) {
     free(c->srcs);
     free(c->sizes);
     free(c->ops);
+    free(c->pieces);
+    free(c->dst_addr);
+    free(c->order);
+    free(c->keys);
     free(c->runs);
     free(c->tmp_dsts);
     free(c);
@@ -583,6 +586,10 @@ static magi_status grow(magi_symm_cuda *c, size_t need) {
     GROW(srcs);
     GROW(sizes);
     GROW(ops);
+    GROW(pieces);
+    GROW(dst_addr);
+    GROW(order);
+    GROW(keys);
     GROW(runs);
 #undef GROW
     c->cap = cap;
@@ -731,93 +738,64 @@ static int in_one_range(const magi_symm_cuda *c, uintptr_t lo, uintptr_t hi) {
     return -1;
 }
 
-/* Split the inputs into runs (see `run`). A run needs the same window and
- * size, positive strides of at least the size (rows do not overlap) and
- * below 2 GiB (the 2D pitch limit). */
-static uint32_t find_runs(magi_symm_cuda *c, uint32_t n, const uint32_t *slots, void *const *dsts, int strict) {
-    uint32_t nr = 0;
-    for (uint32_t i = 0; i < n;) {
-        const magi_symm_cuda_slot *s = &c->slots[slots[i]];
-        run *r = &c->runs[nr++];
-        r->first = i;
-        r->len = 1;
-        r->spitch = r->dpitch = (size_t)s->nbytes;
-        r->range = -1;
-        if (i + 1 < n && s->nbytes) {
-            const magi_symm_cuda_slot *t = &c->slots[slots[i + 1]];
-            uint64_t sp = t->offset - s->offset;
-            uintptr_t dp = (uintptr_t)dsts[i + 1] - (uintptr_t)dsts[i];
-            if (t->window == s->window && t->nbytes == s->nbytes && t->offset > s->offset && sp >= s->nbytes &&
-                sp < (1ull << 31) && (uintptr_t)dsts[i + 1] > (uintptr_t)dsts[i] && dp >= s->nbytes &&
-                dp < (1ull << 31)) {
-                r->spitch = (size_t)sp;
-                r->dpitch = (size_t)dp;
-                r->len = 2;
-                while (i + r->len < n) {
-                    uint32_t k = i + r->len;
-                    const magi_symm_cuda_slot *u = &c->slots[slots[k]], *v = &c->slots[slots[k - 1]];
-                    if (u->window != s->window || u->nbytes != s->nbytes || u->offset != v->offset + sp ||
-                        (uintptr_t)dsts[k] != (uintptr_t)dsts[k - 1] + dp)
-                        break;
-                    r->len++;
-                }
-            }
-        }
-        /* One 2D copy writes rows inside [dsts[first], last row's end): keep
-         * it within one device allocation the range cache knows, so the
-         * driver never sees a span across unrelated memory. */
-        if (r->len > 1) {
-            const cwin *cw = &c->wins[s->window];
-            uintptr_t lo = (uintptr_t)dsts[i];
-            uintptr_t hi = (uintptr_t)dsts[i + r->len - 1] + (uintptr_t)s->nbytes * cw->gsize;
-            r->range = in_one_range(c, lo, hi);
-            /* strict (capture, per-copy path): only where a batch took a
-             * span before, as a refused copy there would break the capture */
-            if (r->range < 0 || c->cache[r->range].span < 0 || (strict && c->cache[r->range].span != 1)) {
-                r->len = 1;
-                r->spitch = r->dpitch = (size_t)s->nbytes;
-            }
-        }
-        i += r->len;
+typedef struct span_ctx {
+    magi_symm_cuda *c;
+    int strict;
+} span_ctx;
+
+/* The run finder's span check (bucket.h): one 2D copy writes rows inside
+ * [lo, hi); keep it within one device allocation the range cache knows, so
+ * the driver never sees a span across unrelated memory, and never in one
+ * the driver refused. strict (capture, per-copy path, graph path): only a
+ * span a batch took before, as a refused copy there would break the
+ * capture or the graph. */
+static int span_check(void *ctx, uintptr_t lo, uintptr_t hi) {
+    span_ctx *x = ctx;
+    magi_symm_cuda *c = x->c;
+    int r = in_one_range(c, lo, hi);
+    if (r < 0 || c->cache[r].span < 0) return -1;
+    if (x->strict && c->cache[r].span != 1) {
+        c->unproven++;
+        return -1;
     }
-    return nr;
+    return r;
 }
 
-/* Fill c->cp: peers' shards first, then the local ones. Returns the count;
- * *n_peer the peers' part; *any_2d whether a run made a 2D copy. */
+/* Fill c->cp: peers' shards first, then the local ones. Inputs of the same
+ * window and size whose offsets and destinations step evenly - in any
+ * input order - are one 2D copy per member (magi_symm_bucket_runs); runs
+ * 0: every input one 1D copy per member. Returns the count; *n_peer the
+ * peers' part; *any_2d whether a run made a 2D copy. */
 static size_t build_copies(magi_symm_cuda *c, uint32_t n, const uint32_t *slots, void *const *dsts, int runs,
                            int strict, size_t *n_peer, int *any_2d) {
-    uint32_t nr;
-    if (runs) {
-        nr = find_runs(c, n, slots, dsts, strict);
-    } else {
-        for (uint32_t i = 0; i < n; i++) {
-            run *r = &c->runs[i];
-            r->first = i;
-            r->len = 1;
-            r->spitch = r->dpitch = (size_t)c->slots[slots[i]].nbytes;
-            r->range = -1;
-        }
-        nr = n;
+    for (uint32_t i = 0; i < n; i++) {
+        const magi_symm_cuda_slot *s = &c->slots[slots[i]];
+        c->pieces[i] = (magi_symm_piece){s->window, c->wins[s->window].gsize, s->offset, s->nbytes};
+        c->dst_addr[i] = (uintptr_t)dsts[i];
     }
+    span_ctx sx = {c, strict};
+    c->unproven = 0;
+    uint32_t nr = magi_symm_bucket_runs(n, c->pieces, c->dst_addr, runs ? span_check : NULL, &sx, c->order, c->runs,
+                                        c->keys);
     size_t k = 0;
     *any_2d = 0;
     *n_peer = 0;
     for (int pass = 0; pass < 2; pass++) {
         for (uint32_t q = 0; q < nr; q++) {
-            const run *r = &c->runs[q];
-            const magi_symm_cuda_slot *s = &c->slots[slots[r->first]];
+            const magi_symm_run *r = &c->runs[q];
+            uint32_t in0 = c->order[r->first];
+            const magi_symm_cuda_slot *s = &c->slots[slots[in0]];
             const cwin *cw = &c->wins[s->window];
             if (!s->nbytes) continue;
             for (uint32_t j = 0; j < cw->gsize; j++) {
                 if ((j == cw->my) != (pass == 1)) continue;
                 cpy *x = &c->cp[k++];
-                x->dst = (uint8_t *)dsts[r->first] + (size_t)j * s->nbytes;
+                x->dst = (uint8_t *)dsts[in0] + (size_t)j * s->nbytes;
                 x->src = cw->peer[j] + s->offset;
                 x->width = (size_t)s->nbytes;
                 x->height = r->len;
-                x->spitch = r->spitch;
-                x->dpitch = r->dpitch;
+                x->spitch = (size_t)r->spitch;
+                x->dpitch = (size_t)r->dpitch;
                 *any_2d |= r->len > 1;
             }
         }
@@ -829,7 +807,7 @@ static size_t build_copies(magi_symm_cuda *c, uint32_t n, const uint32_t *slots,
 
 static void mark_spans(magi_symm_cuda *c, int verdict) {
     for (uint32_t q = 0; q < c->n_runs; q++)
-        if (c->runs[q].len > 1 && c->runs[q].range >= 0) c->cache[c->runs[q].range].span = verdict;
+        if (c->runs[q].len > 1 && c->runs[q].span >= 0) c->cache[c->runs[q].span].span = verdict;
 }
 
 static magi_status gather_device(magi_symm_cuda *c, uint32_t n, const uint32_t *slots, void *const *dsts,
@@ -845,9 +823,16 @@ static magi_status gather_device(magi_symm_cuda *c, uint32_t n, const uint32_t *
          * the caller's stream. Its 2D copies use only spans a batch proved
          * (strict), so a refused span never reaches a graph. */
         k = build_copies(c, n, slots, dsts, 1, 1, &n_peer, &any_2d);
-        st = magi_symm_cuda_graph_issue(c->graphs, n, slots, c->cp, k, stream);
-        if (st != MAGI_SYMM_GRAPH_DECLINED) return st;
-        st = MAGI_OK;
+        if (c->unproven) {
+            /* a run whose destination span no batch has taken yet (new
+             * output buffer): this call takes the batch path, which proves
+             * it, so the graph gets the 2D node from the next call on */
+            c->stats.graph_unproven++;
+        } else {
+            st = magi_symm_cuda_graph_issue(c->graphs, n, slots, c->cp, k, stream);
+            if (st != MAGI_SYMM_GRAPH_DECLINED) return st;
+            st = MAGI_OK;
+        }
     }
     int strict = capturing || c->no_batch;
     k = build_copies(c, n, slots, dsts, 1, strict, &n_peer, &any_2d);

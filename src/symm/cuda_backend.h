@@ -77,6 +77,8 @@ typedef struct magi_symm_cuda_stats {
     uint64_t graph_node_updates; /* graph copy nodes pointed at a new destination */
     uint64_t graph_declined;    /* calls the graph path left to the batch path */
     uint64_t graph_failures;    /* graph builds/updates/launches the driver refused */
+    uint64_t graph_unproven;    /* calls left to the batch path to prove a new 2D span first */
+    uint64_t graph_variants;    /* graphs held now (up to 4 per slot list, one per destination set) */
 } magi_symm_cuda_stats;
 
 /* Allocate the local windows on cfg->device. Uses cfg->rank, world,

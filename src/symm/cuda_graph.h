@@ -7,21 +7,25 @@
  * 64 mixed-size tensors over 4 ranks (256 copies) costs about 1 ms per call.
  * The windows are static, so the copies of a gather (same slot list) are the
  * same every call except for the destinations. This cache keeps, per slot
- * list, an instantiated graph with one memcpy node per copy; a call whose
- * copies match the graph's (same sources and geometry) updates the changed
- * destinations (cudaGraphExecMemcpyNodeSetParams*) and launches the graph on
- * the caller's stream: one launch instead of hundreds of copy submissions.
- * CUDA refuses the update of a 2D node (multidimensional memcpy operands:
- * cudaErrorInvalidValue), so a graph with 2D nodes is rebuilt whenever a 2D
- * node's destination changes; for such graphs a caller gains only by
- * keeping its output buffers from call to call.
+ * list, up to MAGI_SYMM_GRAPH_VARIANTS instantiated graphs of memcpy nodes
+ * (one node per copy: with the class-grouped window and output layouts a
+ * mixed bucket is about size classes x members nodes), one per destination
+ * set: a call whose copies equal one graph's is one launch of it on the
+ * caller's stream. CUDA refuses to update a 2D memcpy node
+ * (cudaGraphExecMemcpyNodeSetParams: cudaErrorInvalidValue for
+ * multidimensional operands), so instead of rebuilding whenever outputs
+ * move, the graphs are keyed by their destinations: outputs alternating
+ * between a few buffers (a caching allocator's steady state) each hit
+ * their own graph and never rebuild.
  *
  * Policy: the first call of a slot list is declined (the caller issues it
- * through the batch path, which also proves 2D spans); the second builds and
- * instantiates the graph. A call whose copy geometry differs from the
- * graph's is declined once (batch path) and rebuilds the graph if it differs
- * again. An update the driver refuses rebuilds the graph; a build or launch
- * it refuses disables the entry (declined from then on). A declined call
+ * through the batch path, which also proves 2D spans); the second builds
+ * and instantiates a graph. A call matching no graph builds another while
+ * fewer than MAGI_SYMM_GRAPH_VARIANTS exist; past that it takes over the
+ * least recently launched one: updated in place when only 1D nodes'
+ * destinations differ (cudaGraphExecMemcpyNodeSetParams1D), else rebuilt.
+ * An update the driver refuses rebuilds that graph; a build or launch it
+ * refuses disables the slot list (declined from then on). A declined call
  * queues nothing.
  *
  * Ownership: the cache owns its graphs; free destroys them (an in-flight
@@ -43,12 +47,16 @@ typedef struct magi_symm_cuda_copy {
 
 typedef struct magi_symm_cuda_graphs magi_symm_cuda_graphs;
 
+/* Instantiated graphs kept per slot list (one per destination set). */
+#define MAGI_SYMM_GRAPH_VARIANTS 4
+
 typedef struct magi_symm_cuda_graph_stats {
     uint64_t launches;      /* calls issued as one graph launch */
     uint64_t builds;        /* graphs built and instantiated */
     uint64_t node_updates;  /* memcpy nodes whose destination was updated */
-    uint64_t declined;      /* calls left to the batch path (first sighting, geometry change, cache full) */
+    uint64_t declined;      /* calls left to the batch path (first sighting, cache full, disabled) */
     uint64_t failures;      /* builds/launches the driver refused (entry disabled) */
+    uint64_t variants;      /* instantiated graphs held now, over all slot lists */
 } magi_symm_cuda_graph_stats;
 
 /* A cache holding at most max_entries slot lists (0: 1024). NULL on OOM. */

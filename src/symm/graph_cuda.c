@@ -6,23 +6,30 @@
 
 #define DEFAULT_ENTRIES 1024u
 
-typedef struct gentry {
-    uint64_t hash;
-    uint32_t n;
-    uint32_t *slots;          /* the key */
-    uint32_t seen;            /* calls so far (the graph is built at the second) */
-    int disabled;             /* the driver refused something: batch path from now on */
-    int mismatch;             /* the previous call's geometry differed from the graph's */
+/* One instantiated graph of a slot list, for one set of destinations. */
+typedef struct variant {
     cudaGraph_t graph;
     cudaGraphExec_t exec;
     cudaGraphNode_t *nodes;   /* one per copy (the template graph's handles) */
     magi_symm_cuda_copy *cp;  /* the copies as the exec graph does them now */
     size_t k;
+    uint64_t used;            /* tick of the last launch (least recently used goes first) */
+} variant;
+
+typedef struct gentry {
+    uint64_t hash;
+    uint32_t n;
+    uint32_t *slots;          /* the key */
+    uint32_t seen;            /* calls so far (the first graph is built at the second) */
+    int disabled;             /* the driver refused something: batch path from now on */
+    uint32_t nv;              /* variants in use */
+    variant v[MAGI_SYMM_GRAPH_VARIANTS];
 } gentry;
 
 struct magi_symm_cuda_graphs {
     gentry *e;
     uint32_t n, cap, max, last;
+    uint64_t tick;
     magi_symm_cuda_graph_stats stats;
 };
 
@@ -32,22 +39,26 @@ magi_symm_cuda_graphs *magi_symm_cuda_graphs_new(uint32_t max_entries) {
     return g;
 }
 
-static void drop_graph(gentry *e) {
-    if (e->exec) cudaGraphExecDestroy(e->exec); /* an in-flight launch completes first */
-    if (e->graph) cudaGraphDestroy(e->graph);
-    e->exec = NULL;
-    e->graph = NULL;
-    free(e->nodes);
-    free(e->cp);
-    e->nodes = NULL;
-    e->cp = NULL;
-    e->k = 0;
+static void drop_variant(magi_symm_cuda_graphs *g, variant *v) {
+    if (v->exec) {
+        cudaGraphExecDestroy(v->exec); /* an in-flight launch completes first */
+        g->stats.variants--;
+    }
+    if (v->graph) cudaGraphDestroy(v->graph);
+    free(v->nodes);
+    free(v->cp);
+    memset(v, 0, sizeof *v);
+}
+
+static void drop_entry(magi_symm_cuda_graphs *g, gentry *e) {
+    for (uint32_t i = 0; i < e->nv; i++) drop_variant(g, &e->v[i]);
+    e->nv = 0;
 }
 
 void magi_symm_cuda_graphs_free(magi_symm_cuda_graphs *g) {
     if (!g) return;
     for (uint32_t i = 0; i < g->n; i++) {
-        drop_graph(&g->e[i]);
+        drop_entry(g, &g->e[i]);
         free(g->e[i].slots);
     }
     free(g->e);
@@ -115,52 +126,61 @@ static struct cudaMemcpy3DParms parms_2d(const magi_symm_cuda_copy *x) {
     return p;
 }
 
-static int same_geometry(const magi_symm_cuda_copy *a, const magi_symm_cuda_copy *b) {
-    return a->src == b->src && a->width == b->width && a->height == b->height && a->spitch == b->spitch &&
-           (a->height == 1 || a->dpitch == b->dpitch);
+static int same_copy(const magi_symm_cuda_copy *a, const magi_symm_cuda_copy *b) {
+    return a->dst == b->dst && a->src == b->src && a->width == b->width && a->height == b->height &&
+           a->spitch == b->spitch && a->dpitch == b->dpitch;
+}
+
+/* Equal but for the destinations of 1D copies: what an in-place update of
+ * the exec graph can reach (CUDA refuses to update 2D memcpy nodes). */
+static int updatable(const variant *v, const magi_symm_cuda_copy *cp, size_t k) {
+    if (v->k != k) return 0;
+    for (size_t i = 0; i < k; i++) {
+        const magi_symm_cuda_copy *a = &cp[i], *b = &v->cp[i];
+        if (a->src != b->src || a->width != b->width || a->height != b->height || a->spitch != b->spitch ||
+            a->dpitch != b->dpitch || (a->height != 1 && a->dst != b->dst))
+            return 0;
+    }
+    return 1;
 }
 
 /* Build and instantiate the graph of cp[0, k): independent memcpy nodes (no
  * edges), so the graph may run them concurrently. */
-static cudaError_t build(gentry *e, const magi_symm_cuda_copy *cp, size_t k) {
+static cudaError_t build(magi_symm_cuda_graphs *g, variant *v, const magi_symm_cuda_copy *cp, size_t k) {
     cudaError_t err = cudaSuccess;
-    e->nodes = malloc(sizeof *e->nodes * (k ? k : 1));
-    e->cp = malloc(sizeof *e->cp * (k ? k : 1));
-    if (!e->nodes || !e->cp) return cudaErrorMemoryAllocation;
-    memcpy(e->cp, cp, sizeof *cp * k);
-    e->k = k;
-    if ((err = cudaGraphCreate(&e->graph, 0)) != cudaSuccess) return err;
+    v->nodes = malloc(sizeof *v->nodes * (k ? k : 1));
+    v->cp = malloc(sizeof *v->cp * (k ? k : 1));
+    if (!v->nodes || !v->cp) return cudaErrorMemoryAllocation;
+    memcpy(v->cp, cp, sizeof *cp * k);
+    v->k = k;
+    if ((err = cudaGraphCreate(&v->graph, 0)) != cudaSuccess) return err;
     for (size_t i = 0; i < k; i++) {
         const magi_symm_cuda_copy *x = &cp[i];
         if (x->height == 1) {
-            err = cudaGraphAddMemcpyNode1D(&e->nodes[i], e->graph, NULL, 0, x->dst, x->src, x->width,
+            err = cudaGraphAddMemcpyNode1D(&v->nodes[i], v->graph, NULL, 0, x->dst, x->src, x->width,
                                            cudaMemcpyDefault);
         } else {
             struct cudaMemcpy3DParms p = parms_2d(x);
-            err = cudaGraphAddMemcpyNode(&e->nodes[i], e->graph, NULL, 0, &p);
+            err = cudaGraphAddMemcpyNode(&v->nodes[i], v->graph, NULL, 0, &p);
         }
         if (err != cudaSuccess) return err;
     }
-    return cudaGraphInstantiateWithFlags(&e->exec, e->graph, 0); /* same signature since CUDA 11.4 */
+    err = cudaGraphInstantiateWithFlags(&v->exec, v->graph, 0); /* same signature since CUDA 11.4 */
+    if (err == cudaSuccess) g->stats.variants++;
+    return err;
 }
 
-/* Point the nodes whose destination changed at the new one. CUDA documents
- * cudaGraphExecMemcpyNodeSetParams as refusing multidimensional operands,
- * so a changed 2D node fails here and the caller rebuilds the graph. */
-static cudaError_t update(magi_symm_cuda_graphs *g, gentry *e, const magi_symm_cuda_copy *cp) {
-    for (size_t i = 0; i < e->k; i++) {
+/* Point the 1D nodes whose destination changed at the new one (updatable()
+ * held). An update applies to later launches only: an in-flight launch of
+ * the exec graph is unaffected. */
+static cudaError_t update(magi_symm_cuda_graphs *g, variant *v, const magi_symm_cuda_copy *cp) {
+    for (size_t i = 0; i < v->k; i++) {
         const magi_symm_cuda_copy *x = &cp[i];
-        if (x->dst == e->cp[i].dst) continue;
-        cudaError_t err;
-        if (x->height == 1) {
-            err = cudaGraphExecMemcpyNodeSetParams1D(e->exec, e->nodes[i], x->dst, x->src, x->width,
-                                                     cudaMemcpyDefault);
-        } else {
-            struct cudaMemcpy3DParms p = parms_2d(x);
-            err = cudaGraphExecMemcpyNodeSetParams(e->exec, e->nodes[i], &p);
-        }
+        if (x->dst == v->cp[i].dst) continue;
+        cudaError_t err =
+            cudaGraphExecMemcpyNodeSetParams1D(v->exec, v->nodes[i], x->dst, x->src, x->width, cudaMemcpyDefault);
         if (err != cudaSuccess) return err;
-        e->cp[i].dst = x->dst;
+        v->cp[i].dst = x->dst;
         g->stats.node_updates++;
     }
     return cudaSuccess;
@@ -173,7 +193,7 @@ static magi_status decline(magi_symm_cuda_graphs *g) {
 
 static magi_status refused(magi_symm_cuda_graphs *g, gentry *e) {
     (void)cudaGetLastError(); /* non-sticky: the batch path starts clean */
-    drop_graph(e);
+    drop_entry(g, e);
     e->disabled = 1;
     g->stats.failures++;
     return decline(g);
@@ -187,34 +207,50 @@ magi_status magi_symm_cuda_graph_issue(magi_symm_cuda_graphs *g, uint32_t n, con
     if (oom) return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
     if (!e || e->disabled) return decline(g);
     if (++e->seen < 2) return decline(g); /* one-shot gathers never pay for a graph */
-    if (e->exec) {
-        int match = e->k == k;
-        for (size_t i = 0; match && i < k; i++) match = same_geometry(&cp[i], &e->cp[i]);
-        if (!match) {
-            /* Once: the batch path (it proves new 2D spans); twice in a row: rebuild. */
-            if (!e->mismatch) {
-                e->mismatch = 1;
-                return decline(g);
+    variant *v = NULL;
+    /* the graph of exactly these copies (these destinations) */
+    for (uint32_t i = 0; i < e->nv && !v; i++) {
+        variant *c = &e->v[i];
+        if (c->k != k) continue;
+        size_t j = 0;
+        while (j < k && same_copy(&cp[j], &c->cp[j])) j++;
+        if (j == k) v = c;
+    }
+    if (!v) {
+        if (e->nv < MAGI_SYMM_GRAPH_VARIANTS) {
+            v = &e->v[e->nv++]; /* room for one more destination set */
+        } else {
+            v = &e->v[0]; /* full: the least recently used one */
+            for (uint32_t i = 1; i < e->nv; i++)
+                if (e->v[i].used < v->used) v = &e->v[i];
+            if (updatable(v, cp, k)) {
+                if (update(g, v, cp) != cudaSuccess) {
+                    /* e.g. a destination whose mapping differs from the
+                     * one the graph was built with: build afresh */
+                    (void)cudaGetLastError();
+                    drop_variant(g, v);
+                }
+            } else {
+                drop_variant(g, v); /* a 2D node's destination moved, or the geometry changed */
             }
-            drop_graph(e);
-        } else if (update(g, e, cp) != cudaSuccess) {
-            /* e.g. a destination whose mapping differs from the one the
-             * graph was built with: build afresh (a refused build disables) */
-            (void)cudaGetLastError();
-            drop_graph(e);
+        }
+        if (!v->exec) {
+            cudaError_t err = build(g, v, cp, k);
+            if (err == cudaErrorMemoryAllocation && (!v->nodes || !v->cp)) {
+                drop_variant(g, v);
+                e->nv--; /* keep the variants in use contiguous */
+                if (v != &e->v[e->nv]) {
+                    *v = e->v[e->nv];
+                    memset(&e->v[e->nv], 0, sizeof *v);
+                }
+                return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
+            }
+            if (err != cudaSuccess) return refused(g, e);
+            g->stats.builds++;
         }
     }
-    e->mismatch = 0;
-    if (!e->exec) {
-        cudaError_t err = build(e, cp, k);
-        if (err == cudaErrorMemoryAllocation && (!e->nodes || !e->cp)) {
-            drop_graph(e);
-            return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
-        }
-        if (err != cudaSuccess) return refused(g, e);
-        g->stats.builds++;
-    }
-    if (cudaGraphLaunch(e->exec, (cudaStream_t)stream) != cudaSuccess) return refused(g, e);
+    if (cudaGraphLaunch(v->exec, (cudaStream_t)stream) != cudaSuccess) return refused(g, e);
+    v->used = ++g->tick;
     g->stats.launches++;
     return MAGI_OK;
 }

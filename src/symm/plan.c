@@ -576,17 +576,45 @@ static magi_status plan_region(build_ctx *b, uint32_t ri, const magi_region *r) 
         }
     }
 
-    /* Deterministic walk: weights in graph order, then their uses in order. */
+    /* Slots, deterministic: gathers in graph order; within a gather its
+     * inputs class by class (equal shard bytes, classes in order of first
+     * appearance, inputs in order within a class), so each size class of a
+     * bucket is one arithmetic progression of offsets in its window and the
+     * cuda backend gathers it as one 2D copy per member (docs/SYMM.md). */
+    uint32_t *slot_of = calloc(n_us ? n_us : 1, sizeof *slot_of);
+    uint8_t *done = calloc(n_us ? n_us : 1, 1);
+    if (!slot_of || !done) {
+        free(slot_of);
+        free(done);
+        MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
+    }
+    for (size_t k = 0; k < n_us && !st; k++) {
+        if (done[k]) continue;
+        /* us[] holds each gather's inputs consecutively, in input order:
+         * k starts a class; take its members from the same gather. */
+        for (size_t m = k; m < n_us && us[m].gather == us[k].gather && !st; m++) {
+            if (done[m] || us[m].in.nbytes != us[k].in.nbytes) continue;
+            st = find_or_add_slot(b, ri, &r->nodes[us[m].src], &us[m], &slot_of[m]);
+            ((uint32_t *)rp->gathers[us[m].gather].slots)[us[m].k] = slot_of[m];
+            done[m] = 1;
+        }
+    }
+    free(done);
+    if (st) {
+        free(slot_of);
+        goto cleanup;
+    }
+    /* Bindings: weights in graph order, then their uses in order. */
     rp->bindings = magi_arena_calloc(a, n_us ? n_us : 1, sizeof *rp->bindings);
-    if (!rp->bindings) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
+    if (!rp->bindings) {
+        free(slot_of);
+        MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
+    }
     for (uint32_t i = 0; i < r->n_nodes; i++) {
         if (!is_weight_op(&r->nodes[i])) continue;
         for (size_t k = 0; k < n_us; k++) {
             if (us[k].src != i) continue;
-            uint32_t slot = 0;
-            st = find_or_add_slot(b, ri, &r->nodes[i], &us[k], &slot);
-            if (st) goto cleanup;
-            ((uint32_t *)rp->gathers[us[k].gather].slots)[us[k].k] = slot;
+            uint32_t slot = slot_of[k];
             int have = 0;
             for (uint32_t j = 0; j < rp->n_bindings; j++)
                 have |= rp->bindings[j].node == i && rp->bindings[j].slot == slot;
@@ -595,10 +623,14 @@ static magi_status plan_region(build_ctx *b, uint32_t ri, const magi_region *r) 
                 bd->node = i;
                 bd->placeholder = magi_arena_strdup(a, r->nodes[i].name);
                 bd->slot = slot;
-                if (!bd->placeholder) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
+                if (!bd->placeholder) {
+                    free(slot_of);
+                    MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
+                }
             }
         }
     }
+    free(slot_of);
 cleanup:
     free(us);
     free(ins);

@@ -5,7 +5,8 @@
  * through magi_fake_copy(), which the linking program defines.
  * Rules the real calls enforce and that are modelled: zero-sized copies are
  * refused (cudaErrorInvalidValue), a 1D update only applies to a 1D node,
- * extents have depth 1. */
+ * a 2D node is never updated (the driver refuses multidimensional memcpy
+ * updates), extents have depth 1. */
 #include <cuda_runtime_api.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -92,7 +93,8 @@ cudaError_t cudaGraphExecMemcpyNodeSetParams1D(cudaGraphExec_t hGraphExec, cudaG
 cudaError_t cudaGraphExecMemcpyNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t node,
                                              const struct cudaMemcpy3DParms *p) {
     fnode *x = exec_node(hGraphExec, node);
-    if (!x || p->extent.depth != 1) return cudaErrorInvalidValue;
+    /* CUDA documents cudaErrorInvalidValue for multidimensional operands */
+    if (!x || p->extent.depth != 1 || p->extent.height != 1 || x->h != 1) return cudaErrorInvalidValue;
     *x = (fnode){x->idx, p->dstPtr.ptr, p->srcPtr.ptr, p->extent.width, p->extent.height, p->dstPtr.pitch,
                  p->srcPtr.pitch};
     return cudaSuccess;
