@@ -232,6 +232,9 @@ class SaveBackend:
         t = time.perf_counter()
         import torch
         grad = torch.is_grad_enabled()
+        if any(getattr(x, "is_cuda", False) for x in example_inputs):
+            from .compiled import use_triton_cache
+            use_triton_cache(self.cache_dir)
         fn, blobs = compile_region(gm, example_inputs, options=self.inductor_options)
         dt = time.perf_counter() - t
         sources = placeholder_sources(gm)

@@ -207,6 +207,9 @@ class BoundForward:
         if why and why.startswith("source changed"):
             return why
         self._bind(region, ent["sources"])  # a missing/mismatched tensor fails before loading
+        from .compiled import region_device, use_triton_cache
+        if region_device(region.doc) == "cuda":
+            use_triton_cache(self.cache_dir)
         fn, rep = load_region_code(region, payloads, transport_used=used)
         rep["timings"]["artifact_load_s"] = load_s
         self.region, self.fn = region, fn

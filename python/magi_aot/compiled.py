@@ -44,6 +44,7 @@ import json
 import os
 import platform
 import shutil
+import stat
 import struct
 import sys
 import tempfile
@@ -193,6 +194,57 @@ def placeholder_sources(gm):
             src = name() if callable(name) else name
         out.append({"name": n.name, "source": src})
     return out
+
+
+# ------------------------------------------------------------------ Triton's cache
+TRITON_DIR = "triton"   # under the magi cache root, beside v1/
+
+
+def _private_dir(path):
+    """True when path is (or was just made) a real directory owned by this
+    user that nobody else can write: never a symlink, never group/other
+    writable (it will hold shared objects that get loaded and run)."""
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    except OSError:
+        return False
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return (stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid()
+            and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH))
+
+
+def use_triton_cache(cache_dir):
+    """Point Triton's own cache (TRITON_CACHE_DIR) at a private directory
+    inside the magi cache, unless the process already chose one.
+
+    Why: a kernel Inductor cannot launch through its static launcher runs
+    through a launcher module that Triton builds with the C compiler the
+    first time a process calls it (0.2 s each on one H200 host) and keeps
+    in Triton's cache. Inductor points that cache into its own cache
+    directory, which differs between processes that keep separate Inductor
+    caches, so every warm process rebuilt them. Kept beside the artifacts,
+    the launchers built by the process that stored the code (it runs the
+    code once) serve every later process that shares the magi cache; the
+    cubins Inductor restores from the artifact land there too. Triton keys
+    each file by the SHA-256 of its source and the platform, so nothing
+    built for another environment is ever picked up.
+
+    Returns the directory in use, or None when the magi cache directory is
+    not private to this user (a group-shared cache): then Triton keeps its
+    default, as a directory others can write must not hold code we load."""
+    cur = os.environ.get("TRITON_CACHE_DIR")
+    if cur:
+        return cur
+    root = os.path.join(os.fspath(cache_dir), TRITON_DIR)
+    if not (_private_dir(os.fspath(cache_dir)) and _private_dir(root)):
+        return None
+    os.environ["TRITON_CACHE_DIR"] = root
+    return root
 
 
 # ------------------------------------------------------------------ save side

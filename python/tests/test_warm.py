@@ -185,6 +185,50 @@ def _run_child(cache, model_py, state, out, *extra):
 
 
 @unittest.skipUnless(HAVE_TORCH, TORCH_REASON)
+class TritonCache(unittest.TestCase):
+    """use_triton_cache: Triton's cache goes inside a private magi cache,
+    never into a directory others can write, never over the process's own
+    choice."""
+
+    def setUp(self):
+        self.saved = os.environ.pop("TRITON_CACHE_DIR", None)
+        self.tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+
+    def tearDown(self):
+        os.environ.pop("TRITON_CACHE_DIR", None)
+        if self.saved is not None:
+            os.environ["TRITON_CACHE_DIR"] = self.saved
+
+    def test_private_cache_hosts_it(self):
+        cache = os.path.join(self.tmp, "cache")
+        got = compiled.use_triton_cache(cache)
+        self.assertEqual(got, os.path.join(cache, compiled.TRITON_DIR))
+        self.assertEqual(os.environ["TRITON_CACHE_DIR"], got)
+        self.assertEqual(os.stat(got).st_mode & 0o777, 0o700)
+
+    def test_process_choice_kept(self):
+        os.environ["TRITON_CACHE_DIR"] = "/somewhere/else"
+        self.assertEqual(compiled.use_triton_cache(os.path.join(self.tmp, "c")), "/somewhere/else")
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "c")))
+
+    def test_group_writable_cache_refused(self):
+        cache = os.path.join(self.tmp, "shared")
+        os.mkdir(cache)
+        os.chmod(cache, 0o2770)
+        self.assertIsNone(compiled.use_triton_cache(cache))
+        self.assertNotIn("TRITON_CACHE_DIR", os.environ)
+
+    def test_symlinked_dir_refused(self):
+        cache = os.path.join(self.tmp, "cache")
+        os.mkdir(cache, 0o700)
+        elsewhere = os.path.join(self.tmp, "elsewhere")
+        os.mkdir(elsewhere, 0o700)
+        os.symlink(elsewhere, os.path.join(cache, compiled.TRITON_DIR))
+        self.assertIsNone(compiled.use_triton_cache(cache))
+        self.assertNotIn("TRITON_CACHE_DIR", os.environ)
+
+
 class WarmStartProcesses(unittest.TestCase):
     @classmethod
     def setUpClass(cls):

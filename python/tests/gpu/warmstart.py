@@ -271,7 +271,9 @@ def main():
     modes = ("magi-save", "magi-warm", "magi-warm2", "magi-sim", "magi-flip", "moe-save",
              "moe-warm")
     for mode in (a.only.split(",") if a.only else modes):
-        note(run(me + [mode], timeout=300 if a.device == "cuda" else 1800))
+        r = run(me + [mode], timeout=300 if a.device == "cuda" else 1800)
+        r.setdefault("mode", mode)
+        note(r)
     by = {r["mode"]: r for r in rows}
     warm = by.get("magi-warm", {})
     summary = {
