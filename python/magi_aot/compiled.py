@@ -370,12 +370,33 @@ def compile_from_graph(region, timings, grad_enabled=False):
         try:
             art = standalone_compile(gm, list(args), dynamic_shapes="from_example_inputs",
                                      fake_mode=fake_mode)
-        except TypeError as e:  # a release without the fake_mode argument
+        except TypeError as e:  # a release without the fake_mode argument (2.11)
             if "fake_mode" not in str(e):
                 raise
-            art = standalone_compile(gm, list(args), dynamic_shapes="from_example_inputs")
+            art = _compile_in_mode(standalone_compile, gm, list(args), fake_mode)
     timings["compile_s"] = time.perf_counter() - t
     return art
+
+
+def _compile_in_mode(standalone_compile, gm, args, fake_mode):
+    """standalone_compile over our FakeTensor inputs where it takes no
+    fake_mode. With "from_example_inputs" such a release makes a fresh
+    ShapeEnv and meets the inputs' symbols, which it does not know ("vr
+    must not be None for symbol s13"); with "from_graph" it adopts the mode
+    of the FakeTensors in the graph's output metadata. So: propagate the
+    fake inputs through the graph, record each value as Dynamo would
+    (meta["example_value"]), and compile "from_graph"."""
+    from torch._dispatch.python import enable_python_dispatcher
+    from torch.fx.passes.fake_tensor_prop import FakeTensorProp
+    # as Dynamo runs ops: through the Python dispatcher, whose
+    # decompositions keep sizes symbolic (without it, CPU matmul asks for
+    # concrete sizes and specialises the sequence length)
+    with enable_python_dispatcher():
+        FakeTensorProp(gm, mode=fake_mode).propagate_dont_convert_inputs(*args)
+    for n in gm.graph.nodes:
+        if "val" in n.meta and "example_value" not in n.meta:
+            n.meta["example_value"] = n.meta["val"]
+    return standalone_compile(gm, args, dynamic_shapes="from_graph")
 
 
 def rewritten(region):
