@@ -17,6 +17,7 @@
 #include "magi_aot/graph.h"
 #include "magi_aot/expr.h"
 #include "magi_aot/json.h"
+#include "magi_aot/docwalk.h"
 #include "magi_aot/marshal.h"
 #include "magi_aot/artifact.h"
 #include "magi_aot/schedule.h"

@@ -1,2 +1,5 @@
 magi_add_unit_test(test_json SOURCES ${PROJECT_SOURCE_DIR}/tests/test_json.c)
 target_link_libraries(test_json PRIVATE PkgConfig::JANSSON)
+# The document walk (docwalk.h) against the JSON writer; emitter contract.
+magi_add_unit_test(test_docwalk SOURCES ${PROJECT_SOURCE_DIR}/tests/test_docwalk.c)
+target_link_libraries(test_docwalk PRIVATE PkgConfig::JANSSON)

@@ -209,6 +209,7 @@ _PROTOS = {
     "magi_json_read_file": (_STATUS, [POINTER(c_void_p), c_char_p, POINTER(LoadOptions)]),
     "magi_json_write": (_STATUS, [POINTER(c_void_p), POINTER(c_size_t), c_void_p, c_uint]),
     "magi_marshal_write": (_STATUS, [POINTER(c_void_p), POINTER(c_size_t), c_void_p]),
+    "magi_doc_walk": (_STATUS, [c_void_p, c_void_p, c_void_p, POINTER(c_uint32)]),
     "magi_load_file": (_STATUS, [POINTER(c_void_p), c_char_p, POINTER(LoadOptions)]),
     "magi_artifact_save": (_STATUS, [c_void_p, c_char_p, POINTER(SaveOptions)]),
     "magi_artifact_encode": (_STATUS, [POINTER(c_void_p), POINTER(c_size_t), c_void_p,
@@ -347,6 +348,13 @@ class _Lib:
     def has(self, name):
         self._load()
         return name in self._fns
+
+    def address(self, name):
+        """The address (int) of an exported function, for C code that calls
+        it directly (magi_aot._docbuild); None when the library lacks it."""
+        self._load()
+        ent = self._fns.get(name)
+        return ctypes.cast(ent[0], c_void_p).value if ent else None
 
     def __getattr__(self, name):
         if not name.startswith("magi_"):

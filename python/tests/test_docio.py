@@ -1,86 +1,264 @@
-"""The marshal document path (magi_marshal_write + marshal.loads) gives the
-same document as the JSON path, for every fixture; no torch."""
+"""Every document path of magi_aot.docio (the direct extension, marshal)
+gives the same document as the JSON path, for every fixture read from JSON
+and from an artifact; bad regions raise, never crash; without the
+extension document() falls back to marshal. No torch.
+
+The direct path's tests skip only where the extension was not built; under
+CTest, MAGI_DOCBUILD_EXPECTED=1 says the build made it, and then a missing
+extension fails instead."""
+import ctypes
 import glob
 import json
 import marshal
 import os
+import subprocess
+import sys
+import tempfile
 import unittest
-from ctypes import byref, c_void_p
+from ctypes import POINTER, byref, c_void_p
 
-from _util import REAL, ROOT, fixture
+from _util import HERE, REAL, ROOT, fixture
 
 from magi_aot import docio
-from magi_aot._lib import cstr, has, lib
+from magi_aot._lib import CRegion, LoadOptions, MagiError, RegionStruct, cstr, has, lib
+
+EXPECTED = os.environ.get("MAGI_DOCBUILD_EXPECTED") == "1"
+HAS_DIRECT = docio.extension() is not None
+NO_DIRECT = "no document extension: %s" % docio.extension_missing()
 
 
-def _load(path):
+def _load(path, max_depth=0):
     p = c_void_p()
-    lib.magi_load_file(byref(p), cstr(path), None)
+    opts = LoadOptions(max_depth=max_depth) if max_depth else None
+    lib.magi_load_file(byref(p), cstr(path), byref(opts) if opts else None)
     return p
 
 
-@unittest.skipUnless(has("magi_marshal_write"), "library without magi_marshal_write")
-class MarshalDocument(unittest.TestCase):
-    def files(self):
-        out = [fixture(n) for n in REAL]
-        out += sorted(glob.glob(os.path.join(ROOT, "fixtures", "floats", "*.json")))
-        out += sorted(glob.glob(os.path.join(ROOT, "fixtures", "v0", "*.v0")))
-        return out
+def _paths():
+    out = []
+    if has("magi_marshal_write"):
+        out.append(("marshal", docio.document_marshal))
+    if HAS_DIRECT:
+        out.append(("direct", docio.document_direct))
+    return out
 
-    def test_equals_the_json_document_for_every_fixture(self):
-        files = self.files()
-        self.assertGreater(len(files), 5)
-        for f in files:
-            with self.subTest(os.path.basename(f)):
-                p = _load(f)
-                try:
-                    want = docio.document_json(p)
-                    got = docio.document(p)
-                    data = docio.document_bytes(p)
-                finally:
-                    lib.magi_region_free(p)
+
+def _files():
+    out = [fixture(n) for n in REAL]
+    out += sorted(glob.glob(os.path.join(ROOT, "fixtures", "floats", "*.json")))
+    out += sorted(glob.glob(os.path.join(ROOT, "fixtures", "v0", "*.v0")))
+    return out
+
+
+KINDS = {"format": "magi-fx-json", "version": 1, "model_tag": "t\u00e9st", "model_idx": 3,
+         "traced_files": ["a.py", "b/\u00fc.py"],
+         "compile_config": {"k": [1, 2.5, None, True, {"n": -(2 ** 40)}], "s": "x\u2603"},
+         "symbols": {"s0": {"hint": 2 ** 40}, "zf0": {"hint": -0.5}, "u0": {"hint": None}},
+         "graph": {"nodes": [
+             {"name": "x", "op": "placeholder", "target": "x",
+              "meta": {"example_value": {"kind": "tensor", "dtype": "float32",
+                                         "shape": ["s0", 3], "stride": [3, 1],
+                                         "storage_offset": 0, "device": "cpu",
+                                         "requires_grad": False, "real": [1, "q"]}}},
+             {"name": "y", "op": "call_function", "target": "f",
+              "args": [{"node": "x"}, -(2 ** 62), 2 ** 31, -(2 ** 31) - 1, 1.5, -0.0,
+                       {"float": "inf"}, {"float": "nan"}, "str", None, True, False,
+                       {"tuple": [1, [2, {"slice": [None, 3, None]}]]}, [], {"tuple": []},
+                       {"dict": {"a": {"dtype": "bfloat16"}}}, {"dict": {}}, {"sym": "s0 + 1"},
+                       {"device": "cuda:0"}, {"layout": "strided"},
+                       {"memory_format": "contiguous_format"}, {"ellipsis": True},
+                       {"opaque": "Foo"}, "\u00e9\U0001f600"],
+              "kwargs": {"k": {"sym": 4}}},
+             {"name": "output", "op": "output", "target": "output",
+              "args": [{"node": "y"}]}]}}
+
+
+def _same(a, b):
+    """a == b (types and key order included) without recursion: == on a
+    document 1500 lists deep exceeds some Pythons' C recursion limit."""
+    todo = [(a, b)]
+    while todo:
+        x, y = todo.pop()
+        if type(x) is not type(y):
+            return False
+        if isinstance(x, dict):
+            if list(x) != list(y):
+                return False
+            todo.extend((x[k], y[k]) for k in x)
+        elif isinstance(x, list):
+            if len(x) != len(y):
+                return False
+            todo.extend(zip(x, y))
+        elif x != y:
+            return False
+    return True
+
+
+class DocumentPaths(unittest.TestCase):
+    def assert_same(self, p, what):
+        want = docio.document_json(p)
+        paths = _paths()
+        self.assertTrue(paths, "no path besides JSON to compare")
+        for name, fn in paths:
+            with self.subTest(what=what, path=name):
+                got = fn(p)
                 self.assertEqual(got, want)
                 # same key order as the JSON text, everywhere
                 self.assertEqual(json.dumps(got), json.dumps(want))
-                self.assertEqual(marshal.loads(data), want)
+        self.assertEqual(docio.document(p), want)
+        return want
 
-    def test_values_of_every_kind(self):
-        doc = {"format": "magi-fx-json", "version": 1, "model_tag": "t\u00e9st", "model_idx": 3,
-               "traced_files": ["a.py", "b/\u00fc.py"],
-               "compile_config": {"k": [1, 2.5, None, True, {"n": -(2 ** 40)}], "s": "x"},
-               "symbols": {"s0": {"hint": 2 ** 40}, "zf0": {"hint": -0.5}, "u0": {"hint": None}},
-               "graph": {"nodes": [
-                   {"name": "x", "op": "placeholder", "target": "x",
-                    "meta": {"example_value": {"kind": "tensor", "dtype": "float32",
-                                               "shape": ["s0", 3], "stride": [3, 1],
-                                               "storage_offset": 0, "device": "cpu",
-                                               "requires_grad": False, "real": [1, "q"]}}},
-                   {"name": "y", "op": "call_function", "target": "f",
-                    "args": [{"node": "x"}, -(2 ** 62), 2 ** 31, -(2 ** 31) - 1, 1.5,
-                             {"float": "inf"}, {"float": "nan"}, "str", None, True,
-                             {"tuple": [1, [2, {"slice": [None, 3, None]}]]},
-                             {"dict": {"a": {"dtype": "bfloat16"}}}, {"sym": "s0 + 1"},
-                             {"device": "cuda:0"}, {"layout": "strided"},
-                             {"memory_format": "contiguous_format"}, {"ellipsis": True},
-                             {"opaque": "Foo"}],
-                    "kwargs": {"k": {"sym": 4}}},
-                   {"name": "output", "op": "output", "target": "output",
-                    "args": [{"node": "y"}]}]}}
-        import tempfile
-        with tempfile.TemporaryDirectory() as d:
-            path = os.path.join(d, "kinds.json")
-            with open(path, "w") as f:
-                json.dump(doc, f)
-            p = _load(path)
+    def test_equals_the_json_document_for_every_fixture(self):
+        files = _files()
+        self.assertGreater(len(files), 5)
+        for f in files:
+            p = _load(f)
             try:
-                want = docio.document_json(p)
-                got = docio.document(p)
+                want = self.assert_same(p, os.path.basename(f))
+                self.assertEqual(marshal.loads(docio.document_bytes(p)), want)
+                blob = CRegion(p).encode()  # the same region as an artifact (interned strings)
             finally:
                 lib.magi_region_free(p)
-        self.assertEqual(got, want)
-        self.assertEqual(json.dumps(got), json.dumps(want))
+            with tempfile.TemporaryDirectory() as d:
+                art = os.path.join(d, "r.magi")
+                with open(art, "wb") as fh:
+                    fh.write(blob)
+                p = _load(art)
+                try:
+                    self.assertEqual(self.assert_same(p, os.path.basename(f) + " artifact"), want)
+                finally:
+                    lib.magi_region_free(p)
+
+    def _load_doc(self, doc, **kw):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "doc.json")
+            with open(path, "w") as f:
+                json.dump(doc, f)
+            return _load(path, **kw)
+
+    def test_values_of_every_kind(self):
+        p = self._load_doc(KINDS)
+        try:
+            got = self.assert_same(p, "kinds")
+        finally:
+            lib.magi_region_free(p)
         self.assertEqual(got["symbols"]["s0"]["hint"], 2 ** 40)
         self.assertEqual(got["graph"]["nodes"][1]["args"][1], -(2 ** 62))
+        self.assertEqual(got["graph"]["nodes"][1]["args"][-1], "\u00e9\U0001f600")
+        self.assertEqual(got["compile_config"]["s"], "x\u2603")
+
+    def test_repeated_strings_are_one_object(self):
+        if not HAS_DIRECT:
+            self.skipTest(NO_DIRECT)
+        p = _load(fixture("stack24"))
+        try:
+            doc = docio.document_direct(p)
+        finally:
+            lib.magi_region_free(p)
+        nodes = doc["graph"]["nodes"]
+        keys = [k for n in nodes for k in n if k == "target"]
+        self.assertGreater(len(keys), 10)
+        self.assertTrue(all(k is keys[0] for k in keys))
+        self.assertEqual(len({id(n["op"]) for n in nodes if n["op"] == "call_function"}), 1)
+
+    def test_deep_nesting(self):
+        # deeper than json.loads can follow, within the loader's raised limit
+        depth = 1500
+        doc = json.loads(json.dumps(KINDS))
+        doc["graph"]["nodes"][1]["args"] = ["DEEP"]
+        text = json.dumps(doc).replace('"DEEP"', "[" * depth + "1" + "]" * depth)
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "deep.json")
+            with open(path, "w") as f:
+                f.write(text)
+            p = _load(path, max_depth=depth + 100)
+        try:
+            docs = [fn(p) for _, fn in _paths()]
+        finally:
+            lib.magi_region_free(p)
+        self.assertTrue(docs)
+        for got in docs:
+            v = got["graph"]["nodes"][1]["args"][0]
+            for _ in range(depth):
+                self.assertIsInstance(v, list)
+                self.assertEqual(len(v), 1)
+                v = v[0]
+            self.assertEqual(v, 1)
+        for g in docs[1:]:
+            self.assertTrue(_same(g, docs[0]))
+
+
+class BadRegions(unittest.TestCase):
+    """Regions the readers would not produce, made by editing a loaded one:
+    every path raises an error naming what failed; nothing partial."""
+
+    def setUp(self):
+        self.p = _load(fixture("block"))
+        self.r = ctypes.cast(self.p, POINTER(RegionStruct)).contents
+
+    def tearDown(self):
+        lib.magi_region_free(self.p)
+
+    def test_a_name_that_is_not_utf8(self):
+        bad = ctypes.create_string_buffer(b"ab\xff\xfe")
+        names = ctypes.cast(self.r.nodes, POINTER(c_void_p))  # a node's first field is its name
+        keep = names[0]
+        names[0] = ctypes.addressof(bad)
+        try:
+            if HAS_DIRECT:
+                with self.assertRaises(UnicodeDecodeError) as cm:
+                    docio.document_direct(self.p)
+                if sys.version_info >= (3, 11):
+                    self.assertIn("while building node #0", " ".join(cm.exception.__notes__))
+            with self.assertRaises((UnicodeDecodeError, ValueError)):
+                docio.document_marshal(self.p)
+        finally:
+            names[0] = keep
+
+    def test_compile_config_that_is_not_json(self):
+        bad = ctypes.create_string_buffer(b'{"a": [1,')
+        keep_flags = self.r.flags
+        off = RegionStruct.compile_config_json.offset
+        slot = ctypes.c_void_p.from_address(ctypes.addressof(self.r) + off)
+        keep = slot.value
+        self.r.flags |= 0x8  # MAGI_REGION_HAS_COMPILE_CONFIG
+        slot.value = ctypes.addressof(bad)
+        try:
+            for name, fn in _paths():
+                with self.subTest(path=name):
+                    with self.assertRaises(MagiError) as cm:
+                        fn(self.p)
+                    self.assertEqual(cm.exception.status, "MAGI_ERR_FORMAT")
+                    self.assertIn("compile_config is not JSON", cm.exception.message)
+        finally:
+            slot.value = keep
+            self.r.flags = keep_flags
+
+
+class Fallback(unittest.TestCase):
+    def test_direct_extension_is_there_when_the_build_made_it(self):
+        if EXPECTED:
+            self.assertTrue(HAS_DIRECT, NO_DIRECT)
+            self.assertEqual(docio.path_used(), "direct")
+        elif not HAS_DIRECT:
+            self.skipTest(NO_DIRECT)
+
+    def test_forced_fallback_uses_marshal_and_gives_the_same_document(self):
+        code = ("import sys; sys.path.insert(0, %r); import _util, json\n"
+                "from magi_aot import docio\n"
+                "from test_docio import _load\n"
+                "from magi_aot._lib import lib\n"
+                "p = _load(_util.fixture('mixed'))\n"
+                "print(json.dumps([docio.path_used(), docio.extension_missing(), "
+                "docio.document(p) == docio.document_json(p)]))\n" % HERE)
+        env = dict(os.environ, MAGI_AOT_DOCBUILD="0")
+        out = subprocess.run([sys.executable, "-c", code], env=env, cwd=HERE,
+                             capture_output=True, text=True, timeout=120)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        path, why, same = json.loads(out.stdout.strip().splitlines()[-1])
+        self.assertEqual(path, "marshal")
+        self.assertIn("MAGI_AOT_DOCBUILD", why)
+        self.assertTrue(same)
 
 
 if __name__ == "__main__":

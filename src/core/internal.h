@@ -116,7 +116,8 @@ int magi_buf_printf(magi_buf *b, const char *fmt, ...) __attribute__((format(pri
 void magi_buf_put_json_str(magi_buf *b, const char *s);
 void magi_buf_free(magi_buf *b);
 
-/* FNV-1a over n bytes: the library's one string hash (src/core/smap.c). */
+/* The library's one string hash (src/core/smap.c): word-at-a-time, for
+ * in-memory tables only (values depend on byte order; never stored). */
 uint64_t magi_hash_bytes(const void *p, size_t n);
 
 /* Open-addressing map from a byte string to a uint32. Keys are borrowed and

@@ -1,16 +1,32 @@
-/* The library's one string hash: FNV-1a, and an open-addressing map from a
- * byte string (borrowed) to a uint32 built on it. */
+/* The library's one string hash, and an open-addressing map from a byte
+ * string (borrowed) to a uint32 built on it. */
 #include "internal.h"
 #include <stdlib.h>
 #include <string.h>
 
+/* Eight bytes per step (a multiply and a shift each), the length folded in
+ * first, and a final avalanche so that the low bits the tables mask with
+ * depend on every input byte. Hashes are for in-memory tables only: the
+ * tail is read in the machine's byte order, so values are never stored. */
 uint64_t magi_hash_bytes(const void *p, size_t n) {
-    const uint8_t *s = p;
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) {
-        h ^= s[i];
-        h *= 1099511628211ull;
+    const unsigned char *s = p;
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ ((uint64_t)n * 0xff51afd7ed558ccdull);
+    while (n >= 8) {
+        uint64_t x;
+        memcpy(&x, s, 8);
+        h = (h ^ x) * 0xbf58476d1ce4e5b9ull;
+        h ^= h >> 29;
+        s += 8, n -= 8;
     }
+    if (n) {
+        uint64_t x = 0;
+        memcpy(&x, s, n);
+        h = (h ^ x) * 0xbf58476d1ce4e5b9ull;
+        h ^= h >> 29;
+    }
+    h ^= h >> 32;
+    h *= 0x94d049bb133111ebull;
+    h ^= h >> 31;
     return h;
 }
 

@@ -1,6 +1,7 @@
 /* A region's magi-fx JSON v1 document in CPython's marshal format (see
- * marshal.h). Mirrors json_write.c value for value: tests/python compare
- * marshal.loads() of this with json.loads() of that for every fixture.
+ * marshal.h): an emitter of the document walk (docwalk.h, doc_walk.c), so
+ * its value is the walk's; the Python tests compare marshal.loads() of this
+ * with json.loads() of magi_json_write's text for every fixture.
  *
  * Type codes (Python/marshal.c, format version 4): '0' NULL (ends a dict),
  * 'N' None, 'F' False, 'T' True, 'i' int32, 'l' long (base 2**15 digits),
@@ -9,31 +10,64 @@
  * (int32 length), 'r' reference (int32 index); FLAG_REF (0x80) on a code
  * appends the object to the reference table. All integers little-endian. */
 #include "../core/internal.h"
+#include "magi_aot/docwalk.h"
 #include "magi_aot/marshal.h"
-#include <jansson.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define M_FLAG_REF 0x80
 
-/* Pointer -> reference index, in front of the content map: the artifact
- * reader interns every string once (and the keys here are literals), so
- * most repeats are the same pointer and skip hashing the bytes. */
-#define M_PTR_SLOTS 1024u
+/* Pointer -> reference index, in front of the content map: the walk's
+ * stable strings are the region's (the artifact reader interns each once)
+ * or literals, so most repeats are the same pointer and skip hashing and
+ * comparing bytes. Open addressing, linear probing, at most half full. */
+typedef struct ptr_map {
+    const char **k; /* NULL: empty slot */
+    uint32_t *v;
+    size_t cap, n; /* cap: a power of two, or 0 */
+} ptr_map;
 
-typedef struct ptr_slot {
-    const char *p;
-    uint32_t idx;
-} ptr_slot;
+static size_t ptr_slot(const void *p, size_t cap) {
+    uint64_t h = (uint64_t)(uintptr_t)p * 0x9e3779b97f4a7c15ull; /* Fibonacci hashing */
+    return (size_t)(h >> 32) & (cap - 1);
+}
+
+static int ptr_map_grow(ptr_map *m) {
+    size_t cap = m->cap ? m->cap * 2 : 1024;
+    const char **k = calloc(cap, sizeof *k);
+    uint32_t *v = malloc(cap * sizeof *v);
+    if (!k || !v) {
+        free(k), free(v);
+        return 0;
+    }
+    for (size_t i = 0; i < m->cap; i++) {
+        if (!m->k[i]) continue;
+        size_t j = ptr_slot(m->k[i], cap);
+        while (k[j]) j = (j + 1) & (cap - 1);
+        k[j] = m->k[i], v[j] = m->v[i];
+    }
+    free(m->k), free(m->v);
+    m->k = k, m->v = v, m->cap = cap;
+    return 1;
+}
+
+/* The slot of p: m->k[slot] == p when present, else NULL (where p goes). */
+static size_t ptr_map_find(const ptr_map *m, const char *p) {
+    size_t i = ptr_slot(p, m->cap);
+    while (m->k[i] && m->k[i] != p) i = (i + 1) & (m->cap - 1);
+    return i;
+}
+
+static void ptr_map_free(ptr_map *m) {
+    free(m->k), free(m->v);
+    memset(m, 0, sizeof *m);
+}
 
 typedef struct mw {
     magi_buf b;
-    magi_smap refs;     /* string -> reference index (borrowed keys) */
-    ptr_slot *by_ptr;   /* M_PTR_SLOTS entries, direct-mapped (a miss only costs a hash) */
+    ptr_map by_ptr;  /* stable string pointer -> reference index */
+    magi_smap refs;  /* string bytes -> reference index (borrowed keys: stable strings only) */
     uint32_t n_refs;
-    const magi_region *r;
-    magi_status err;    /* first error other than out of memory */
 } mw;
 
 /* Room for n more bytes; NULL (and the buffer marked failed) when out of memory. */
@@ -119,22 +153,18 @@ static void put_ref(mw *w, uint32_t idx) {
     w->b.len += 5;
 }
 
-/* Strings owned by the region (they outlive the writer): written once,
- * referenced after. */
+/* A stable string (see docwalk.h): written once, referenced after. */
 static void put_str(mw *w, const char *s) {
-    if (!s) {
-        put_none(w);
+    if (w->by_ptr.n * 2 >= w->by_ptr.cap && !ptr_map_grow(&w->by_ptr)) {
+        w->b.failed = 1;
         return;
     }
-    ptr_slot *slot = NULL;
-    if (w->by_ptr) {
-        uintptr_t h = (uintptr_t)s;
-        slot = &w->by_ptr[((h >> 3) ^ (h >> 15)) & (M_PTR_SLOTS - 1)];
-        if (slot->p == s) {
-            put_ref(w, slot->idx);
-            return;
-        }
+    size_t slot = ptr_map_find(&w->by_ptr, s);
+    if (w->by_ptr.k[slot]) {
+        put_ref(w, w->by_ptr.v[slot]);
+        return;
     }
+    /* a new pointer: the same bytes may have been written from another one */
     size_t n = strlen(s);
     uint32_t idx = w->n_refs;
     int ins = magi_smap_insert(&w->refs, s, n, idx, &idx);
@@ -148,252 +178,54 @@ static void put_str(mw *w, const char *s) {
         w->n_refs++;
         put_str_n(w, s, n, M_FLAG_REF);
     }
-    if (slot) *slot = (ptr_slot){s, idx};
+    w->by_ptr.k[slot] = s, w->by_ptr.v[slot] = idx;
+    w->by_ptr.n++;
 }
 
-static void put_list(mw *w, uint32_t n) {
-    put_u8(w, '[');
-    put_i32(w, (int32_t)n);
+/* ---- the emitter: every callback appends; out of memory stops the walk ---- */
+
+static magi_status status_of(mw *w) {
+    return w->b.failed ? magi_set_error(MAGI_ERR_NOMEM, "marshal writer: out of memory") : MAGI_OK;
 }
 
-static void begin_dict(mw *w) { put_u8(w, '{'); }
-static void end_dict(mw *w) { put_u8(w, '0'); }
-
-/* ---- JSON text kept verbatim in the IR (compile_config, extras) ---- */
-
-static void put_json(mw *w, const json_t *j, unsigned depth) {
-    if (depth > 256) {
-        w->err = magi_set_error(MAGI_ERR_FORMAT, "marshal writer: JSON nested too deep");
-        return;
-    }
-    switch (json_typeof(j)) {
-    case JSON_OBJECT: {
-        const char *k;
-        json_t *v;
-        begin_dict(w);
-        json_object_foreach((json_t *)j, k, v) {
-            put_str_n(w, k, strlen(k), 0);
-            put_json(w, v, depth + 1);
-        }
-        end_dict(w);
-        break;
-    }
-    case JSON_ARRAY: {
-        size_t n = json_array_size(j);
-        put_list(w, (uint32_t)n);
-        for (size_t i = 0; i < n; i++) put_json(w, json_array_get(j, i), depth + 1);
-        break;
-    }
-    case JSON_STRING: put_str_n(w, json_string_value(j), json_string_length(j), 0); break;
-    case JSON_INTEGER: put_int(w, (int64_t)json_integer_value(j)); break;
-    case JSON_REAL: put_float(w, json_real_value(j)); break;
-    case JSON_TRUE: put_bool(w, 1); break;
-    case JSON_FALSE: put_bool(w, 0); break;
-    default: put_none(w); break;
-    }
+static magi_status e_begin_dict(void *c) {
+    put_u8(c, '{');
+    return status_of(c);
 }
-
-static json_t *parse_json(mw *w, const char *text, const char *what) {
-    json_error_t e;
-    json_t *j = json_loads(text, JSON_DECODE_ANY, &e);
-    if (!j && !w->err)
-        w->err = magi_set_error(MAGI_ERR_FORMAT, "marshal writer: %s is not JSON: %s", what, e.text);
-    return j;
+static magi_status e_end_dict(void *c) {
+    put_u8(c, '0');
+    return status_of(c);
 }
-
-/* ---- the document (same shape as json_write.c) ---- */
-
-static void put_dim(mw *w, const magi_dim *d) {
-    if (d->expr) put_str(w, d->expr);
-    else put_int(w, d->value);
+static magi_status e_begin_list(void *c, uint32_t n) {
+    if (n > INT32_MAX) return magi_set_error(MAGI_ERR_LIMIT, "marshal writer: a list of %u items", n);
+    put_u8(c, '[');
+    put_i32(c, (int32_t)n);
+    return status_of(c);
 }
-
-static void put_dims(mw *w, const magi_dim *d, uint32_t n) {
-    put_list(w, n);
-    for (uint32_t i = 0; i < n; i++) put_dim(w, &d[i]);
+static magi_status e_end_list(void *c) { return MAGI_OK; } /* marshal lists carry their count */
+static magi_status e_cstr(void *c, const char *s) {
+    put_str(c, s);
+    return status_of(c);
 }
-
-/* {"tag": value...}: the one-key dicts of the spec's tagged values */
-static void tag(mw *w, const char *t) {
-    begin_dict(w);
-    put_str(w, t);
+static magi_status e_str(void *c, const char *s, size_t n) {
+    put_str_n(c, s, n, 0);
+    return status_of(c);
 }
-
-static void put_value(mw *w, const magi_value *v, unsigned depth) {
-    if (depth > 4096) {
-        w->err = magi_set_error(MAGI_ERR_FORMAT, "marshal writer: value nested too deep");
-        return;
-    }
-    switch (v->kind) {
-    case MAGI_V_NONE: put_none(w); return;
-    case MAGI_V_BOOL: put_bool(w, v->u.b); return;
-    case MAGI_V_INT: put_int(w, v->u.i); return;
-    case MAGI_V_FLOAT:
-        if (isfinite(v->u.f)) {
-            put_float(w, v->u.f);
-        } else {
-            tag(w, "float");
-            put_str(w, isnan(v->u.f) ? "nan" : v->u.f > 0 ? "inf" : "-inf");
-            end_dict(w);
-        }
-        return;
-    case MAGI_V_STR: put_str(w, v->u.s); return;
-    case MAGI_V_LIST:
-    case MAGI_V_TUPLE:
-    case MAGI_V_SLICE:
-        if (v->kind == MAGI_V_TUPLE) tag(w, "tuple");
-        if (v->kind == MAGI_V_SLICE) tag(w, "slice");
-        put_list(w, v->u.seq.n);
-        for (uint32_t i = 0; i < v->u.seq.n; i++) put_value(w, &v->u.seq.items[i], depth + 1);
-        if (v->kind != MAGI_V_LIST) end_dict(w);
-        return;
-    case MAGI_V_DICT:
-        tag(w, "dict");
-        begin_dict(w);
-        for (uint32_t i = 0; i < v->u.seq.n; i++) {
-            put_str(w, v->u.seq.keys[i]);
-            put_value(w, &v->u.seq.items[i], depth + 1);
-        }
-        end_dict(w);
-        end_dict(w);
-        return;
-    case MAGI_V_NODE:
-        tag(w, "node");
-        put_str(w, v->u.node < w->r->n_nodes ? w->r->nodes[v->u.node].name : "?");
-        end_dict(w);
-        return;
-    case MAGI_V_SYM:
-        tag(w, "sym");
-        put_dim(w, &v->u.dim);
-        end_dict(w);
-        return;
-    case MAGI_V_ELLIPSIS:
-        tag(w, "ellipsis");
-        put_bool(w, 1);
-        end_dict(w);
-        return;
-    default: break;
-    }
-    static const char *const tags[MAGI_V_KIND_COUNT_] = {
-        [MAGI_V_DTYPE] = "dtype", [MAGI_V_DEVICE] = "device", [MAGI_V_LAYOUT] = "layout",
-        [MAGI_V_MEMORY_FORMAT] = "memory_format", [MAGI_V_SPECIAL_FLOAT] = "float",
-        [MAGI_V_OPAQUE] = "opaque"};
-    const char *t = (unsigned)v->kind < MAGI_V_KIND_COUNT_ ? tags[v->kind] : NULL;
-    if (!t) {
-        if (!w->err) w->err = magi_set_error(MAGI_ERR_FORMAT, "marshal writer: value kind %d", (int)v->kind);
-        return;
-    }
-    tag(w, t);
-    put_str(w, v->u.s);
-    end_dict(w);
+static magi_status e_integer(void *c, int64_t v) {
+    put_int(c, v);
+    return status_of(c);
 }
-
-static void put_example(mw *w, const magi_example *ex, unsigned depth) {
-    if (depth > 4096) {
-        w->err = magi_set_error(MAGI_ERR_FORMAT, "marshal writer: example nested too deep");
-        return;
-    }
-    begin_dict(w);
-    put_str(w, "kind");
-    const char *kn = magi_example_kind_name(ex->kind);
-    put_str(w, kn ? kn : "opaque");
-    switch (ex->kind) {
-    case MAGI_EX_TENSOR:
-        put_str(w, "dtype");
-        put_str(w, ex->u.tensor.dtype);
-        put_str(w, "shape");
-        put_dims(w, ex->u.tensor.shape, ex->u.tensor.ndim);
-        put_str(w, "stride");
-        if (ex->u.tensor.strided) put_dims(w, ex->u.tensor.stride, ex->u.tensor.ndim);
-        else put_none(w);
-        put_str(w, "storage_offset");
-        put_dim(w, &ex->u.tensor.storage_offset);
-        put_str(w, "device");
-        put_str(w, ex->u.tensor.device);
-        put_str(w, "requires_grad");
-        put_bool(w, ex->u.tensor.requires_grad);
-        if (ex->u.tensor.layout) {
-            put_str(w, "layout");
-            put_str(w, ex->u.tensor.layout);
-        }
-        break;
-    case MAGI_EX_SYMINT:
-    case MAGI_EX_SYMBOOL:
-    case MAGI_EX_SYMFLOAT:
-        put_str(w, "expr");
-        put_value(w, &ex->u.scalar, depth + 1);
-        break;
-    case MAGI_EX_INT:
-    case MAGI_EX_FLOAT:
-    case MAGI_EX_BOOL:
-        put_str(w, "value");
-        put_value(w, &ex->u.scalar, depth + 1);
-        break;
-    case MAGI_EX_TUPLE:
-    case MAGI_EX_LIST:
-        put_str(w, "items");
-        put_list(w, ex->u.seq.n);
-        for (uint32_t i = 0; i < ex->u.seq.n; i++) put_example(w, &ex->u.seq.items[i], depth + 1);
-        break;
-    case MAGI_EX_OPAQUE:
-        if (ex->u.repr) {
-            put_str(w, "repr");
-            put_str(w, ex->u.repr);
-        }
-        break;
-    default: break;
-    }
-    if (ex->extra_json) { /* members the spec does not define, kept verbatim */
-        json_t *j = parse_json(w, ex->extra_json, "an example's extra members");
-        if (j && json_is_object(j)) {
-            const char *k;
-            json_t *v;
-            json_object_foreach(j, k, v) {
-                put_str_n(w, k, strlen(k), 0);
-                put_json(w, v, 1);
-            }
-        }
-        json_decref(j);
-    }
-    end_dict(w);
+static magi_status e_real(void *c, double v) {
+    put_float(c, v);
+    return status_of(c);
 }
-
-static void put_node(mw *w, const magi_node *n) {
-    begin_dict(w);
-    put_str(w, "name");
-    put_str(w, n->name);
-    put_str(w, "op");
-    const char *op = magi_opcode_name(n->op);
-    put_str(w, op ? op : "call_function");
-    put_str(w, "target");
-    put_str(w, n->target);
-    if (magi_input_kind_name(n->input_kind)) {
-        put_str(w, "input_kind");
-        put_str(w, magi_input_kind_name(n->input_kind));
-    }
-    if (n->flags & MAGI_NODE_HAS_ARGS) {
-        put_str(w, "args");
-        put_value(w, &n->args, 1);
-    }
-    if (n->flags & MAGI_NODE_HAS_KWARGS) {
-        put_str(w, "kwargs");
-        begin_dict(w);
-        for (uint32_t i = 0; i < n->kwargs.u.seq.n; i++) {
-            put_str(w, n->kwargs.u.seq.keys[i]);
-            put_value(w, &n->kwargs.u.seq.items[i], 1);
-        }
-        end_dict(w);
-    }
-    if ((n->flags & MAGI_NODE_HAS_META) || n->example) {
-        put_str(w, "meta");
-        begin_dict(w);
-        if (n->example) {
-            put_str(w, "example_value");
-            put_example(w, n->example, 1);
-        }
-        end_dict(w);
-    }
-    end_dict(w);
+static magi_status e_boolean(void *c, int v) {
+    put_bool(c, v);
+    return status_of(c);
+}
+static magi_status e_none(void *c) {
+    put_none(c);
+    return status_of(c);
 }
 
 magi_status magi_marshal_write(void **out, size_t *out_len, const magi_region *r) {
@@ -401,68 +233,24 @@ magi_status magi_marshal_write(void **out, size_t *out_len, const magi_region *r
         return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_marshal_write: NULL argument");
     *out = NULL;
     *out_len = 0;
+    static const magi_doc_emitter emit = {
+        .version = MAGI_DOC_EMITTER_VERSION, .begin_dict = e_begin_dict, .end_dict = e_end_dict,
+        .begin_list = e_begin_list, .end_list = e_end_list, .cstr = e_cstr, .str = e_str,
+        .integer = e_integer, .real = e_real, .boolean = e_boolean, .none = e_none};
     mw w;
     memset(&w, 0, sizeof w);
-    w.r = r;
-    w.by_ptr = calloc(M_PTR_SLOTS, sizeof *w.by_ptr); /* optional: NULL only loses speed */
-    magi_smap_reserve(&w.refs, 256 + (size_t)r->n_nodes * 4);  /* a guess; it grows */
+    magi_smap_reserve(&w.refs, 256 + (size_t)r->n_nodes * 4); /* a guess; it grows */
     magi_buf_reserve(&w.b, 4096 + (size_t)r->n_nodes * 192); /* a guess; it grows */
-    begin_dict(&w);
-    put_str(&w, "format");
-    put_str(&w, "magi-fx-json");
-    put_str(&w, "version");
-    put_int(&w, 1);
-    if (r->flags & MAGI_REGION_HAS_MODEL_TAG) {
-        put_str(&w, "model_tag");
-        put_str(&w, r->model_tag ? r->model_tag : "");
-    }
-    if (r->flags & MAGI_REGION_HAS_MODEL_IDX) {
-        put_str(&w, "model_idx");
-        put_int(&w, r->model_idx);
-    }
-    if (r->flags & MAGI_REGION_HAS_TRACED_FILES) {
-        put_str(&w, "traced_files");
-        put_list(&w, r->n_traced_files);
-        for (uint32_t i = 0; i < r->n_traced_files; i++) put_str(&w, r->traced_files[i]);
-    }
-    if (r->flags & MAGI_REGION_HAS_COMPILE_CONFIG) {
-        put_str(&w, "compile_config");
-        json_t *j = parse_json(&w, r->compile_config_json ? r->compile_config_json : "{}",
-                               "compile_config");
-        if (j) put_json(&w, j, 1);
-        json_decref(j);
-    }
-    if (r->flags & MAGI_REGION_HAS_SYMBOLS) {
-        put_str(&w, "symbols");
-        begin_dict(&w);
-        for (uint32_t i = 0; i < r->n_symbols; i++) {
-            const magi_symbol *s = &r->symbols[i];
-            put_str(&w, s->name);
-            begin_dict(&w);
-            put_str(&w, "hint");
-            if (s->has_hint && s->hint_is_float && isfinite(s->hint_f)) put_float(&w, s->hint_f);
-            else if (s->has_hint && !s->hint_is_float) put_int(&w, s->hint);
-            else put_none(&w);
-            end_dict(&w);
-        }
-        end_dict(&w);
-    }
-    put_str(&w, "graph");
-    begin_dict(&w);
-    put_str(&w, "nodes");
-    put_list(&w, r->n_nodes);
-    for (uint32_t i = 0; i < r->n_nodes && !w.err; i++) put_node(&w, &r->nodes[i]);
-    end_dict(&w);
-    end_dict(&w);
+    uint32_t node = UINT32_MAX;
+    magi_status st = magi_doc_walk(r, &emit, &w, &node);
     magi_smap_free(&w.refs);
-    free(w.by_ptr);
-    if (w.err) {
+    ptr_map_free(&w.by_ptr);
+    if (st != MAGI_OK) {
         magi_buf_free(&w.b);
-        return w.err;
-    }
-    if (w.b.failed || !w.b.data) {
-        magi_buf_free(&w.b);
-        return magi_set_error(MAGI_ERR_NOMEM, "marshal writer: out of memory");
+        if (node != UINT32_MAX)
+            return magi_error_prefix(st, "marshal writer: node '%s' (#%u)",
+                                     r->nodes[node].name ? r->nodes[node].name : "?", node);
+        return st;
     }
     *out = w.b.data;
     *out_len = w.b.len;
