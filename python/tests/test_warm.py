@@ -5,14 +5,16 @@ comparison (environment, fingerprint as rewritten, transport, traced
 sources), Dynamo source parsing, the COMPILED section through the binding.
 
 Process part (python/tests/warm_child.py, each a fresh interpreter with a
-fresh Inductor cache directory): A traces and stores the small transformer
-of data/tiny_transformer.py; B loads it with zero Dynamo graphs, zero
-Inductor code generations and zero C++ builds and matches A's outputs
-exactly; C runs after the model's source file was edited and re-traces,
+fresh Inductor cache directory): a baseline traces and compiles the small
+transformer of data/tiny_transformer.py into a magi cache of its own; A
+traces and stores it into a shared cache; B loads it from there with zero
+Dynamo graphs, zero Inductor code generations and zero C++ builds and
+matches A's and the baseline's outputs exactly; C runs after the model's source file was edited and re-traces,
 naming the file; D simulates another torch version in the key and compiles
 from the stored graph, naming the field. Binding errors (missing
 parameter, wrong shape, wrong dtype) and the single-region rule use the
-cache A left.
+cache A left. MAGI_WARM_DEVICE=cuda runs the processes on the GPU
+(Triton kernels instead of C++).
 """
 import hashlib
 import json
@@ -244,6 +246,9 @@ class WarmStartProcesses(unittest.TestCase):
         cls.cache = os.path.join(cls.tmp, "cache")
         run = lambda name, *extra: _run_child(cls.cache, cls.model_py, cls.state,  # noqa: E731
                                               os.path.join(cls.tmp, name + ".json"), *extra)
+        # a baseline with a cache of its own, then processes sharing one
+        cls.base = _run_child(os.path.join(cls.tmp, "base-cache"), cls.model_py, cls.state,
+                              os.path.join(cls.tmp, "base.json"))
         cls.a = run("a")
         cls.b = run("b")
         cls.d = run("d", "--simulate", "torch=0.0-simulated")
@@ -279,6 +284,10 @@ class WarmStartProcesses(unittest.TestCase):
         self.assertEqual(b["dynamo_unique_graphs"], 0)
         self.assertEqual(b["counts"], {"inductor_codegen": 0, "cpp_builds": 0})
         for x, y in zip(self.outs("a"), self.outs("b")):
+            self.assertTrue(self.torch.equal(x, y))
+        # the process that compiled on its own gets the same outputs
+        self.assertEqual(self.base["report"]["served"], "traced")
+        for x, y in zip(self.outs("base"), self.outs("b")):
             self.assertTrue(self.torch.equal(x, y))
         self.assertLess(b["max_abs_vs_eager"], 1e-4)
 

@@ -1,4 +1,5 @@
-"""One fresh process of the warm-start test (CPU, Inductor's C++ backend).
+"""One fresh process of the warm-start test (CPU, Inductor's C++ backend;
+MAGI_WARM_DEVICE=cuda runs the same on the GPU, Triton kernels).
 
     warm_child.py CACHE MODEL_PY STATE OUT [--simulate FIELD=VALUE]
 
@@ -48,9 +49,11 @@ _count(cpp_builder.CppBuilder, "build", "cpp_builds")
 spec = importlib.util.spec_from_file_location("tiny_model", model_py)
 mod = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(mod)
+DEVICE = os.environ.get("MAGI_WARM_DEVICE", "cpu")
 model = mod.Model(mod.CONFIG).eval()
 model.load_state_dict(torch.load(state))
-ids = [torch.arange(2 * n).reshape(2, n) % mod.CONFIG["vocab"] for n in (12, 20)]
+model = model.to(DEVICE)
+ids = [(torch.arange(2 * n).reshape(2, n) % mod.CONFIG["vocab"]).to(DEVICE) for n in (12, 20)]
 t = time.perf_counter()
 fwd = magi_aot.bind_model(model, cache, "tiny")
 outs = []
@@ -60,7 +63,7 @@ with torch.no_grad():
         if i == 0:
             t_first = time.perf_counter() - t
     eager = [model(x) for x in ids]
-torch.save(outs, out + ".pt")
+torch.save([o.cpu() for o in outs], out + ".pt")
 rep = dict(fwd.report)
 rep.pop("header", None)
 res = {"report": rep, "counts": COUNT, "dynamo_unique_graphs": counters["stats"]["unique_graphs"],
