@@ -280,6 +280,8 @@ _PROTOS = {
     "magi_symm_all_gather": (_STATUS, [c_void_p, c_uint32, c_void_p, c_uint64, c_void_p]),
     "magi_symm_all_gather_coalesced": (_STATUS, [c_void_p, c_uint32, POINTER(c_uint32),
                                                  POINTER(c_void_p), POINTER(c_uint64), c_void_p]),
+    "magi_symm_output_layout": (_STATUS, [c_void_p, c_uint32, POINTER(c_uint32), POINTER(c_uint64),
+                                          POINTER(c_uint64)]),
 }
 
 

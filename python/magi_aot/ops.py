@@ -28,6 +28,15 @@ Kernels:
                 for an NCCL gather that already completed on the stream:
                 the data is ordered on the current stream.
 
+Outputs of the coalesced op (both kernels): one flat buffer per call, laid
+out by magi_symm_output_layout (the outputs of one size class back to back,
+docs/SYMM.md "Output layout"), so the cuda backend gathers each class with
+one 2D copy per group member. Each output is an ordinary contiguous tensor
+of its shape and dtype whose storage is a slice of the flat buffer's
+storage: outputs never share a storage (no aliasing, as the schema says),
+and the flat buffer lives as long as any output or any view of one
+(SymmRuntime._gather says more, including record_stream).
+
 How an operator finds its buffer. The operator sees only (input,
 group_size, group_name). The input is the rank's local shard of a weight
 that a `magi_aot.runtime.SymmRuntime` bound: either the window itself

@@ -196,6 +196,7 @@ class SymmRuntime:
         self.closed = False
         self._bound = {}     # weight -> tensor handed to the graph
         self._plain = {}     # weights without a slot (kept gathers), by name
+        self._layouts = {}   # slot tuple -> (offsets, total) of a coalesced call's flat output
 
     # ------------------------------------------------------------ planning
     def _plan_regions(self, cap):
@@ -534,12 +535,45 @@ class SymmRuntime:
             lib.magi_symm_backend_barrier(self._b, self._stream())
 
     # ---------------------------------------------------------------- gather
+    _LAYOUT_CACHE = 4096  # distinct slot lists remembered (a model has one per bucket)
+
+    def _layout(self, slots):
+        """(offsets, total) of the flat output buffer of a coalesced gather
+        of `slots`: magi_symm_output_layout (docs/SYMM.md "Output
+        layout"), computed once per slot list."""
+        key = tuple(slots)
+        lay = self._layouts.get(key)
+        if lay is None:
+            n = len(key)
+            offs, total = (c_uint64 * n)(), c_uint64()
+            lib.magi_symm_output_layout(self._plan, n, (c_uint32 * n)(*key), offs, byref(total))
+            lay = (list(offs), total.value)
+            if len(self._layouts) >= self._LAYOUT_CACHE:
+                self._layouts.clear()
+            self._layouts[key] = lay
+        return lay
+
     def _gather(self, slots, inputs, group_size):
-        """The operator kernels' entry (magi_aot.ops)."""
+        """The operator kernels' entry (magi_aot.ops).
+
+        A coalesced call's outputs lie in ONE flat buffer allocated for the
+        call, laid out by magi_symm_output_layout: the outputs of one size
+        class back to back, so the cuda backend gathers each class with one
+        2D copy per group member. Each output is an ordinary contiguous
+        tensor of the gathered shape and dtype with a storage of its own: a
+        slice of the flat buffer's storage (UntypedStorage[a:b]), which
+        holds a reference to it. So outputs alias neither each other nor the
+        inputs (torch's contract for an operator without alias annotations;
+        opcheck checks it), and the flat buffer lives as long as any output
+        (or anything viewing one): a consumer that keeps one output keeps
+        the whole call's buffer. On CUDA, record_stream() on an output does
+        not reach the flat buffer's block (the caching allocator skips
+        storages it did not allocate): a consumer on another stream keeps
+        the outputs until its work is done, or synchronises."""
         import torch
         t0 = time.perf_counter()
         self._check_open()
-        outs, dsts, sizes = [], [], []
+        shapes, sizes = [], []
         for slot, t in zip(slots, inputs):
             sl = self.slots[slot]
             win = self.windows[sl["window"]]
@@ -549,11 +583,18 @@ class SymmRuntime:
             if t.device != self.device:
                 raise MagiError(-1, "magi::symm_all_gather: input on %s, the SymmBuffer is on %s"
                                 % (t.device, self.device))
-            o = torch.empty((group_size * t.shape[0],) + tuple(t.shape[1:]), dtype=t.dtype,
-                            device=t.device)
-            outs.append(o)
-            dsts.append(o.data_ptr())
+            shapes.append((group_size * t.shape[0],) + tuple(t.shape[1:]))
             sizes.append(group_size * sl["nbytes"])
+        if len(slots) == 1:
+            t = inputs[0]
+            outs = [torch.empty(shapes[0], dtype=t.dtype, device=t.device)]
+        else:
+            offs, total = self._layout(slots)
+            store = torch.empty(total, dtype=torch.uint8, device=self.device).untyped_storage()
+            outs = [torch.empty(0, dtype=torch.uint8, device=self.device).set_(store[o:o + nb])
+                    .view(t.dtype).view(shape)
+                    for o, nb, t, shape in zip(offs, sizes, inputs, shapes)]
+        dsts = [o.data_ptr() for o in outs]
         stream = self._stream()
         with self._lock:
             if len(outs) == 1:
