@@ -1,19 +1,29 @@
 /* Mixed-size coalesced gathers on the cuda SymmBuffer backend: the batch
  * path (one cudaMemcpyBatchAsync per call) vs the graph path (one launch of
- * the gather's graph of memcpy nodes), side by side in one run
- * (docs/CUDA.md "Graph path", docs/PERFORMANCE.md).
+ * the gather's graph of memcpy nodes), and the bucket layouts the planner
+ * and the torch operator now use vs the earlier ones, side by side in one
+ * run (docs/CUDA.md "Runs" and "Graph path", docs/PERFORMANCE.md).
  *
  * The bucket: 64 tensors with the shapes of a transformer layer's weights,
  * repeated (q, k, v, o [H, H]; gate, up [I, H]; down [H, I]; two norms
  * [H]), bf16, each sharded evenly over WORLD rank processes that share the
- * GPU(s) (rank r on device r % count). Rank 0 measures:
- *   1. host issue cost of one coalesced call (median, p90, 4 in flight) and
- *      its device time: batch path; graph path with fixed destinations
- *      (what a backend-owned output buffer costs); graph path with the
- *      destinations alternating between two output sets (nodes updated, or
- *      the graph rebuilt where the driver refuses: 2D nodes; see stats);
- *   2. slowdown of a bf16 8192^3 cuBLAS GEMM while the bucket is gathered
- *      continuously on a side stream, batch vs graph path (goal <= x1.05);
+ * GPU(s) (rank r on device r % count). The window holds the bucket twice:
+ *   old layout  shards in input order in the window, each output its own
+ *               block of a pool in input order (the anchor: what the
+ *               planner and the operator did before);
+ *   new layout  shards class by class in the window (equal sizes together,
+ *               as magi_symm_plan_build lays out a bucket) and the outputs
+ *               as views of one flat buffer, class by class
+ *               (magi_symm_bucket_layout, what the operator allocates):
+ *               (size classes x ranks) 2D copies per call.
+ * Rank 0 measures:
+ *   1. host issue cost of one coalesced call (median, p90, 4 in flight),
+ *      its device time and its copies: batch and graph path for both
+ *      layouts, and the graph path with the outputs alternating between two
+ *      flat buffers (a caching allocator's steady state: one graph each);
+ *   2. slowdown of a bf16 8192^3 cuBLAS GEMM while the bucket (new layout)
+ *      is gathered continuously on a side stream, batch vs graph path
+ *      (goal <= x1.05);
  *   3. single-gather throughput at 16, 64, 256 MiB shards, graph vs batch
  *      (goal: within 10%).
  * Every path's output is checked (first and last 256 bytes of every shard).
@@ -21,6 +31,7 @@
  * Exit 77 without a GPU, 1 on a failure or a wrong byte. */
 #include "magi_aot.h"
 #include "symm/cuda_backend.h"
+#include "symm/bucket.h"
 #include "symm/rdzv_sock.h"
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -34,6 +45,8 @@
 
 #define NT 64                   /* tensors in the bucket */
 #define NB 3                    /* throughput slots */
+#define NL 2                    /* layouts: 0 old (anchor), 1 new */
+#define BIG0 (NL * NT)          /* first throughput slot */
 static const uint64_t k_big[NB] = {16u << 20, 64u << 20, 256u << 20};
 #define GEMM_N 8192
 #define MAX_WORLD 16
@@ -105,30 +118,32 @@ typedef struct ctx {
     magi_symm_cuda *c;
     magi_symm_sock *ctl;
     cudaStream_t s;
-    magi_symm_cuda_slot sl[NT + NB];
-    uint32_t slots[NT];
-    void *dst[2][NT];           /* two output sets of the bucket */
+    magi_symm_cuda_slot sl[NL * NT + NB];
+    uint32_t slots[NL][NT];     /* the bucket's slots in each layout */
+    void *dst[NL][2][NT];       /* per layout, two output sets of the bucket */
+    void *pool[NL][2];
     void *big[NB];
+    int layout;                 /* the layout bucket() gathers */
 } ctx;
 
 static uint8_t pattern(uint32_t member, uint32_t slot) { return (uint8_t)(member * 16 + slot % 16 + 1); }
 
 /* The first and last 256 bytes of every member's shard in every output. */
-static int check_outputs(ctx *x, void *const *dst, const char *what) {
+static int check_outputs(ctx *x, int lay, void *const *dst, const char *what) {
     uint8_t buf[256];
     int bad = 0;
     CK(cudaStreamSynchronize(x->s));
     for (int i = 0; i < NT && !bad; i++) {
-        uint64_t nb = x->sl[i].nbytes;
+        uint64_t nb = x->sl[x->slots[lay][i]].nbytes;
         size_t n = nb < sizeof buf ? (size_t)nb : sizeof buf;
         for (uint32_t j = 0; j < x->o->world && !bad; j++)
             for (int end = 0; end < 2 && !bad; end++) {
                 size_t off = (size_t)j * nb + (end ? nb - n : 0);
                 CK(cudaMemcpy(buf, (uint8_t *)dst[i] + off, n, cudaMemcpyDeviceToHost));
                 for (size_t b = 0; b < n; b++)
-                    if (buf[b] != pattern(j, (uint32_t)i)) {
+                    if (buf[b] != pattern(j, x->slots[lay][i])) {
                         fprintf(stderr, "%s: tensor %d, member %u, byte %zu: %u, want %u\n", what, i, j, off + b,
-                                buf[b], pattern(j, (uint32_t)i));
+                                buf[b], pattern(j, x->slots[lay][i]));
                         bad = 1;
                         break;
                     }
@@ -143,8 +158,10 @@ typedef struct fig {
     double med, p90, piped, gpu_ms;
 } fig;
 
-/* One bucket gather; `flip` alternates between the two output sets. */
-static void bucket(ctx *x, int set, cudaStream_t s) { MK(magi_symm_cuda_gather_coalesced(x->c, NT, x->slots, x->dst[set], s)); }
+/* One bucket gather in layout x->layout into output set `set`. */
+static void bucket(ctx *x, int set, cudaStream_t s) {
+    MK(magi_symm_cuda_gather_coalesced(x->c, NT, x->slots[x->layout], x->dst[x->layout][set], s));
+}
 
 static void measure_issue(ctx *x, int alternate, fig *f) {
     int n = x->o->iters;
@@ -277,10 +294,10 @@ static double time_single(ctx *x, int k, int iters) {
     CK(cudaEventCreate(&a));
     CK(cudaEventCreate(&b));
     double *t = malloc(sizeof *t * (size_t)iters);
-    for (int i = 0; i < 3; i++) MK(magi_symm_cuda_gather(x->c, NT + (uint32_t)k, x->big[k], x->s));
+    for (int i = 0; i < 3; i++) MK(magi_symm_cuda_gather(x->c, BIG0 + (uint32_t)k, x->big[k], x->s));
     for (int i = 0; i < iters; i++) {
         CK(cudaEventRecord(a, x->s));
-        MK(magi_symm_cuda_gather(x->c, NT + (uint32_t)k, x->big[k], x->s));
+        MK(magi_symm_cuda_gather(x->c, BIG0 + (uint32_t)k, x->big[k], x->s));
         CK(cudaEventRecord(b, x->s));
         CK(cudaEventSynchronize(b));
         float ms;
@@ -307,45 +324,60 @@ static int rank0(ctx *x, int ndev) {
            NT, (unsigned long long)o->hidden, (unsigned long long)o->inter, (double)total / 1048576.0, W, ndev,
            (unsigned long long)(o->hidden * 2 / W), (double)(o->inter * o->hidden * 2 / W) / 1048576.0);
 
-    /* 1. issue cost, old path vs new path */
+    /* 1. issue cost: old layout (anchor) vs new layout, batch vs graph path */
     struct {
         const char *name;
-        int graphs, alternate;
+        int layout, graphs, alternate;
         fig f;
+        double copies;
     } rows[] = {
-        {"batch path (one cudaMemcpyBatchAsync, W x 64 copies)", 0, 0, {0, 0, 0, 0}},
-        {"graph path, fixed destinations (launch only)", 1, 0, {0, 0, 0, 0}},
-        {"graph path, destinations alternating (see stats)", 1, 1, {0, 0, 0, 0}},
+        {"old layout: batch path", 0, 0, 0, {0, 0, 0, 0}, 0},
+        {"old layout: graph path, fixed destinations", 0, 1, 0, {0, 0, 0, 0}, 0},
+        {"new layout: batch path", 1, 0, 0, {0, 0, 0, 0}, 0},
+        {"new layout: graph path, fixed destinations", 1, 1, 0, {0, 0, 0, 0}, 0},
+        {"new layout: graph path, 2 flat buffers in turn", 1, 1, 1, {0, 0, 0, 0}, 0},
     };
     enum { NR = sizeof rows / sizeof rows[0] };
     for (int r = 0; r < NR; r++) {
+        magi_symm_cuda_stats s0, s1;
+        x->layout = rows[r].layout;
         magi_symm_cuda_set_graphs(x->c, rows[r].graphs);
         for (int set = 0; set < 2; set++)
-            for (int i = 0; i < NT; i++) CK(cudaMemsetAsync(x->dst[set][i], 0, x->sl[i].nbytes * W, x->s));
+            for (int i = 0; i < NT; i++)
+                CK(cudaMemsetAsync(x->dst[x->layout][set][i], 0, x->sl[x->slots[x->layout][i]].nbytes * W, x->s));
+        magi_symm_cuda_get_stats(x->c, &s0);
         measure_issue(x, rows[r].alternate, &rows[r].f);
+        magi_symm_cuda_get_stats(x->c, &s1);
+        rows[r].copies = rows[r].graphs ? (double)s1.graph_last_nodes
+                                        : (double)(s1.batch_copies - s0.batch_copies) /
+                                              (double)(s1.batch_calls - s0.batch_calls ? s1.batch_calls - s0.batch_calls : 1);
         char what[128];
         snprintf(what, sizeof what, "%s, output set 0", rows[r].name);
-        bad |= check_outputs(x, x->dst[0], what);
+        bad |= check_outputs(x, x->layout, x->dst[x->layout][0], what);
         if (rows[r].alternate) {
             snprintf(what, sizeof what, "%s, output set 1", rows[r].name);
-            bad |= check_outputs(x, x->dst[1], what);
+            bad |= check_outputs(x, x->layout, x->dst[x->layout][1], what);
         }
     }
-    printf("%-58s %11s %9s %11s %9s\n", "host issue cost of one coalesced call", "idle us med", "p90", "4-deep us",
-           "GPU ms");
+    printf("%-50s %11s %9s %11s %9s %7s\n", "host issue cost of one coalesced call", "idle us med", "p90", "4-deep us",
+           "GPU ms", "copies");
     for (int r = 0; r < NR; r++)
-        printf("%-58s %11.1f %9.1f %11.1f %9.3f\n", rows[r].name, rows[r].f.med, rows[r].f.p90, rows[r].f.piped,
-               rows[r].f.gpu_ms);
-    printf("graph vs batch, idle median: x%.1f less host time (fixed), x%.1f (alternating)\n",
-           rows[0].f.med / rows[1].f.med, rows[0].f.med / rows[2].f.med);
+        printf("%-50s %11.1f %9.1f %11.1f %9.3f %7.0f\n", rows[r].name, rows[r].f.med, rows[r].f.p90, rows[r].f.piped,
+               rows[r].f.gpu_ms, rows[r].copies);
+    printf("new vs old layout, idle median: batch path x%.1f less host time, graph path x%.1f\n",
+           rows[0].f.med / rows[2].f.med, rows[1].f.med / rows[3].f.med);
+    printf("new layout, graph path: %.1f us fixed, %.1f us with 2 flat buffers in turn (goal <= 30 us)\n",
+           rows[3].f.med, rows[4].f.med);
     magi_symm_cuda_stats st;
     magi_symm_cuda_get_stats(x->c, &st);
     printf("stats: %llu batch calls, %llu graph launches, %llu graph builds, %llu node updates, %llu declined, "
-           "%llu graph failures\n",
+           "%llu graph failures, %llu graphs held\n",
            (unsigned long long)st.batch_calls, (unsigned long long)st.graph_launches,
            (unsigned long long)st.graph_builds, (unsigned long long)st.graph_node_updates,
-           (unsigned long long)st.graph_declined, (unsigned long long)st.graph_failures);
+           (unsigned long long)st.graph_declined, (unsigned long long)st.graph_failures,
+           (unsigned long long)st.graph_variants);
     fflush(stdout);
+    x->layout = 1; /* the GEMM section gathers the new layout */
 
     /* 2. GEMM slowdown beside continuous bucket gathers */
     gemm_env g;
@@ -383,8 +415,8 @@ static int rank0(ctx *x, int ndev) {
     double t_alone = median(alone, 2 * REPS);
     printf("\n== GEMM bf16 %d^3 alone %.3f ms (%.0f TFLOP/s); beside continuous bucket gathers (side stream):\n",
            GEMM_N, t_alone, 2.0 * GEMM_N * (double)GEMM_N * GEMM_N / (t_alone * 1e-3) / 1e12);
-    printf("%-40s %9s %9s %11s %8s\n", "background", "op ms", "slowdown", "min..max", "covered");
-    const char *pn[2] = {"bucket gather, batch path", "bucket gather, graph path"};
+    printf("%-40s %9s %9s %11s %8s\n", "background", "bucket ms", "slowdown", "min..max", "covered");
+    const char *pn[2] = {"bucket gather (new layout), batch path", "bucket gather (new layout), graph path"};
     for (int p = 0; p < 2; p++) {
         double lo = ratio[p][0], hi = ratio[p][0];
         for (int k = 1; k < REPS; k++) lo = ratio[p][k] < lo ? ratio[p][k] : lo, hi = ratio[p][k] > hi ? ratio[p][k] : hi;
@@ -430,17 +462,35 @@ static int run_rank(uint32_t rank, const char *dir, const opts *o) {
     ctx x;
     memset(&x, 0, sizeof x);
     x.o = o;
+    /* The window: the bucket in the old layout (input order), then in the
+     * new one (class by class, classes in order of first appearance, as
+     * the planner lays out a bucket), then the throughput slots. Every
+     * slot 256-byte aligned. */
     uint64_t off = 0;
-    for (int i = 0; i < NT + NB; i++) {
-        x.sl[i].window = 0;
-        x.sl[i].offset = off;
-        x.sl[i].nbytes = i < NT ? tensor_bytes(o, i) / o->world : k_big[i - NT];
+    for (int i = 0; i < NT; i++) {
+        x.slots[0][i] = (uint32_t)i;
+        x.sl[i] = (magi_symm_cuda_slot){0, off, tensor_bytes(o, i) / o->world};
         off += (x.sl[i].nbytes + 255) & ~255ull;
+    }
+    uint8_t placed[NT] = {0};
+    for (int i = 0; i < NT; i++) {
+        if (placed[i]) continue;
+        for (int j = i; j < NT; j++)
+            if (!placed[j] && tensor_bytes(o, j) == tensor_bytes(o, i)) {
+                placed[j] = 1;
+                x.slots[1][j] = (uint32_t)(NT + j);
+                x.sl[NT + j] = (magi_symm_cuda_slot){0, off, tensor_bytes(o, j) / o->world};
+                off += (x.sl[NT + j].nbytes + 255) & ~255ull;
+            }
+    }
+    for (int k = 0; k < NB; k++) {
+        x.sl[BIG0 + k] = (magi_symm_cuda_slot){0, off, k_big[k]};
+        off += k_big[k];
     }
     uint32_t ranks[MAX_WORLD];
     for (uint32_t r = 0; r < o->world; r++) ranks[r] = r;
     magi_symm_cuda_window w = {off, o->world, rank, ranks};
-    magi_symm_cuda_layout l = {1, &w, NT + NB, x.sl, "mixed bench layout", 18};
+    magi_symm_cuda_layout l = {1, &w, NL * NT + NB, x.sl, "mixed bench layout 2", 20};
     magi_symm_backend_config cfg = MAGI_SYMM_BACKEND_CONFIG_INIT;
     cfg.rank = rank;
     cfg.world = o->world;
@@ -451,7 +501,7 @@ static int run_rank(uint32_t rank, const char *dir, const opts *o) {
     MK(magi_symm_cuda_rendezvous(x.c));
     MK(magi_symm_sock_open(&x.ctl, dir, "bench-ctl.sock", NULL, rank, o->world, 600000));
     CK(cudaStreamCreateWithFlags(&x.s, cudaStreamNonBlocking));
-    for (int i = 0; i < NT + NB; i++) {
+    for (int i = 0; i < NL * NT + NB; i++) {
         void *p;
         MK(magi_symm_cuda_local_slot_ptr(x.c, (uint32_t)i, &p));
         CK(cudaMemset(p, pattern(rank, (uint32_t)i), x.sl[i].nbytes));
@@ -459,23 +509,34 @@ static int run_rank(uint32_t rank, const char *dir, const opts *o) {
     MK(magi_symm_cuda_barrier(x.c, x.s));
     int rc = 0;
     if (rank == 0) {
-        /* outputs as a caching allocator hands them out: one pool per set */
         for (int set = 0; set < 2; set++) {
+            /* old layout: each output its own 512-byte-aligned block of a
+             * pool, in input order (per-tensor outputs as a caching
+             * allocator hands them out) */
             uint64_t tot = 0;
             for (int i = 0; i < NT; i++) tot += (x.sl[i].nbytes * o->world + 511) & ~511ull;
-            uint8_t *pool;
-            CK(cudaMalloc((void **)&pool, tot));
+            CK(cudaMalloc(&x.pool[0][set], tot));
             uint64_t at = 0;
             for (int i = 0; i < NT; i++) {
-                x.dst[set][i] = pool + at;
+                x.dst[0][set][i] = (uint8_t *)x.pool[0][set] + at;
                 at += (x.sl[i].nbytes * o->world + 511) & ~511ull;
             }
+            /* new layout: one flat buffer, the outputs class by class
+             * (the operator's allocation, magi_symm_output_layout) */
+            magi_symm_piece pc[NT];
+            uint64_t offs[NT], flat;
+            for (int i = 0; i < NT; i++) {
+                const magi_symm_cuda_slot *q = &x.sl[x.slots[1][i]];
+                pc[i] = (magi_symm_piece){q->window, o->world, q->offset, q->nbytes};
+            }
+            MK(magi_symm_bucket_layout(NT, pc, 0, offs, &flat));
+            CK(cudaMalloc(&x.pool[1][set], flat));
+            for (int i = 0; i < NT; i++) x.dst[1][set][i] = (uint8_t *)x.pool[1][set] + offs[i];
         }
-        for (int i = 0; i < NT; i++) x.slots[i] = (uint32_t)i;
         for (int k = 0; k < NB; k++) CK(cudaMalloc(&x.big[k], k_big[k] * o->world));
         rc = rank0(&x, ndev);
-        cudaFree(x.dst[0][0]);
-        cudaFree(x.dst[1][0]);
+        for (int lay = 0; lay < NL; lay++)
+            for (int set = 0; set < 2; set++) cudaFree(x.pool[lay][set]);
         for (int k = 0; k < NB; k++) cudaFree(x.big[k]);
     }
     MK(magi_symm_sock_barrier(x.ctl)); /* rank 0 done: the others may free */

@@ -55,7 +55,7 @@ if ! timeout 120 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo 
         >"$OUTDIR/build.log" 2>&1; then
     note "CONFIGURE FAILED"; tail -30 "$OUTDIR/build.log"; exit 1
 fi
-if ! timeout 240 cmake --build "$BUILD" -j"$(nproc)" --target magi-aot magi_aot test_symm_cuda test_symm_sock test_symm_graph \
+if ! timeout 240 cmake --build "$BUILD" -j"$(nproc)" --target magi-aot magi_aot test_symm_cuda test_symm_sock test_symm_graph test_symm_bucket \
         bench_symm_cuda bench_symm_mixed \
         >>"$OUTDIR/build.log" 2>&1; then
     note "BUILD FAILED"; grep -E "error|Error" "$OUTDIR/build.log" | head -30; exit 1
@@ -73,11 +73,14 @@ if [ "$T" -gt 0 ]; then
     note "test_symm_sock: exit $? ($(tail -1 "$OUTDIR/test_symm_sock.log"))"
     timeout 30 "$BUILD/tests/test_symm_graph" >"$OUTDIR/test_symm_graph.log" 2>&1
     note "test_symm_graph: exit $? ($(tail -1 "$OUTDIR/test_symm_graph.log"))"
+    timeout 30 "$BUILD/tests/test_symm_bucket" >"$OUTDIR/test_symm_bucket.log" 2>&1
+    note "test_symm_bucket: exit $? ($(tail -1 "$OUTDIR/test_symm_bucket.log"))"
 fi
 
-# 2. mixed buckets, batch vs graph path, at 4 and 8 ranks on the GPU(s)
+# 2. mixed buckets, batch vs graph path, old vs new bucket layout, at 4 and
+#    8 ranks on the GPU(s)
 for W in 4 8; do
-    T=$(want mixed $(( W == 4 ? 75 : 90 )))
+    T=$(want mixed $(( W == 4 ? 90 : 110 )))
     [ "$T" -gt 0 ] || continue
     T0=$(date +%s)
     timeout "$T" "$BUILD/tests/bench_symm_mixed" --world $W >"$OUTDIR/bench_mixed_w$W.log" 2>&1

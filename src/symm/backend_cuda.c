@@ -159,6 +159,7 @@ void magi_symm_cuda_get_stats(const magi_symm_cuda *c, magi_symm_cuda_stats *out
     out->graph_declined = g.declined;
     out->graph_failures = g.failures;
     out->graph_variants = g.variants;
+    out->graph_last_nodes = g.last_nodes;
 }
 
 /* Make c->device current; *prev (may be NULL) receives the device to

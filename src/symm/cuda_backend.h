@@ -79,6 +79,7 @@ typedef struct magi_symm_cuda_stats {
     uint64_t graph_failures;    /* graph builds/updates/launches the driver refused */
     uint64_t graph_unproven;    /* calls left to the batch path to prove a new 2D span first */
     uint64_t graph_variants;    /* graphs held now (up to 4 per slot list, one per destination set) */
+    uint64_t graph_last_nodes;  /* copy nodes of the graph launched last */
 } magi_symm_cuda_stats;
 
 /* Allocate the local windows on cfg->device. Uses cfg->rank, world,

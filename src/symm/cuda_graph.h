@@ -57,6 +57,7 @@ typedef struct magi_symm_cuda_graph_stats {
     uint64_t declined;      /* calls left to the batch path (first sighting, cache full, disabled) */
     uint64_t failures;      /* builds/launches the driver refused (entry disabled) */
     uint64_t variants;      /* instantiated graphs held now, over all slot lists */
+    uint64_t last_nodes;    /* memcpy nodes of the graph launched last */
 } magi_symm_cuda_graph_stats;
 
 /* A cache holding at most max_entries slot lists (0: 1024). NULL on OOM. */

@@ -252,5 +252,6 @@ magi_status magi_symm_cuda_graph_issue(magi_symm_cuda_graphs *g, uint32_t n, con
     if (cudaGraphLaunch(v->exec, (cudaStream_t)stream) != cudaSuccess) return refused(g, e);
     v->used = ++g->tick;
     g->stats.launches++;
+    g->stats.last_nodes = v->k;
     return MAGI_OK;
 }
