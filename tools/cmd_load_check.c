@@ -1,4 +1,6 @@
-/* `magi-aot load --check-gathers` (load_check.h). Public API only. */
+/* `magi-aot load --check-gathers` (load_check.h). Public API only. Every
+ * gather writes into one flat buffer laid out as the torch operator lays
+ * out its outputs (magi_symm_output_layout). */
 #include "load_check.h"
 #include <stdlib.h>
 #include <string.h>
@@ -23,8 +25,8 @@ int magi_cli_load_check(const char *cmd, magi_symm_backend *be, const magi_symm_
     const magi_symm_window *w = magi_symm_plan_windows(plan, &nw);
     magi_status st;
     int rc = MAGI_EXIT_OK;
-    uint8_t **dst = NULL;
-    uint64_t *bytes = NULL;
+    uint8_t **dst = NULL, *flat = NULL;
+    uint64_t *bytes = NULL, *offs = NULL;
     for (uint32_t s = 0; s < ns; s++) {
         uint8_t *buf = malloc(sl[s].nbytes ? (size_t)sl[s].nbytes : 1);
         if (!buf) return magi_cli_fail(cmd, MAGI_ERR_NOMEM);
@@ -45,16 +47,27 @@ int magi_cli_load_check(const char *cmd, magi_symm_backend *be, const magi_symm_
             uint32_t n = g[k].n_slots;
             dst = calloc(n, sizeof *dst);
             bytes = calloc(n, sizeof *bytes);
-            if (!dst || !bytes) {
+            offs = calloc(n, sizeof *offs);
+            if (!dst || !bytes || !offs) {
                 rc = magi_cli_fail(cmd, MAGI_ERR_NOMEM);
                 break;
             }
-            for (uint32_t j = 0; j < n && rc == MAGI_EXIT_OK; j++) {
+            /* Outputs as the torch operator allocates them: one flat
+             * buffer per call, class-grouped (magi_symm_output_layout). */
+            uint64_t flat_bytes = 0;
+            if ((st = magi_symm_output_layout(plan, n, g[k].slots, offs, &flat_bytes))) {
+                rc = magi_cli_fail(cmd, st);
+                break;
+            }
+            if (flat_bytes > SIZE_MAX || !(flat = malloc(flat_bytes ? (size_t)flat_bytes : 1))) {
+                rc = magi_cli_fail(cmd, MAGI_ERR_NOMEM);
+                break;
+            }
+            memset(flat, 0xEE, (size_t)flat_bytes);
+            for (uint32_t j = 0; j < n; j++) {
                 const magi_symm_slot *s = &sl[g[k].slots[j]];
                 bytes[j] = s->nbytes * w[s->window].group_size;
-                dst[j] = malloc(bytes[j] ? (size_t)bytes[j] : 1);
-                if (!dst[j]) rc = magi_cli_fail(cmd, MAGI_ERR_NOMEM);
-                else memset(dst[j], 0xEE, (size_t)bytes[j]);
+                dst[j] = flat + offs[j];
             }
             if (rc == MAGI_EXIT_OK) {
                 st = g[k].coalesced
@@ -89,15 +102,22 @@ int magi_cli_load_check(const char *cmd, magi_symm_backend *be, const magi_symm_
                 n_gathers++;
                 n_inputs += n;
             }
-            for (uint32_t j = 0; j < n; j++) free(dst[j]);
+            free(flat);
             free(dst);
             free(bytes);
+            free(offs);
+            flat = NULL;
             dst = NULL;
             bytes = NULL;
+            offs = NULL;
         }
     }
     if (rc == MAGI_EXIT_OK)
         fprintf(o, "gather check: %u rewritten gathers (%u inputs, %llu bytes) bit-exact on rank %u in %.1f ms\n",
                 n_gathers, n_inputs, (unsigned long long)total, rank, now_ms() - t0);
+    free(flat); /* left by a failed step above (NULL otherwise) */
+    free(dst);
+    free(bytes);
+    free(offs);
     return rc;
 }
