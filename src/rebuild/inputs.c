@@ -52,21 +52,6 @@ static magi_status missing_error(const magi_region *r, uint32_t n_missing) {
 
 /* ---- evaluation ---- */
 
-/* After a failed evaluation, name the first symbol of `e` without a hint. */
-static const char *first_unbacked(const magi_region *r, const magi_expr *e, int *in_table) {
-    const char *names[64];
-    size_t n = magi_expr_symbols(e, names, 64);
-    if (n > 64) n = 64;
-    for (size_t i = 0; i < n; i++) {
-        const magi_symbol *s = magi_region_find_symbol(r, names[i]);
-        if (!s || !s->has_hint) {
-            *in_table = s != NULL;
-            return names[i];
-        }
-    }
-    return NULL;
-}
-
 /* Evaluate `text`; result in *num. Returns MAGI_OK, or the failure with a
  * message that names the symbol (UNBACKED) or the problem (EXPR). `want_int`
  * requires an integral result. */
@@ -88,6 +73,26 @@ static int hint_map_lookup(void *ctx, const char *name, magi_num *out) {
     return 1;
 }
 
+/* After a failed evaluation, name the first symbol of `e` without a hint
+ * (through the map when there is one: a linear scan per failed expression
+ * made symbolic mode quadratic). */
+static const char *first_unbacked(const magi_region *r, const magi_expr *e, const hint_map *hm, int *in_table) {
+    const char *names[64];
+    size_t n = magi_expr_symbols(e, names, 64);
+    if (n > 64) n = 64;
+    for (size_t i = 0; i < n; i++) {
+        const magi_symbol *s = NULL;
+        uint32_t k;
+        if (hm) s = magi_smap_get(&hm->m, names[i], strlen(names[i]), &k) ? &r->symbols[k] : NULL;
+        else s = magi_region_find_symbol(r, names[i]);
+        if (!s || !s->has_hint) {
+            *in_table = s != NULL;
+            return names[i];
+        }
+    }
+    return NULL;
+}
+
 static magi_status eval_text(const magi_region *r, magi_arena *scratch, const char *text, int want_int,
                              magi_num *num, int *syntax, hint_map *hm) {
     magi_expr *e = NULL;
@@ -104,7 +109,7 @@ static magi_status eval_text(const magi_region *r, magi_arena *scratch, const ch
     }
     if (st == MAGI_OK) return MAGI_OK;
     int in_table = 0;
-    const char *sym = first_unbacked(r, e, &in_table);
+    const char *sym = first_unbacked(r, e, hm, &in_table);
     if (sym)
         return magi_set_error(MAGI_ERR_UNBACKED, "expression '%s': symbol '%s' %s", text, sym,
                               in_table ? "has no hint (unbacked)" : "is not in the symbol table");
