@@ -11,3 +11,5 @@ add_dependencies(test_symm_crossproc magi-aot)
 add_executable(bench_symm_gather ${PROJECT_SOURCE_DIR}/tests/bench_symm_gather.c)
 target_link_libraries(bench_symm_gather PRIVATE magi_aot_static)
 target_compile_definitions(bench_symm_gather PRIVATE _GNU_SOURCE)
+# Ranks killed (SIGKILL) before and during the host rendezvous leave no file.
+magi_add_unit_test(test_symm_kill SOURCES ${PROJECT_SOURCE_DIR}/tests/test_symm_kill.c LABELS crossproc hostile)

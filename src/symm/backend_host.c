@@ -2,7 +2,11 @@
  * rendezvous directory (put it on /dev/shm); every rank maps its peers'
  * windows and a gather is a memcpy from every member's slot.
  * Protocol (docs/SYMM.md): control file with per-rank phase counters,
- * plan files (digest + canonical plan), then window files. */
+ * plan files (digest + canonical plan), then window files. Files are made
+ * unnamed (O_TMPFILE) and get a name only while peers must find them, so a
+ * rank killed before it publishes leaves nothing; names a dead rank leaves
+ * are removed by the ranks that survive it. World 1 without a directory
+ * uses anonymous memory and touches no file system at all. */
 #include "symm_internal.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -11,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -37,8 +42,9 @@ typedef struct host_win {
     size_t map_len;
     uint8_t **peer;          /* group_size entries; peer[my_index] == local */
     char *tmp_name, *pub_name; /* in the rendezvous directory */
+    int fd;                  /* the unnamed file until it is published, else -1 */
     int published;           /* pub_name exists and is ours */
-    int tmp_exists;
+    int tmp_exists;          /* tmp_name exists (no O_TMPFILE here) */
 } host_win;
 
 typedef struct host_state {
@@ -46,8 +52,12 @@ typedef struct host_state {
     const magi_symm_group_view *views;
     uint32_t rank, world, timeout_ms;
     char *dir;               /* for messages; files are reached through dirfd */
-    int dirfd;               /* the checked private directory */
+    int dirfd;               /* the checked private directory; -1: world 1, no files */
     int own_dir;
+    int unnamed;             /* files start unnamed (O_TMPFILE) and are linked to publish */
+    dev_t ctl_dev;           /* the control file this rank attached (its identity) */
+    ino_t ctl_ino;
+    int ctl_ours;            /* the control file is this job's: its files may be reaped */
     uint8_t job[32];         /* SHA-256 of cfg->job_id ("" when none) */
     host_win *wins;
     uint32_t n_windows;
@@ -86,6 +96,7 @@ static void host_destroy(void *vs) {
             for (uint32_t j = 0; j < v->size; j++)
                 if (hw->peer[j] && j != v->my_index) munmap(hw->peer[j], hw->map_len);
         if (hw->local) munmap(hw->local, hw->map_len);
+        if (hw->fd >= 0) close(hw->fd);
         if (hw->tmp_exists) unlinkat(s->dirfd, hw->tmp_name, 0);
         if (hw->published) unlinkat(s->dirfd, hw->pub_name, 0);
         free(hw->peer);
@@ -98,9 +109,40 @@ static void host_destroy(void *vs) {
     if (s->ctl) munmap(s->ctl, s->ctl_len);
     if (s->own_ctl) unlinkat(s->dirfd, "ctl", 0); /* rank 0 gave up before the end */
     if (s->dirfd >= 0) close(s->dirfd);
-    if (s->own_dir) rmdir(s->dir);
     free(s->dir);
     free(s);
+}
+
+/* A new file for `name`: unnamed in the directory (O_TMPFILE; it gets
+ * `name` only when published, so a rank killed before that leaves
+ * nothing), or where the file system has no O_TMPFILE, `name` itself
+ * created exclusively (*named = 1: the caller renames or unlinks it). */
+static int create_file(host_state *s, const char *name, int *named) {
+#ifdef O_TMPFILE
+    if (s->unnamed) {
+        int fd = openat(s->dirfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+        if (fd >= 0) {
+            *named = 0;
+            return fd;
+        }
+        if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL) return -1;
+        s->unnamed = 0; /* this file system has none: named files from now on */
+    }
+#endif
+    *named = 1;
+    return openat(s->dirfd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+}
+
+/* Give the unnamed file `fd` the name `name` in the directory; -1 with
+ * errno (EEXIST when the name is taken: never replaced). */
+static int link_file(host_state *s, int fd, const char *name) {
+    char proc[64];
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+    if (linkat(AT_FDCWD, proc, s->dirfd, name, AT_SYMLINK_FOLLOW) == 0) return 0;
+    int e = errno;
+    if (e != EEXIST && linkat(fd, "", s->dirfd, name, AT_EMPTY_PATH) == 0) return 0;
+    errno = e;
+    return -1;
 }
 
 static magi_status host_create(void **out, const magi_symm_plan *plan,
@@ -120,28 +162,29 @@ static magi_status host_create(void **out, const magi_symm_plan *plan,
         if (cfg->world != 1)
             MAGI_FAIL(MAGI_ERR_INVALID_ARG,
                       "host backend: world %u needs a rendezvous directory shared by the ranks", cfg->world);
-        char tmpl[] = "/dev/shm/magi-symm-XXXXXX", tmpl2[] = "/tmp/magi-symm-XXXXXX";
-        char *d = mkdtemp(tmpl);
-        if (!d) d = mkdtemp(tmpl2);
-        if (!d) MAGI_FAIL(MAGI_ERR_IO, "host backend: cannot create a private directory: %s", strerror(errno));
-        s->dir = strdup(d);
-        s->own_dir = 1;
+        /* World 1 has no peers: anonymous memory, no file anywhere. */
+        s->dir = strdup("(world 1: no directory)");
     } else {
         s->dir = strdup(cfg->rendezvous);
     }
     if (!s->dir) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
-    /* Only a directory of ours that nobody else can enter: another user who
-     * pre-created it (or a symlink) could otherwise play rank 0. */
-    st = magi_dir_open(s->dir, 1, MAGI_DIR_PRIVATE, &s->dirfd);
-    if (st) {
-        magi_error_prefix(st, "host backend: rendezvous directory");
-        goto cleanup;
+    if (cfg->rendezvous && *cfg->rendezvous) {
+        /* Only a directory of ours that nobody else can enter: another user
+         * who pre-created it (or a symlink) could otherwise play rank 0. */
+        st = magi_dir_open(s->dir, 1, MAGI_DIR_PRIVATE, &s->dirfd);
+        if (st) {
+            magi_error_prefix(st, "host backend: rendezvous directory");
+            goto cleanup;
+        }
+        /* Unnamed files need O_TMPFILE and /proc to link them by. */
+        s->unnamed = access("/proc/self/fd", X_OK) == 0;
     }
     uint32_t nw;
     const magi_symm_window *win = magi_symm_plan_windows(plan, &nw);
     s->n_windows = nw;
     s->wins = calloc(nw ? nw : 1, sizeof *s->wins);
     if (!s->wins) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
+    for (uint32_t w = 0; w < nw; w++) s->wins[w].fd = -1;
     for (uint32_t w = 0; w < nw; w++) {
         host_win *hw = &s->wins[w];
         hw->map_len = page_round(win[w].bytes);
@@ -152,24 +195,35 @@ static magi_status host_create(void **out, const magi_symm_plan *plan,
         if (win[w].bytes > SIZE_MAX / 2)
             MAGI_FAIL(MAGI_ERR_LIMIT, "host backend: window %u of %llu bytes cannot be mapped", w,
                       (unsigned long long)win[w].bytes);
-        int fd = openat(s->dirfd, hw->tmp_name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (s->dirfd < 0) {
+            void *m = mmap(NULL, hw->map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            if (m == MAP_FAILED)
+                MAGI_FAIL(MAGI_ERR_NOMEM, "host backend: cannot allocate window %u (%zu bytes): %s", w,
+                          hw->map_len, strerror(errno));
+            hw->local = m;
+            hw->peer[views[w].my_index] = m;
+            continue;
+        }
+        int named = 0;
+        int fd = create_file(s, hw->tmp_name, &named);
         if (fd < 0)
             MAGI_FAIL(errno == EEXIST ? MAGI_ERR_INVALID_ARG : MAGI_ERR_IO,
                       "host backend: cannot create window file '%s/%s': %s%s", s->dir, hw->tmp_name,
                       strerror(errno), errno == EEXIST ? " (the rendezvous directory must be fresh per job)" : "");
-        hw->tmp_exists = 1;
+        hw->tmp_exists = named;
+        hw->fd = named ? -1 : fd;
         /* Reserve the space now: on a full tmpfs a sparse file would map
          * fine and then kill the process with SIGBUS on first touch. */
         int fe = posix_fallocate(fd, 0, (off_t)hw->map_len);
         if (fe != 0) {
-            close(fd);
+            if (named) close(fd);
             MAGI_FAIL(fe == ENOSPC ? MAGI_ERR_NOMEM : MAGI_ERR_IO,
                       "host backend: cannot allocate window '%s/%s' of %zu bytes: %s", s->dir, hw->tmp_name,
                       hw->map_len, strerror(fe));
         }
         void *m = mmap(NULL, hw->map_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
         int e = errno;
-        close(fd);
+        if (named) close(fd); /* an unnamed one stays open until it is linked */
         if (m == MAP_FAILED)
             MAGI_FAIL(MAGI_ERR_NOMEM, "host backend: cannot map window '%s/%s' (%zu bytes): %s", s->dir,
                       hw->tmp_name, hw->map_len, strerror(e));
@@ -269,19 +323,20 @@ static magi_status attach_ctl(host_state *s) {
     size_t len = CTL_HDR_BYTES + (size_t)s->world * CTL_STRIDE;
     if (!path || !tmp) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
     if (s->rank == 0) {
-        fd = openat(s->dirfd, ".ctl.tmp", O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        int named = 0;
+        fd = create_file(s, ".ctl.tmp", &named);
         if (fd < 0)
             MAGI_FAIL(MAGI_ERR_IO, "rendezvous: cannot create '%s': %s%s", tmp, strerror(errno),
                       errno == EEXIST ? " (the rendezvous directory must be fresh per job)" : "");
         int fe = posix_fallocate(fd, 0, (off_t)len);
         if (fe != 0) {
-            unlinkat(s->dirfd, ".ctl.tmp", 0);
+            if (named) unlinkat(s->dirfd, ".ctl.tmp", 0);
             MAGI_FAIL(fe == ENOSPC ? MAGI_ERR_NOMEM : MAGI_ERR_IO, "rendezvous: cannot allocate '%s' (%zu bytes): %s",
                       tmp, len, strerror(fe));
         }
         void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         if (m == MAP_FAILED) {
-            unlinkat(s->dirfd, ".ctl.tmp", 0);
+            if (named) unlinkat(s->dirfd, ".ctl.tmp", 0);
             MAGI_FAIL(MAGI_ERR_IO, "rendezvous: cannot map '%s': %s", tmp, strerror(errno));
         }
         s->ctl = m;
@@ -290,14 +345,22 @@ static magi_status attach_ctl(host_state *s) {
         memcpy(h->magic, CTL_MAGIC, 8);
         memcpy(h->job, s->job, 32);
         h->world = s->world;
-        int lk = linkat(s->dirfd, ".ctl.tmp", s->dirfd, "ctl", 0);
+        struct stat sb;
+        if (fstat(fd, &sb) == 0) {
+            s->ctl_dev = sb.st_dev;
+            s->ctl_ino = sb.st_ino;
+        }
+        /* Complete before it is visible: linked (or, named, hard-linked
+         * from its temporary) under "ctl", never replacing one. */
+        int lk = named ? linkat(s->dirfd, ".ctl.tmp", s->dirfd, "ctl", 0) : link_file(s, fd, "ctl");
         int e = errno;
-        unlinkat(s->dirfd, ".ctl.tmp", 0);
+        if (named) unlinkat(s->dirfd, ".ctl.tmp", 0);
         if (lk != 0)
             MAGI_FAIL(e == EEXIST ? MAGI_ERR_INVALID_ARG : MAGI_ERR_IO,
                       "rendezvous: cannot publish '%s': %s%s", path, strerror(e),
                       e == EEXIST ? " (the rendezvous directory must be fresh per job)" : "");
         s->own_ctl = 1;
+        s->ctl_ours = 1;
     } else {
         unsigned spins = 0;
         for (;;) {
@@ -313,6 +376,8 @@ static magi_status attach_ctl(host_state *s) {
         struct stat sb;
         if (fstat(fd, &sb) != 0) MAGI_FAIL(MAGI_ERR_IO, "rendezvous: stat '%s': %s", path, strerror(errno));
         if (!S_ISREG(sb.st_mode)) MAGI_FAIL(MAGI_ERR_CORRUPT, "rendezvous: '%s' is not a regular file", path);
+        s->ctl_dev = sb.st_dev;
+        s->ctl_ino = sb.st_ino;
         if ((size_t)sb.st_size < CTL_HDR_BYTES)
             MAGI_FAIL(MAGI_ERR_CORRUPT, "rendezvous: '%s' is truncated", path);
         size_t have = (size_t)sb.st_size;
@@ -331,6 +396,7 @@ static magi_status attach_ctl(host_state *s) {
                       "use a fresh directory per job",
                       s->dir);
         }
+        s->ctl_ours = 1;
         if (h->world != s->world || have != len) {
             magi_set_error(MAGI_ERR_MISMATCH, "rendezvous in '%s': rank %u has world %u but rank 0 has world %u",
                            s->dir, s->rank, s->world, h->world);
@@ -353,7 +419,7 @@ static magi_status publish_plan(host_state *s) {
     void *enc = NULL;
     size_t len = 0;
     char *tmp = NULL;
-    int fd = -1;
+    int fd = -1, tmp_named = 0;
     magi_buf b = {0};
     uint8_t sha[32];
     MAGI_CHECK(magi_symm_plan_encode(s->plan, &enc, &len));
@@ -370,8 +436,10 @@ static magi_status publish_plan(host_state *s) {
     s->plan_name = path_fmt("plan.r%u", s->rank);
     tmp = path_fmt(".plan.r%u.tmp", s->rank);
     if (!s->plan_name || !tmp) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
-    fd = openat(s->dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    int named = 0;
+    fd = create_file(s, tmp, &named);
     if (fd < 0) MAGI_FAIL(MAGI_ERR_IO, "rendezvous: cannot create '%s/%s': %s", s->dir, tmp, strerror(errno));
+    tmp_named = named;
     size_t off = 0;
     while (off < b.len) {
         ssize_t w = write(fd, b.data + off, b.len - off);
@@ -379,14 +447,14 @@ static magi_status publish_plan(host_state *s) {
         if (w <= 0) MAGI_FAIL(MAGI_ERR_IO, "rendezvous: cannot write '%s/%s': %s", s->dir, tmp, strerror(errno));
         off += (size_t)w;
     }
-    close(fd);
-    fd = -1;
-    if (renameat(s->dirfd, tmp, s->dirfd, s->plan_name) != 0)
-        MAGI_FAIL(MAGI_ERR_IO, "rendezvous: cannot publish '%s/%s': %s", s->dir, s->plan_name, strerror(errno));
+    if (named ? renameat(s->dirfd, tmp, s->dirfd, s->plan_name) != 0 : link_file(s, fd, s->plan_name) != 0)
+        MAGI_FAIL(MAGI_ERR_IO, "rendezvous: cannot publish '%s/%s': %s%s", s->dir, s->plan_name, strerror(errno),
+                  errno == EEXIST ? " (the rendezvous directory must be fresh per job)" : "");
+    tmp_named = 0;
     s->plan_published = 1;
 cleanup:
     if (fd >= 0) close(fd);
-    if (st && tmp) unlinkat(s->dirfd, tmp, 0); /* a failed write or rename leaves no temporary */
+    if (tmp_named) unlinkat(s->dirfd, tmp, 0); /* a failed write or rename leaves no temporary */
     free(tmp);
     free(enc);
     magi_buf_free(&b);
@@ -547,10 +615,77 @@ static magi_status map_peers(host_state *s) {
     return MAGI_OK;
 }
 
+/* ------------------------------------------------------------ cleanup */
+
+static void unlink_fmt(host_state *s, const char *fmt, uint32_t a, uint32_t b) {
+    char name[64];
+    snprintf(name, sizeof name, fmt, a, b);
+    unlinkat(s->dirfd, name, 0);
+}
+
+/* "ctl" (or rank 0's temporary of it) is removed only while it is still the
+ * control file this rank attached: never another job's. */
+static void unlink_ctl_if_ours(host_state *s, const char *name) {
+    struct stat sb;
+    if (fstatat(s->dirfd, name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && sb.st_dev == s->ctl_dev &&
+        sb.st_ino == s->ctl_ino)
+        unlinkat(s->dirfd, name, 0);
+}
+
+/* Does the plan file `name` carry this job's id? */
+static int plan_is_ours(host_state *s, const char *name) {
+    uint8_t head[40];
+    int fd = openat(s->dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return 0;
+    ssize_t n = pread(fd, head, sizeof head, 0);
+    close(fd);
+    return n == (ssize_t)sizeof head && !memcmp(head, PLANFILE_MAGIC, 8) && !memcmp(head + 8, s->job, 32);
+}
+
+/* Is `name` exactly the name fmt makes of two numbers in range? */
+static int name_is(const char *name, const char *fmt, uint32_t na, uint32_t nb) {
+    unsigned a = 0, b = 0;
+    char again[64];
+    int k = sscanf(name, fmt, &a, &b);
+    if (k < 1 || a >= na || (k == 2 && b >= nb)) return 0;
+    if (k == 2) snprintf(again, sizeof again, fmt, a, b);
+    else snprintf(again, sizeof again, fmt, a);
+    return strcmp(again, name) == 0;
+}
+
+/* After a failure, remove every name this job's ranks left in the
+ * directory: a rank killed while its files had names (plan, windows, rank
+ * 0's control file) cannot remove them itself. Only a rank that attached
+ * this job's control file reaps (the directory is then this job's); plan
+ * files are checked for the job id, the control file by identity. */
+static void reap_job(host_state *s) {
+    if (s->dirfd < 0 || !s->ctl_ours) return;
+    int fd = openat(s->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        if (fd >= 0) close(fd);
+        return;
+    }
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        const char *n = e->d_name;
+        if (!strcmp(n, "ctl") || !strcmp(n, ".ctl.tmp")) unlink_ctl_if_ours(s, n);
+        else if (name_is(n, "win%u.r%u", s->n_windows, s->world) || name_is(n, ".win%u.r%u.tmp", s->n_windows, s->world))
+            unlinkat(s->dirfd, n, 0);
+        else if ((name_is(n, "plan.r%u", s->world, 0) || name_is(n, ".plan.r%u.tmp", s->world, 0)) && plan_is_ours(s, n))
+            unlinkat(s->dirfd, n, 0);
+    }
+    closedir(d);
+}
+
+/* --------------------------------------------------------- rendezvous */
+
 static magi_status host_rendezvous(void *vs) {
     host_state *s = vs;
     magi_status st = MAGI_OK;
+    if (s->dirfd < 0) return MAGI_OK; /* world 1: nobody to meet */
     clock_gettime(CLOCK_MONOTONIC, &s->start);
+    const uint32_t next = (s->rank + 1) % s->world;
     MAGI_CHECK(attach_ctl(s));
     st = publish_plan(s);
     if (st) goto fail;
@@ -562,10 +697,12 @@ static magi_status host_rendezvous(void *vs) {
     }
     char keep[2048];
     snprintf(keep, sizeof keep, "%s", magi_last_error());
-    /* Everyone has read every plan file past this point. */
+    /* Everyone has read every plan file past this point: each rank removes
+     * its own and its successor's (in case that one died just now). */
     if ((st = barrier(s, 2, "plans checked"))) goto cleanup;
     unlinkat(s->dirfd, s->plan_name, 0);
     s->plan_published = 0;
+    unlink_fmt(s, "plan.r%u", next, 0);
     if (verdict) {
         if (s->own_ctl) unlinkat(s->dirfd, "ctl", 0);
         s->own_ctl = 0;
@@ -574,26 +711,46 @@ static magi_status host_rendezvous(void *vs) {
     }
     for (uint32_t w = 0; w < s->n_windows; w++) {
         host_win *hw = &s->wins[w];
-        if (renameat(s->dirfd, hw->tmp_name, s->dirfd, hw->pub_name) != 0) {
-            st = magi_set_error(MAGI_ERR_IO, "rendezvous: cannot publish window '%s/%s': %s", s->dir,
-                                hw->pub_name, strerror(errno));
+        int rc = hw->fd >= 0 ? link_file(s, hw->fd, hw->pub_name)
+                             : renameat(s->dirfd, hw->tmp_name, s->dirfd, hw->pub_name);
+        if (rc != 0) {
+            st = magi_set_error(MAGI_ERR_IO, "rendezvous: cannot publish window '%s/%s': %s%s", s->dir,
+                                hw->pub_name, strerror(errno),
+                                errno == EEXIST ? " (the rendezvous directory must be fresh per job)" : "");
             goto fail;
         }
+        if (hw->fd >= 0) close(hw->fd);
+        hw->fd = -1;
         hw->tmp_exists = 0;
         hw->published = 1;
     }
     if ((st = barrier(s, 3, "windows published"))) goto cleanup;
     if ((st = map_peers(s))) goto fail;
     if ((st = barrier(s, 4, "windows mapped"))) goto cleanup;
+    /* Everyone has mapped everything: no name is needed any more. Each rank
+     * removes its windows, its group peers' and its successor's, and the
+     * control file, so a rank killed right here leaves nothing unless all
+     * of those died with it. */
     for (uint32_t w = 0; w < s->n_windows; w++) {
+        const magi_symm_group_view *v = &s->views[w];
         unlinkat(s->dirfd, s->wins[w].pub_name, 0);
         s->wins[w].published = 0;
+        for (uint32_t j = 0; j < v->size; j++)
+            if (j != v->my_index) unlink_fmt(s, "win%u.r%u", w, v->ranks[j]);
+        unlink_fmt(s, "win%u.r%u", w, next);
     }
     if (s->own_ctl) unlinkat(s->dirfd, "ctl", 0);
+    else unlink_ctl_if_ours(s, "ctl");
     s->own_ctl = 0;
     return MAGI_OK;
 fail:
-    host_abort(s, st);
+    /* A peer that gave up first explains this failure better (it may have
+     * removed the files this rank then missed). */
+    if (s->ctl) {
+        magi_status peer = check_abort(s);
+        if (peer != MAGI_OK) st = peer;
+        else host_abort(s, st);
+    }
 cleanup:
     /* Window files are never needed again after a failure: peers fail too. */
     for (uint32_t w = 0; w < s->n_windows; w++) {
@@ -606,6 +763,10 @@ cleanup:
      * ranks still attached keep their mapping and see the abort slot. */
     if (s->own_ctl) unlinkat(s->dirfd, "ctl", 0);
     s->own_ctl = 0;
+    /* And what ranks that died left behind. */
+    if (s->plan_published) unlinkat(s->dirfd, s->plan_name, 0);
+    s->plan_published = 0;
+    reap_job(s);
     return st;
 }
 
@@ -613,6 +774,7 @@ cleanup:
 
 static magi_status host_barrier(void *vs, void *stream) {
     host_state *s = vs;
+    if (s->dirfd < 0) return MAGI_OK; /* world 1 */
     clock_gettime(CLOCK_MONOTONIC, &s->start);
     return barrier(s, s->phase + 1, "barrier");
 }
