@@ -2,6 +2,7 @@
  * first-publish-wins vs replace, digest check + quarantine, verify, gc LRU. */
 #include "magi_aot.h"
 #include "testlib.h"
+#include "core/internal.h"
 #include <dirent.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -22,6 +23,102 @@ static unsigned char *pattern(size_t n, unsigned seed) {
 static void sleep_ms(int ms) {
     struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
     nanosleep(&t, NULL);
+}
+
+/* block.json with its compile_config replaced by `cc` (NULL: the key
+ * removed) and, when `rename`, symbol s27 renamed s901 (another rank). */
+static magi_region *block_variant(const char *cc, int rename) {
+    char *path = mt_fixture("block.json");
+    size_t len = 0;
+    char *text = mt_read(path, &len);
+    MT_REQUIRE(text, "%s", path);
+    free(path);
+    const char *at = strstr(text, "\"compile_config\": {}");
+    MT_REQUIRE(at, "block.json has an empty compile_config");
+    magi_buf b = {0};
+    magi_buf_append(&b, text, (size_t)(at - text));
+    if (cc) magi_buf_printf(&b, "\"compile_config\": %s", cc);
+    else magi_buf_puts(&b, "\"no_config\": 0"); /* an ignored key keeps the commas right */
+    for (const char *p = at + strlen("\"compile_config\": {}"); *p;) {
+        if (rename && !strncmp(p, "s27", 3) && !(p[3] >= '0' && p[3] <= '9')) {
+            magi_buf_puts(&b, "s901");
+            p += 3;
+        } else {
+            magi_buf_append(&b, p, 1);
+            p++;
+        }
+    }
+    free(text);
+    MT_REQUIRE(!b.failed);
+    magi_region *r = NULL;
+    MT_OK(magi_json_read(&r, b.data, b.len, NULL));
+    magi_buf_free(&b);
+    return r;
+}
+
+/* The key covers the graph (fingerprint) and compile_config, which decides
+ * what a load does (transport, compiled code); the fingerprint stays the
+ * graph's alone. Key order and spacing of the config are not content. */
+static void test_key_covers_compile_config(void) {
+    const char *cfgs[] = {"{}", "{\"fsdp_config\": {\"transport\": \"copy_engine\"}}",
+                          "{\"fsdp_config\": {\"transport\": \"nccl\"}}",
+                          "{\"mode\": 1, \"fsdp_config\": {\"transport\": \"nccl\"}}",
+                          "{\"fsdp_config\":{\"transport\":\"nccl\"},   \"mode\":1}", NULL};
+    char fp[6][65], key[6][65];
+    for (int i = 0; i < 6; i++) {
+        magi_region *r = block_variant(cfgs[i < 5 ? i : 0], 0);
+        if (i == 5) {
+            magi_region_free(r);
+            r = block_variant(NULL, 0); /* no compile_config at all */
+        }
+        MT_OK(magi_fingerprint_hex(fp[i], r));
+        MT_OK(magi_cache_region_key(key[i], r));
+        magi_region_free(r);
+    }
+    for (int i = 1; i < 6; i++) MT_CHECK(!strcmp(fp[i], fp[0]), "config %d changed the fingerprint", i);
+    MT_CHECK(strcmp(key[0], key[1]) && strcmp(key[0], key[2]) && strcmp(key[1], key[2]) &&
+                 strcmp(key[2], key[3]),
+             "configs that differ must give different keys");
+    MT_CHECK(!strcmp(key[3], key[4]), "key order/spacing of one config changed the key");
+    MT_CHECK(!strcmp(key[5], key[0]), "no compile_config and {} differ: %s vs %s", key[5], key[0]);
+    /* another rank's symbol names: same fingerprint, same key */
+    magi_region *r = block_variant(cfgs[1], 1);
+    char fpr[65], keyr[65];
+    MT_OK(magi_fingerprint_hex(fpr, r));
+    MT_OK(magi_cache_region_key(keyr, r));
+    magi_region_free(r);
+    MT_CHECK(!strcmp(fpr, fp[1]) && !strcmp(keyr, key[1]), "renamed symbols changed the key");
+    MT_CHECK(strcmp(key[0], fp[0]) != 0, "the key is not the bare fingerprint");
+
+    /* An entry of the same graph under another config's key is not served. */
+    char *dir = mt_tmpdir();
+    magi_cache *c = NULL;
+    MT_OK(magi_cache_open(&c, dir));
+    magi_region *nccl = block_variant(cfgs[2], 0), *ce = block_variant(cfgs[1], 0);
+    void *bytes = NULL;
+    size_t len = 0;
+    MT_OK(magi_artifact_encode(&bytes, &len, nccl, NULL));
+    MT_OK(magi_cache_put(c, key[1], bytes, len, 0, NULL));
+    void *out = NULL;
+    size_t olen = 0;
+    int q = 0;
+    magi_status st = magi_cache_get(c, key[1], NULL, 0, &out, &olen, NULL, &q);
+    MT_CHECK(st != MAGI_OK && strstr(magi_last_error(), "compile_config") && q == 1,
+             "the nccl-config entry was served under the copy_engine key: %d %s", st, magi_last_error());
+    free(out);
+    magi_free(bytes);
+    MT_OK(magi_artifact_encode(&bytes, &len, ce, NULL));
+    MT_OK(magi_cache_put(c, key[1], bytes, len, 0, NULL));
+    out = NULL;
+    MT_OK(magi_cache_get(c, key[1], NULL, 0, &out, &olen, NULL, NULL));
+    MT_CHECK(olen == len);
+    free(out);
+    magi_free(bytes);
+    magi_region_free(nccl);
+    magi_region_free(ce);
+    magi_cache_free(c);
+    mt_rmtree(dir);
+    free(dir);
 }
 
 static void test_roundtrip(void) {
@@ -377,4 +474,5 @@ static void test_cli(void) {
     free(dir);
 }
 
-MT_MAIN(MT_CASE(test_cli), MT_CASE(test_roundtrip), MT_CASE(test_keys), MT_CASE(test_corrupt_quarantine), MT_CASE(test_gc_lru))
+MT_MAIN(MT_CASE(test_cli), MT_CASE(test_roundtrip), MT_CASE(test_keys), MT_CASE(test_corrupt_quarantine), MT_CASE(test_gc_lru),
+        MT_CASE(test_key_covers_compile_config))

@@ -150,10 +150,12 @@ typedef struct magi_cache_gc_options {
 MAGI_API magi_status magi_cache_gc(magi_cache *c, const magi_cache_gc_options *opts,
                                    magi_cache_report *rep);
 
-/* The cache key of a region as the CLI computes it: its canonical
- * structural fingerprint (magi_fingerprint_hex(): symbol and node names are
- * noise), so ranks whose Dynamo numbered symbols differently, and the JSON,
- * v1 and legacy v0 forms of one region, share one entry. docs/CACHE.md. */
+/* The cache key of a region as the CLI computes it: 64 hex digits of
+ * SHA-256 over its canonical structural fingerprint (magi_fingerprint_hex():
+ * symbol and node names are noise) and its compile_config (canonical JSON;
+ * none = {}), so ranks whose Dynamo numbered symbols differently, and the
+ * JSON, v1 and legacy v0 forms of one region, share one entry, while one
+ * graph compiled under two configs gets two. docs/CACHE.md. */
 MAGI_API magi_status magi_cache_region_key(char out[65], const magi_region *r);
 
 #ifdef __cplusplus

@@ -8,8 +8,9 @@
 Each region is walked (metadata only), checked by the C reader, encoded as
 an artifact v1 and published into the cross-process cache directory
 (magi_cache_put: atomic, digest-verified) under magi_cache_region_key (the
-key the CLI's `cache put` uses: the canonical structural fingerprint, so
-ranks whose symbols are numbered differently share one entry). The backend
+key the CLI's `cache put` uses: the canonical structural fingerprint and
+the compile_config, so ranks whose symbols are numbered differently share
+one entry and one graph under two configs gets two). The backend
 then returns a runnable callable: `compiler(gm, example_inputs)` when a
 compiler is given (e.g. the inductor backend), else gm.forward (eager).
 
@@ -185,8 +186,9 @@ class SaveBackend:
         text = _dumps(doc)
         t1 = time.perf_counter()
         with CRegion.from_json_text(text) as r:
-            # the CLI's key: the canonical structural fingerprint, so ranks
-            # whose Dynamo numbered symbols differently share one entry
+            # the CLI's key: the canonical structural fingerprint and the
+            # compile_config, so ranks whose Dynamo numbered symbols
+            # differently share one entry and two configs never do
             key = r.cache_key()
             fp = r.fingerprint() if has("magi_fingerprint_hex") else None
             n_nodes = r.struct.n_nodes

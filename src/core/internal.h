@@ -71,9 +71,10 @@ void magi_unmap_file(magi_mapped *m);
 
 /* Append `s` to list *v (n entries) in the region's arena unless present. */
 /* Cache poisoning guard (src/rebuild/cache_key.c): a key of 64 lower-case
- * hex digits is a canonical fingerprint, and an entry under it must hold an
- * artifact whose fingerprint is that key. 0: fine (or not a fingerprint
- * key); -1: why[] says what is wrong. */
+ * hex digits is a region key (magi_cache_region_key: fingerprint and
+ * compile_config), and an entry under it must hold an artifact whose region
+ * key is that key. 0: fine (or not such a key); -1: why[] says what is
+ * wrong. */
 int magi_cache_key_is_fingerprint(const char *key);
 int magi_cache_content_check(const char *key, const void *data, size_t len, char *why, size_t cap);
 
