@@ -26,7 +26,7 @@ import threading
 import time
 import unittest
 
-from _util import ROOT, TORCH_REASON, fixture, torch_available
+from _util import HERE, ROOT, TORCH_REASON, fixture, torch_available
 
 HAVE_TORCH = torch_available()
 WORLD = 4
@@ -222,77 +222,6 @@ class RuntimeThreads(unittest.TestCase):
             self.assertIn("L_self_parameters_expert_a_", missing_err.message)
 
 
-_BUCKET_RANK = r"""
-import gc, json, os, sys
-import torch
-sys.path.insert(0, os.path.join(%(root)r, "python"))
-import magi_aot
-from magi_aot.runtime import SymmRuntime
-from torch.distributed import FileStore
-
-rank, tmp = int(sys.argv[1]), sys.argv[2]
-W = 4
-region = magi_aot.load(os.path.join(%(root)r, "tests", "symm_data", "synth_bucket.json"),
-                       transport="copy_engine")
-rt = SymmRuntime([region], device="cpu", rank=rank, world=W, store=FileStore(os.path.join(tmp, "store"), W),
-                 new_groups=False, timeout=60, rendezvous_base=os.path.join(tmp, "rdzv"))
-
-def shard(r, i):  # different per rank and slot, no NaN (opcheck compares values)
-    sl = rt.slots[i]
-    g = torch.Generator().manual_seed(1000 * r + i)
-    return torch.randn(sl["shape"], generator=g).to(getattr(torch, rt.windows[sl["window"]]["dtype"]))
-
-bound = rt.bind({sl["weight"]: shard(rank, i) for i, sl in enumerate(rt.slots)})
-rt.ready()
-names = ["l%%d_%%s" %% (l, n) for l in range(2) for n in ("q", "k", "v", "o", "gate", "up", "down", "n1", "n2", "ls")]
-weights = ["L_self_parameters_%%s_" %% n for n in names]
-slots = [rt._slot_of[w] for w in weights]
-
-def want(i):
-    return torch.cat([shard(r, slots[i]).reshape(-1).view(torch.uint8) for r in range(W)])
-
-def check(outs, what):
-    assert len(outs) == len(weights), what
-    for i, o in enumerate(outs):
-        sh = rt.slots[slots[i]]["shape"]
-        assert list(o.shape) == [W * sh[0]] + sh[1:] and o.is_contiguous(), (what, i, o.shape)
-        assert o.dtype == bound[weights[i]].dtype, (what, i)
-        assert torch.equal(o.reshape(-1).view(torch.uint8), want(i)), "%%s: output %%d (%%s) differs" %% (what, i, names[i])
-    # one flat buffer, class by class: each class's outputs back to back at
-    # pitch W x nbytes, classes in order of first appearance, 256-aligned
-    base = min(o.data_ptr() for o in outs)
-    at, seen = 0, []
-    for i in range(len(outs)):
-        key = (rt.slots[slots[i]]["window"], rt.slots[slots[i]]["nbytes"])
-        if key in seen:
-            continue
-        seen.append(key)
-        at = (at + 255) & ~255
-        for j in range(len(outs)):
-            if (rt.slots[slots[j]]["window"], rt.slots[slots[j]]["nbytes"]) == key:
-                assert outs[j].data_ptr() - base == at, (what, j, outs[j].data_ptr() - base, at)
-                at += W * key[1]
-    assert len(seen) == 4, seen
-    # no output shares a storage with another (torch's no-alias contract)
-    assert len({o.untyped_storage()._cdata for o in outs}) == len(outs), what
-
-inputs = [bound[w] for w in weights]
-outs = torch.ops.magi.symm_all_gather_coalesced(inputs, W, "0")
-check(outs, "first call")
-# lifetime: one output kept, the others dropped; memory reused by later
-# allocations and a second call never touches the kept output's bytes
-kept, before = outs[4], outs[4].clone()
-del outs
-gc.collect()
-junk = [torch.full((1 << 16,), 0xA5, dtype=torch.uint8) for _ in range(64)]
-outs2 = torch.ops.magi.symm_all_gather_coalesced(inputs, W, "0")
-check(outs2, "second call")
-assert torch.equal(kept.view(torch.uint8), before.view(torch.uint8)), "a kept output changed after its siblings were freed"
-rt.close()
-print(json.dumps({"rank": rank, "ok": True, "calls": 2}))
-"""
-
-
 @unittest.skipUnless(HAVE_TORCH, TORCH_REASON)
 class MixedBucketFourProcesses(unittest.TestCase):
     """A mixed bucket (tests/symm_data/synth_bucket.json: two layers of q k v
@@ -307,14 +236,13 @@ class MixedBucketFourProcesses(unittest.TestCase):
         with tempfile.TemporaryDirectory() as d:
             os.mkdir(os.path.join(d, "rdzv"))
             env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
-            code = _BUCKET_RANK % {"root": ROOT}
-            procs = [subprocess.Popen([sys.executable, "-c", code, str(r), d], stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, text=True, env=env) for r in range(WORLD)]
-            outs = [p.communicate(timeout=400) for p in procs]
-            for r, (p, (out, err)) in enumerate(zip(procs, outs)):
-                self.assertEqual(p.returncode, 0, "rank %d: %s" % (r, err[-3000:]))
-                res = json.loads(out.strip().splitlines()[-1])
-                self.assertEqual(res, {"rank": r, "ok": True, "calls": 2})
+            proc = subprocess.run([sys.executable, os.path.join(HERE, "bucket_ranks.py"), "--device", "cpu",
+                                   "--dir", d], capture_output=True, text=True, env=env, timeout=500)
+            self.assertEqual(proc.returncode, 0, proc.stdout[-3000:] + proc.stderr[-3000:])
+            for r in range(WORLD):
+                with open(os.path.join(d, "rank%d.json" % r)) as f:
+                    res = json.load(f)
+                self.assertEqual((res["rank"], res["ok"], res["calls"]), (r, True, 2), res)
             self.assertEqual(os.listdir(os.path.join(d, "rdzv")), [], "rendezvous directories left behind")
 
 
