@@ -5,9 +5,10 @@
  * text of magi_json_write(r, 0)) is a tree of dicts, lists, strings, ints,
  * floats, booleans and nulls. magi_doc_walk() visits that tree in document
  * order and hands each value to an emitter: a table of callbacks that
- * builds whatever the caller wants from it. The library's marshal writer
- * (marshal.h) is one emitter; the Python package's optional extension
- * module builds Python dicts and lists directly with another. Writing a new
+ * builds whatever the caller wants from it. The library's JSON writer
+ * (json.h) and marshal writer (marshal.h) are emitters; the Python
+ * package's optional extension module builds Python dicts and lists
+ * directly with another. Writing a new
  * encoding of the document means writing an emitter, never another copy of
  * the walk.
  *
@@ -70,11 +71,19 @@ typedef struct magi_doc_emitter {
     magi_status (*real)(void *ctx, double v);                   /* finite: see below */
     magi_status (*boolean)(void *ctx, int v);                   /* 0 or 1 */
     magi_status (*none)(void *ctx);
+    /* Optional: JSON text the region keeps verbatim, for an emitter that
+     * writes JSON itself (NULL: the walk parses the text with jansson and
+     * emits its values through the callbacks above). json_value gets
+     * compile_config's text, one value where the walk would emit it;
+     * json_members an example's extra members as the text of a JSON object
+     * whose members belong to the dict being emitted, at a key position. */
+    magi_status (*json_value)(void *ctx, const char *text);
+    magi_status (*json_members)(void *ctx, const char *text);
 } magi_doc_emitter;
 
 #define MAGI_DOC_EMITTER_VERSION MAGI_STRUCT_VERSION(1, magi_doc_emitter)
 
-/* Walk r's document through e (every callback set), passing ctx to each
+/* Walk r's document through e (every callback but the optional two set), passing ctx to each
  * callback. When node_out is not NULL it receives the index of the graph
  * node being walked when the walk stopped (UINT32_MAX when it stopped
  * outside the nodes, or finished). */

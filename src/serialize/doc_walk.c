@@ -1,9 +1,9 @@
-/* The one walk of a region's magi-fx JSON v1 document for emitters
- * (docwalk.h). Mirrors json_write.c value for value: the Python tests
- * compare every emitter's document with json.loads of that text for every
- * fixture. */
+/* The one walk of a region's magi-fx JSON v1 document (docwalk.h). Its
+ * emitters: the JSON writer (json_write.c), the marshal writer
+ * (marshal_write.c) and the Python package's extension (_docbuild.c); the
+ * tests compare the documents each gives for every fixture. */
 #include "../core/internal.h"
-#include "magi_aot/docwalk.h"
+#include "doc_walk_internal.h"
 #include <jansson.h>
 #include <math.h>
 #include <string.h>
@@ -256,7 +256,9 @@ static void put_example(walker *w, const magi_example *ex, unsigned depth) {
         break;
     default: break;
     }
-    if (ex->extra_json && w->st == MAGI_OK) { /* members the spec does not define, kept verbatim */
+    if (ex->extra_json && w->st == MAGI_OK && w->e->json_members) {
+        w->st = w->e->json_members(w->ctx, ex->extra_json);
+    } else if (ex->extra_json && w->st == MAGI_OK) { /* members the spec does not define, kept verbatim */
         json_t *j = parse_json(w, ex->extra_json, "an example's extra members");
         if (j && json_is_object(j)) {
             const char *k;
@@ -316,14 +318,31 @@ static int emitter_complete(const magi_doc_emitter *e) {
            e->integer && e->real && e->boolean && e->none;
 }
 
-magi_status magi_doc_walk(const magi_region *r, const magi_doc_emitter *e, void *ctx,
-                          uint32_t *node_out) {
-    if (node_out) *node_out = UINT32_MAX;
-    if (!r || !e) return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_doc_walk: NULL argument");
+static magi_status check_emitter(const magi_doc_emitter *e) {
     magi_status st = magi_check_struct_version("magi_doc_emitter", e->version, MAGI_DOC_EMITTER_VERSION);
     if (st != MAGI_OK) return st;
     if (!emitter_complete(e))
         return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_doc_walk: an emitter callback is NULL");
+    return MAGI_OK;
+}
+
+magi_status magi_doc_walk_example(const magi_example *ex, const magi_doc_emitter *e, void *ctx) {
+    if (!ex || !e) return magi_set_error(MAGI_ERR_INVALID_ARG, "document walk: NULL argument");
+    magi_status st = check_emitter(e);
+    if (st != MAGI_OK) return st;
+    magi_region empty; /* node references print as "?", as nothing can be named */
+    memset(&empty, 0, sizeof empty);
+    walker w = {.e = e, .ctx = ctx, .r = &empty, .st = MAGI_OK};
+    put_example(&w, ex, 1);
+    return w.st;
+}
+
+magi_status magi_doc_walk(const magi_region *r, const magi_doc_emitter *e, void *ctx,
+                          uint32_t *node_out) {
+    if (node_out) *node_out = UINT32_MAX;
+    if (!r || !e) return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_doc_walk: NULL argument");
+    magi_status st = check_emitter(e);
+    if (st != MAGI_OK) return st;
     walker w = {.e = e, .ctx = ctx, .r = r, .st = MAGI_OK};
     begin_dict(&w);
     cstr(&w, "format");
@@ -346,9 +365,14 @@ magi_status magi_doc_walk(const magi_region *r, const magi_doc_emitter *e, void 
     }
     if ((r->flags & MAGI_REGION_HAS_COMPILE_CONFIG) && w.st == MAGI_OK) {
         cstr(&w, "compile_config");
-        json_t *j = parse_json(&w, r->compile_config_json ? r->compile_config_json : "{}", "compile_config");
-        if (j) put_json(&w, j, 1);
-        json_decref(j);
+        const char *text = r->compile_config_json ? r->compile_config_json : "{}";
+        if (e->json_value) {
+            if (w.st == MAGI_OK) w.st = e->json_value(ctx, text);
+        } else {
+            json_t *j = parse_json(&w, text, "compile_config");
+            if (j) put_json(&w, j, 1);
+            json_decref(j);
+        }
     }
     if (r->flags & MAGI_REGION_HAS_SYMBOLS) {
         cstr(&w, "symbols");
