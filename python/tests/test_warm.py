@@ -328,6 +328,7 @@ class WarmStartProcesses(unittest.TestCase):
         torch = self.torch
         m = self._import(self.model_py).Model(self.mod.CONFIG)
         m.load_state_dict(torch.load(self.state))
+        m.to(os.environ.get("MAGI_WARM_DEVICE", "cpu"))  # where the children ran it
         mutate(m)
         with self.assertRaises(MagiError) as cm:
             magi_aot.bind_model(m, self.cache, "tiny")
@@ -338,7 +339,8 @@ class WarmStartProcesses(unittest.TestCase):
         # the edited source (test C) stored a fresh region: bind to it
         msg = self._bind(lambda m: delattr(m.proj, "weight"))
         self.assertIn("_modules['proj']._parameters['weight']", msg)
-        msg = self._bind(lambda m: setattr(m.proj, "weight", torch.nn.Parameter(torch.zeros(5, 5))))
+        msg = self._bind(lambda m: setattr(m.proj, "weight", torch.nn.Parameter(
+            torch.zeros(5, 5, device=m.proj.weight.device))))
         self.assertIn("_modules['proj']._parameters['weight']: shape [5, 5]", msg)
         msg = self._bind(lambda m: m.head.to(torch.float64))
         self.assertIn("_modules['head']", msg)
