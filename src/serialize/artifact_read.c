@@ -376,6 +376,7 @@ typedef struct dec {
     uint32_t self; /* index of the node being read (references must be lower) */
     uint32_t *name_owner; /* per string id: node index + 1 using it as name */
     const char **json_canon; /* per string id: its canonical JSON text (parsed once) */
+    int have_model_idx, have_traced; /* META stored these keys */
 } dec;
 
 static magi_status count_elems(dec *d, uint64_t n) {
@@ -729,6 +730,10 @@ static magi_status dec_node(dec *d, magi_node *nd) {
         return magi_set_error(MAGI_ERR_FORMAT, "node '%s': its flags say it has args but none are stored", nd->name);
     if ((nd->flags & MAGI_NODE_HAS_KWARGS) && nd->kwargs.kind == MAGI_V_NONE)
         return magi_set_error(MAGI_ERR_FORMAT, "node '%s': its flags say it has kwargs but none are stored", nd->name);
+    /* Absent args/kwargs are an empty list/dict, as the JSON reader makes
+     * them: one region whatever form it was read from. */
+    if (nd->args.kind == MAGI_V_NONE) nd->args.kind = MAGI_V_LIST;
+    if (nd->kwargs.kind == MAGI_V_NONE) nd->kwargs.kind = MAGI_V_DICT;
     if (!have_op) return magi_set_error(MAGI_ERR_FORMAT, "node without an opcode");
     if (!nd->target) return magi_set_error(MAGI_ERR_FORMAT, "node without a target");
     return MAGI_OK;
@@ -785,22 +790,41 @@ static magi_status parse_symbols(dec *d) {
             if ((st = count_elems(d, cnt))) return st;
             d->r->symbols = magi_arena_calloc(d->ar, cnt ? cnt : 1, sizeof(magi_symbol));
             if (!d->r->symbols) return magi_arena_status(d->ar) ? magi_arena_status(d->ar) : MAGI_ERR_NOMEM;
+            /* Symbol names are unique (JSON's symbols object cannot repeat
+             * a key, and lookups take the first): equal strings share one
+             * id, so a per-id owner finds a repeat in linear time. */
+            uint32_t *owner = calloc(d->nstr ? d->nstr : 1, sizeof *owner);
+            if (!owner) return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
             for (uint32_t i = 0; i < cnt; i++) {
                 magi_symbol *s = &d->r->symbols[i];
-                uint32_t f;
-                if ((st = magi_mp_read_array(&d->m, &f))) return st;
-                if (f < 2) return magi_set_error(MAGI_ERR_FORMAT, "symbol #%u: %u fields", i, f);
-                if ((st = dec_str(d, &s->name, 0))) return magi_error_prefix(st, "symbol #%u", i);
+                uint32_t f, id = 0;
+                if ((st = magi_mp_read_array(&d->m, &f))) break;
+                if (f < 2) {
+                    st = magi_set_error(MAGI_ERR_FORMAT, "symbol #%u: %u fields", i, f);
+                    break;
+                }
+                if ((st = dec_str_id(d, &s->name, &id, 0))) {
+                    magi_error_prefix(st, "symbol #%u", i);
+                    break;
+                }
+                if (owner[id]) {
+                    st = magi_set_error(MAGI_ERR_FORMAT, "symbol #%u: duplicate name '%s' (first used by symbol #%u)",
+                                        i, s->name, owner[id] - 1);
+                    break;
+                }
+                owner[id] = i + 1;
                 magi_mp_obj o;
-                if ((st = magi_mp_read(&d->m, &o))) return st;
+                if ((st = magi_mp_read(&d->m, &o))) break;
                 if (o.type == MAGI_MP_NIL) s->has_hint = 0;
                 else if (magi_mp_as_i64(&o, &s->hint)) s->has_hint = 1;
                 else if (o.type == MAGI_MP_FLOAT && isfinite(o.v.f))
                     s->has_hint = 1, s->hint_is_float = 1, s->hint_f = o.v.f;
-                else return magi_set_error(MAGI_ERR_FORMAT, "symbol '%s': hint must be int, finite float or nil", s->name);
-                for (uint32_t j = 2; j < f; j++)
-                    if ((st = magi_mp_skip(&d->m))) return st;
+                else st = magi_set_error(MAGI_ERR_FORMAT, "symbol '%s': hint must be int, finite float or nil", s->name);
+                for (uint32_t j = 2; j < f && !st; j++) st = magi_mp_skip(&d->m);
+                if (st) break;
             }
+            free(owner);
+            if (st) return st;
             d->r->n_symbols = cnt;
         } else {
             char kt[64];
@@ -840,8 +864,10 @@ static magi_status parse_meta(dec *d) {
             st = dec_str(d, &r->model_tag, 1);
         } else if (key_is(&key, "model_idx")) {
             st = magi_mp_read_i64(&d->m, &r->model_idx);
+            d->have_model_idx = 1;
         } else if (key_is(&key, "traced_files")) {
             st = dec_strv(d, &r->traced_files, &r->n_traced_files);
+            d->have_traced = 1;
         } else if (key_is(&key, "compile_config")) {
             st = dec_json(d, &r->compile_config_json, 0, "compile_config");
         } else if (key_is(&key, "dropped_legacy")) {
@@ -932,6 +958,36 @@ static magi_status parse_strings(dec *d) {
     if (dup < 0) return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
     if (dup) return magi_set_error(MAGI_ERR_FORMAT, "string table holds '%.100s' twice (ids %u and %u)", d->strs[i1], i1, i2);
     d->nstr = count;
+    return MAGI_OK;
+}
+
+/* One truth for every reader: META's presence flags say which region
+ * fields the document has (dump prints by them), the stored fields are what
+ * the loader uses (compile_config picks the transport). A flag and its
+ * field must agree, as the writer makes them: a flag saying "absent" while
+ * the field is stored would hide it from dump and Python, one saying
+ * "present" with nothing stored would show a value nobody loaded. */
+static magi_status check_region_flags(const dec *d) {
+    const magi_region *r = d->r;
+    struct {
+        uint32_t flag;
+        int stored;
+        const char *what;
+    } f[] = {
+        {MAGI_REGION_HAS_MODEL_TAG, r->model_tag != NULL, "model_tag"},
+        {MAGI_REGION_HAS_MODEL_IDX, d->have_model_idx, "model_idx"},
+        {MAGI_REGION_HAS_TRACED_FILES, d->have_traced, "traced_files"},
+        {MAGI_REGION_HAS_COMPILE_CONFIG, r->compile_config_json != NULL, "compile_config"},
+    };
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
+        int flagged = (r->flags & f[i].flag) != 0;
+        if (flagged != f[i].stored)
+            return magi_set_error(MAGI_ERR_FORMAT, "section meta: %s is %s but the region flags say it is %s",
+                                  f[i].what, f[i].stored ? "stored" : "not stored", flagged ? "present" : "absent");
+    }
+    if (r->n_symbols && !(r->flags & MAGI_REGION_HAS_SYMBOLS))
+        return magi_set_error(MAGI_ERR_FORMAT, "section meta: %u symbols are stored but the region flags say there are none",
+                              r->n_symbols);
     return MAGI_OK;
 }
 
@@ -1039,6 +1095,7 @@ magi_status magi_artifact_load_region_reuse(magi_region **out, magi_artifact *a,
             goto cleanup;
         }
     }
+    MAGI_CHECK(check_region_flags(&d));
     for (uint32_t i = 0; i < a->n; i++) {
         if (a->secs[i].kind >= MAGI_SECTION_META && a->secs[i].kind <= MAGI_SECTION_GRAPH) continue;
         MAGI_CHECK(sec_check_unknown(a, i)); /* loading verifies every section */

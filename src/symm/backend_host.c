@@ -53,7 +53,6 @@ typedef struct host_state {
     uint32_t rank, world, timeout_ms;
     char *dir;               /* for messages; files are reached through dirfd */
     int dirfd;               /* the checked private directory; -1: world 1, no files */
-    int own_dir;
     int unnamed;             /* files start unnamed (O_TMPFILE) and are linked to publish */
     dev_t ctl_dev;           /* the control file this rank attached (its identity) */
     ino_t ctl_ino;
