@@ -57,6 +57,12 @@ cmake --build build-gpu -j"$(nproc)" --target magi_aot magi-aot >>"$OUT/build.lo
 rc=$?
 if [ $rc -ne 0 ]; then tail -40 "$OUT/build.log"; stamp "build failed"; exit 1; fi
 stamp "built"
+# the Python document extension, where this python's headers are found
+# (else docio.py falls back to marshal; the build log says which)
+if grep -q "Python document extension ON" "$OUT/build.log"; then
+  cmake --build build-gpu -j"$(nproc)" --target magi_docbuild >>"$OUT/build.log" 2>&1 ||
+    { tail -20 "$OUT/build.log"; stamp "document extension build failed"; exit 1; }
+fi
 export MAGI_AOT_LIB=$PWD/build-gpu/libmagi_aot.so MAGI_CLI=$PWD/build-gpu/magi-aot
 
 fail=0
