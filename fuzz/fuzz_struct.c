@@ -1,8 +1,8 @@
 /*
  * Fuzz target: artifacts mutated structurally with their digests
  * recomputed (fuzz/mutate.c), through every reader of a region:
- * open + verify + load_region, fingerprint, dump (magi_json_write), and
- * dump's text loaded back and saved again.
+ * open + verify + load_region, fingerprint, the marshal writer, dump
+ * (magi_json_write), and dump's text loaded back and saved again.
  *
  * Findings (abort): a crash or sanitizer report; an error without a message
  * or one that names no file, section or node; load accepting what verify
@@ -100,6 +100,14 @@ int fuzz_struct_check(const uint8_t *d, size_t n, fuzz_struct_stats *stats) {
         check_where(fst, "fingerprint");
         if (stats) stats->fp_refused++;
     }
+    /* the document walk's other writer (what the Python binding reads):
+     * any accepted region writes, or is refused with a message */
+    void *marsh = NULL;
+    size_t ml = 0;
+    magi_status mst = magi_marshal_write(&marsh, &ml, r);
+    if (mst) fuzz_check_error(mst);
+    else FUZZ_ASSERT(marsh && ml > 2, "marshal writer returned %zu bytes", ml);
+    magi_free(marsh);
     st = magi_json_write(&text, &tl, r, DUMP_FLAGS);
     if (st) { /* e.g. a name that is not UTF-8: refused with a message */
         fuzz_check_error(st);
