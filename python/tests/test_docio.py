@@ -188,6 +188,35 @@ class DocumentPaths(unittest.TestCase):
             self.assertTrue(_same(g, docs[0]))
 
 
+class FuzzCorpus(unittest.TestCase):
+    def test_every_region_the_loader_accepts_from_the_fuzz_corpora(self):
+        """Hostile inputs kept by the fuzzers: where the loader accepts one,
+        every path gives the same document, or every path raises."""
+        accepted = 0
+        for f in sorted(glob.glob(os.path.join(ROOT, "fuzz", "corpus", "*", "*"))):
+            try:
+                p = _load(f)
+            except MagiError:
+                continue
+            accepted += 1
+            try:
+                got = []
+                for name, fn in [("json", docio.document_json)] + _paths():
+                    try:
+                        got.append((name, fn(p)))
+                    except (ValueError, MagiError) as e:  # UnicodeDecodeError is a ValueError
+                        got.append((name, type(e)))
+            finally:
+                lib.magi_region_free(p)
+            with self.subTest(os.path.relpath(f, ROOT)):
+                ok = [isinstance(v, dict) for _, v in got]
+                self.assertTrue(all(ok) or not any(ok), got if not all(ok) else "")
+                for name, v in got[1:]:
+                    if isinstance(v, dict):
+                        self.assertEqual(v, got[0][1], name)
+        self.assertGreater(accepted, 10)
+
+
 class BadRegions(unittest.TestCase):
     """Regions the readers would not produce, made by editing a loaded one:
     every path raises an error naming what failed; nothing partial."""
