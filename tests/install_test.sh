@@ -9,6 +9,16 @@ cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
 test -L "$tmp/prefix/lib/libmagi_aot.so" || { echo "no libmagi_aot.so symlink"; exit 1; }
 ls "$tmp/prefix/lib/"libmagi_aot.so.0* >/dev/null || { echo "no versioned soname"; exit 1; }
 test -f "$tmp/prefix/lib/libmagi_aot.a" || { echo "no static library"; exit 1; }
+# The Python document extension, when built, is installed beside the
+# library, and the package finds it there (the direct document path).
+py=${3:-}
+if [ -f "$build/_docbuild.abi3.so" ]; then
+  test -f "$tmp/prefix/lib/_docbuild.abi3.so" || { echo "document extension not installed"; exit 1; }
+  if [ -n "$py" ]; then
+    MAGI_AOT_LIB="$tmp/prefix/lib/libmagi_aot.so" PYTHONPATH="$src/python" "$py" -c \
+      "from magi_aot import docio; p = docio.path_used(); assert p == 'direct', (p, docio.extension_missing()); print('python document path:', p)"
+  fi
+fi
 cmake -S "$src/tests/consumer" -B "$tmp/consumer" -DCMAKE_PREFIX_PATH="$tmp/prefix" \
   -DCMAKE_BUILD_RPATH="$tmp/prefix/lib" >/dev/null
 cmake --build "$tmp/consumer" >/dev/null

@@ -18,7 +18,9 @@ Python 3.9 and later) is built by CMake when Python's development headers
 are found, next to libmagi_aot.so. It is looked for, once per process:
   1. the file named by MAGI_AOT_DOCBUILD (a path); MAGI_AOT_DOCBUILD=0
      turns the direct path off (document() then uses marshal);
-  2. next to the loaded library (the directory of magi_aot._lib.lib_path());
+  2. next to the loaded library (the directory of magi_aot._lib.lib_path(),
+     or of the file mapped for it when it was found by soname: an
+     installed library, with the extension installed beside it);
   3. an installed magi_aot._docbuild.
 It is used only when the library exports magi_doc_walk.
 
@@ -58,6 +60,25 @@ def _load_from(path):
     return mod
 
 
+def _lib_dir():
+    """The directory of the loaded library; for one found by soname alone
+    (ctypes.util.find_library gives "libmagi_aot.so.0"), the directory of
+    the file the process mapped for it (Linux: /proc/self/maps)."""
+    path = lib_path() or ""
+    if os.path.dirname(path) or not path:
+        return os.path.dirname(path)
+    stem = path.split(".so")[0] + ".so"
+    try:
+        with open("/proc/self/maps") as fh:
+            for line in fh:
+                f = line.split(None, 5)[-1].strip()
+                if os.path.basename(f).startswith(stem) and os.path.isabs(f):
+                    return os.path.dirname(f)
+    except OSError:
+        pass
+    return ""
+
+
 def _find_extension():
     """(module or None, reason when None)."""
     env = os.environ.get("MAGI_AOT_DOCBUILD", "")
@@ -67,7 +88,7 @@ def _find_extension():
         return None, "the library has no magi_doc_walk"
     if env:
         return _load_from(env), None  # named explicitly: failing to load is an error
-    d = os.path.dirname(lib_path() or "")
+    d = _lib_dir()
     if d:
         for f in sorted(glob.glob(os.path.join(d, "_docbuild.abi3.so"))
                         + sorted(glob.glob(os.path.join(d, "_docbuild.cpython-*.so")))):

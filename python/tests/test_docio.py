@@ -272,6 +272,15 @@ class Fallback(unittest.TestCase):
         elif not HAS_DIRECT:
             self.skipTest(NO_DIRECT)
 
+    def test_an_installed_library_found_by_soname_is_located(self):
+        real = os.path.realpath(docio.lib_path())
+        saved = docio.lib_path
+        docio.lib_path = lambda: os.path.basename(saved()).split(".so")[0] + ".so.0"
+        try:
+            self.assertEqual(os.path.realpath(docio._lib_dir()), os.path.dirname(real))
+        finally:
+            docio.lib_path = saved
+
     def test_forced_fallback_uses_marshal_and_gives_the_same_document(self):
         code = ("import sys; sys.path.insert(0, %r); import _util, json\n"
                 "from magi_aot import docio\n"
