@@ -7,6 +7,14 @@
  * gathers from a symmetric buffer. See docs/ARCHITECTURE.md.
  *
  * Public headers include no msgpack, zstd, OpenSSL or CUDA headers.
+ *
+ * API habits: out-parameters come first (magi_x(&out, handle, ...)); every
+ * options struct has a NAME_VERSION macro (MAGI_STRUCT_VERSION: revision
+ * and size) that every function taking it checks, refusing another with
+ * MAGI_ERR_VERSION; MAGI_VERSION_NUMBER / magi_version_number() give the
+ * version as one number. The stable ABI is the opaque-handle API; the
+ * transparent IR structs (graph.h, expr.h) and the backend vtable (symm.h)
+ * are in sections marked UNSTABLE API BEGIN / END.
  */
 #ifndef MAGI_AOT_H
 #define MAGI_AOT_H
@@ -15,6 +23,7 @@
 #include "magi_aot/arena.h"
 #include "magi_aot/load_options.h"
 #include "magi_aot/graph.h"
+#include "magi_aot/ops.h"
 #include "magi_aot/expr.h"
 #include "magi_aot/json.h"
 #include "magi_aot/docwalk.h"

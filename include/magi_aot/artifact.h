@@ -48,12 +48,13 @@ typedef struct magi_opaque_section {
     size_t len;
 } magi_opaque_section;
 
+#define MAGI_SAVE_OPTIONS_VERSION MAGI_STRUCT_VERSION(1, magi_save_options)
 typedef struct magi_save_options {
-    uint32_t version;       /* 1 */
+    uint32_t version;       /* MAGI_SAVE_OPTIONS_VERSION */
     int zstd_level;         /* 0: auto - 19 for sections up to 1 MiB raw, 6 above
                                (a function of the size: still deterministic) */
 } magi_save_options;
-#define MAGI_SAVE_OPTIONS_INIT { 1, 0 }
+#define MAGI_SAVE_OPTIONS_INIT { MAGI_SAVE_OPTIONS_VERSION, 0 }
 
 /* Encode a region into artifact bytes. Deterministic: the same region gives
  * the same bytes in any process. *out owned by the caller (magi_free()). */

@@ -134,14 +134,15 @@ typedef struct magi_cache_report {
  * (rep->unreadable), naming the first. */
 MAGI_API magi_status magi_cache_verify(magi_cache *c, magi_cache_report *rep);
 
+#define MAGI_CACHE_GC_OPTIONS_VERSION MAGI_STRUCT_VERSION(1, magi_cache_gc_options)
 typedef struct magi_cache_gc_options {
-    uint32_t version;          /* 1 */
+    uint32_t version;          /* MAGI_CACHE_GC_OPTIONS_VERSION */
     uint64_t max_bytes;        /* budget for entries (file bytes) */
     uint32_t tmp_grace_s;      /* named temporaries younger than this are
                                   kept even when unlocked (default 60) */
     int keep_quarantine;       /* 0: delete quarantined files */
 } magi_cache_gc_options;
-#define MAGI_CACHE_GC_OPTIONS_INIT { 1, 0, 60, 0 }
+#define MAGI_CACHE_GC_OPTIONS_INIT { MAGI_CACHE_GC_OPTIONS_VERSION, 0, 60, 0 }
 
 /* Remove temporaries of dead writers (unlocked named temps), quarantined
  * files (unless kept), then least-recently-used entries until the entries

@@ -35,7 +35,10 @@
  * mm/bmm/matmul/linear/addmm/baddbmm/attention; bytes / bandwidth + launch
  * for other tensor ops (elementwise, reductions, copies); alpha + bytes on
  * the wire / link bandwidth for collectives (ring factor (N-1)/N, x2 for
- * all_reduce); 0 for views, getitem, wait_tensor and symbolic scalars.
+ * all_reduce); a copy-engine gather (magi.symm_all_gather[_coalesced]):
+ * issue latency + the bytes read from the N-1 peers / copy-engine link
+ * bandwidth; 0 for views, getitem, wait_tensor and symbolic scalars.
+ * Which target is which comes from the operator table (magi_aot/ops.h).
  * Unbacked symbols take the values magi_cost_unbacked_guesses() gives.
  *
  * Thread safety: reentrant; handles are read-only after creation and may be
@@ -102,21 +105,27 @@ MAGI_API uint32_t magi_cost_table_size(const magi_cost_table *t);
 
 /* ---- analytical model ---- */
 
-#define MAGI_COST_MODEL_VERSION 1
+#define MAGI_COST_MODEL_VERSION MAGI_STRUCT_VERSION(2, magi_cost_model)
 typedef struct magi_cost_model {
     uint32_t version;      /* MAGI_COST_MODEL_VERSION */
     double hbm_gbps;       /* device memory bandwidth, GB/s */
     double tflops_16;      /* dense bf16/fp16 tensor-core peak, TFLOP/s */
     double tflops_32;      /* fp32 peak, TFLOP/s */
     double tflops_8;       /* fp8 peak, TFLOP/s */
-    double link_gbps;      /* collective bandwidth per rank, GB/s */
-    double alpha_us;       /* collective latency */
+    double link_gbps;      /* NCCL collective bandwidth per rank, GB/s */
+    double alpha_us;       /* NCCL collective latency */
     double launch_us;      /* floor per kernel */
     int64_t unbacked_hint; /* last-resort value of an unbacked symbol (a guess) */
+    double ce_gbps;        /* copy-engine gathers: bytes a rank reads from its
+                              peers per second over the link, GB/s */
+    double ce_issue_us;    /* copy-engine gathers: fixed issue latency (one
+                              batched copy submission) */
 } magi_cost_model;
-/* H200 SXM defaults; an unbacked symbol nothing in the graph sizes is
- * guessed as 256 (see magi_cost_unbacked_guesses). */
-#define MAGI_COST_MODEL_H200 { MAGI_COST_MODEL_VERSION, 4800.0, 989.0, 67.0, 1979.0, 450.0, 10.0, 2.0, 256 }
+/* H200 SXM defaults (docs/FINGERPRINT.md "Analytical model" says where each
+ * comes from); an unbacked symbol nothing in the graph sizes is guessed as
+ * 256 (see magi_cost_unbacked_guesses). */
+#define MAGI_COST_MODEL_H200 \
+    { MAGI_COST_MODEL_VERSION, 4800.0, 989.0, 67.0, 1979.0, 450.0, 10.0, 2.0, 256, 450.0, 20.0 }
 
 /* ---- unbacked symbols ---- */
 

@@ -68,6 +68,18 @@ typedef enum magi_expr_kind {
     MAGI_E_KIND_COUNT_
 } magi_expr_kind;
 
+/* ====================================================================
+ * UNSTABLE API BEGIN - the transparent expression tree
+ *
+ * struct magi_expr is transparent so that passes match trees cheaply.
+ * The stable ABI of libmagi_aot is the opaque-handle API (handles such as
+ * magi_loader, magi_artifact, magi_cache, magi_symm_plan and the functions
+ * on them, options structs checked by their NAME_VERSION macros): code that
+ * uses only that keeps working across minor releases. What lies between
+ * UNSTABLE API BEGIN and END may change layout in any release; code that
+ * reads it must be rebuilt against the new headers (docs/ARCHITECTURE.md,
+ * "Stable and unstable API").
+ * ==================================================================== */
 typedef struct magi_expr magi_expr;
 struct magi_expr {
     magi_expr_kind kind;
@@ -77,6 +89,7 @@ struct magi_expr {
     uint32_t nkids;
     double fval;         /* FLOAT */
 };
+/* ==================== UNSTABLE API END - the transparent expression tree ==================== */
 
 /* Hard ceiling on tree depth. The parser clamps max_depth to it, and the
  * tree walkers below (print, equal, eval, symbols) refuse deeper hand-built

@@ -10,8 +10,10 @@
  * Memory: every node, value and string of a region lives in one arena owned
  * by the region; magi_region_free() releases all of it at once. Pointers
  * obtained from a region are borrowed and valid until it is freed.
- * The structs are transparent so passes can walk them cheaply; treat them as
- * read-only unless a function documents that it mutates the region.
+ * The structs are transparent so passes can walk them cheaply (they sit in
+ * the UNSTABLE API section below: their layout is not part of the stable
+ * ABI); treat them as read-only unless a function documents that it
+ * mutates the region.
  *
  * Node references: a MAGI_V_NODE value holds the index of an earlier node
  * (always < the index of the node that holds it), so a region is acyclic by
@@ -45,6 +47,21 @@ typedef enum magi_opcode {
 MAGI_API const char *magi_opcode_name(magi_opcode op);
 /* Parse an opcode name; returns MAGI_ERR_FORMAT for an unknown one. */
 MAGI_API magi_status magi_opcode_parse(const char *name, magi_opcode *out);
+
+/* ====================================================================
+ * UNSTABLE API BEGIN - the transparent IR structs
+ *
+ * magi_dim, magi_value, magi_example, magi_node, magi_symbol and
+ * magi_region are transparent so that passes walk them cheaply; the
+ * functions declared in this section take them.
+ * The stable ABI of libmagi_aot is the opaque-handle API (handles such as
+ * magi_loader, magi_artifact, magi_cache, magi_symm_plan and the functions
+ * on them, options structs checked by their NAME_VERSION macros): code that
+ * uses only that keeps working across minor releases. What lies between
+ * UNSTABLE API BEGIN and END may change layout in any release; code that
+ * reads it must be rebuilt against the new headers (docs/ARCHITECTURE.md,
+ * "Stable and unstable API").
+ * ==================================================================== */
 
 /* A dimension: a concrete int (expr == NULL) or a symbolic expression,
  * kept as the producer printed it (parse with magi_expr_parse()). */
@@ -218,6 +235,8 @@ typedef struct magi_region {
     const char **ignored;
     uint32_t n_ignored;
 } magi_region;
+
+/* ==================== UNSTABLE API END - the transparent IR structs ==================== */
 
 /* Create an empty region (no nodes). Owned by the caller: free with
  * magi_region_free(). */

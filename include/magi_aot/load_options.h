@@ -14,7 +14,7 @@
 extern "C" {
 #endif
 
-#define MAGI_LOAD_OPTIONS_VERSION 1
+#define MAGI_LOAD_OPTIONS_VERSION MAGI_STRUCT_VERSION(1, magi_load_options)
 
 typedef struct magi_load_options {
     uint32_t version;                /* MAGI_LOAD_OPTIONS_VERSION */
@@ -32,9 +32,11 @@ typedef struct magi_load_options {
 #define MAGI_DEFAULT_MAX_ELEMENTS           (64ull << 20)
 
 /* Copy `in` (NULL allowed) into `out` with zero fields replaced by the
- * defaults above. */
-MAGI_API void magi_load_options_resolve(magi_load_options *out,
-                                        const magi_load_options *in);
+ * defaults above. MAGI_ERR_VERSION (out untouched) when in->version is not
+ * MAGI_LOAD_OPTIONS_VERSION; every function that takes a
+ * magi_load_options checks it the same way. */
+MAGI_API magi_status magi_load_options_resolve(magi_load_options *out,
+                                               const magi_load_options *in);
 
 #ifdef __cplusplus
 }

@@ -57,8 +57,9 @@ typedef magi_status (*magi_sched_cost_fn)(void *ctx, const magi_region *r, uint3
 /* Classifier override (tests use it to build doubles); NULL: the default. */
 typedef magi_sched_class (*magi_sched_classify_fn)(void *ctx, const magi_region *r, uint32_t node);
 
+#define MAGI_SCHED_OPTIONS_VERSION MAGI_STRUCT_VERSION(1, magi_sched_options)
 typedef struct magi_sched_options {
-    uint32_t version;          /* 1 */
+    uint32_t version;          /* MAGI_SCHED_OPTIONS_VERSION */
     double scale;              /* 0: 1.0 */
     double margin_us;          /* < 0: 0; default (MAGI_SCHED_OPTIONS_INIT) 5.0 */
     magi_sched_cost_fn cost;   /* required */
@@ -70,7 +71,7 @@ typedef struct magi_sched_options {
     const char *const *peer_fingerprints;
     uint32_t n_peer_fingerprints;
 } magi_sched_options;
-#define MAGI_SCHED_OPTIONS_INIT { 1, 1.0, 5.0, NULL, NULL, NULL, NULL, NULL, 0 }
+#define MAGI_SCHED_OPTIONS_INIT { MAGI_SCHED_OPTIONS_VERSION, 1.0, 5.0, NULL, NULL, NULL, NULL, NULL, 0 }
 
 typedef struct magi_sched_move {
     const char *node;        /* borrowed from the region */

@@ -258,6 +258,21 @@ typedef struct magi_symm_group_view {
     void *comm;
 } magi_symm_group_view;
 
+/* ====================================================================
+ * UNSTABLE API BEGIN - the backend vtable
+ *
+ * magi_symm_backend_ops is the interface a backend implements; the
+ * built-in backends are reached through magi_symm_backend_find() and used
+ * through the magi_symm_backend functions, which are stable.
+ * The stable ABI of libmagi_aot is the opaque-handle API (handles such as
+ * magi_loader, magi_artifact, magi_cache, magi_symm_plan and the functions
+ * on them, options structs checked by their NAME_VERSION macros): code that
+ * uses only that keeps working across minor releases. What lies between
+ * UNSTABLE API BEGIN and END may change layout in any release; code that
+ * reads it must be rebuilt against the new headers (docs/ARCHITECTURE.md,
+ * "Stable and unstable API").
+ * ==================================================================== */
+
 /* Backend interface. A backend is a vtable plus its private state; the
  * generic wrapper (magi_symm_backend_*) validates arguments (slot range,
  * byte counts) before calling it, so implementations may assume valid
@@ -265,8 +280,9 @@ typedef struct magi_symm_group_view {
  * device pointers (cuda backend); `stream` is the caller's stream
  * (cudaStream_t as void*; NULL = default stream; ignored by host).
  * Every function returns a magi_status and sets the last error. */
+#define MAGI_SYMM_BACKEND_OPS_VERSION MAGI_STRUCT_VERSION(1, magi_symm_backend_ops)
 typedef struct magi_symm_backend_ops {
-    uint32_t version;          /* 1 */
+    uint32_t version;          /* MAGI_SYMM_BACKEND_OPS_VERSION */
     const char *name;          /* "host", "cuda" */
     /* Allocate state and the local windows (not yet visible to peers).
      * `groups[w]` is the resolved group of window w (n_windows entries). */
@@ -295,6 +311,8 @@ typedef struct magi_symm_backend_ops {
     /* Unmap, free, remove this rank's rendezvous files. NULL state ok. */
     void (*destroy)(void *state);
 } magi_symm_backend_ops;
+
+/* ==================== UNSTABLE API END - the backend vtable ==================== */
 
 /* The built-in backend called `name` ("host"; "cuda" when built with CUDA),
  * or NULL (MAGI_ERR_UNSUPPORTED set as last error). Static. */

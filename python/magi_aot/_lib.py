@@ -57,10 +57,23 @@ class MagiUnsupported(MagiError):
 
 
 # ---------------------------------------------------------------- structs
+def struct_version(rev, struct):
+    """The version field of an options struct, as MAGI_STRUCT_VERSION builds
+    it in C: revision << 16 | sizeof. The library compares it with its own,
+    so a mirror here that lacks a field (or has a stale revision) is refused
+    with MAGI_ERR_VERSION instead of being read past its end."""
+    return ((rev << 16) | (ctypes.sizeof(struct) & 0xffff)) & 0xffffffff
+
+
 class LoadOptions(Structure):
+    """magi_load_options (load_options.h), revision 1."""
+    REVISION = 1
     _fields_ = [("version", c_uint32), ("max_input_bytes", c_uint64),
                 ("max_decompressed_bytes", c_uint64), ("max_depth", c_uint32),
                 ("max_elements", c_uint64)]
+
+    def __init__(self, **kw):
+        super().__init__(version=struct_version(self.REVISION, type(self)), **kw)
 
 
 class OpaqueSection(Structure):
@@ -76,7 +89,12 @@ SECTION_COMPILED = 5
 
 
 class SaveOptions(Structure):
+    """magi_save_options (artifact.h), revision 1."""
+    REVISION = 1
     _fields_ = [("version", c_uint32), ("zstd_level", c_int)]
+
+    def __init__(self, **kw):
+        super().__init__(version=struct_version(self.REVISION, type(self)), **kw)
 
 
 class RegionStruct(Structure):
@@ -110,14 +128,6 @@ class CachePutResult(Structure):
 class CacheEntry(Structure):
     _fields_ = [("key", c_char * 201), ("sha256_hex", c_char * 65), ("size", c_uint64),
                 ("file_bytes", c_uint64), ("atime_ns", c_int64), ("mtime_ns", c_int64)]
-
-
-def struct_version(rev, struct):
-    """The version field of an options struct, as MAGI_STRUCT_VERSION builds
-    it in C: revision << 16 | sizeof. The library compares it with its own,
-    so a mirror here that lacks a field (or has a stale revision) is refused
-    with MAGI_ERR_VERSION instead of being read past its end."""
-    return ((rev << 16) | (ctypes.sizeof(struct) & 0xffff)) & 0xffffffff
 
 
 class SymmPlanOptions(Structure):
@@ -476,7 +486,7 @@ class CRegion:
         """Artifact v1 bytes (zstd_level 0: the library default, 19)."""
         p = c_void_p()
         n = c_size_t()
-        opts = SaveOptions(1, int(zstd_level))
+        opts = SaveOptions(zstd_level=int(zstd_level))
         lib.magi_artifact_encode(byref(p), byref(n), self.ptr, byref(opts))
         return take_text(p, n.value)
 
@@ -488,7 +498,7 @@ class CRegion:
             arr[i] = OpaqueSection(kind, ctypes.cast(b, c_void_p), len(d))
         p = c_void_p()
         n = c_size_t()
-        opts = SaveOptions(1, int(zstd_level))
+        opts = SaveOptions(zstd_level=int(zstd_level))
         lib.magi_artifact_encode_with(byref(p), byref(n), self.ptr, byref(opts), arr, len(extra))
         return take_text(p, n.value)
 

@@ -142,52 +142,14 @@ static magi_status dim_value(key_ctx *k, const magi_dim *d, uint32_t node, dim_v
 
 /* ------------------------------------------------------- classification */
 
-/* The target's last dotted component without a known overload suffix:
- * "torch.ops.aten.mm.default" -> "mm", "torch._C._nn.linear" -> "linear". */
-static void base_name(const char *target, char *dst, size_t cap) {
-    if (!cap) return;
-    dst[0] = '\0';
-    if (!target) return;
-    const char *end = target + strlen(target);
-    if (strncmp(target, "torch.ops.", 10) == 0) {
-        /* OpOverload: NS.NAME.OVERLOAD (or a packet NS.NAME) */
-        const char *ns = target + 10;
-        const char *d1 = strchr(ns, '.');
-        const char *d2 = d1 ? strchr(d1 + 1, '.') : NULL;
-        const char *s = d1 ? d1 + 1 : ns;
-        const char *e = d2 ? d2 : end;
-        size_t n = (size_t)(e - s) < cap - 1 ? (size_t)(e - s) : cap - 1;
-        memcpy(dst, s, n);
-        dst[n] = '\0';
-        return;
-    }
-    snprintf(dst, cap, "%s", magi_target_last(target));
-}
+/* The node's row in the operator table (magi_aot/ops.h). */
+static const magi_op_info *op_row(const magi_node *n) { return magi_op_lookup(n->op, n->target, NULL); }
 
-static int is_collective(const char *t) {
-    if (!t) return 0;
-    if (strstr(t, "wait_tensor")) return 0;
-    return strstr(t, "_c10d_functional.") || strstr(t, "c10d.") || strstr(t, "torch.distributed.") ||
-           strstr(t, "symm_all_gather");
-}
-
-static int name_in(const char *n, const char *const *list) {
-    for (; *list; list++)
-        if (!strcmp(n, *list)) return 1;
-    return 0;
-}
-
-static const char *const k_matmul[] = {"mm", "bmm", "matmul", "linear", "addmm", "baddbmm", "addbmm",
-                                       "_scaled_mm", "einsum", NULL};
-static const char *const k_free[] = {
-    "view", "reshape", "_unsafe_view", "t", "transpose", "permute", "expand", "expand_as", "unsqueeze",
-    "squeeze", "getitem", "split", "split_with_sizes", "chunk", "unbind", "narrow", "select", "slice",
-    "as_strided", "alias", "detach", "wait_tensor", "_assert_scalar", "size", "stride", "dim", "numel",
-    "flatten", "unflatten", "view_as", "movedim", NULL};
-
-static int is_attention(const char *t) {
-    return t && (strstr(t, "scaled_dot_product") || strstr(t, "flash_attn") || strstr(t, "_efficient_attention") ||
-                 strstr(t, "cudnn_attention"));
+/* Gathers (NCCL or copy engine) and other collectives: keyed and costed
+ * by group size and bytes. */
+static int is_transfer(const magi_op_info *row) {
+    return row->cls == MAGI_OP_CLASS_GATHER || row->cls == MAGI_OP_CLASS_SYMM_GATHER ||
+           row->cls == MAGI_OP_CLASS_COLLECTIVE;
 }
 
 /* ------------------------------------------------------------- keys */
@@ -302,20 +264,16 @@ static const magi_value *arg(const magi_node *n, uint32_t i) {
     return n->args.kind == MAGI_V_LIST && i < n->args.u.seq.n ? &n->args.u.seq.items[i] : NULL;
 }
 
-/* Group size of a collective, or 0 when unknown. */
-static int64_t group_size(const magi_node *n) {
+/* Group size of a collective, or 0 when unknown: the kwarg group_size,
+ * else the positional argument the operator table names (an int, or for
+ * all_to_all the length of its split list). */
+static int64_t group_size(const magi_node *n, const magi_op_info *row) {
     const magi_value *v = kwarg(n, "group_size");
     if (v && v->kind == MAGI_V_INT) return v->u.i;
-    const char *t = n->target ? n->target : "";
-    /* c10d and magi.symm gathers share the argument layout: input(s), group_size, group_name */
-    if ((strstr(t, "all_gather_into_tensor") || strstr(t, "symm_all_gather")) && (v = arg(n, 1)) &&
-        v->kind == MAGI_V_INT)
-        return v->u.i;
-    if (strstr(t, "reduce_scatter_tensor") && (v = arg(n, 2)) && v->kind == MAGI_V_INT) return v->u.i;
-    if (strstr(t, "all_to_all_single") && (v = arg(n, 1)) &&
-        (v->kind == MAGI_V_LIST || v->kind == MAGI_V_TUPLE))
-        return v->u.seq.n;
-    return 0;
+    if (row->group_size_arg < 0 || !(v = arg(n, (uint32_t)row->group_size_arg))) return 0;
+    if (row->flags & MAGI_OPF_GROUP_SPLITS)
+        return v->kind == MAGI_V_LIST || v->kind == MAGI_V_TUPLE ? (int64_t)v->u.seq.n : 0;
+    return v->kind == MAGI_V_INT ? v->u.i : 0;
 }
 
 static magi_status node_key(key_ctx *k, magi_buf *o, uint32_t i, int *has_key) {
@@ -323,14 +281,15 @@ static magi_status node_key(key_ctx *k, magi_buf *o, uint32_t i, int *has_key) {
     *has_key = 0;
     if (n->op == MAGI_OP_PLACEHOLDER || n->op == MAGI_OP_GET_ATTR || n->op == MAGI_OP_OUTPUT) return MAGI_OK;
     *has_key = 1;
-    int coll = n->op == MAGI_OP_CALL_FUNCTION && is_collective(n->target);
+    const magi_op_info *row = op_row(n);
+    int coll = is_transfer(row);
     magi_buf_puts(o, coll ? "collective" : magi_opcode_name(n->op));
     magi_buf_puts(o, ":");
     magi_buf_puts(o, n->target ? n->target : "?");
     magi_buf_puts(o, "(");
     int count = 0;
     if (coll) {
-        int64_t g = group_size(n);
+        int64_t g = group_size(n, row);
         if (g > 0) magi_buf_printf(o, "group=%lld", (long long)g);
         else magi_buf_puts(o, "group=?");
         count = 1;
@@ -581,13 +540,11 @@ uint32_t magi_cost_table_size(const magi_cost_table *t) { return t ? t->n : 0; }
 
 /* ------------------------------------------------------- analytical */
 
-/* Element size from the library's one dtype table (magi_symm_dtype_size);
- * any other float8 variant is 1 byte, anything unknown is costed as 4. */
+/* Element size from the library's dtype table (magi_aot/ops.h); an
+ * unknown dtype is costed as 4 bytes. */
 static double dtype_bytes(const char *dt) {
-    size_t s = magi_symm_dtype_size(dt);
-    if (s) return (double)s;
-    if (dt && !strncmp(dt, "float8", 6)) return 1;
-    return 4;
+    size_t s = magi_dtype_size(dt);
+    return s ? (double)s : 4;
 }
 
 static magi_status numel(key_ctx *k, const magi_example *ex, uint32_t node, double *out) {
@@ -650,18 +607,17 @@ static magi_status gather_inputs(key_ctx *k, const magi_value *v, uint32_t node,
 }
 
 static double peak_tflops(const magi_cost_model *m, const char *dt) {
-    if (dt && (!strcmp(dt, "bfloat16") || !strcmp(dt, "float16"))) return m->tflops_16;
-    if (dt && !strncmp(dt, "float8", 6)) return m->tflops_8;
+    const magi_dtype_info *d = magi_dtype_lookup(dt);
+    if (d && d->cls == MAGI_DTYPE_FLOAT16) return m->tflops_16;
+    if (d && d->cls == MAGI_DTYPE_FLOAT8) return m->tflops_8;
     return m->tflops_32;
 }
 
 static magi_status analytical(key_ctx *k, uint32_t i, const magi_cost_model *m, double *us) {
     const magi_node *n = &k->r->nodes[i];
     *us = 0;
-    if (n->op == MAGI_OP_PLACEHOLDER || n->op == MAGI_OP_GET_ATTR || n->op == MAGI_OP_OUTPUT) return MAGI_OK;
-    char base[128];
-    base_name(n->target, base, sizeof base);
-    if (!has_tensor(n->example) || name_in(base, k_free) || (n->target && strstr(n->target, "to_local")))
+    const magi_op_info *row = op_row(n);
+    if (row->cls == MAGI_OP_CLASS_FREE || row->cls == MAGI_OP_CLASS_WAIT || !has_tensor(n->example))
         return MAGI_OK;
     tin ti = {{0}, 0, 0};
     magi_status st = gather_inputs(k, &n->args, i, &ti, 0);
@@ -670,28 +626,36 @@ static magi_status analytical(key_ctx *k, uint32_t i, const magi_cost_model *m, 
     if (!st) st = ex_bytes(k, n->example, i, &out_b);
     if (st) return st;
     double hbm = m->hbm_gbps * 1e3; /* bytes per us */
-    if (n->op == MAGI_OP_CALL_FUNCTION && is_collective(n->target)) {
-        double g = (double)group_size(n);
-        double ring = g > 1 ? (g - 1) / g : 1.0;
-        double wire;
-        const char *t = n->target;
-        if (strstr(t, "all_gather")) wire = out_b * ring;
-        else if (strstr(t, "all_reduce")) wire = 2 * ti.bytes * ring;
-        else wire = ti.bytes * ring; /* reduce_scatter, all_to_all, broadcast */
+    if (is_transfer(row)) {
+        double g = (double)group_size(n, row);
+        double peers = g > 1 ? (g - 1) / g : 1.0;
+        if (row->cls == MAGI_OP_CLASS_SYMM_GATHER) {
+            /* copy engine: each rank reads the N-1 peer shards of every
+             * output over the link, after one fixed issue latency */
+            *us = m->ce_issue_us + out_b * peers / (m->ce_gbps * 1e3);
+            return MAGI_OK;
+        }
+        double wire; /* NCCL ring */
+        switch (row->coll) {
+        case MAGI_COLL_ALL_GATHER: wire = out_b * peers; break;
+        case MAGI_COLL_ALL_REDUCE: wire = 2 * ti.bytes * peers; break;
+        default: wire = ti.bytes * peers; break; /* reduce_scatter, all_to_all, broadcast, other */
+        }
         *us = m->alpha_us + wire / (m->link_gbps * 1e3);
         return MAGI_OK;
     }
     const char *dt = n->example->kind == MAGI_EX_TENSOR ? n->example->u.tensor.dtype : NULL;
     double flops = 0;
-    if (is_attention(n->target) && ti.n >= 2 && ti.t[0]->u.tensor.ndim >= 2 && ti.t[1]->u.tensor.ndim >= 2) {
+    if ((row->flags & MAGI_OPF_ATTENTION) && ti.n >= 2 && ti.t[0]->u.tensor.ndim >= 2 &&
+        ti.t[1]->u.tensor.ndim >= 2) {
         double q;
         dim_val s;
         if ((st = numel(k, ti.t[0], i, &q)) != MAGI_OK) return st;
         if ((st = dim_value(k, &ti.t[1]->u.tensor.shape[ti.t[1]->u.tensor.ndim - 2], i, &s)) != MAGI_OK) return st;
         flops = 4.0 * q * (double)s.analytic;
         if (!dt) dt = ti.t[0]->u.tensor.dtype;
-    } else if (name_in(base, k_matmul) && ti.n >= 1 && n->example->kind == MAGI_EX_TENSOR) {
-        const magi_example *a = ti.t[(!strcmp(base, "addmm") || !strcmp(base, "baddbmm") || !strcmp(base, "addbmm")) && ti.n >= 2 ? 1 : 0];
+    } else if ((row->flags & MAGI_OPF_MATMUL) && ti.n >= 1 && n->example->kind == MAGI_EX_TENSOR) {
+        const magi_example *a = ti.t[(row->flags & MAGI_OPF_BIAS_FIRST) && ti.n >= 2 ? 1 : 0];
         double on;
         dim_val kd = {1, 1, 1};
         if ((st = numel(k, n->example, i, &on)) != MAGI_OK) return st;
@@ -710,6 +674,10 @@ magi_status magi_cost_analytical(double *us, const magi_region *r, uint32_t node
     static const magi_cost_model h200 = MAGI_COST_MODEL_H200;
     if (!us || !r || node >= r->n_nodes)
         return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_cost_analytical: bad argument");
+    if (model) {
+        magi_status vst = magi_check_struct_version("magi_cost_model", model->version, MAGI_COST_MODEL_VERSION);
+        if (vst) return vst;
+    }
     const magi_cost_model *m = model ? model : &h200;
     key_ctx k;
     magi_status st = key_ctx_init(&k, r, m->unbacked_hint);
@@ -748,6 +716,7 @@ magi_status magi_costs_estimate(magi_cost_estimate **out, const magi_region *r, 
     int kinit = 0;
     if (!out || !r || (n_peers && !peers)) return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_costs_estimate: bad argument");
     *out = NULL;
+    if (model) MAGI_CHECK(magi_check_struct_version("magi_cost_model", model->version, MAGI_COST_MODEL_VERSION));
     const magi_cost_model *m = model ? model : &h200;
     e = calloc(1, sizeof *e);
     if (!e) return magi_set_error(MAGI_ERR_NOMEM, "costs: out of memory");

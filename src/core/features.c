@@ -23,13 +23,19 @@ unsigned magi_features(void) {
     return f;
 }
 
-void magi_load_options_resolve(magi_load_options *out, const magi_load_options *in) {
+magi_status magi_load_options_resolve(magi_load_options *out, const magi_load_options *in) {
     magi_load_options d = MAGI_LOAD_OPTIONS_INIT;
-    if (in) d = *in;
+    if (!out) return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_load_options_resolve: NULL argument");
+    if (in) {
+        magi_status st = magi_check_struct_version("magi_load_options", in->version, MAGI_LOAD_OPTIONS_VERSION);
+        if (st) return st;
+        d = *in;
+    }
     if (!d.max_input_bytes) d.max_input_bytes = MAGI_DEFAULT_MAX_INPUT_BYTES;
     if (!d.max_decompressed_bytes) d.max_decompressed_bytes = MAGI_DEFAULT_MAX_DECOMPRESSED_BYTES;
     if (!d.max_depth) d.max_depth = MAGI_DEFAULT_MAX_DEPTH;
     if (!d.max_elements) d.max_elements = MAGI_DEFAULT_MAX_ELEMENTS;
     d.version = MAGI_LOAD_OPTIONS_VERSION;
     *out = d;
+    return MAGI_OK;
 }

@@ -140,16 +140,6 @@ int magi_smap_insert(magi_smap *m, const char *s, size_t n, uint32_t v, uint32_t
 int magi_smap_reserve(magi_smap *m, size_t n);
 void magi_smap_free(magi_smap *m);
 
-/* Node targets (src/graph/region.c). Does `target` name the operator
- * `base` ("torch.ops.NS.NAME"): `base` itself (the overload packet) or
- * `base` + ".OVERLOAD" (exactly one more, non-empty dotted component)?
- * On a match *overload (when not NULL) points at the suffix: "" or
- * ".OVERLOAD". A NULL target never matches. */
-int magi_target_is(const char *target, const char *base, const char **overload);
-/* The last dotted component of a target ("torch.ops.aten.mm.default" ->
- * "default"); the whole string when it has no dot. */
-const char *magi_target_last(const char *target);
-
 /* SHA-256 (OpenSSL libcrypto). */
 void magi_sha256(const void *data, size_t len, uint8_t out[32]);
 void magi_hex(char *dst /* 2*n+1 */, const uint8_t *src, size_t n);

@@ -42,21 +42,6 @@ const char *magi_example_kind_name(magi_example_kind k) {
     return (unsigned)k < MAGI_EX_KIND_COUNT_ ? example_names[k] : NULL;
 }
 
-int magi_target_is(const char *target, const char *base, const char **overload) {
-    if (!target) return 0;
-    size_t n = strlen(base);
-    if (strncmp(target, base, n)) return 0;
-    const char *rest = target + n;
-    if (*rest && !(rest[0] == '.' && rest[1] && !strchr(rest + 1, '.'))) return 0;
-    if (overload) *overload = rest;
-    return 1;
-}
-
-const char *magi_target_last(const char *target) {
-    const char *dot = strrchr(target, '.');
-    return dot ? dot + 1 : target;
-}
-
 magi_status magi_region_new(magi_region **out) {
     magi_arena *a = NULL;
     magi_status st = magi_arena_new(&a, 0);

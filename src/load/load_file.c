@@ -8,7 +8,7 @@ magi_status magi_load_file(magi_region **out, const char *path, const magi_load_
     magi_load_options lo;
     if (!out || !path) return magi_set_error(MAGI_ERR_INVALID_ARG, "load: NULL argument");
     *out = NULL;
-    magi_load_options_resolve(&lo, opts);
+    if ((st = magi_load_options_resolve(&lo, opts))) return st;
     MAGI_CHECK(magi_map_file(&mf, path, UINT64_MAX)); /* mapping reads nothing; each format applies the limit */
     size_t i = 0;
     while (i < mf.size && (mf.data[i] == ' ' || mf.data[i] == '\t' || mf.data[i] == '\n' || mf.data[i] == '\r'))

@@ -80,14 +80,13 @@ magi_status magi_loader_new(magi_loader **out, const magi_loader_options *opts) 
     if (o.bind.n_groups && !o.bind.groups)
         return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_loader_options: n_groups %u but groups is NULL",
                               o.bind.n_groups);
-    if (o.limits && (st = magi_check_struct_version("magi_load_options", o.limits->version,
-                                                    MAGI_LOAD_OPTIONS_VERSION)))
-        return st;
+    magi_load_options limits;
+    if ((st = magi_load_options_resolve(&limits, o.limits))) return st;
     if (o.backend && !magi_symm_backend_find(o.backend)) return MAGI_ERR_UNSUPPORTED;
     magi_loader *ld = calloc(1, sizeof *ld);
     if (!ld) return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
     ld->o = o;
-    magi_load_options_resolve(&ld->limits, o.limits);
+    ld->limits = limits;
     ld->o.limits = NULL;
     *out = ld;
     return MAGI_OK;

@@ -816,7 +816,12 @@ magi_status magi_cache_gc(magi_cache *c, const magi_cache_gc_options *opts, magi
     gc_item *items = NULL;
     memset(&r, 0, sizeof r);
     if (!c) return magi_set_error(MAGI_ERR_INVALID_ARG, "cache gc: NULL cache");
-    if (opts) o = *opts;
+    if (opts) {
+        if ((st = magi_check_struct_version("magi_cache_gc_options", opts->version,
+                                            MAGI_CACHE_GC_OPTIONS_VERSION)))
+            return st;
+        o = *opts;
+    }
 
     /* 1. temporaries whose writer is gone: lockable and past the grace
      *    period (the grace covers the instant between create and flock). */

@@ -5,35 +5,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- classification ---- */
+/* ---- classification (the operator table, magi_aot/ops.h) ---- */
 
 magi_sched_class magi_sched_classify(const magi_region *r, uint32_t i) {
     const magi_node *n = &r->nodes[i];
-    if (n->op == MAGI_OP_PLACEHOLDER || n->op == MAGI_OP_GET_ATTR || n->op == MAGI_OP_OUTPUT)
-        return MAGI_SCHED_FREE;
-    const char *t = n->target;
-    if (n->op == MAGI_OP_CALL_FUNCTION) {
-        if (magi_target_is(t, "torch.ops._c10d_functional.all_gather_into_tensor", NULL) ||
-            magi_target_is(t, "torch.ops._c10d_functional.all_gather_into_tensor_coalesced", NULL))
-            return MAGI_SCHED_GATHER_NCCL;
-        if (magi_target_is(t, "torch.ops.magi.symm_all_gather", NULL) ||
-            magi_target_is(t, "torch.ops.magi.symm_all_gather_coalesced", NULL))
-            return MAGI_SCHED_GATHER_SYMM;
-        if (magi_target_is(t, "torch.ops._c10d_functional.wait_tensor", NULL)) return MAGI_SCHED_WAIT;
-        if (!strncmp(t, "torch.ops._c10d_functional.", 27) || !strncmp(t, "torch.ops.c10d_functional.", 26))
-            return MAGI_SCHED_COLLECTIVE;
-        if (!strcmp(t, "operator.getitem") || strstr(magi_target_last(t), "to_local"))
-            return MAGI_SCHED_FREE;
-        return MAGI_SCHED_COMPUTE;
+    switch (magi_op_classify(n->op, n->target)) {
+    case MAGI_OP_CLASS_FREE: return MAGI_SCHED_FREE;
+    case MAGI_OP_CLASS_GATHER: return MAGI_SCHED_GATHER_NCCL;
+    case MAGI_OP_CLASS_SYMM_GATHER: return MAGI_SCHED_GATHER_SYMM;
+    case MAGI_OP_CLASS_COLLECTIVE: return MAGI_SCHED_COLLECTIVE;
+    case MAGI_OP_CLASS_WAIT: return MAGI_SCHED_WAIT;
+    default: return MAGI_SCHED_COMPUTE;
     }
-    if (n->op == MAGI_OP_CALL_METHOD) {
-        static const char *const views[] = {"view", "reshape", "t", "transpose", "permute", "unsqueeze",
-                                            "squeeze", "expand", "flatten", "unflatten", "size", "dim",
-                                            "stride", "to_local", "__getitem__", "chunk", "split", NULL};
-        for (const char *const *v = views; *v; v++)
-            if (!strcmp(t, *v)) return MAGI_SCHED_FREE;
-    }
-    return MAGI_SCHED_COMPUTE;
 }
 
 static int is_gather(magi_sched_class c) { return c == MAGI_SCHED_GATHER_NCCL || c == MAGI_SCHED_GATHER_SYMM; }
@@ -405,8 +388,14 @@ magi_status magi_schedule(magi_region *r, const magi_sched_options *opts, magi_s
     pass p;
     memset(&p, 0, sizeof p);
     uint32_t *members = NULL, *tmp = NULL;
-    magi_sched_options o = opts ? *opts : (magi_sched_options)MAGI_SCHED_OPTIONS_INIT;
+    magi_sched_options o = MAGI_SCHED_OPTIONS_INIT;
+    if (!out || !r) return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_schedule: NULL argument");
     *out = NULL;
+    if (opts) {
+        if ((st = magi_check_struct_version("magi_sched_options", opts->version, MAGI_SCHED_OPTIONS_VERSION)))
+            return st;
+        o = *opts;
+    }
     if (!o.cost) return magi_set_error(MAGI_ERR_INVALID_ARG, "schedule: no cost source given");
     if (o.scale <= 0) o.scale = 1.0;
     if (o.margin_us < 0) o.margin_us = 0;

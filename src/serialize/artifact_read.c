@@ -151,6 +151,9 @@ static magi_status open_common(magi_artifact *a) {
 }
 
 static magi_status new_handle(magi_artifact **out, const char *name, const magi_load_options *opts) {
+    magi_load_options lo;
+    magi_status st = magi_load_options_resolve(&lo, opts);
+    if (st) return st;
     magi_artifact *a = calloc(1, sizeof *a);
     if (!a) return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
     a->name = strdup(name);
@@ -158,7 +161,7 @@ static magi_status new_handle(magi_artifact **out, const char *name, const magi_
         free(a);
         return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
     }
-    magi_load_options_resolve(&a->lo, opts);
+    a->lo = lo;
     *out = a;
     return MAGI_OK;
 }

@@ -27,8 +27,8 @@ magi_status magi_legacy_v0_read(magi_region **out, const uint8_t *data, size_t s
     magi_region *r = NULL;
     magi_load_options lo;
     magi_mp m;
-    magi_load_options_resolve(&lo, opts);
     *out = NULL;
+    if ((st = magi_load_options_resolve(&lo, opts))) return st;
     const char *dropped[V0_MAX_REPORT];
     char ignored[V0_MAX_REPORT][80];
     uint32_t n_dropped = 0, n_ignored = 0;

@@ -463,9 +463,8 @@ magi_status magi_artifact_encode_with(void **out, size_t *out_len, const magi_re
     }
     int level = 0; /* auto */
     if (opts) {
-        if (opts->version != 1)
-            return magi_set_error(MAGI_ERR_VERSION, "artifact encode: save options version %u unsupported (1)",
-                                  opts->version);
+        magi_status vst = magi_check_struct_version("magi_save_options", opts->version, MAGI_SAVE_OPTIONS_VERSION);
+        if (vst) return vst;
         if (opts->zstd_level) level = opts->zstd_level;
     }
     if (level && (level < ZSTD_minCLevel() || level > ZSTD_maxCLevel()))

@@ -551,7 +551,7 @@ magi_status magi_json_read(magi_region **out, const char *text, size_t len, cons
     reader rd;
     memset(&rd, 0, sizeof rd);
     *out = NULL;
-    magi_load_options_resolve(&rd.opts, opts);
+    if ((st = magi_load_options_resolve(&rd.opts, opts))) return st;
     if (len > rd.opts.max_input_bytes)
         return magi_set_error(MAGI_ERR_LIMIT, "JSON input of %zu bytes exceeds the limit of %llu bytes", len,
                               (unsigned long long)rd.opts.max_input_bytes);
@@ -578,11 +578,12 @@ cleanup:
 
 magi_status magi_json_read_file(magi_region **out, const char *path, const magi_load_options *opts) {
     magi_load_options o;
-    magi_load_options_resolve(&o, opts);
     char *text = NULL;
     size_t len = 0;
     *out = NULL;
-    magi_status st = magi_read_file(path, o.max_input_bytes, &text, &len);
+    magi_status st = magi_load_options_resolve(&o, opts);
+    if (st) return st;
+    st = magi_read_file(path, o.max_input_bytes, &text, &len);
     if (st) return st;
     st = magi_json_read(out, text, len, &o);
     free(text);

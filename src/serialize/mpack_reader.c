@@ -166,7 +166,9 @@ magi_status magi_mp_skip(magi_mp *m) {
         pending--;
         if (o.type == MAGI_MP_ARRAY) pending += o.v.n;
         else if (o.type == MAGI_MP_MAP) pending += 2ull * o.v.n;
-        /* pending never exceeds the bytes left (checked by magi_mp_read) */
+        /* magi_mp_read checked each container's own count against the
+         * bytes left; the counts of nested containers add up, so the sum
+         * still owed is checked here */
         if (pending > magi_mp_remaining(m))
             return magi_set_error(MAGI_ERR_FORMAT, "msgpack: %llu pending items cannot fit in the %zu bytes left",
                                   (unsigned long long)pending, magi_mp_remaining(m));
@@ -210,8 +212,9 @@ magi_status magi_mp_read_u32(magi_mp *m, uint32_t *out) {
     return MAGI_OK;
 }
 
-/* An array or map header of the wanted type; *n its count (not yet
- * checked against the bytes left: the caller's element loop does that). */
+/* An array or map header of the wanted type; *n its count, which
+ * magi_mp_read already checked against the bytes left (one byte per item,
+ * two per pair). */
 static magi_status read_container(magi_mp *m, magi_mp_type type, const char *what, uint32_t *n) {
     size_t at = magi_mp_offset(m);
     magi_mp_obj o;

@@ -137,8 +137,8 @@ magi_status magi_symm_backend_create(magi_symm_backend **out, const magi_symm_ba
     if ((st = magi_check_struct_version("magi_symm_backend_config", cfg->version,
                                         MAGI_SYMM_BACKEND_CONFIG_VERSION)))
         return st;
-    if (ops->version != 1)
-        return magi_set_error(MAGI_ERR_INVALID_ARG, "backend ops version %u (expected 1)", ops->version);
+    if ((st = magi_check_struct_version("magi_symm_backend_ops", ops->version, MAGI_SYMM_BACKEND_OPS_VERSION)))
+        return st;
     if (cfg->world == 0 || cfg->rank >= cfg->world)
         return magi_set_error(MAGI_ERR_INVALID_ARG, "rank %u is not in world %u", cfg->rank, cfg->world);
     if (cfg->world > MAGI_SYMM_MAX_WORLD)

@@ -996,6 +996,6 @@ static magi_status ops_gather_coalesced(void *state, uint32_t n, const uint32_t 
 static void ops_destroy(void *state) { magi_symm_cuda_destroy(state); }
 
 const magi_symm_backend_ops magi_symm_cuda_ops = {
-    1, "cuda", ops_create, ops_rendezvous, ops_barrier, ops_bind, ops_local_slot_ptr, ops_gather, ops_gather_coalesced,
+    MAGI_SYMM_BACKEND_OPS_VERSION, "cuda", ops_create, ops_rendezvous, ops_barrier, ops_bind, ops_local_slot_ptr, ops_gather, ops_gather_coalesced,
     ops_destroy,
 };

@@ -812,6 +812,6 @@ static magi_status host_gather_coalesced(void *vs, uint32_t n, const uint32_t *s
 }
 
 const magi_symm_backend_ops magi_symm_host_ops = {
-    1, "host", host_create, host_rendezvous, host_barrier, host_bind, host_local_slot_ptr,
+    MAGI_SYMM_BACKEND_OPS_VERSION, "host", host_create, host_rendezvous, host_barrier, host_bind, host_local_slot_ptr,
     host_gather, host_gather_coalesced, host_destroy,
 };

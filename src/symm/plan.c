@@ -8,27 +8,7 @@
 
 /* ------------------------------------------------------------- dtypes */
 
-size_t magi_symm_dtype_size(const char *dtype) {
-    static const struct {
-        const char *name;
-        size_t size;
-    } t[] = {
-        {"bool", 1},           {"uint8", 1},          {"int8", 1},
-        {"float8_e4m3fn", 1},  {"float8_e5m2", 1},    {"float8_e4m3fnuz", 1},
-        {"float8_e5m2fnuz", 1}, {"float8_e8m0fnu", 1}, {"int16", 2},
-        {"uint16", 2},         {"float16", 2},        {"half", 2},
-        {"bfloat16", 2},       {"short", 2},          {"int32", 4},
-        {"uint32", 4},         {"int", 4},            {"float32", 4},
-        {"float", 4},          {"complex32", 4},      {"int64", 8},
-        {"uint64", 8},         {"long", 8},           {"float64", 8},
-        {"double", 8},         {"complex64", 8},      {"complex128", 16},
-    };
-    if (!dtype) return 0;
-    if (!strncmp(dtype, "torch.", 6)) dtype += 6;
-    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
-        if (!strcmp(dtype, t[i].name)) return t[i].size;
-    return 0;
-}
+size_t magi_symm_dtype_size(const char *dtype) { return magi_dtype_size(dtype); }
 
 const char *magi_symm_transport_name(magi_symm_transport t) {
     return t == MAGI_SYMM_TRANSPORT_COPY_ENGINE ? "copy_engine" : t == MAGI_SYMM_TRANSPORT_NCCL ? "nccl" : NULL;
@@ -42,62 +22,19 @@ const char *magi_symm_reason_name(magi_symm_reason r) {
 
 /* ------------------------------------------------------- target matching */
 
-enum gather_kind { G_NONE = 0, G_C10D, G_C10D_COALESCED, G_SYMM, G_SYMM_COALESCED };
-
-#define C10D_PREFIX "torch.ops._c10d_functional."
-#define SYMM_PREFIX "torch.ops.magi."
-
-/* Classify a call_function target; *suffix gets the overload suffix
- * (".default" or ""). */
-static enum gather_kind gather_kind_of(const char *t, const char **suffix) {
-    if (magi_target_is(t, C10D_PREFIX "all_gather_into_tensor", suffix)) return G_C10D;
-    if (magi_target_is(t, C10D_PREFIX "all_gather_into_tensor_coalesced", suffix)) return G_C10D_COALESCED;
-    if (magi_target_is(t, SYMM_PREFIX "symm_all_gather", suffix)) return G_SYMM;
-    if (magi_target_is(t, SYMM_PREFIX "symm_all_gather_coalesced", suffix)) return G_SYMM_COALESCED;
-    return G_NONE;
+/* The gather row of a node (the operator table, magi_aot/ops.h), or NULL;
+ * *suffix gets the overload suffix (".default" or ""). */
+static const magi_op_info *gather_row(const magi_node *n, const char **suffix) {
+    const magi_op_info *row = magi_op_lookup(n->op, n->target, suffix);
+    return row->cls == MAGI_OP_CLASS_GATHER || row->cls == MAGI_OP_CLASS_SYMM_GATHER ? row : NULL;
 }
 
-/* Does the dotted path `t` contain the component `word`? */
-static int has_component(const char *t, const char *word) {
-    size_t wl = strlen(word);
-    while (t && *t) {
-        const char *dot = strchr(t, '.');
-        size_t n = dot ? (size_t)(dot - t) : strlen(t);
-        if (n == wl && !strncmp(t, word, n)) return 1;
-        t = dot ? dot + 1 : NULL;
-    }
-    return 0;
+static int op_flag(const magi_node *n, uint32_t flag) {
+    return (magi_op_lookup(n->op, n->target, NULL)->flags & flag) != 0;
 }
-
-static int is_to_local(const magi_node *n) {
-    if (!n->target) return 0;
-    if (n->op == MAGI_OP_CALL_METHOD) return !strcmp(n->target, "to_local");
-    if (n->op == MAGI_OP_CALL_FUNCTION) return !strncmp(magi_target_last(n->target), "to_local", 8);
-    return 0;
-}
-
-static int is_cast(const magi_node *n) {
-    static const char *const methods[] = {"to", "_to_copy", "type", "bfloat16", "half",
-                                          "float", "double"};
-    if (!n->target) return 0;
-    if (n->op == MAGI_OP_CALL_METHOD) {
-        for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++)
-            if (!strcmp(n->target, methods[i])) return 1;
-        return 0;
-    }
-    if (n->op == MAGI_OP_CALL_FUNCTION)
-        return has_component(n->target, "to") || has_component(n->target, "_to_copy") ||
-               has_component(n->target, "convert_element_type");
-    return 0;
-}
-
-static int is_pad(const magi_node *n) {
-    if (!n->target) return 0;
-    if (n->op == MAGI_OP_CALL_METHOD) return !strcmp(n->target, "pad");
-    if (n->op == MAGI_OP_CALL_FUNCTION)
-        return has_component(n->target, "pad") || has_component(n->target, "constant_pad_nd");
-    return 0;
-}
+static int is_to_local(const magi_node *n) { return op_flag(n, MAGI_OPF_TO_LOCAL); }
+static int is_cast(const magi_node *n) { return op_flag(n, MAGI_OPF_CAST); }
+static int is_pad(const magi_node *n) { return op_flag(n, MAGI_OPF_PAD); }
 
 static int is_weight_op(const magi_node *n) {
     return n->op == MAGI_OP_PLACEHOLDER || n->op == MAGI_OP_GET_ATTR;
@@ -458,19 +395,17 @@ static magi_status plan_region(build_ctx *b, uint32_t ri, const magi_region *r) 
     rp->n_nodes = r->n_nodes;
     uint32_t ng = 0;
     for (uint32_t i = 0; i < r->n_nodes; i++)
-        if (r->nodes[i].op == MAGI_OP_CALL_FUNCTION && gather_kind_of(r->nodes[i].target, &suffix))
-            ng++;
+        if (gather_row(&r->nodes[i], &suffix)) ng++;
     rp->gathers = magi_arena_calloc(a, ng ? ng : 1, sizeof *rp->gathers);
     if (!rp->gathers) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
 
     for (uint32_t i = 0; i < r->n_nodes; i++) {
         const magi_node *n = &r->nodes[i];
-        if (n->op != MAGI_OP_CALL_FUNCTION) continue;
-        enum gather_kind gk = gather_kind_of(n->target, &suffix);
-        if (!gk) continue;
+        const magi_op_info *row = gather_row(n, &suffix);
+        if (!row) continue;
         magi_symm_gather *g = &rp->gathers[rp->n_gathers++];
-        int coalesced = gk == G_C10D_COALESCED || gk == G_SYMM_COALESCED;
-        int symm = gk == G_SYMM || gk == G_SYMM_COALESCED;
+        int coalesced = (row->flags & MAGI_OPF_COALESCED) != 0;
+        int symm = row->cls == MAGI_OP_CLASS_SYMM_GATHER;
         g->node = i;
         g->name = magi_arena_strdup(a, n->name);
         g->from = magi_arena_strdup(a, n->target);
@@ -511,8 +446,7 @@ static magi_status plan_region(build_ctx *b, uint32_t ri, const magi_region *r) 
         int plan_it = 0;
         if (symm && rp->transport == MAGI_SYMM_TRANSPORT_NCCL) {
             /* an earlier load rewrote it: give the NCCL gather back */
-            g->to = afmt(a, "%s%s%s", C10D_PREFIX,
-                         coalesced ? "all_gather_into_tensor_coalesced" : "all_gather_into_tensor", suffix);
+            g->to = afmt(a, "%s%s", row->counterpart, suffix);
             g->reason = MAGI_SYMM_KEEP_TRANSPORT;
             g->detail = "transport nccl selected: restored to the NCCL gather";
         } else if (symm && n_ok != nin) {
@@ -520,8 +454,7 @@ static magi_status plan_region(build_ctx *b, uint32_t ri, const magi_region *r) 
              * (e.g. an activation): serve it from NCCL again */
             uint32_t k = 0;
             while (ins[k].reason == MAGI_SYMM_REWRITTEN) k++;
-            g->to = afmt(a, "%s%s%s", C10D_PREFIX,
-                         coalesced ? "all_gather_into_tensor_coalesced" : "all_gather_into_tensor", suffix);
+            g->to = afmt(a, "%s%s", row->counterpart, suffix);
             g->reason = ins[k].reason;
             g->detail = afmt(a, "restored to the NCCL gather: input %u: %s", k, ins[k].detail);
         } else if (symm) {
@@ -534,8 +467,7 @@ static magi_status plan_region(build_ctx *b, uint32_t ri, const magi_region *r) 
             g->reason = MAGI_SYMM_KEEP_TRANSPORT;
             g->detail = "transport nccl selected";
         } else if (n_ok == nin) {
-            g->to = afmt(a, "%s%s%s", SYMM_PREFIX,
-                         coalesced ? "symm_all_gather_coalesced" : "symm_all_gather", suffix);
+            g->to = afmt(a, "%s%s", row->counterpart, suffix);
             g->reason = MAGI_SYMM_REWRITTEN;
             g->detail = "";
             plan_it = 1;
