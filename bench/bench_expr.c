@@ -68,7 +68,7 @@ int main(int argc, char **argv) {
     int64_t v;
     for (long it = 0; it < iters; it++)
         for (size_t i = 0; i < NEXPR; i++) {
-            if (magi_expr_eval_int(trees[i], lookup, NULL, &v)) return fail("eval");
+            if (magi_expr_eval_int(&v, trees[i], lookup, NULL)) return fail("eval");
             sink += (size_t)v;
         }
     double te = now() - t0;

@@ -54,12 +54,12 @@ static void load_bytes(const uint8_t *d, size_t size, const magi_load_options *o
         return;
     }
     magi_artifact_info info;
-    FUZZ_ASSERT(magi_artifact_get_info(a, &info) == MAGI_OK, "info of an open artifact");
+    FUZZ_ASSERT(magi_artifact_get_info(&info, a) == MAGI_OK, "info of an open artifact");
     FUZZ_ASSERT(info.file_size == size || info.legacy_v0, "file size %llu != %zu",
                 (unsigned long long)info.file_size, size);
     for (uint32_t i = 0; i < info.n_sections; i++) {
         magi_section_info s;
-        FUZZ_ASSERT(magi_artifact_get_section(a, i, &s) == MAGI_OK && s.kind_name, "section %u", i);
+        FUZZ_ASSERT(magi_artifact_get_section(&s, a, i) == MAGI_OK && s.kind_name, "section %u", i);
         FUZZ_ASSERT(s.offset <= size && s.stored_size <= size - s.offset, "section %u outside the data", i);
     }
     magi_status vst = magi_artifact_verify(a);

@@ -39,8 +39,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FUZZ_ASSERT(t2 && strcmp(t1, t2) == 0, "re-print differs:\n%.2000s\n---\n%.2000s", t1,
                 t2 ? t2 : "(null)");
     magi_num n1, n2;
-    magi_status e1 = magi_expr_eval(e, fuzz_expr_lookup, NULL, &n1);
-    magi_status e2 = magi_expr_eval(back, fuzz_expr_lookup, NULL, &n2);
+    magi_status e1 = magi_expr_eval(&n1, e, fuzz_expr_lookup, NULL);
+    magi_status e2 = magi_expr_eval(&n2, back, fuzz_expr_lookup, NULL);
     FUZZ_ASSERT(e1 == e2, "equal trees evaluate differently (%d vs %d)", (int)e1, (int)e2);
     if (e1 != MAGI_OK) {
         fuzz_check_error(e1);
@@ -49,7 +49,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         FUZZ_ASSERT(n1.is_float || n1.i == n2.i, "int results differ");
     }
     const char *names[8];
-    size_t ns = magi_expr_symbols(e, names, 8);
+    size_t ns = magi_expr_symbols(names, 8, e);
     FUZZ_ASSERT(ns != (size_t)-1, "symbols of an accepted tree");
     for (size_t i = 0; i < ns && i < 8; i++) FUZZ_ASSERT(names[i] != NULL, "symbol name");
     magi_arena_free(a);

@@ -32,7 +32,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         fuzz_check_error(ost);
     } else {
         magi_artifact_info info;
-        FUZZ_ASSERT(magi_artifact_get_info(a, &info) == MAGI_OK && info.legacy_v0, "v0 info");
+        FUZZ_ASSERT(magi_artifact_get_info(&info, a) == MAGI_OK && info.legacy_v0, "v0 info");
         magi_status vst = magi_artifact_verify(a);
         FUZZ_ASSERT((vst == MAGI_OK) == (st == MAGI_OK), "verify %d vs read %d", vst, st);
         magi_region *r2 = NULL;

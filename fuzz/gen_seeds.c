@@ -45,13 +45,13 @@ int main(int argc, char **argv) {
         magi_artifact *a = NULL;
         if (magi_artifact_open(&a, art, al, NULL)) return fprintf(stderr, "%s\n", magi_last_error()), 1;
         magi_artifact_info info;
-        magi_artifact_get_info(a, &info);
+        magi_artifact_get_info(&info, a);
         magi_buf secs = {0};
         for (uint32_t s = 0; s < info.n_sections; s++) {
             magi_section_info si;
             void *raw = NULL;
             size_t rl = 0;
-            magi_artifact_get_section(a, s, &si);
+            magi_artifact_get_section(&si, a, s);
             if (magi_artifact_section_raw(a, s, &raw, &rl)) return fprintf(stderr, "%s\n", magi_last_error()), 1;
             uint8_t h[5] = {(uint8_t)si.kind, (uint8_t)rl, (uint8_t)(rl >> 8), (uint8_t)(rl >> 16),
                             (uint8_t)(rl >> 24)};

@@ -51,10 +51,10 @@ static int run_rank(uint32_t rank, const char *rdv, unsigned rows, int iters) {
     if ((st = magi_symm_backend_create(&be, magi_symm_backend_find("host"), p, &cfg))) return die("create", st);
     if ((st = magi_symm_backend_rendezvous(be))) return die("rendezvous", st);
     uint32_t ns;
-    const magi_symm_slot *sl = magi_symm_plan_slots(p, &ns);
+    const magi_symm_slot *sl = magi_symm_plan_slots(&ns, p);
     size_t shard = (size_t)sl[0].nbytes, total = shard * WORLD;
     void *local;
-    magi_symm_local_slot_ptr(be, 0, &local);
+    magi_symm_local_slot_ptr(&local, be, 0);
     memset(local, (int)(rank + 1), shard);
     if ((st = magi_symm_backend_barrier(be, NULL))) return die("barrier", st);
     if (rank == 0) {
@@ -64,14 +64,14 @@ static int run_rank(uint32_t rank, const char *rdv, unsigned rows, int iters) {
         double best_g = 1e9, best_m = 1e9;
         for (int i = 0; i < iters; i++) {
             double t0 = now_s();
-            if ((st = magi_symm_all_gather(be, 0, dst, total, NULL))) return die("gather", st);
+            if ((st = magi_symm_all_gather(dst, total, be, 0, NULL))) return die("gather", st);
             double t1 = now_s();
             memcpy(dst, src, total);
             double t2 = now_s();
             if (t1 - t0 < best_g) best_g = t1 - t0;
             if (t2 - t1 < best_m) best_m = t2 - t1;
         }
-        magi_symm_all_gather(be, 0, dst, total, NULL);
+        magi_symm_all_gather(dst, total, be, 0, NULL);
         for (int m = 0; m < WORLD; m++)
             if (dst[(size_t)m * shard] != m + 1 || dst[(size_t)(m + 1) * shard - 1] != m + 1)
                 return die("gather result wrong", MAGI_ERR_CORRUPT);

@@ -382,7 +382,7 @@ static void test_unknown_section_and_keys_skipped(void) {
     size_t rl[4];
     for (uint32_t i = 0; i < 4; i++) {
         magi_section_info si;
-        MT_OK(magi_artifact_get_section(h, i, &si));
+        MT_OK(magi_artifact_get_section(&si, h, i));
         MT_OK(magi_artifact_section_raw(h, i, &raw[i], &rl[i]));
         s[i].kind = si.kind;
         s[i].raw = raw[i];
@@ -526,7 +526,7 @@ static void test_mutated_sections_with_valid_digests(void) {
     size_t rl[4];
     for (uint32_t i = 0; i < 4; i++) {
         magi_section_info si;
-        MT_OK(magi_artifact_get_section(h, i, &si));
+        MT_OK(magi_artifact_get_section(&si, h, i));
         MT_OK(magi_artifact_section_raw(h, i, &raw[i], &rl[i]));
         s[i].kind = si.kind;
     }

@@ -98,19 +98,19 @@ static void test_key_covers_compile_config(void) {
     void *bytes = NULL;
     size_t len = 0;
     MT_OK(magi_artifact_encode(&bytes, &len, nccl, NULL));
-    MT_OK(magi_cache_put(c, key[1], bytes, len, 0, NULL));
+    MT_OK(magi_cache_put(NULL, c, key[1], bytes, len, 0));
     void *out = NULL;
     size_t olen = 0;
     int q = 0;
-    magi_status st = magi_cache_get(c, key[1], NULL, 0, &out, &olen, NULL, &q);
+    magi_status st = magi_cache_get(&out, &olen, NULL, &q, c, key[1], NULL, 0);
     MT_CHECK(st != MAGI_OK && strstr(magi_last_error(), "compile_config") && q == 1,
              "the nccl-config entry was served under the copy_engine key: %d %s", st, magi_last_error());
     free(out);
     magi_free(bytes);
     MT_OK(magi_artifact_encode(&bytes, &len, ce, NULL));
-    MT_OK(magi_cache_put(c, key[1], bytes, len, 0, NULL));
+    MT_OK(magi_cache_put(NULL, c, key[1], bytes, len, 0));
     out = NULL;
-    MT_OK(magi_cache_get(c, key[1], NULL, 0, &out, &olen, NULL, NULL));
+    MT_OK(magi_cache_get(&out, &olen, NULL, NULL, c, key[1], NULL, 0));
     MT_CHECK(olen == len);
     free(out);
     magi_free(bytes);
@@ -127,7 +127,7 @@ static void test_roundtrip(void) {
     MT_OK(magi_cache_open(&c, dir));
     unsigned char *a = pattern(70000, 1), *b = pattern(1234, 2);
     magi_cache_put_result r;
-    MT_OK(magi_cache_put(c, "k1", a, 70000, 0, &r));
+    MT_OK(magi_cache_put(&r, c, "k1", a, 70000, 0));
     MT_CHECK(r.published == 1);
     MT_CHECK(strlen(r.sha256_hex) == 64);
     char sha_a[65];
@@ -137,17 +137,17 @@ static void test_roundtrip(void) {
     size_t n = 0;
     magi_cache_entry info;
     int q = -1;
-    MT_OK(magi_cache_get(c, "k1", NULL, 0, &got, &n, &info, &q));
+    MT_OK(magi_cache_get(&got, &n, &info, &q, c, "k1", NULL, 0));
     MT_CHECK(n == 70000 && memcmp(got, a, n) == 0);
     MT_CHECK(q == 0);
     MT_CHECK(strcmp(info.sha256_hex, sha_a) == 0 && info.size == 70000 && strcmp(info.key, "k1") == 0);
     magi_free(got);
 
     /* a second put of the key keeps the first entry (first publish wins) */
-    MT_OK(magi_cache_put(c, "k1", b, 1234, 0, &r));
+    MT_OK(magi_cache_put(&r, c, "k1", b, 1234, 0));
     MT_CHECK(r.published == 0);
     MT_CHECK(strcmp(r.sha256_hex, sha_a) == 0);
-    MT_OK(magi_cache_get(c, "k1", sha_a, 0, &got, &n, NULL, NULL));
+    MT_OK(magi_cache_get(&got, &n, NULL, NULL, c, "k1", sha_a, 0));
     MT_CHECK(n == 70000);
     magi_free(got);
 
@@ -155,32 +155,32 @@ static void test_roundtrip(void) {
     char other[65];
     memset(other, 'a', 64);
     other[64] = 0;
-    MT_CHECK(magi_cache_get(c, "k1", other, 0, &got, &n, NULL, &q) == MAGI_ERR_NOT_FOUND);
+    MT_CHECK(magi_cache_get(&got, &n, NULL, &q, c, "k1", other, 0) == MAGI_ERR_NOT_FOUND);
     MT_CHECK(got == NULL && q == 0);
 
     /* size limit */
-    MT_CHECK(magi_cache_get(c, "k1", NULL, 100, &got, &n, NULL, NULL) == MAGI_ERR_LIMIT);
+    MT_CHECK(magi_cache_get(&got, &n, NULL, NULL, c, "k1", NULL, 100) == MAGI_ERR_LIMIT);
 
     /* replace */
-    MT_OK(magi_cache_put(c, "k1", b, 1234, MAGI_CACHE_PUT_REPLACE, &r));
+    MT_OK(magi_cache_put(&r, c, "k1", b, 1234, MAGI_CACHE_PUT_REPLACE));
     MT_CHECK(r.published == 1 && strcmp(r.sha256_hex, sha_a) != 0);
-    MT_OK(magi_cache_get(c, "k1", NULL, 0, &got, &n, NULL, NULL));
+    MT_OK(magi_cache_get(&got, &n, NULL, NULL, c, "k1", NULL, 0));
     MT_CHECK(n == 1234 && memcmp(got, b, n) == 0);
     magi_free(got);
 
     /* empty content and the named-temp path */
-    MT_OK(magi_cache_put(c, "empty", "", 0, MAGI_CACHE_PUT_NAMED_TEMP, &r));
-    MT_OK(magi_cache_get(c, "empty", NULL, 0, &got, &n, NULL, NULL));
+    MT_OK(magi_cache_put(&r, c, "empty", "", 0, MAGI_CACHE_PUT_NAMED_TEMP));
+    MT_OK(magi_cache_get(&got, &n, NULL, NULL, c, "empty", NULL, 0));
     MT_CHECK(n == 0);
     magi_free(got);
 
     /* miss */
-    MT_CHECK(magi_cache_get(c, "nope", NULL, 0, &got, &n, NULL, NULL) == MAGI_ERR_NOT_FOUND);
+    MT_CHECK(magi_cache_get(&got, &n, NULL, NULL, c, "nope", NULL, 0) == MAGI_ERR_NOT_FOUND);
     MT_CHECK(strstr(magi_last_error(), "nope") != NULL);
 
     magi_cache_entry *v = NULL;
     size_t nv = 0, bad = 9;
-    MT_OK(magi_cache_list(c, &v, &nv, &bad));
+    MT_OK(magi_cache_list(&v, &nv, &bad, c));
     MT_CHECK(nv == 2 && bad == 0);
     if (nv == 2) MT_CHECK(strcmp(v[0].key, "empty") == 0 && strcmp(v[1].key, "k1") == 0);
     magi_free(v);
@@ -209,7 +209,7 @@ static void test_keys(void) {
     char *dir = mt_tmpdir();
     magi_cache *c = NULL;
     MT_OK(magi_cache_open(&c, dir));
-    MT_CHECK(magi_cache_put(c, "../escape", "x", 1, 0, NULL) == MAGI_ERR_INVALID_ARG);
+    MT_CHECK(magi_cache_put(NULL, c, "../escape", "x", 1, 0) == MAGI_ERR_INVALID_ARG);
     char *esc = mt_fmt("%s/v1/escape", dir);
     struct stat sb;
     MT_CHECK(stat(esc, &sb) != 0);
@@ -239,12 +239,12 @@ static void test_corrupt_quarantine(void) {
     /* content byte, digest byte in the header, length byte in the header */
     long offsets[] = {100, -30, -17};
     for (int t = 0; t < 3; t++) {
-        MT_OK(magi_cache_put(c, "k", a, 50000, 0, NULL));
+        MT_OK(magi_cache_put(NULL, c, "k", a, 50000, 0));
         flip_byte(entry, offsets[t]);
         void *got = NULL;
         size_t n = 0;
         int q = 0;
-        magi_status st = magi_cache_get(c, "k", NULL, 0, &got, &n, NULL, &q);
+        magi_status st = magi_cache_get(&got, &n, NULL, &q, c, "k", NULL, 0);
         MT_CHECK(st == MAGI_ERR_NOT_FOUND, "flip %d: %d", t, st);
         MT_CHECK(got == NULL);
         MT_CHECK(q == 1, "flip %d reported quarantined", t);
@@ -254,34 +254,34 @@ static void test_corrupt_quarantine(void) {
         MT_CHECK(stat(entry, &sb) != 0, "corrupt entry no longer visible");
         MT_CHECK(mt_count_files(qdir) == (size_t)t + 1);
         /* a later get is a plain miss; a put republishes */
-        MT_CHECK(magi_cache_get(c, "k", NULL, 0, &got, &n, NULL, &q) == MAGI_ERR_NOT_FOUND && q == 0);
+        MT_CHECK(magi_cache_get(&got, &n, NULL, &q, c, "k", NULL, 0) == MAGI_ERR_NOT_FOUND && q == 0);
     }
     /* put over a corrupt entry quarantines it and publishes */
-    MT_OK(magi_cache_put(c, "k", a, 50000, 0, NULL));
+    MT_OK(magi_cache_put(NULL, c, "k", a, 50000, 0));
     flip_byte(entry, 5);
     magi_cache_put_result r;
-    MT_OK(magi_cache_put(c, "k", a, 50000, 0, &r));
+    MT_OK(magi_cache_put(&r, c, "k", a, 50000, 0));
     MT_CHECK(r.published == 1 && r.quarantined == 1);
     void *got = NULL;
     size_t n = 0;
-    MT_OK(magi_cache_get(c, "k", NULL, 0, &got, &n, NULL, NULL));
+    MT_OK(magi_cache_get(&got, &n, NULL, NULL, c, "k", NULL, 0));
     MT_CHECK(n == 50000 && memcmp(got, a, n) == 0);
     magi_free(got);
 
     /* verify finds and quarantines corruption, leaves good entries */
-    MT_OK(magi_cache_put(c, "good", a, 1000, 0, NULL));
+    MT_OK(magi_cache_put(NULL, c, "good", a, 1000, 0));
     flip_byte(entry, 0);
     magi_cache_report rep;
-    MT_CHECK(magi_cache_verify(c, &rep) == MAGI_ERR_CORRUPT);
+    MT_CHECK(magi_cache_verify(&rep, c) == MAGI_ERR_CORRUPT);
     MT_CHECK(rep.entries_ok == 1 && rep.quarantined == 1);
     MT_CHECK(strstr(magi_last_error(), "'k'") != NULL, "%s", magi_last_error());
-    MT_OK(magi_cache_verify(c, &rep));
+    MT_OK(magi_cache_verify(&rep, c));
     MT_CHECK(rep.entries_ok == 1 && rep.quarantined == 0);
 
     /* gc deletes quarantined files */
     magi_cache_gc_options go = MAGI_CACHE_GC_OPTIONS_INIT;
     go.max_bytes = 1ull << 40;
-    MT_OK(magi_cache_gc(c, &go, &rep));
+    MT_OK(magi_cache_gc(&rep, c, &go));
     MT_CHECK(rep.quarantine_removed == 5 && rep.evicted == 0, "%zu", rep.quarantine_removed);
     MT_CHECK(mt_count_files(qdir) == 0);
     free(a);
@@ -298,38 +298,38 @@ static void test_gc_lru(void) {
     MT_OK(magi_cache_open(&c, dir));
     unsigned char *a = pattern(10000, 4);
     const char *keys[] = {"e0", "e1", "e2", "e3", "e4"};
-    for (int i = 0; i < 5; i++) MT_OK(magi_cache_put(c, keys[i], a, 10000, 0, NULL));
+    for (int i = 0; i < 5; i++) MT_OK(magi_cache_put(NULL, c, keys[i], a, 10000, 0));
     /* use order: e3, e0, e4, e1, e2 (e2 most recent) */
     int order[] = {3, 0, 4, 1, 2};
     for (int i = 0; i < 5; i++) {
         sleep_ms(15);
         void *got = NULL;
         size_t n = 0;
-        MT_OK(magi_cache_get(c, keys[order[i]], NULL, 0, &got, &n, NULL, NULL));
+        MT_OK(magi_cache_get(&got, &n, NULL, NULL, c, keys[order[i]], NULL, 0));
         magi_free(got);
     }
     magi_cache_entry *v = NULL;
     size_t nv = 0;
-    MT_OK(magi_cache_list(c, &v, &nv, NULL));
+    MT_OK(magi_cache_list(&v, &nv, NULL, c));
     MT_REQUIRE(nv == 5);
     uint64_t per = v[0].file_bytes;
     magi_free(v);
     magi_cache_gc_options go = MAGI_CACHE_GC_OPTIONS_INIT;
     go.max_bytes = 3 * per; /* room for three */
     magi_cache_report rep;
-    MT_OK(magi_cache_gc(c, &go, &rep));
+    MT_OK(magi_cache_gc(&rep, c, &go));
     MT_CHECK(rep.evicted == 2 && rep.evicted_bytes == 2 * per && rep.bytes_after == 3 * per);
     void *got = NULL;
     size_t n = 0;
-    MT_CHECK(magi_cache_get(c, "e3", NULL, 0, &got, &n, NULL, NULL) == MAGI_ERR_NOT_FOUND, "LRU e3 evicted");
-    MT_CHECK(magi_cache_get(c, "e0", NULL, 0, &got, &n, NULL, NULL) == MAGI_ERR_NOT_FOUND, "e0 evicted");
+    MT_CHECK(magi_cache_get(&got, &n, NULL, NULL, c, "e3", NULL, 0) == MAGI_ERR_NOT_FOUND, "LRU e3 evicted");
+    MT_CHECK(magi_cache_get(&got, &n, NULL, NULL, c, "e0", NULL, 0) == MAGI_ERR_NOT_FOUND, "e0 evicted");
     const char *kept[] = {"e4", "e1", "e2"};
     for (int i = 0; i < 3; i++) {
-        MT_CHECK(magi_cache_get(c, kept[i], NULL, 0, &got, &n, NULL, NULL) == MAGI_OK, "%s kept", kept[i]);
+        MT_CHECK(magi_cache_get(&got, &n, NULL, NULL, c, kept[i], NULL, 0) == MAGI_OK, "%s kept", kept[i]);
         magi_free(got);
     }
     go.max_bytes = 0;
-    MT_OK(magi_cache_gc(c, &go, &rep));
+    MT_OK(magi_cache_gc(&rep, c, &go));
     MT_CHECK(rep.evicted == 3 && rep.bytes_after == 0);
     free(a);
     magi_cache_free(c);

@@ -48,11 +48,11 @@ static int stress_worker(const char *dir, int id, int go_fd) {
         if ((r + id) % 2 == 0) flags |= MAGI_CACHE_PUT_REPLACE;
         if ((r + id) % 3 == 0) flags |= MAGI_CACHE_PUT_NAMED_TEMP;
         magi_cache_put_result pr;
-        magi_status st = magi_cache_put(c, "x", "", 0, 0, NULL); /* a hot shared key */
+        magi_status st = magi_cache_put(NULL, c, "x", "", 0, 0); /* a hot shared key */
         if (st != MAGI_OK) { fprintf(stderr, "[%d] put x: %s\n", id, magi_last_error()); fails++; }
         char pkey[16];
         snprintf(pkey, sizeof pkey, "key%02d", k);
-        st = magi_cache_put(c, pkey, want[k], key_size(k), flags, &pr);
+        st = magi_cache_put(&pr, c, pkey, want[k], key_size(k), flags);
         if (st != MAGI_OK) { fprintf(stderr, "[%d] put: %s\n", id, magi_last_error()); fails++; continue; }
         if (pr.quarantined) { fprintf(stderr, "[%d] put quarantined a valid entry\n", id); fails++; }
         /* the key just put must be there, byte for byte */
@@ -63,7 +63,7 @@ static int stress_worker(const char *dir, int id, int go_fd) {
             void *got = NULL;
             size_t n = 0;
             int q = 0;
-            st = magi_cache_get(c, key, NULL, 0, &got, &n, NULL, &q);
+            st = magi_cache_get(&got, &n, NULL, &q, c, key, NULL, 0);
             if (q) { fprintf(stderr, "[%d] get %s quarantined: %s\n", id, key, magi_last_error()); fails++; }
             if (st == MAGI_OK) {
                 if (n != key_size(kk) || memcmp(got, want[kk], n) != 0) {
@@ -106,7 +106,7 @@ static void test_stress(void) {
     magi_cache *c = NULL;
     MT_OK(magi_cache_open(&c, dir));
     magi_cache_report rep;
-    MT_OK(magi_cache_verify(c, &rep));
+    MT_OK(magi_cache_verify(&rep, c));
     MT_CHECK(rep.entries_ok == NKEYS + 1 && rep.quarantined == 0, "%zu ok", rep.entries_ok);
     for (int k = 0; k < NKEYS; k++) {
         char key[16];
@@ -114,7 +114,7 @@ static void test_stress(void) {
         void *got = NULL;
         size_t n = 0;
         unsigned char *want = key_content(k);
-        MT_CHECK(magi_cache_get(c, key, NULL, 0, &got, &n, NULL, NULL) == MAGI_OK, "%s lost", key);
+        MT_CHECK(magi_cache_get(&got, &n, NULL, NULL, c, key, NULL, 0) == MAGI_OK, "%s lost", key);
         MT_CHECK(got && n == key_size(k) && memcmp(got, want, n) == 0, "%s content", key);
         magi_free(got);
         free(want);
@@ -155,7 +155,7 @@ static void test_same_key_race(void) {
             int bad = 0;
             for (int k = 0; k < 30; k++) {
                 magi_cache_report rep;
-                if (magi_cache_verify(c, &rep) != MAGI_OK || rep.quarantined) bad++;
+                if (magi_cache_verify(&rep, c) != MAGI_OK || rep.quarantined) bad++;
             }
             _exit(bad);
         }
@@ -166,7 +166,7 @@ static void test_same_key_race(void) {
             char key[16];
             snprintf(key, sizeof key, "race%d", k);
             magi_cache_put_result pr;
-            magi_status st = magi_cache_put(c, key, data, n, (i % 2) ? MAGI_CACHE_PUT_NAMED_TEMP : 0, &pr);
+            magi_status st = magi_cache_put(&pr, c, key, data, n, (i % 2) ? MAGI_CACHE_PUT_NAMED_TEMP : 0);
             char line[128];
             int len = snprintf(line, sizeof line, "%d %d %d %s\n", k, st, pr.published, st ? "-" : pr.sha256_hex);
             if (write(res[1], line, (size_t)len) != len) _exit(101); /* < PIPE_BUF: atomic */
@@ -210,7 +210,7 @@ static void test_same_key_race(void) {
         void *got = NULL;
         size_t n = 0;
         magi_cache_entry info;
-        MT_OK(magi_cache_get(c, key, NULL, 0, &got, &n, &info, NULL));
+        MT_OK(magi_cache_get(&got, &n, &info, NULL, c, key, NULL, 0));
         MT_CHECK(!strcmp(info.sha256_hex, shas[k]));
         /* the content is one writer's, whole */
         unsigned char ch = ((unsigned char *)got)[0];
@@ -221,7 +221,7 @@ static void test_same_key_race(void) {
     }
     magi_cache_entry *v = NULL;
     size_t nv = 0;
-    MT_OK(magi_cache_list(c, &v, &nv, NULL));
+    MT_OK(magi_cache_list(&v, &nv, NULL, c));
     MT_CHECK(nv == RACE_KEYS);
     magi_free(v);
     char *t = mt_fmt("%s/v1/tmp", dir);
@@ -257,7 +257,7 @@ static void killed_writer(unsigned flags) {
     if (pid == 0) {
         close(p[0]);
         stall_ctx s = {p[1]};
-        magi_cache_put_stream(c, "victim", 64u << 20, stall_fill, &s, flags, NULL);
+        magi_cache_put_stream(NULL, c, "victim", 64u << 20, stall_fill, &s, flags);
         _exit(2); /* not reached: killed mid-write */
     }
     close(p[1]);
@@ -273,7 +273,7 @@ static void killed_writer(unsigned flags) {
     go.max_bytes = 1ull << 40;
     go.tmp_grace_s = 0;
     magi_cache_report rep;
-    MT_OK(magi_cache_gc(c, &go, &rep));
+    MT_OK(magi_cache_gc(&rep, c, &go));
     MT_CHECK(rep.temps_removed == 0 && mt_count_files(tmp) == temps);
 
     MT_REQUIRE(kill(pid, SIGKILL) == 0);
@@ -284,18 +284,18 @@ static void killed_writer(unsigned flags) {
     MT_CHECK(mt_count_files(entries) == 0, "no entry after the kill");
     void *got = NULL;
     size_t n = 0;
-    MT_CHECK(magi_cache_get(c, "victim", NULL, 0, &got, &n, NULL, NULL) == MAGI_ERR_NOT_FOUND);
+    MT_CHECK(magi_cache_get(&got, &n, NULL, NULL, c, "victim", NULL, 0) == MAGI_ERR_NOT_FOUND);
     magi_cache_entry *v = NULL;
     size_t nv = 9;
-    MT_OK(magi_cache_list(c, &v, &nv, NULL));
+    MT_OK(magi_cache_list(&v, &nv, NULL, c));
     MT_CHECK(nv == 0);
     magi_free(v);
     /* the dead writer's temporary is collected (lock gone) */
-    MT_OK(magi_cache_gc(c, &go, &rep));
+    MT_OK(magi_cache_gc(&rep, c, &go));
     MT_CHECK(rep.temps_removed == temps && mt_count_files(tmp) == 0);
     /* and the key can be published afterwards */
-    MT_OK(magi_cache_put(c, "victim", "ok", 2, flags, NULL));
-    MT_OK(magi_cache_get(c, "victim", NULL, 0, &got, &n, NULL, NULL));
+    MT_OK(magi_cache_put(NULL, c, "victim", "ok", 2, flags));
+    MT_OK(magi_cache_get(&got, &n, NULL, NULL, c, "victim", NULL, 0));
     MT_CHECK(n == 2 && memcmp(got, "ok", 2) == 0);
     magi_free(got);
     free(tmp);
@@ -332,7 +332,7 @@ static int reader(const char *dir, int id, int go_fd, char keys[][65], int nkeys
             magi_artifact *a = NULL;
             magi_region *r = NULL;
             magi_status st = magi_cache_open(&c, dir);
-            if (!st) st = magi_cache_get(c, keys[k], NULL, 0, &data, &len, NULL, NULL);
+            if (!st) st = magi_cache_get(&data, &len, NULL, NULL, c, keys[k], NULL, 0);
             if (!st) st = magi_artifact_open(&a, data, len, NULL);
             if (!st) st = magi_artifact_load_region(&r, a);
             if (!st) st = magi_inputs_write_json(&text, NULL, r, MAGI_INPUTS_CONCRETE);

@@ -22,7 +22,7 @@ static char *canon_text(const magi_region *r, unsigned *flags) {
     magi_canon *c = NULL;
     MT_OK(magi_canon_build(&c, r));
     size_t n;
-    const char *t = magi_canon_text(c, &n);
+    const char *t = magi_canon_text(&n, c);
     char *copy = malloc(n + 1);
     memcpy(copy, t, n);
     copy[n] = '\0';
@@ -351,9 +351,9 @@ static void test_errors_and_api(void) {
     MT_OK(magi_canon_build(&cn, r));
     MT_CHECK(magi_canon_symbol_count(cn) == 1);
     magi_canon_symbol sy;
-    MT_OK(magi_canon_symbol_get(cn, 0, &sy));
+    MT_OK(magi_canon_symbol_get(&sy, cn, 0));
     MT_CHECK(!strcmp(sy.name, "s0") && !strcmp(sy.canon_name, "c0") && sy.hint == 1);
-    MT_CHECK(magi_canon_symbol_get(cn, 1, &sy) == MAGI_ERR_INVALID_ARG);
+    MT_CHECK(magi_canon_symbol_get(&sy, cn, 1) == MAGI_ERR_INVALID_ARG);
     char *ce = NULL;
     MT_OK(magi_canon_expr(&ce, cn, "(((2*s0 + s9)))"));
     MT_CHECK(!strcmp(ce, "2*c0 + ?s9"), "%s", ce);
@@ -364,7 +364,7 @@ static void test_errors_and_api(void) {
     MT_CHECK(magi_canon_node_field(cn, 99, MAGI_CANON_OP) == NULL);
     MT_CHECK(!strcmp(magi_canon_node_name(cn, 0), "n0"));
     uint8_t d1[32], d2[32];
-    magi_canon_digest(cn, d1);
+    magi_canon_digest(d1, cn);
     MT_OK(magi_fingerprint(d2, r));
     MT_CHECK(!memcmp(d1, d2, 32));
     magi_canon_free(cn);
@@ -561,7 +561,7 @@ static void test_float_region(void) {
     const char *fl = "FloorToInt(2.5*zf71*s77)";
     MT_OK(magi_expr_parse(&e, ar, fl, strlen(fl), NULL));
     int64_t v = 0;
-    MT_OK(magi_expr_eval_int_num(e, magi_region_hint_lookup, r, &v));
+    MT_OK(magi_expr_eval_int_num(&v, e, magi_region_hint_lookup, r));
     MT_CHECK(v == 5);
     magi_arena_free(ar);
 

@@ -71,17 +71,17 @@ static void test_round_trip_and_listing(void) {
     MT_OK(magi_artifact_open(&h, a, n, NULL));
     MT_OK(magi_artifact_verify(h));
     magi_artifact_info info;
-    MT_OK(magi_artifact_get_info(h, &info));
+    MT_OK(magi_artifact_get_info(&info, h));
     MT_CHECK(info.n_sections == 6 && info.major == 1 && info.minor == 0, "%u sections, %u.%u",
              info.n_sections, info.major, info.minor);
     for (uint32_t i = 4; i < 6; i++) {
         magi_section_info si;
-        MT_OK(magi_artifact_get_section(h, i, &si));
+        MT_OK(magi_artifact_get_section(&si, h, i));
         MT_CHECK(si.kind == MAGI_SECTION_COMPILED && !strcmp(si.kind_name, "compiled"), "#%u: %u %s", i,
                  si.kind, si.kind_name);
         void *got = NULL;
         size_t gl = 7;
-        MT_OK(magi_artifact_read_section(h, i, &got, &gl));
+        MT_OK(magi_artifact_read_section(&got, &gl, h, i));
         size_t want = i == 4 ? n1 : n2;
         MT_CHECK(gl == want && (!want || !memcmp(got, p1, want)), "#%u: %zu bytes back, want %zu", i, gl, want);
         magi_free(got);
@@ -94,8 +94,8 @@ static void test_round_trip_and_listing(void) {
     /* index past the end / NULL */
     void *got = (void *)1;
     size_t gl = 0;
-    MT_CHECK(magi_artifact_read_section(h, 6, &got, &gl) == MAGI_ERR_NOT_FOUND && got == NULL, "bad index");
-    MT_CHECK(magi_artifact_read_section(h, 0, NULL, &gl) == MAGI_ERR_INVALID_ARG, "NULL out");
+    MT_CHECK(magi_artifact_read_section(&got, &gl, h, 6) == MAGI_ERR_NOT_FOUND && got == NULL, "bad index");
+    MT_CHECK(magi_artifact_read_section(NULL, &gl, h, 0) == MAGI_ERR_INVALID_ARG, "NULL out");
     free(j1);
     free(j2);
     magi_region_free(back);
@@ -137,7 +137,7 @@ static void test_flipped_byte_rejected(void) {
     magi_artifact *h = NULL;
     MT_OK(magi_artifact_open(&h, a, n, NULL));
     magi_section_info si;
-    MT_OK(magi_artifact_get_section(h, 4, &si));
+    MT_OK(magi_artifact_get_section(&si, h, 4));
     magi_artifact_free(h);
     for (uint64_t off = si.offset; off < si.offset + si.stored_size; off += 1 + si.stored_size / 97) {
         uint8_t *b = malloc(n);
@@ -146,7 +146,7 @@ static void test_flipped_byte_rejected(void) {
         MT_OK(magi_artifact_open(&h, b, n, NULL));
         void *got = (void *)1;
         size_t gl = 0;
-        magi_status st = magi_artifact_read_section(h, 4, &got, &gl);
+        magi_status st = magi_artifact_read_section(&got, &gl, h, 4);
         MT_CHECK(st == MAGI_ERR_DIGEST && got == NULL, "flip at %llu: status %d", (unsigned long long)off, st);
         MT_CHECK(strstr(magi_last_error(), "compiled") != NULL, "message: %s", magi_last_error());
         MT_CHECK(magi_artifact_verify(h) == MAGI_ERR_DIGEST, "verify missed a flip at %llu", (unsigned long long)off);
@@ -218,7 +218,7 @@ static void test_hostile_sizes(void) {
     MT_OK(magi_artifact_open(&h, b, n, NULL));
     void *got = (void *)1;
     size_t gl = 0;
-    MT_CHECK(magi_artifact_read_section(h, 4, &got, &gl) == MAGI_ERR_CORRUPT && !got, "lying raw size read");
+    MT_CHECK(magi_artifact_read_section(&got, &gl, h, 4) == MAGI_ERR_CORRUPT && !got, "lying raw size read");
     MT_CHECK(magi_artifact_verify(h) == MAGI_ERR_CORRUPT, "verify accepted a lying raw size");
     magi_artifact_free(h);
     /* raw size past every limit */

@@ -56,7 +56,7 @@ static void test_keys_equal_across_variants(void) {
             }
             const char *d = NULL;
             int in_a = 0;
-            MT_CHECK(magi_cost_keyset_compare(k0, kv, &d, &in_a) == MAGI_OK, "%s: %s", mt_real_fixtures[f],
+            MT_CHECK(magi_cost_keyset_compare(&d, &in_a, k0, kv) == MAGI_OK, "%s: %s", mt_real_fixtures[f],
                      d ? d : "");
             magi_cost_keyset_free(kv);
             magi_region_free(v);
@@ -134,10 +134,10 @@ static void test_hint_change_and_fallback(void) {
         MT_CHECK(!magi_cost_estimate_degraded(e) && !*magi_cost_estimate_note(e));
         for (uint32_t i = 0; i < r->n_nodes; i++) {
             magi_node_cost c;
-            MT_OK(magi_cost_estimate_node(e, i, &c));
+            MT_OK(magi_cost_estimate_node(&c, e, i));
             if (c.key) {
                 double want = 0;
-                MT_CHECK(magi_cost_table_lookup(t, c.key, &want));
+                MT_CHECK(magi_cost_table_lookup(&want, t, c.key));
                 MT_CHECK(c.source == MAGI_COST_MEASURED && c.us == want, "#%u %s %f", i,
                          magi_cost_source_name(c.source), c.us);
             } else {
@@ -149,7 +149,7 @@ static void test_hint_change_and_fallback(void) {
         /* the differing peer: the table is set aside, and the note says so */
         const char *diff = NULL;
         int in_mine = 0;
-        MT_CHECK(magi_cost_keyset_compare(k0, kh, &diff, &in_mine) == MAGI_ERR_MISMATCH);
+        MT_CHECK(magi_cost_keyset_compare(&diff, &in_mine, k0, kh) == MAGI_ERR_MISMATCH);
         const magi_cost_keyset *peers[] = {ks, kh};
         const char *names[] = {"rank1.keys", "rank2.keys"};
         MT_OK(magi_costs_estimate(&e, r, k0, t, peers, names, 2, NULL));
@@ -158,7 +158,7 @@ static void test_hint_change_and_fallback(void) {
         MT_CHECK(strstr(note, diff) && strstr(note, "rank2.keys") && strstr(note, "set aside"), "%s", note);
         for (uint32_t i = 0; i < r->n_nodes; i++) {
             magi_node_cost c;
-            MT_OK(magi_cost_estimate_node(e, i, &c));
+            MT_OK(magi_cost_estimate_node(&c, e, i));
             MT_CHECK(c.source == (c.key ? MAGI_COST_ANALYTICAL : MAGI_COST_FREE));
             MT_CHECK(c.us >= 0 && isfinite(c.us));
         }
@@ -294,7 +294,7 @@ static void test_files(void) {
     size_t len = 0;
     MT_OK(magi_cost_keyset_write_json(&text, &len, ks));
     MT_OK(magi_cost_keyset_read_json(&back, text, len));
-    MT_CHECK(magi_cost_keyset_compare(ks, back, NULL, NULL) == MAGI_OK);
+    MT_CHECK(magi_cost_keyset_compare(NULL, NULL, ks, back) == MAGI_OK);
     MT_CHECK(magi_cost_keyset_size(back) == magi_cost_keyset_size(ks) && magi_cost_keyset_node_count(back) == 0);
     magi_cost_keyset_free(back);
     /* a plain array works too; a bad document is refused */
@@ -309,7 +309,7 @@ static void test_files(void) {
     magi_cost_table *t = NULL;
     MT_OK(magi_cost_table_read(&t, "{\"k1\": 1.5, \"k2\": 0}", 20));
     double us = -1;
-    MT_CHECK(magi_cost_table_lookup(t, "k1", &us) && us == 1.5 && !magi_cost_table_lookup(t, "k3", &us));
+    MT_CHECK(magi_cost_table_lookup(&us, t, "k1") && us == 1.5 && !magi_cost_table_lookup(&us, t, "k3"));
     magi_cost_table_free(t);
     t = NULL;
     MT_CHECK(magi_cost_table_read(&t, "{\"k1\": -1}", 10) == MAGI_ERR_FORMAT && !t);

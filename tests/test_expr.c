@@ -83,7 +83,7 @@ static int64_t eval_i(const char *s) {
     magi_expr *e = parse(s);
     if (!e) return INT64_MIN;
     int64_t v = INT64_MIN;
-    magi_status st = magi_expr_eval_int(e, lookup, (void *)&K, &v);
+    magi_status st = magi_expr_eval_int(&v, e, lookup, (void *)&K);
     MT_CHECK(st == MAGI_OK, "eval '%s' -> %d: %s", s, st, magi_last_error());
     return v;
 }
@@ -92,7 +92,7 @@ static magi_num eval_n(const char *s) {
     magi_num n = {0, INT64_MIN, NAN};
     magi_expr *e = parse(s);
     if (!e) return n;
-    magi_status st = magi_expr_eval(e, lookup, (void *)&K, &n);
+    magi_status st = magi_expr_eval(&n, e, lookup, (void *)&K);
     MT_CHECK(st == MAGI_OK, "eval '%s' -> %d: %s", s, st, magi_last_error());
     return n;
 }
@@ -102,7 +102,7 @@ static void eval_fails(const char *s, magi_status code, const char *needle) {
     magi_expr *e = parse(s);
     if (!e) return;
     magi_num n = {0, 12345, 0};
-    magi_status st = magi_expr_eval(e, lookup, (void *)&K, &n);
+    magi_status st = magi_expr_eval(&n, e, lookup, (void *)&K);
     MT_CHECK(st == code, "eval '%s': want %d got %d (%s)", s, code, st, magi_last_error());
     MT_CHECK(strstr(magi_last_error(), needle) != NULL, "eval '%s': message '%s' lacks '%s'", s,
              magi_last_error(), needle);
@@ -285,7 +285,7 @@ static void test_fixture_files(void) {
             if (!e) continue;
             roundtrip(e);
             int64_t v;
-            magi_status st = magi_expr_eval_int(e, lookup, (void *)&K, &v);
+            magi_status st = magi_expr_eval_int(&v, e, lookup, (void *)&K);
             MT_CHECK(st == MAGI_OK, "%s: eval '%s': %s", path, strs[i], magi_last_error());
             int known = 0;
             for (size_t k = 0; k < N_FIXTURE_EXPRS; k++)
@@ -494,7 +494,7 @@ static magi_num eval_f(const char *s) {
     magi_num n = {0, INT64_MIN, NAN};
     magi_expr *e = parse(s);
     if (!e) return n;
-    magi_status st = magi_expr_eval_num(e, lookup_num, NULL, &n);
+    magi_status st = magi_expr_eval_num(&n, e, lookup_num, NULL);
     MT_CHECK(st == MAGI_OK, "eval '%s' -> %d: %s", s, st, magi_last_error());
     return n;
 }
@@ -601,14 +601,14 @@ static void test_floats(void) {
     /* an unbacked float symbol is named */
     magi_expr *u = parse("zuf0 > 0.0");
     magi_num n = {0, 777, 0.0};
-    MT_CHECK(magi_expr_eval_num(u, lookup_num, NULL, &n) == MAGI_ERR_UNBACKED);
+    MT_CHECK(magi_expr_eval_num(&n, u, lookup_num, NULL) == MAGI_ERR_UNBACKED);
     MT_CHECK(strstr(magi_last_error(), "zuf0") != NULL, "%s", magi_last_error());
     MT_CHECK(n.i == 777);
     /* integral results through eval_int_num; non-integral refused */
     int64_t iv = 0;
-    MT_OK(magi_expr_eval_int_num(parse("FloorToInt(zf0*s0*4)"), lookup_num, NULL, &iv));
+    MT_OK(magi_expr_eval_int_num(&iv, parse("FloorToInt(zf0*s0*4)"), lookup_num, NULL));
     MT_CHECK(iv == 6);
-    MT_CHECK(magi_expr_eval_int_num(parse("zf0*s0"), lookup_num, NULL, &iv) == MAGI_ERR_EXPR);
+    MT_CHECK(magi_expr_eval_int_num(&iv, parse("zf0*s0"), lookup_num, NULL) == MAGI_ERR_EXPR);
     /* the int-lookup evaluator on float literals */
     q = eval_n("s17 * 0.5");
     MT_CHECK(q.is_float && q.f == 2.5);
@@ -729,29 +729,29 @@ static void test_eval(void) {
     /* eval_int refuses a non-integral result */
     magi_expr *e = parse("7/2");
     int64_t v = 99;
-    MT_CHECK(magi_expr_eval_int(e, lookup, (void *)&K, &v) == MAGI_ERR_EXPR && v == 99);
+    MT_CHECK(magi_expr_eval_int(&v, e, lookup, (void *)&K) == MAGI_ERR_EXPR && v == 99);
     MT_CHECK(strstr(magi_last_error(), "not an integer"));
     /* no lookup: every symbol is unbacked */
     magi_num n;
-    MT_CHECK(magi_expr_eval(parse("s0 + 1"), NULL, NULL, &n) == MAGI_ERR_UNBACKED);
+    MT_CHECK(magi_expr_eval(&n, parse("s0 + 1"), NULL, NULL) == MAGI_ERR_UNBACKED);
     MT_CHECK(strstr(magi_last_error(), "'s0'"));
-    MT_CHECK(magi_expr_eval(parse("3"), NULL, NULL, &n) == MAGI_OK && n.i == 3);
+    MT_CHECK(magi_expr_eval(&n, parse("3"), NULL, NULL) == MAGI_OK && n.i == 3);
 }
 
 static void test_symbols(void) {
     const char *names[8];
     magi_expr *e = parse("s17 + s77 - (((s17 + s77)//2))");
-    MT_CHECK(magi_expr_symbols(e, names, 8) == 2);
+    MT_CHECK(magi_expr_symbols(names, 8, e) == 2);
     MT_CHECK(!strcmp(names[0], "s17") && !strcmp(names[1], "s77"));
     e = parse("b + a*b + Mod(c, a) + 3");
-    MT_CHECK(magi_expr_symbols(e, names, 8) == 3);
+    MT_CHECK(magi_expr_symbols(names, 8, e) == 3);
     MT_CHECK(!strcmp(names[0], "b") && !strcmp(names[1], "a") && !strcmp(names[2], "c"));
     names[1] = NULL;
-    MT_CHECK(magi_expr_symbols(e, names, 1) == 3);
+    MT_CHECK(magi_expr_symbols(names, 1, e) == 3);
     MT_CHECK(!strcmp(names[0], "b") && names[1] == NULL, "cap respected");
-    MT_CHECK(magi_expr_symbols(e, NULL, 0) == 3);
-    MT_CHECK(magi_expr_symbols(parse("Max(1, 2)"), names, 8) == 0);
-    MT_CHECK(magi_expr_symbols(parse("Max(1, u0 + u1 + u2 + u3)"), names, 8) == 4);
+    MT_CHECK(magi_expr_symbols(NULL, 0, e) == 3);
+    MT_CHECK(magi_expr_symbols(names, 8, parse("Max(1, 2)")) == 0);
+    MT_CHECK(magi_expr_symbols(names, 8, parse("Max(1, u0 + u1 + u2 + u3)")) == 4);
     MT_CHECK(!strcmp(names[3], "u3"));
     /* many distinct symbols (the set grows past its stack storage) */
     char buf[4096] = "";
@@ -762,7 +762,7 @@ static void test_symbols(void) {
     }
     const char *many[300];
     e = parse(buf);
-    MT_CHECK(magi_expr_symbols(e, many, 300) == 250);
+    MT_CHECK(magi_expr_symbols(many, 300, e) == 250);
     MT_CHECK(!strcmp(many[249], "q249") && !strcmp(many[0], "q0"));
 }
 
@@ -852,9 +852,9 @@ static void test_limits(void) {
     magi_expr *deep = S("x");
     for (int i = 0; i < MAGI_EXPR_MAX_DEPTH + 10; i++) deep = B(MAGI_E_MOD, deep, I(7));
     magi_num n;
-    MT_CHECK(magi_expr_eval(deep, lookup, (void *)&K, &n) == MAGI_ERR_LIMIT);
+    MT_CHECK(magi_expr_eval(&n, deep, lookup, (void *)&K) == MAGI_ERR_LIMIT);
     MT_CHECK(magi_expr_print(NULL, 0, deep) == (size_t)-1);
-    MT_CHECK(magi_expr_symbols(deep, NULL, 0) == (size_t)-1);
+    MT_CHECK(magi_expr_symbols(NULL, 0, deep) == (size_t)-1);
     MT_CHECK(magi_expr_equal(deep, deep) == 1); /* same pointer */
 }
 
@@ -887,10 +887,10 @@ static void test_megabyte(void) {
     magi_expr_print(back, plen + 1, e);
     MT_CHECK(memcmp(back, s, len) == 0, "printing differs from input");
     free(back);
-    MT_CHECK(magi_expr_symbols(e, NULL, 0) == TERMS);
+    MT_CHECK(magi_expr_symbols(NULL, 0, e) == TERMS);
     int64_t want = 0, got = 0;
     for (int i = 0; i < TERMS; i++) want += (i == 0 || i % 3) ? i : -i;
-    MT_OK(magi_expr_eval_int(e, idx_lookup, NULL, &got));
+    MT_OK(magi_expr_eval_int(&got, e, idx_lookup, NULL));
     MT_CHECK(got == want, "%lld != %lld", (long long)got, (long long)want);
     /* a 100k-argument call */
     len = 0;
@@ -900,7 +900,7 @@ static void test_megabyte(void) {
     len += (size_t)snprintf(s + len, cap - len, ")");
     MT_OK(magi_expr_parse(&e, a, s, len, NULL));
     MT_CHECK(e->kind == MAGI_E_CALL && e->nkids == TERMS);
-    MT_OK(magi_expr_eval_int(e, NULL, NULL, &got));
+    MT_OK(magi_expr_eval_int(&got, e, NULL, NULL));
     want = 0;
     for (int i = 0; i < TERMS; i++)
         if ((i * 7919) % 100003 > want) want = (i * 7919) % 100003;
@@ -916,7 +916,7 @@ static void test_megabyte(void) {
     MT_CHECK(magi_expr_parse(&e, a, huge, strlen(huge), NULL) == MAGI_ERR_LIMIT);
     magi_expr_limits lim = {2u << 20, 0, 0};
     MT_CHECK(magi_expr_parse(&e, a, huge, strlen(huge), &lim) == MAGI_OK);
-    MT_OK(magi_expr_eval_int(e, NULL, NULL, &got));
+    MT_OK(magi_expr_eval_int(&got, e, NULL, NULL));
     MT_CHECK(got == 300001);
     free(huge);
     free(s);
@@ -1065,7 +1065,7 @@ static void test_python_vectors(void) {
         magi_expr *e = parse(pv->text);
         if (!e) continue;
         magi_num v;
-        magi_status st = magi_expr_eval(e, lookup, (void *)&KP, &v);
+        magi_status st = magi_expr_eval(&v, e, lookup, (void *)&KP);
         MT_CHECK(st == MAGI_OK, "'%s': %s", pv->text, magi_last_error());
         if (st) continue;
         MT_CHECK(v.is_float == pv->is_float, "'%s': float %d, want %d", pv->text, v.is_float,
@@ -1097,10 +1097,10 @@ static void test_property_roundtrip(void) {
         char *s2 = print_m(back);
         MT_CHECK(strcmp(s, s2) == 0, "tree %d: '%s' reprints as '%s'", t, s, s2);
         magi_num v1 = {0}, v2 = {0};
-        magi_status e1 = magi_expr_eval(e, lookup, (void *)&KP, &v1);
+        magi_status e1 = magi_expr_eval(&v1, e, lookup, (void *)&KP);
         char m1[256];
         snprintf(m1, sizeof m1, "%s", magi_last_error());
-        magi_status e2 = magi_expr_eval(back, lookup, (void *)&KP, &v2);
+        magi_status e2 = magi_expr_eval(&v2, back, lookup, (void *)&KP);
         MT_CHECK(e1 == e2, "tree %d: '%s': status %d vs %d", t, s, e1, e2);
         if (e1 == MAGI_OK && e2 == MAGI_OK) {
             ok_evals++;

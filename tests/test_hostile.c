@@ -364,7 +364,7 @@ static magi_status expr_case(const char *text, size_t len) {
     if (st == MAGI_OK) {
         int64_t v;
         /* evaluation of a huge accepted tree must be bounded too */
-        magi_status est = magi_expr_eval_int(e, NULL, NULL, &v);
+        magi_status est = magi_expr_eval_int(&v, e, NULL, NULL);
         if (est != MAGI_OK && est != MAGI_ERR_UNBACKED && est != MAGI_ERR_EXPR) st = est;
     }
     magi_arena_free(a);

@@ -483,7 +483,7 @@ static int cache_gc_child(void *vp) {
     magi_cache_report r;
     magi_cache_gc_options o = MAGI_CACHE_GC_OPTIONS_INIT;
     o.tmp_grace_s = 0;
-    st = a->verify ? magi_cache_verify(c, &r) : magi_cache_gc(c, &o, &r);
+    st = a->verify ? magi_cache_verify(&r, c) : magi_cache_gc(&r, c, &o);
     magi_cache_free(c);
     return st ? 11 : 0;
 }
@@ -664,12 +664,12 @@ static void test_cache_unreadable_reported(void) {
     char *odd = mt_fmt("%s/v1/entries/has space", cdir);
     MT_REQUIRE(mt_write(odd, "x", 1) == 0);
     magi_cache_report r;
-    magi_status st = magi_cache_verify(c, &r);
+    magi_status st = magi_cache_verify(&r, c);
     MT_CHECK(st == MAGI_ERR_IO && r.unreadable == 1 && strstr(magi_last_error(), "has space"), "%d %zu %s", st,
              r.unreadable, magi_last_error());
     size_t n = 0, bad = 0;
     magi_cache_entry *v = NULL;
-    MT_OK(magi_cache_list(c, &v, &n, &bad));
+    MT_OK(magi_cache_list(&v, &n, &bad, c));
     MT_CHECK(bad == 1, "ls counted %zu bad entries", bad);
     free(v);
     magi_cache_free(c);
@@ -697,23 +697,23 @@ static void test_cache_poisoning(void) {
     magi_cache *c = NULL;
     MT_OK(magi_cache_open(&c, cdir));
     for (int round = 0; round < 2; round++) {
-        MT_OK(magi_cache_put(c, key, bytes, len, MAGI_CACHE_PUT_REPLACE, NULL));
+        MT_OK(magi_cache_put(NULL, c, key, bytes, len, MAGI_CACHE_PUT_REPLACE));
         void *out = NULL;
         size_t olen = 0;
         int q = 0;
         magi_cache_report r;
-        magi_status st = round == 0 ? magi_cache_get(c, key, NULL, 0, &out, &olen, NULL, &q)
-                                    : magi_cache_verify(c, &r);
+        magi_status st = round == 0 ? magi_cache_get(&out, &olen, NULL, &q, c, key, NULL, 0)
+                                    : magi_cache_verify(&r, c);
         MT_CHECK(st != MAGI_OK && strstr(magi_last_error(), "is not its key"), "%s served a poisoned entry: %d %s",
                  round == 0 ? "get" : "verify", st, magi_last_error());
         MT_CHECK(round == 1 || q == 1, "get did not quarantine the poisoned entry");
         free(out);
     }
     /* the right content under its key is served */
-    MT_OK(magi_cache_put(c, key, good, glen, MAGI_CACHE_PUT_REPLACE, NULL));
+    MT_OK(magi_cache_put(NULL, c, key, good, glen, MAGI_CACHE_PUT_REPLACE));
     void *out = NULL;
     size_t olen = 0;
-    MT_OK(magi_cache_get(c, key, NULL, 0, &out, &olen, NULL, NULL));
+    MT_OK(magi_cache_get(&out, &olen, NULL, NULL, c, key, NULL, 0));
     MT_CHECK(olen == glen, "served %zu bytes", olen);
     free(out);
     magi_cache_free(c);

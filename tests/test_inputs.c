@@ -174,7 +174,7 @@ static void test_missing(void) {
             free(q);
         }
         uint32_t idx[4];
-        MT_CHECK(magi_inputs_missing(r, idx, 4) == 2);
+        MT_CHECK(magi_inputs_missing(idx, 4, r) == 2);
         char *text = (char *)0x1;
         MT_CHECK(magi_inputs_write_json(&text, NULL, r, 0) == MAGI_ERR_MISSING_META && text == NULL);
         magi_region_free(r);

@@ -39,7 +39,7 @@ static int run_cli(char **out, char **err, char *const *args) {
 
 static const magi_symm_gather *gather_named(const magi_loader *ld, uint32_t region, const char *name) {
     uint32_t ng;
-    const magi_symm_gather *g = magi_symm_plan_gathers(magi_loader_plan(ld), region, &ng);
+    const magi_symm_gather *g = magi_symm_plan_gathers(&ng, magi_loader_plan(ld), region);
     for (uint32_t i = 0; i < ng; i++)
         if (!strcmp(g[i].name, name)) return &g[i];
     return NULL;
@@ -104,7 +104,7 @@ static void *artifact_with_unknown_section(size_t *len) {
     for (uint32_t i = 0; i < 4; i++) {
         magi_section_info si;
         size_t rl;
-        MT_OK(magi_artifact_get_section(a, i, &si));
+        MT_OK(magi_artifact_get_section(&si, a, i));
         MT_OK(magi_artifact_section_raw(a, i, &raw[i], &rl));
         s[i].kind = si.kind;
         s[i].raw = raw[i];
@@ -145,7 +145,7 @@ static void test_every_section_verified_and_decoded_once(void) {
     MT_OK(magi_artifact_open(&a, bytes, len, NULL));
     MT_OK(magi_artifact_verify(a));
     MT_OK(magi_artifact_load_region(&r, a));
-    MT_OK(magi_artifact_get_info(a, &ai));
+    MT_OK(magi_artifact_get_info(&ai, a));
     MT_CHECK(ai.sections_decoded == 8 && ai.sections_hashed == 10, "verify+load: %u decoded, %u hashed",
              ai.sections_decoded, ai.sections_hashed);
     magi_region_free(r);
@@ -156,7 +156,7 @@ static void test_every_section_verified_and_decoded_once(void) {
     for (uint32_t i = 0; i < 5; i++) {
         MT_OK(magi_artifact_open(&a, bytes, len, NULL));
         magi_section_info si;
-        MT_OK(magi_artifact_get_section(a, i, &si));
+        MT_OK(magi_artifact_get_section(&si, a, i));
         magi_artifact_free(a);
         uint8_t *bad = malloc(len);
         memcpy(bad, bytes, len);
@@ -306,7 +306,7 @@ static void test_transport_from_compile_config(void) {
     MT_CHECK(inf.transport == MAGI_SYMM_TRANSPORT_NCCL && inf.transport_source == MAGI_TRANSPORT_FROM_COMPILE_CONFIG);
     MT_CHECK(inf.n_rewritten == 0);
     uint32_t nw;
-    magi_symm_plan_windows(magi_loader_plan(ld), &nw);
+    magi_symm_plan_windows(&nw, magi_loader_plan(ld));
     MT_CHECK(nw == 0, "%u windows", nw);
     magi_loader_free(ld);
     /* the explicit option: every eligible gather */

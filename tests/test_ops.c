@@ -50,7 +50,7 @@ static void test_table_well_formed(void) {
         gathers++;
         MT_REQUIRE(t[i].counterpart, "row %u", i);
         const char *ov = NULL;
-        const magi_op_info *c = magi_op_lookup(MAGI_OP_CALL_FUNCTION, t[i].counterpart, &ov);
+        const magi_op_info *c = magi_op_lookup(&ov, MAGI_OP_CALL_FUNCTION, t[i].counterpart);
         MT_CHECK(c->cls == (t[i].cls == MAGI_OP_CLASS_GATHER ? MAGI_OP_CLASS_SYMM_GATHER : MAGI_OP_CLASS_GATHER),
                  "%s", t[i].counterpart);
         MT_CHECK(c->counterpart && !strncmp(c->counterpart, t[i].ns, strlen(t[i].ns)) &&
@@ -72,12 +72,12 @@ static void test_table_well_formed(void) {
 static void test_overloads(void) {
     const char *ov = NULL;
     const magi_op_info *r =
-        magi_op_lookup(MAGI_OP_CALL_FUNCTION, "torch.ops._c10d_functional.all_gather_into_tensor.default", &ov);
+        magi_op_lookup(&ov, MAGI_OP_CALL_FUNCTION, "torch.ops._c10d_functional.all_gather_into_tensor.default");
     MT_CHECK(r->cls == MAGI_OP_CLASS_GATHER && !strcmp(ov, ".default"));
-    r = magi_op_lookup(MAGI_OP_CALL_FUNCTION, "torch.ops._c10d_functional.all_gather_into_tensor", &ov);
+    r = magi_op_lookup(&ov, MAGI_OP_CALL_FUNCTION, "torch.ops._c10d_functional.all_gather_into_tensor");
     MT_CHECK(r->cls == MAGI_OP_CLASS_GATHER && !strcmp(ov, ""));
-    r = magi_op_lookup(MAGI_OP_CALL_FUNCTION, "torch.ops._c10d_functional.all_gather_into_tensor_coalesced.default",
-                       &ov);
+    r = magi_op_lookup(&ov, MAGI_OP_CALL_FUNCTION,
+                       "torch.ops._c10d_functional.all_gather_into_tensor_coalesced.default");
     MT_CHECK(r->cls == MAGI_OP_CLASS_GATHER && (r->flags & MAGI_OPF_COALESCED) && !strcmp(ov, ".default"));
     /* the legacy namespace's gather is a collective the planner leaves alone */
     MT_CHECK(magi_op_classify(MAGI_OP_CALL_FUNCTION, "torch.ops.c10d_functional.all_gather_into_tensor.default") ==
@@ -89,8 +89,8 @@ static void test_overloads(void) {
     MT_CHECK(magi_op_classify(MAGI_OP_CALL_FUNCTION, "torch.ops.c10d_functional.wait_tensor.default") ==
              MAGI_OP_CLASS_WAIT);
     /* a method is not a function of the same name, and vice versa */
-    MT_CHECK(magi_op_lookup(MAGI_OP_CALL_METHOD, "float", NULL)->flags & MAGI_OPF_CAST);
-    MT_CHECK(!(magi_op_lookup(MAGI_OP_CALL_FUNCTION, "builtins.float", NULL)->flags & MAGI_OPF_CAST));
+    MT_CHECK(magi_op_lookup(NULL, MAGI_OP_CALL_METHOD, "float")->flags & MAGI_OPF_CAST);
+    MT_CHECK(!(magi_op_lookup(NULL, MAGI_OP_CALL_FUNCTION, "builtins.float")->flags & MAGI_OPF_CAST));
     MT_CHECK(magi_op_classify(MAGI_OP_CALL_FUNCTION, "torch.ops._c10d_functional.all_gather_into_tensor.a.b") !=
              MAGI_OP_CLASS_GATHER);
     MT_CHECK(magi_op_classify(MAGI_OP_CALL_FUNCTION,
@@ -170,7 +170,7 @@ static void test_every_row_agrees(void) {
             MT_REQUIRE(target_for(row, op, target, sizeof target));
             const char *what = target;
             /* the lookup finds this very row */
-            MT_CHECK(magi_op_lookup(op, target, NULL) == row, "%s %s", magi_opcode_name(op), what);
+            MT_CHECK(magi_op_lookup(NULL, op, target) == row, "%s %s", magi_opcode_name(op), what);
             magi_region *r = one_op_region(row, op, target);
             MT_REQUIRE(r, "%s", what);
             cases++;

@@ -81,7 +81,7 @@ static void check_fsdp_schedule(int symm) {
     o.cost = cost_fn;
     o.cost_ctx = &c;
     magi_sched_report *rep = NULL;
-    MT_OK(magi_schedule(r, &o, &rep));
+    MT_OK(magi_schedule(&rep, r, &o));
     MT_CHECK(rep->applied);
     MT_CHECK(rep->n_gathers == 6, "%u gathers", rep->n_gathers);
     check_topological(r, "fsdp");
@@ -141,9 +141,9 @@ static void test_symm_is_transfer_not_compute(void) {
     magi_sched_options o = MAGI_SCHED_OPTIONS_INIT;
     o.cost = cost_fn;
     o.cost_ctx = &c;
-    MT_OK(magi_schedule(a, &o, &real));
+    MT_OK(magi_schedule(&real, a, &o));
     o.classify = symm_as_compute;
-    MT_OK(magi_schedule(b, &o, &dbl));
+    MT_OK(magi_schedule(&dbl, b, &o));
     MT_CHECK(real->n_gathers == 6);
     MT_CHECK(dbl->n_gathers == 2, "double sees %u gathers", dbl->n_gathers);
     uint32_t symm = 0;
@@ -188,7 +188,7 @@ static void test_window_sized_by_transfer(void) {
     o.cost = cost_fn;
     o.cost_ctx = &c;
     magi_sched_report *rep = NULL;
-    MT_OK(magi_schedule(r, &o, &rep));
+    MT_OK(magi_schedule(&rep, r, &o));
     const magi_sched_gather *g = gather(rep, "g");
     MT_CHECK(g->cost_us == 300 && g->issue_us == 3 && g->need_us == 305);
     MT_CHECK(pos_of(r, "g") + 1 == pos_of(r, "l2"), "g at %lld, l2 at %lld", (long long)pos_of(r, "g"),
@@ -373,7 +373,7 @@ static void test_peer_mismatch_leaves_graph(void) {
     o.peer_fingerprints = peers;
     o.n_peer_fingerprints = 2;
     magi_sched_report *rep = NULL;
-    MT_OK(magi_schedule(r, &o, &rep));
+    MT_OK(magi_schedule(&rep, r, &o));
     MT_CHECK(!rep->applied && rep->reason && strstr(rep->reason, "peer fingerprint #1"), "%s",
              rep->reason ? rep->reason : "(none)");
     char *after = to_json(r);
@@ -381,7 +381,7 @@ static void test_peer_mismatch_leaves_graph(void) {
     magi_sched_report_free(rep);
     /* matching peers: applied */
     o.n_peer_fingerprints = 1;
-    MT_OK(magi_schedule(r, &o, &rep));
+    MT_OK(magi_schedule(&rep, r, &o));
     MT_CHECK(rep->applied);
     magi_sched_report_free(rep);
     free(before);
@@ -399,7 +399,7 @@ static void test_all_fixtures_stay_valid(void) {
         o.cost = cost_fn;
         o.cost_ctx = &c;
         magi_sched_report *rep = NULL;
-        MT_OK(magi_schedule(r, &o, &rep));
+        MT_OK(magi_schedule(&rep, r, &o));
         check_topological(r, *f);
         MT_CHECK(r->nodes[r->n_nodes - 1].op == MAGI_OP_OUTPUT, "%s: output not last", *f);
         char *after = to_json(r);

@@ -28,7 +28,7 @@ static char *to_json(const magi_region *r) {
 
 static const magi_symm_gather *gather_named(const magi_symm_plan *p, uint32_t region, const char *name) {
     uint32_t n;
-    const magi_symm_gather *g = magi_symm_plan_gathers(p, region, &n);
+    const magi_symm_gather *g = magi_symm_plan_gathers(&n, p, region);
     for (uint32_t i = 0; i < n; i++)
         if (!strcmp(g[i].name, name)) return &g[i];
     return NULL;
@@ -36,7 +36,7 @@ static const magi_symm_gather *gather_named(const magi_symm_plan *p, uint32_t re
 
 static const magi_symm_slot *slot_of_weight(const magi_symm_plan *p, const char *weight) {
     uint32_t n;
-    const magi_symm_slot *s = magi_symm_plan_slots(p, &n);
+    const magi_symm_slot *s = magi_symm_plan_slots(&n, p);
     for (uint32_t i = 0; i < n; i++)
         if (!strcmp(s[i].weight, weight)) return &s[i];
     return NULL;
@@ -48,7 +48,7 @@ static void test_fsdp_copy_engine(void) {
     magi_symm_plan *p = NULL;
     MT_OK(magi_symm_plan_build(&p, rs, 1, NULL));
     uint32_t ng;
-    magi_symm_plan_gathers(p, 0, &ng);
+    magi_symm_plan_gathers(&ng, p, 0);
     MT_CHECK(ng == 6, "%u gathers", ng);
     const char *rew[] = {"tensor", "tensor_2", "tensor_4", "all_gather_into_tensor_coalesced"};
     for (int i = 0; i < 4; i++) {
@@ -70,8 +70,8 @@ static void test_fsdp_copy_engine(void) {
     MT_CHECK(!strcmp(cast->to, cast->from));
 
     uint32_t nw, ns;
-    const magi_symm_window *w = magi_symm_plan_windows(p, &nw);
-    magi_symm_plan_slots(p, &ns);
+    const magi_symm_window *w = magi_symm_plan_windows(&nw, p);
+    magi_symm_plan_slots(&ns, p);
     MT_REQUIRE(nw == 2, "%u windows", nw);
     MT_CHECK(!strcmp(w[0].dtype, "bfloat16") && !strcmp(w[0].group, "0") && w[0].group_size == 4);
     MT_CHECK(!strcmp(w[1].dtype, "bfloat16") && !strcmp(w[1].group, "1") && w[1].group_size == 2);
@@ -97,14 +97,14 @@ static void test_fsdp_copy_engine(void) {
     MT_CHECK(ea->window == 1 && ea->offset == 0 && eb->window == 1 && eb->offset == 2097152);
     MT_CHECK(w[0].bytes == 3145728 && w[1].bytes == 4194304);
     uint32_t nb;
-    const magi_symm_binding *b = magi_symm_plan_bindings(p, 0, &nb);
+    const magi_symm_binding *b = magi_symm_plan_bindings(&nb, p, 0);
     MT_CHECK(nb == 5, "%u bindings", nb);
     MT_CHECK(nb && !strcmp(b[0].placeholder, "l_self_parameters_wq_"));
 
     /* The rewrite changes the four targets and nothing else. */
     char *before = to_json(r);
     uint32_t changed = 0;
-    MT_OK(magi_symm_rewrite(r, p, 0, &changed));
+    MT_OK(magi_symm_rewrite(&changed, r, p, 0));
     MT_CHECK(changed == 4, "%u", changed);
     int64_t i = magi_region_find_node(r, "tensor_2");
     MT_CHECK(!strcmp(r->nodes[i].target, "torch.ops.magi.symm_all_gather"));
@@ -115,7 +115,7 @@ static void test_fsdp_copy_engine(void) {
     char *after = to_json(r);
     MT_CHECK(strcmp(before, after) != 0);
     /* idempotent */
-    MT_OK(magi_symm_rewrite(r, p, 0, &changed));
+    MT_OK(magi_symm_rewrite(&changed, r, p, 0));
     MT_CHECK(changed == 0);
     char *again = to_json(r);
     MT_CHECK(!strcmp(after, again));
@@ -134,18 +134,18 @@ static void test_idempotent_replan(void) {
     magi_symm_plan *p1 = NULL, *p2 = NULL;
     uint8_t d1[32], d2[32];
     MT_OK(magi_symm_plan_build(&p1, rs, 1, NULL));
-    MT_OK(magi_symm_rewrite(r, p1, 0, NULL));
+    MT_OK(magi_symm_rewrite(NULL, r, p1, 0));
     void *e1 = NULL, *e2 = NULL;
     size_t l1, l2;
     MT_OK(magi_artifact_encode(&e1, &l1, r, NULL));
     MT_OK(magi_symm_plan_build(&p2, rs, 1, NULL));
-    MT_OK(magi_symm_plan_digest(p1, d1));
-    MT_OK(magi_symm_plan_digest(p2, d2));
+    MT_OK(magi_symm_plan_digest(d1, p1));
+    MT_OK(magi_symm_plan_digest(d2, p2));
     MT_CHECK(!memcmp(d1, d2, 32), "replanning a rewritten region changed the plan");
     const magi_symm_gather *g = gather_named(p2, 0, "tensor");
     MT_CHECK(g && g->already_symm && g->reason == MAGI_SYMM_REWRITTEN && g->n_slots == 1);
     uint32_t changed = 9;
-    MT_OK(magi_symm_rewrite(r, p2, 0, &changed));
+    MT_OK(magi_symm_rewrite(&changed, r, p2, 0));
     MT_CHECK(changed == 0);
     MT_OK(magi_artifact_encode(&e2, &l2, r, NULL));
     MT_CHECK(l1 == l2 && !memcmp(e1, e2, l1), "second rewrite changed the artifact bytes");
@@ -165,11 +165,11 @@ static void test_nccl_transport_changes_nothing(void) {
     char *before = to_json(r);
     MT_OK(magi_symm_plan_build(&p, rs, 1, &o));
     uint32_t nw, ng, changed = 7;
-    magi_symm_plan_windows(p, &nw);
-    const magi_symm_gather *g = magi_symm_plan_gathers(p, 0, &ng);
+    magi_symm_plan_windows(&nw, p);
+    const magi_symm_gather *g = magi_symm_plan_gathers(&ng, p, 0);
     MT_CHECK(nw == 0 && ng == 6);
     for (uint32_t i = 0; i < ng; i++) MT_CHECK(g[i].reason == MAGI_SYMM_KEEP_TRANSPORT, "%s", g[i].name);
-    MT_OK(magi_symm_rewrite(r, p, 0, &changed));
+    MT_OK(magi_symm_rewrite(&changed, r, p, 0));
     MT_CHECK(changed == 0);
     char *after = to_json(r);
     MT_CHECK(!strcmp(before, after));
@@ -203,8 +203,8 @@ static void test_synthetic_rules(void) {
     MT_CHECK(!strcmp(gather_named(p, 0, "g1")->to, "torch.ops.magi.symm_all_gather.default"));
     MT_CHECK(strstr(gather_named(p, 0, "gc")->detail, "not_resident") != NULL);
     uint32_t nw, ns;
-    const magi_symm_window *w = magi_symm_plan_windows(p, &nw);
-    const magi_symm_slot *s = magi_symm_plan_slots(p, &ns);
+    const magi_symm_window *w = magi_symm_plan_windows(&nw, p);
+    const magi_symm_slot *s = magi_symm_plan_slots(&ns, p);
     MT_REQUIRE(nw == 1 && ns == 3, "%u windows %u slots", nw, ns);
     MT_CHECK(!strcmp(s[0].weight, "W1") && s[0].offset == 0 && s[0].nbytes == 64);
     MT_CHECK(!strcmp(s[1].weight, "model.w2") && s[1].offset == 256 && s[1].nbytes == 128);
@@ -215,7 +215,7 @@ static void test_synthetic_rules(void) {
                  s[i].offset % magi_symm_dtype_size(w[s[i].window].dtype) == 0);
     /* w3 is used by a kept (g6 uneven) and a rewritten gather (g7): bound once */
     uint32_t nb;
-    magi_symm_plan_bindings(p, 0, &nb);
+    magi_symm_plan_bindings(&nb, p, 0);
     MT_CHECK(nb == 3);
     magi_symm_plan_free(p);
 
@@ -223,7 +223,7 @@ static void test_synthetic_rules(void) {
     magi_symm_plan_options o = MAGI_SYMM_PLAN_OPTIONS_INIT;
     o.slot_align = 1024;
     MT_OK(magi_symm_plan_build(&p, rs, 1, &o));
-    s = magi_symm_plan_slots(p, &ns);
+    s = magi_symm_plan_slots(&ns, p);
     MT_CHECK(ns == 3 && s[1].offset == 1024 && s[2].offset == 2048);
     magi_symm_plan_free(p);
     o.slot_align = 100;
@@ -234,8 +234,8 @@ static void test_synthetic_rules(void) {
     o.slot_align = 0;
     o.window_cap_bytes = 300;
     MT_OK(magi_symm_plan_build(&p, rs, 1, &o));
-    w = magi_symm_plan_windows(p, &nw);
-    s = magi_symm_plan_slots(p, &ns);
+    w = magi_symm_plan_windows(&nw, p);
+    s = magi_symm_plan_slots(&ns, p);
     MT_REQUIRE(nw == 2, "%u windows", nw);
     MT_CHECK(w[0].part == 0 && w[0].n_slots == 1 && w[0].bytes == 256);
     MT_CHECK(w[1].part == 1 && w[1].n_slots == 2 && w[1].bytes == 512 && w[1].first_slot == 1);
@@ -258,8 +258,8 @@ static void test_bucket_window_layout(void) {
     const magi_symm_gather *g = gather_named(p, 0, "bucket");
     MT_REQUIRE(g && g->reason == MAGI_SYMM_REWRITTEN && g->n_slots == 20, "%s", g ? g->detail : "no gather");
     uint32_t nw, ns;
-    const magi_symm_window *w = magi_symm_plan_windows(p, &nw);
-    const magi_symm_slot *s = magi_symm_plan_slots(p, &ns);
+    const magi_symm_window *w = magi_symm_plan_windows(&nw, p);
+    const magi_symm_slot *s = magi_symm_plan_slots(&ns, p);
     MT_REQUIRE(nw == 2 && ns == 21, "%u windows, %u slots", nw, ns);
     MT_CHECK(!strcmp(w[0].dtype, "bfloat16") && !strcmp(w[1].dtype, "float32"));
     /* the single gather of emb comes first in graph order: offset 0 */
@@ -328,10 +328,10 @@ static void test_multi_region(void) {
     magi_symm_plan *p = NULL;
     MT_OK(magi_symm_plan_build(&p, ab, 2, NULL));
     uint32_t ns, nb;
-    const magi_symm_slot *s = magi_symm_plan_slots(p, &ns);
+    const magi_symm_slot *s = magi_symm_plan_slots(&ns, p);
     MT_CHECK(ns == 4, "%u slots", ns); /* W1, model.w2, W3, W9 */
     MT_CHECK(!strcmp(s[3].weight, "W9") && s[3].offset == 768);
-    const magi_symm_binding *bb = magi_symm_plan_bindings(p, 1, &nb);
+    const magi_symm_binding *bb = magi_symm_plan_bindings(&nb, p, 1);
     MT_REQUIRE(nb == 2);
     MT_CHECK(!strcmp(bb[0].placeholder, "w1b") && bb[0].slot == 0, "W1 shares slot 0");
     const magi_symm_gather *gc = gather_named(p, 1, "gc");
@@ -340,7 +340,7 @@ static void test_multi_region(void) {
     MT_CHECK(magi_symm_plan_find_gather(p, 1, gc->node) == gc);
     /* rewriting region 1 with region 0's plan entry is refused untouched */
     char *before = to_json(b);
-    MT_CHECK(magi_symm_rewrite(b, p, 0, NULL) == MAGI_ERR_INVALID_ARG);
+    MT_CHECK(magi_symm_rewrite(NULL, b, p, 0) == MAGI_ERR_INVALID_ARG);
     char *after = to_json(b);
     MT_CHECK(!strcmp(before, after));
     free(before);
@@ -383,10 +383,10 @@ static void test_plan_compare(void) {
     MT_OK(magi_symm_plan_build(&pf, rf, 1, NULL));
     void *ea, *ea2, *ec, *ef;
     size_t la, la2, lc, lf;
-    MT_OK(magi_symm_plan_encode(pa, &ea, &la));
-    MT_OK(magi_symm_plan_encode(pa2, &ea2, &la2));
-    MT_OK(magi_symm_plan_encode(pc, &ec, &lc));
-    MT_OK(magi_symm_plan_encode(pf, &ef, &lf));
+    MT_OK(magi_symm_plan_encode(&ea, &la, pa));
+    MT_OK(magi_symm_plan_encode(&ea2, &la2, pa2));
+    MT_OK(magi_symm_plan_encode(&ec, &lc, pc));
+    MT_OK(magi_symm_plan_encode(&ef, &lf, pf));
     MT_CHECK(la == la2 && !memcmp(ea, ea2, la));
     MT_OK(magi_symm_plan_compare(ea, la, ea2, la2));
     MT_CHECK(magi_symm_plan_compare(ea, la, ec, lc) == MAGI_ERR_MISMATCH);
@@ -400,8 +400,8 @@ static void test_plan_compare(void) {
         MT_CHECK(st == MAGI_ERR_FORMAT || st == MAGI_ERR_MISMATCH, "cut %zu -> %d", cut, st);
     }
     uint8_t d1[32], d2[32];
-    MT_OK(magi_symm_plan_digest(pa, d1));
-    MT_OK(magi_symm_plan_digest(pc, d2));
+    MT_OK(magi_symm_plan_digest(d1, pa));
+    MT_OK(magi_symm_plan_digest(d2, pc));
     MT_CHECK(memcmp(d1, d2, 32) != 0);
     magi_free(ea);
     magi_free(ea2);
@@ -449,26 +449,26 @@ static void test_host_world1(void) {
     float v[9], vout[9];
     for (int i = 0; i < 32; i++) w[i] = (uint16_t)(1000 + i);
     for (int i = 0; i < 9; i++) v[i] = (float)i * 0.5f;
-    MT_CHECK(magi_symm_all_gather(be, 0, out, sizeof out, NULL) == MAGI_ERR_INVALID_ARG,
+    MT_CHECK(magi_symm_all_gather(out, sizeof out, be, 0, NULL) == MAGI_ERR_INVALID_ARG,
              "gather before the rendezvous must be refused");
     MT_OK(magi_symm_backend_rendezvous(be));
     MT_OK(magi_symm_bind(be, 0, w, sizeof w, NULL));
     MT_CHECK(magi_symm_bind(be, 0, w, sizeof w - 2, NULL) == MAGI_ERR_INVALID_ARG);
     MT_CHECK(magi_symm_bind(be, 7, w, sizeof w, NULL) == MAGI_ERR_INVALID_ARG);
     void *slot1 = NULL;
-    MT_OK(magi_symm_local_slot_ptr(be, 1, &slot1));
+    MT_OK(magi_symm_local_slot_ptr(&slot1, be, 1));
     memcpy(slot1, v, sizeof v);
-    MT_OK(magi_symm_all_gather(be, 0, out, sizeof out, NULL));
+    MT_OK(magi_symm_all_gather(out, sizeof out, be, 0, NULL));
     MT_CHECK(!memcmp(out, w, sizeof w));
-    MT_CHECK(magi_symm_all_gather(be, 0, out, sizeof out + 2, NULL) == MAGI_ERR_INVALID_ARG);
+    MT_CHECK(magi_symm_all_gather(out, sizeof out + 2, be, 0, NULL) == MAGI_ERR_INVALID_ARG);
     memset(out, 0, sizeof out);
     uint32_t slots[2] = {0, 1};
     void *dsts[2] = {out, vout};
     uint64_t sizes[2] = {sizeof out, sizeof vout};
-    MT_OK(magi_symm_all_gather_coalesced(be, 2, slots, dsts, sizes, NULL));
+    MT_OK(magi_symm_all_gather_coalesced(dsts, sizes, be, 2, slots, NULL));
     MT_CHECK(!memcmp(out, w, sizeof w) && !memcmp(vout, v, sizeof v));
     sizes[1] = 4;
-    MT_CHECK(magi_symm_all_gather_coalesced(be, 2, slots, dsts, sizes, NULL) == MAGI_ERR_INVALID_ARG);
+    MT_CHECK(magi_symm_all_gather_coalesced(dsts, sizes, be, 2, slots, NULL) == MAGI_ERR_INVALID_ARG);
     MT_CHECK(strstr(magi_last_error(), "input 1"), "%s", magi_last_error());
     magi_symm_backend_free(be);
     magi_symm_backend_free(NULL);
@@ -488,15 +488,15 @@ static void test_real_fixtures(void) {
         uint8_t d1[32], d2[32];
         uint32_t changed = 0, ng;
         MT_OK(magi_symm_plan_build(&p1, rs, 1, NULL));
-        MT_OK(magi_symm_rewrite(r, p1, 0, &changed));
+        MT_OK(magi_symm_rewrite(&changed, r, p1, 0));
         MT_OK(magi_symm_plan_build(&p2, rs, 1, NULL));
-        MT_OK(magi_symm_plan_digest(p1, d1));
-        MT_OK(magi_symm_plan_digest(p2, d2));
+        MT_OK(magi_symm_plan_digest(d1, p1));
+        MT_OK(magi_symm_plan_digest(d2, p2));
         MT_CHECK(!memcmp(d1, d2, 32), "%s", path);
-        magi_symm_plan_gathers(p1, 0, &ng);
+        magi_symm_plan_gathers(&ng, p1, 0);
         MT_CHECK(!strcmp(mt_real_fixtures[f], "fsdp_block.json") ? (changed == 4 && ng == 6) : (changed == 0 && ng == 0),
                  "%s: %u changed, %u gathers", path, changed, ng);
-        MT_OK(magi_symm_rewrite(r, p2, 0, &changed));
+        MT_OK(magi_symm_rewrite(&changed, r, p2, 0));
         MT_CHECK(changed == 0, "%s", path);
         magi_symm_plan_free(p1);
         magi_symm_plan_free(p2);
@@ -542,7 +542,7 @@ static void test_hostile_gathers(void) {
         MT_CHECK(st == want[i], "case %zu: %d (%s)", i, st, magi_last_error());
         if (st == MAGI_OK) {
             uint32_t ns;
-            magi_symm_plan_slots(p, &ns);
+            magi_symm_plan_slots(&ns, p);
             MT_CHECK(ns == 0, "case %zu: the overflowing shard must not be planned", i);
         } else {
             MT_CHECK(strstr(magi_last_error(), "node 'g'"), "case %zu: %s", i, magi_last_error());

@@ -260,9 +260,9 @@ static void test_planned_bucket(void) {
     magi_symm_plan *p = NULL;
     MT_OK(magi_symm_plan_build(&p, rs, 1, NULL));
     uint32_t ng, ns, nw;
-    const magi_symm_gather *g = magi_symm_plan_gathers(p, 0, &ng);
-    const magi_symm_slot *s = magi_symm_plan_slots(p, &ns);
-    const magi_symm_window *w = magi_symm_plan_windows(p, &nw);
+    const magi_symm_gather *g = magi_symm_plan_gathers(&ng, p, 0);
+    const magi_symm_slot *s = magi_symm_plan_slots(&ns, p);
+    const magi_symm_window *w = magi_symm_plan_windows(&nw, p);
     const magi_symm_gather *b = NULL;
     for (uint32_t i = 0; i < ng; i++)
         if (!strcmp(g[i].name, "bucket")) b = &g[i];

@@ -75,7 +75,7 @@ static int run_rank(uint32_t rank, const char *rdv, const char *msgdir, int alte
     magi_symm_plan *p = NULL;
     magi_symm_backend *be = NULL;
     magi_status st = magi_symm_plan_build(&p, rs, 1, NULL);
-    if (!st) st = magi_symm_rewrite(r, p, 0, NULL);
+    if (!st) st = magi_symm_rewrite(NULL, r, p, 0);
     magi_symm_backend_config cfg = MAGI_SYMM_BACKEND_CONFIG_INIT;
     cfg.rank = rank;
     cfg.world = WORLD;
@@ -94,8 +94,8 @@ static int run_rank(uint32_t rank, const char *rdv, const char *msgdir, int alte
         return 10;
     }
     uint32_t ns, nw;
-    const magi_symm_slot *sl = magi_symm_plan_slots(p, &ns);
-    const magi_symm_window *w = magi_symm_plan_windows(p, &nw);
+    const magi_symm_slot *sl = magi_symm_plan_slots(&ns, p);
+    const magi_symm_window *w = magi_symm_plan_windows(&nw, p);
     for (uint32_t s = 0; s < ns; s++) {
         uint8_t *buf = malloc(sl[s].nbytes);
         for (uint64_t i = 0; i < sl[s].nbytes; i++) buf[i] = pattern(rank, s, i);
@@ -103,7 +103,7 @@ static int run_rank(uint32_t rank, const char *rdv, const char *msgdir, int alte
             st = magi_symm_bind(be, s, buf, sl[s].nbytes, NULL);
         } else {
             void *dst = NULL;
-            st = magi_symm_local_slot_ptr(be, s, &dst);
+            st = magi_symm_local_slot_ptr(&dst, be, s);
             if (!st) memcpy(dst, buf, sl[s].nbytes);
         }
         free(buf);
@@ -115,7 +115,7 @@ static int run_rank(uint32_t rank, const char *rdv, const char *msgdir, int alte
     }
     int bad = 0, n_single = 0, n_coal = 0;
     uint32_t ng;
-    const magi_symm_gather *g = magi_symm_plan_gathers(p, 0, &ng);
+    const magi_symm_gather *g = magi_symm_plan_gathers(&ng, p, 0);
     for (uint32_t k = 0; k < ng; k++) {
         if (g[k].reason != MAGI_SYMM_REWRITTEN) continue;
         uint8_t *dst[8] = {0};
@@ -127,10 +127,10 @@ static int run_rank(uint32_t rank, const char *rdv, const char *msgdir, int alte
             memset(dst[j], 0xEE, sizes[j]);
         }
         if (g[k].coalesced) {
-            st = magi_symm_all_gather_coalesced(be, g[k].n_slots, g[k].slots, (void *const *)dst, sizes, NULL);
+            st = magi_symm_all_gather_coalesced((void *const *)dst, sizes, be, g[k].n_slots, g[k].slots, NULL);
             n_coal++;
         } else {
-            st = magi_symm_all_gather(be, g[k].slots[0], dst[0], sizes[0], NULL);
+            st = magi_symm_all_gather(dst[0], sizes[0], be, g[k].slots[0], NULL);
             n_single++;
         }
         if (st) bad++;

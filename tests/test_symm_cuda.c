@@ -548,7 +548,7 @@ static int rank_public(uint32_t rank, const char *dir) {
     magi_symm_plan *p = NULL;
     magi_symm_backend *be = NULL;
     RK_OK(dir, rank, magi_symm_plan_build(&p, rs, 1, NULL));
-    RK_OK(dir, rank, magi_symm_rewrite(r, p, 0, NULL));
+    RK_OK(dir, rank, magi_symm_rewrite(NULL, r, p, 0));
     const magi_symm_backend_ops *ops = magi_symm_backend_find("cuda");
     R_CHECK(dir, rank, ops != NULL, "%s", magi_last_error());
     magi_symm_backend_config cfg = cfg_for(rank, dir, dev);
@@ -557,8 +557,8 @@ static int rank_public(uint32_t rank, const char *dir) {
     cudaStream_t s;
     R_CU(dir, rank, cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     uint32_t ns, nw;
-    const magi_symm_slot *sl = magi_symm_plan_slots(p, &ns);
-    const magi_symm_window *w = magi_symm_plan_windows(p, &nw);
+    const magi_symm_slot *sl = magi_symm_plan_slots(&ns, p);
+    const magi_symm_window *w = magi_symm_plan_windows(&nw, p);
     R_CHECK(dir, rank, ns > 0, "the fixture planned no slot");
     for (uint32_t i = 0; i < ns; i++) {
         uint8_t *buf = malloc(sl[i].nbytes);
@@ -568,14 +568,14 @@ static int rank_public(uint32_t rank, const char *dir) {
             R_CU(dir, rank, cudaStreamSynchronize(s)); /* buf is pageable and freed next */
         } else {
             void *d = NULL;
-            RK_OK(dir, rank, magi_symm_local_slot_ptr(be, i, &d));
+            RK_OK(dir, rank, magi_symm_local_slot_ptr(&d, be, i));
             R_CU(dir, rank, cudaMemcpy(d, buf, sl[i].nbytes, cudaMemcpyHostToDevice));
         }
         free(buf);
     }
     RK_OK(dir, rank, magi_symm_backend_barrier(be, s));
     uint32_t ng, n_run = 0;
-    const magi_symm_gather *g = magi_symm_plan_gathers(p, 0, &ng);
+    const magi_symm_gather *g = magi_symm_plan_gathers(&ng, p, 0);
     for (uint32_t k = 0; k < ng; k++) {
         if (g[k].reason != MAGI_SYMM_REWRITTEN || !g[k].n_slots) continue;
         void *dst[16];
@@ -588,9 +588,9 @@ static int rank_public(uint32_t rank, const char *dir) {
             R_CU(dir, rank, cudaMemsetAsync(dst[j], 0xEE, sizes[j], s));
         }
         if (g[k].coalesced)
-            RK_OK(dir, rank, magi_symm_all_gather_coalesced(be, g[k].n_slots, g[k].slots, dst, sizes, s));
+            RK_OK(dir, rank, magi_symm_all_gather_coalesced(dst, sizes, be, g[k].n_slots, g[k].slots, s));
         else
-            RK_OK(dir, rank, magi_symm_all_gather(be, g[k].slots[0], dst[0], sizes[0], s));
+            RK_OK(dir, rank, magi_symm_all_gather(dst[0], sizes[0], be, g[k].slots[0], s));
         n_run++;
         for (uint32_t j = 0; j < g[k].n_slots; j++) {
             uint32_t slot = g[k].slots[j];

@@ -231,7 +231,7 @@ static int bench_scale(int argc, char **argv) {
         if (!st) st = magi_artifact_load_region(&back, a);
         double t2 = magi_cli_now_us();
         magi_artifact_info info = {0};
-        if (!st) st = magi_artifact_get_info(a, &info);
+        if (!st) st = magi_artifact_get_info(&info, a);
         if (!st && back->n_nodes != r->n_nodes) st = MAGI_ERR_CORRUPT;
         magi_region_free(back);
         magi_artifact_free(a);

@@ -40,7 +40,7 @@ static magi_status old_path(const char *const *files, int n, int verify, uint32_
         magi_status st = magi_artifact_open_file(&a, files[i], NULL);
         if (!st && verify) st = magi_artifact_verify(a);
         if (!st) st = magi_artifact_load_region(&r, a);
-        if (!st) st = magi_artifact_get_info(a, &ai);
+        if (!st) st = magi_artifact_get_info(&ai, a);
         if (!st) *decoded += ai.sections_decoded;
         magi_region_free(r);
         magi_artifact_free(a);

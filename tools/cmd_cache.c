@@ -73,7 +73,7 @@ static int cmd_put(int argc, char **argv) {
         int named = 0;
         st = region_bytes(files[i], key ? NULL : k, &bytes, &len, &named);
         magi_cache_put_result res;
-        if (!st) st = magi_cache_put(c, key ? key : k, bytes, len, flags, &res);
+        if (!st) st = magi_cache_put(&res, c, key ? key : k, bytes, len, flags);
         magi_free(bytes);
         if (st) {
             fprintf(stderr, "magi-aot %s: %s%s%s\n", cmd, named ? "" : files[i], named ? "" : ": ", magi_last_error());
@@ -117,7 +117,7 @@ static int cmd_get(int argc, char **argv) {
     size_t len = 0;
     int quarantined = 0;
     magi_status st = magi_cache_open_existing(&c, dir);
-    if (!st) st = magi_cache_get(c, key, sha, 0, &data, &len, NULL, &quarantined);
+    if (!st) st = magi_cache_get(&data, &len, NULL, &quarantined, c, key, sha, 0);
     magi_cache_free(c);
     if (st) return magi_cli_fail(cmd, st); /* a miss exits 1; the message says quarantined */
     int rc = MAGI_EXIT_OK;
@@ -153,7 +153,7 @@ static int cmd_ls(int argc, char **argv) {
     magi_cache_entry *v = NULL;
     size_t n = 0, bad = 0;
     magi_status st = magi_cache_open_existing(&c, dir);
-    if (!st) st = magi_cache_list(c, &v, &n, &bad);
+    if (!st) st = magi_cache_list(&v, &n, &bad, c);
     magi_cache_free(c);
     if (st) return magi_cli_fail(cmd, st);
     if (json) printf("[");
@@ -193,7 +193,7 @@ static int cmd_verify(int argc, char **argv) {
     memset(&rep, 0, sizeof rep);
     magi_status st = magi_cache_open_existing(&c, dir);
     if (st) return magi_cli_fail(cmd, st);
-    st = magi_cache_verify(c, &rep);
+    st = magi_cache_verify(&rep, c);
     magi_cache_free(c);
     printf("%zu ok, %zu quarantined", rep.entries_ok, rep.quarantined);
     if (rep.unreadable) printf(", %zu not checked", rep.unreadable);
@@ -238,7 +238,7 @@ static int cmd_gc(int argc, char **argv) {
     memset(&rep, 0, sizeof rep);
     magi_status st = magi_cache_open(&c, dir);
     if (st) return magi_cli_fail(cmd, st);
-    st = magi_cache_gc(c, &o, &rep);
+    st = magi_cache_gc(&rep, c, &o);
     magi_cache_free(c);
     /* The report is true even when an entry could not be removed. */
     printf("evicted %zu entries (%llu bytes), %llu bytes left; removed %zu dead temporaries, %zu quarantined files\n",

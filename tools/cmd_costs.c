@@ -86,7 +86,7 @@ static int magi_cmd_costs(int argc, char **argv) {
     uint32_t n = magi_cost_estimate_node_count(est), n_meas = 0, n_ana = 0;
     for (uint32_t i = 0; i < n; i++) {
         magi_node_cost c;
-        magi_cost_estimate_node(est, i, &c);
+        magi_cost_estimate_node(&c, est, i);
         n_meas += c.source == MAGI_COST_MEASURED;
         n_ana += c.source == MAGI_COST_ANALYTICAL;
     }
@@ -103,7 +103,7 @@ static int magi_cmd_costs(int argc, char **argv) {
                magi_cost_estimate_total_us(est));
         for (uint32_t i = 0; i < n; i++) {
             magi_node_cost c;
-            magi_cost_estimate_node(est, i, &c);
+            magi_cost_estimate_node(&c, est, i);
             printf("%s\n  {\"index\": %u, \"name\": ", i ? "," : "", i);
             magi_cli_json_str(stdout, r->nodes[i].name);
             printf(", \"key\": ");
@@ -114,7 +114,7 @@ static int magi_cmd_costs(int argc, char **argv) {
     } else {
         for (uint32_t i = 0; i < n; i++) {
             magi_node_cost c;
-            magi_cost_estimate_node(est, i, &c);
+            magi_cost_estimate_node(&c, est, i);
             printf("#%-4u %-24s %-10s %12.3f  %s\n", i, r->nodes[i].name, magi_cost_source_name(c.source), c.us,
                    c.key ? c.key : "-");
         }

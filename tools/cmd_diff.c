@@ -11,13 +11,13 @@
 static void print_side(const char *tag, const char *path, const magi_canon *c) {
     uint8_t d[32];
     char hex[65];
-    magi_canon_digest(c, d);
+    magi_canon_digest(d, c);
     magi_cli_hex(hex, d, 32);
     printf("%s: %s  fingerprint %s  nodes %u\n   symbols:", tag, path, hex, magi_canon_node_count(c));
     uint32_t n = magi_canon_symbol_count(c);
     for (uint32_t i = 0; i < n; i++) {
         magi_canon_symbol s;
-        if (magi_canon_symbol_get(c, i, &s)) continue;
+        if (magi_canon_symbol_get(&s, c, i)) continue;
         printf(" %s->%s", s.name, s.canon_name);
         if (!s.in_table) printf(" (not in table)");
         else if (s.has_hint && s.is_float) printf(" (float hint %.17g)", s.hint_f);
@@ -75,7 +75,7 @@ static int magi_cmd_diff(int argc, char **argv) {
     print_side("A", pa, ca);
     print_side("B", pb, cb);
     size_t la, lb;
-    const char *ta = magi_canon_text(ca, &la), *tb = magi_canon_text(cb, &lb);
+    const char *ta = magi_canon_text(&la, ca), *tb = magi_canon_text(&lb, cb);
     if (la == lb && !memcmp(ta, tb, la)) {
         printf("equivalent\n");
         goto done;

@@ -56,12 +56,12 @@ static int one(const char *cmd, const char *path, int canon) {
                             "uses; it was hashed verbatim (name-dependent)\n", cmd, path);
         if (canon) {
             size_t n;
-            const char *t = magi_canon_text(c, &n);
+            const char *t = magi_canon_text(&n, c);
             fwrite(t, 1, n, stdout);
         } else {
             uint8_t d[32];
             char hex[65];
-            magi_canon_digest(c, d);
+            magi_canon_digest(d, c);
             magi_cli_hex(hex, d, 32);
             printf("%s  %s\n", hex, path);
         }

@@ -30,14 +30,14 @@ static int magi_cmd_inputs(int argc, char **argv) {
     size_t len = 0;
     magi_status st = magi_cli_read_region(&r, in);
     if (st) return magi_cli_fail(argv[0], st);
-    uint32_t n_missing = magi_inputs_missing(r, NULL, 0);
+    uint32_t n_missing = magi_inputs_missing(NULL, 0, r);
     if (n_missing) {
         /* The full list, one per line (the library message may be long). */
         uint32_t *nodes = calloc(n_missing, sizeof *nodes);
         fprintf(stderr, "magi-aot %s: %s: %u placeholder%s lack%s meta.example_value:\n", argv[0], in, n_missing,
                 n_missing == 1 ? "" : "s", n_missing == 1 ? "s" : "");
         if (nodes) {
-            magi_inputs_missing(r, nodes, n_missing);
+            magi_inputs_missing(nodes, n_missing, r);
             for (uint32_t k = 0; k < n_missing; k++) {
                 uint32_t ph = 0;
                 for (uint32_t j = 0; j < nodes[k]; j++) ph += r->nodes[j].op == MAGI_OP_PLACEHOLDER;

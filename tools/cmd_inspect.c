@@ -41,7 +41,7 @@ static int magi_cmd_inspect(int argc, char **argv) {
         st = magi_load_file(&r, in, NULL);
     } else {
         st = magi_artifact_open_file(&a, in, NULL);
-        if (!st) st = magi_artifact_get_info(a, &info);
+        if (!st) st = magi_artifact_get_info(&info, a);
         if (!st) st = magi_artifact_load_region(&r, a);
     }
     if (st) {
@@ -65,7 +65,7 @@ static int magi_cmd_inspect(int argc, char **argv) {
             printf(",\"sections\":[");
             for (uint32_t i = 0; i < info.n_sections; i++) {
                 magi_section_info s;
-                if (magi_artifact_get_section(a, i, &s)) continue;
+                if (magi_artifact_get_section(&s, a, i)) continue;
                 magi_cli_hex(hexbuf, s.sha256, 32);
                 printf("%s{\"index\":%u,\"kind\":%u,\"name\":\"%s\",\"offset\":%llu,\"stored_size\":%llu,"
                        "\"raw_size\":%llu,\"sha256\":\"%s\"}",
@@ -92,7 +92,7 @@ static int magi_cmd_inspect(int argc, char **argv) {
             printf("  %-3s %-8s %10s %10s %10s  %s\n", "#", "kind", "offset", "stored", "raw", "sha256");
             for (uint32_t i = 0; i < info.n_sections; i++) {
                 magi_section_info s;
-                if (magi_artifact_get_section(a, i, &s)) continue;
+                if (magi_artifact_get_section(&s, a, i)) continue;
                 magi_cli_hex(hexbuf, s.sha256, 32);
                 char kind[32];
                 if (!strcmp(s.kind_name, "unknown")) snprintf(kind, sizeof kind, "kind %u", s.kind);

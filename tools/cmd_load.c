@@ -208,7 +208,7 @@ int magi_cmd_load(int argc, char **argv) {
     }
     for (int i = 0; i < n; i++) {
         const char *msg = NULL;
-        if ((st = magi_loader_inputs_status(ld, (uint32_t)i, &msg))) {
+        if ((st = magi_loader_inputs_status(&msg, ld, (uint32_t)i))) {
             fprintf(stderr, "magi-aot %s: %s: %s\n", cmd, paths[i], msg ? msg : magi_status_str(st));
             rc = magi_cli_exit_code(st);
             goto done;

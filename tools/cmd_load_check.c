@@ -21,8 +21,8 @@ static double now_ms(void) {
 int magi_cli_load_check(const char *cmd, magi_symm_backend *be, const magi_symm_plan *plan,
                         uint32_t rank, FILE *o) {
     uint32_t ns = 0, nw = 0;
-    const magi_symm_slot *sl = magi_symm_plan_slots(plan, &ns);
-    const magi_symm_window *w = magi_symm_plan_windows(plan, &nw);
+    const magi_symm_slot *sl = magi_symm_plan_slots(&ns, plan);
+    const magi_symm_window *w = magi_symm_plan_windows(&nw, plan);
     magi_status st;
     int rc = MAGI_EXIT_OK;
     uint8_t **dst = NULL, *flat = NULL;
@@ -41,7 +41,7 @@ int magi_cli_load_check(const char *cmd, magi_symm_backend *be, const magi_symm_
     double t0 = now_ms();
     for (uint32_t r = 0; r < magi_symm_plan_region_count(plan) && rc == MAGI_EXIT_OK; r++) {
         uint32_t ng = 0;
-        const magi_symm_gather *g = magi_symm_plan_gathers(plan, r, &ng);
+        const magi_symm_gather *g = magi_symm_plan_gathers(&ng, plan, r);
         for (uint32_t k = 0; k < ng && rc == MAGI_EXIT_OK; k++) {
             if (g[k].reason != MAGI_SYMM_REWRITTEN || !g[k].n_slots) continue;
             uint32_t n = g[k].n_slots;
@@ -71,8 +71,8 @@ int magi_cli_load_check(const char *cmd, magi_symm_backend *be, const magi_symm_
             }
             if (rc == MAGI_EXIT_OK) {
                 st = g[k].coalesced
-                         ? magi_symm_all_gather_coalesced(be, n, g[k].slots, (void *const *)dst, bytes, NULL)
-                         : magi_symm_all_gather(be, g[k].slots[0], dst[0], bytes[0], NULL);
+                         ? magi_symm_all_gather_coalesced((void *const *)dst, bytes, be, n, g[k].slots, NULL)
+                         : magi_symm_all_gather(dst[0], bytes[0], be, g[k].slots[0], NULL);
                 if (st) rc = magi_cli_fail(cmd, st);
             }
             for (uint32_t j = 0; j < n && rc == MAGI_EXIT_OK; j++) {

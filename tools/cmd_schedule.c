@@ -22,7 +22,7 @@ static magi_status adapter_cost(void *ctx, const magi_region *r, uint32_t i, mag
     const cost_adapter *a = ctx;
     magi_node_cost nc;
     memset(out, 0, sizeof *out);
-    magi_status st = magi_cost_estimate_node(a->est, i, &nc);
+    magi_status st = magi_cost_estimate_node(&nc, a->est, i);
     if (st) return st;
     switch (magi_sched_classify(r, i)) {
     case MAGI_SCHED_COMPUTE: out->compute_us = nc.us; break;
@@ -33,7 +33,7 @@ static magi_status adapter_cost(void *ctx, const magi_region *r, uint32_t i, mag
             char *k = malloc(n);
             if (k) {
                 snprintf(k, n, "issue:%s", nc.key);
-                magi_cost_table_lookup(a->table, k, &out->issue_us);
+                magi_cost_table_lookup(&out->issue_us, a->table, k);
                 free(k);
             }
         }
@@ -182,7 +182,7 @@ static int magi_cmd_schedule(int argc, char **argv) {
         o.cost_ctx = &ad;
         o.peer_fingerprints = (const char *const *)fps;
         o.n_peer_fingerprints = n_fps;
-        about_region = (st = magi_schedule(r, &o, &rep)) != MAGI_OK;
+        about_region = (st = magi_schedule(&rep, r, &o)) != MAGI_OK;
     }
     if (st) {
         if (about_region) fprintf(stderr, "magi-aot %s: %s: %s\n", argv[0], file, magi_last_error());
@@ -224,7 +224,7 @@ static int magi_cmd_schedule(int argc, char **argv) {
     uint32_t n_exposed = 0;
     double stall_total = 0;
     for (uint32_t i = 0; i < rep->n_gathers; i++) {
-        magi_sched_gather_timing(rep, i, &tm[i]);
+        magi_sched_gather_timing(&tm[i], rep, i);
         n_exposed += tm[i].exposed;
         stall_total += tm[i].stall_us;
     }

@@ -401,9 +401,9 @@ static int make_plan(layout *l, magi_symm_plan **out, int verbose) {
         goto done;
     }
     uint32_t ng = 0, ns = 0, nw = 0;
-    const magi_symm_gather *g = magi_symm_plan_gathers(p, 0, &ng);
-    const magi_symm_slot *s = magi_symm_plan_slots(p, &ns);
-    const magi_symm_window *win = magi_symm_plan_windows(p, &nw);
+    const magi_symm_gather *g = magi_symm_plan_gathers(&ng, p, 0);
+    const magi_symm_slot *s = magi_symm_plan_slots(&ns, p);
+    const magi_symm_window *win = magi_symm_plan_windows(&nw, p);
     if (ng != (uint32_t)l->n || ns != (uint32_t)l->n) {
         fprintf(stderr, "bench_multigpu: plan has %u gathers and %u slots for %d weights\n", ng, ns, l->n);
         goto done;
@@ -433,7 +433,7 @@ static int make_plan(layout *l, magi_symm_plan **out, int verbose) {
                    win[i].part, (unsigned long long)win[i].bytes, win[i].first_slot,
                    win[i].first_slot + win[i].n_slots - 1);
         uint8_t dg[32];
-        if (!magi_symm_plan_digest(p, dg)) {
+        if (!magi_symm_plan_digest(dg, p)) {
             printf("plan sha256: ");
             for (int i = 0; i < 32; i++) printf("%02x", dg[i]);
             printf("\n");
@@ -583,12 +583,12 @@ static ncclDataType_t nccl_type(const wspec *w) { return w->esize == 2 ? ncclBfl
 
 static void *slot_ptr(rank_ctx *x, const wspec *w) {
     void *p = NULL;
-    MK(magi_symm_local_slot_ptr(x->b, w->slot, &p));
+    MK(magi_symm_local_slot_ptr(&p, x->b, w->slot));
     return p;
 }
 
 static void symm_gather(rank_ctx *x, const wspec *w, void *dst, cudaStream_t s) {
-    MK(magi_symm_all_gather(x->b, w->slot, dst, w->nbytes * (uint64_t)g_world, s));
+    MK(magi_symm_all_gather(dst, w->nbytes * (uint64_t)g_world, x->b, w->slot, s));
 }
 static void nccl_gather(rank_ctx *x, const wspec *w, void *dst, cudaStream_t s) {
     NK(ncclAllGather(slot_ptr(x, w), dst, (size_t)(w->nbytes / w->esize), nccl_type(w), x->comm, s));
@@ -598,7 +598,7 @@ static void symm_gather_n(rank_ctx *x, wspec *const *ws, int n, void *const *dst
     uint32_t sl[N_BUCKET + 64];
     uint64_t by[N_BUCKET + 64];
     for (int i = 0; i < n; i++) sl[i] = ws[i]->slot, by[i] = ws[i]->nbytes * (uint64_t)g_world;
-    MK(magi_symm_all_gather_coalesced(x->b, (uint32_t)n, sl, dsts, by, s));
+    MK(magi_symm_all_gather_coalesced(dsts, by, x->b, (uint32_t)n, sl, s));
 }
 static void nccl_gather_n(rank_ctx *x, wspec *const *ws, int n, void *const *dsts, cudaStream_t s) {
     NK(ncclGroupStart());

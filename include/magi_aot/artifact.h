@@ -118,10 +118,10 @@ typedef struct magi_artifact_info {
     uint32_t sections_decoded;
 } magi_artifact_info;
 
-MAGI_API magi_status magi_artifact_get_info(const magi_artifact *a, magi_artifact_info *out);
+MAGI_API magi_status magi_artifact_get_info(magi_artifact_info *out, const magi_artifact *a);
 /* Section i (< n_sections). Strings borrowed from the handle. */
-MAGI_API magi_status magi_artifact_get_section(const magi_artifact *a, uint32_t i,
-                                               magi_section_info *out);
+MAGI_API magi_status magi_artifact_get_section(magi_section_info *out, const magi_artifact *a,
+                                               uint32_t i);
 
 /* Check every section's digest (and that each zstd frame decodes within the
  * limits). Returns MAGI_ERR_DIGEST/MAGI_ERR_CORRUPT naming the first bad
@@ -136,8 +136,8 @@ MAGI_API magi_status magi_artifact_verify(magi_artifact *a);
  * failure *out is NULL. Errors: MAGI_ERR_DIGEST / MAGI_ERR_CORRUPT /
  * MAGI_ERR_LIMIT / MAGI_ERR_UNSUPPORTED (codec), naming file and section;
  * MAGI_ERR_NOT_FOUND for a bad index or a legacy v0 handle. */
-MAGI_API magi_status magi_artifact_read_section(magi_artifact *a, uint32_t i, void **out,
-                                                size_t *len);
+MAGI_API magi_status magi_artifact_read_section(void **out, size_t *len, magi_artifact *a,
+                                                uint32_t i);
 
 /* Verify, decompress and parse into a region: every section's digest is
  * checked (unknown kinds too) on the bytes that are then decompressed, so

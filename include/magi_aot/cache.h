@@ -76,15 +76,15 @@ typedef struct magi_cache_put_result {
  * exists (and REPLACE is not set) nothing is written, res->published is 0
  * and res->sha256_hex is the existing entry's digest. A corrupt existing
  * entry is quarantined and replaced. */
-MAGI_API magi_status magi_cache_put(magi_cache *c, const char *key, const void *data,
-                                    size_t len, unsigned flags, magi_cache_put_result *res);
+MAGI_API magi_status magi_cache_put(magi_cache_put_result *res, magi_cache *c, const char *key,
+                                    const void *data, size_t len, unsigned flags);
 
 /* Same, streaming `len` bytes produced by `fill` in chunks (buf, n, offset)
  * so a large artifact need not be held in memory. A fill error aborts the
  * put; nothing becomes visible. */
-MAGI_API magi_status magi_cache_put_stream(magi_cache *c, const char *key, uint64_t len,
-                                           magi_chunk_fill_fn fill, void *ctx,
-                                           unsigned flags, magi_cache_put_result *res);
+MAGI_API magi_status magi_cache_put_stream(magi_cache_put_result *res, magi_cache *c, const char *key,
+                                           uint64_t len, magi_chunk_fill_fn fill,
+                                           void *ctx, unsigned flags);
 
 typedef struct magi_cache_entry {
     char key[MAGI_CACHE_KEY_MAX + 1];
@@ -103,16 +103,16 @@ typedef struct magi_cache_entry {
  * quarantined first (info->... untouched; *quarantined set to 1 when not
  * NULL, and the message says where it went); MAGI_ERR_LIMIT when the entry
  * is larger than max_bytes (0: 1 GiB); MAGI_ERR_IO. */
-MAGI_API magi_status magi_cache_get(magi_cache *c, const char *key,
-                                    const char *expect_sha256_hex, uint64_t max_bytes,
-                                    void **out, size_t *out_len, magi_cache_entry *info,
-                                    int *quarantined);
+MAGI_API magi_status magi_cache_get(void **out, size_t *out_len,
+                                    magi_cache_entry *info, int *quarantined,
+                                    magi_cache *c, const char *key, const char *expect_sha256_hex,
+                                    uint64_t max_bytes);
 
 /* List the entries (header check only; content not hashed), sorted by key.
  * *out is owned by the caller (magi_free()); *n may be 0. Entries whose
  * header is unreadable are skipped and counted in *n_bad (may be NULL). */
-MAGI_API magi_status magi_cache_list(magi_cache *c, magi_cache_entry **out, size_t *n,
-                                     size_t *n_bad);
+MAGI_API magi_status magi_cache_list(magi_cache_entry **out, size_t *n, size_t *n_bad,
+                                     magi_cache *c);
 
 typedef struct magi_cache_report {
     size_t entries_ok;        /* verify: entries that verified */
@@ -132,7 +132,7 @@ typedef struct magi_cache_report {
  * MAGI_ERR_CORRUPT (after checking them all) when any was quarantined,
  * naming the first; else MAGI_ERR_IO when some could not be checked
  * (rep->unreadable), naming the first. */
-MAGI_API magi_status magi_cache_verify(magi_cache *c, magi_cache_report *rep);
+MAGI_API magi_status magi_cache_verify(magi_cache_report *rep, magi_cache *c);
 
 #define MAGI_CACHE_GC_OPTIONS_VERSION MAGI_STRUCT_VERSION(1, magi_cache_gc_options)
 typedef struct magi_cache_gc_options {
@@ -148,8 +148,8 @@ typedef struct magi_cache_gc_options {
  * files (unless kept), then least-recently-used entries until the entries
  * total at most max_bytes. rep may be NULL. MAGI_ERR_IO (rep->unreadable,
  * the true bytes_after) when an entry could not be removed. */
-MAGI_API magi_status magi_cache_gc(magi_cache *c, const magi_cache_gc_options *opts,
-                                   magi_cache_report *rep);
+MAGI_API magi_status magi_cache_gc(magi_cache_report *rep, magi_cache *c,
+                                   const magi_cache_gc_options *opts);
 
 /* The cache key of a region as the CLI computes it: 64 hex digits of
  * SHA-256 over its canonical structural fingerprint (magi_fingerprint_hex():

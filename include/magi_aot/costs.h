@@ -87,8 +87,8 @@ MAGI_API magi_status magi_cost_keyset_read_file(magi_cost_keyset **out, const ch
 /* Compare two sets. MAGI_OK when equal; MAGI_ERR_MISMATCH otherwise, with
  * *first_diff (borrowed from a or b; may be NULL to ignore) set to the
  * smallest key in exactly one of them and *in_a to 1 if that key is in a. */
-MAGI_API magi_status magi_cost_keyset_compare(const magi_cost_keyset *a, const magi_cost_keyset *b,
-                                              const char **first_diff, int *in_a);
+MAGI_API magi_status magi_cost_keyset_compare(const char **first_diff, int *in_a,
+                                              const magi_cost_keyset *a, const magi_cost_keyset *b);
 
 /* ---- measured table ---- */
 
@@ -100,7 +100,7 @@ MAGI_API magi_status magi_cost_table_read(magi_cost_table **out, const char *tex
 MAGI_API magi_status magi_cost_table_read_file(magi_cost_table **out, const char *path);
 MAGI_API void magi_cost_table_free(magi_cost_table *t);
 /* 1 and *us set when the table has `key`, else 0. */
-MAGI_API int magi_cost_table_lookup(const magi_cost_table *t, const char *key, double *us);
+MAGI_API int magi_cost_table_lookup(double *us, const magi_cost_table *t, const char *key);
 MAGI_API uint32_t magi_cost_table_size(const magi_cost_table *t);
 
 /* ---- analytical model ---- */
@@ -185,8 +185,8 @@ MAGI_API magi_status magi_costs_estimate(magi_cost_estimate **out, const magi_re
                                          const magi_cost_model *model);
 MAGI_API void magi_cost_estimate_free(magi_cost_estimate *e);
 MAGI_API uint32_t magi_cost_estimate_node_count(const magi_cost_estimate *e);
-MAGI_API magi_status magi_cost_estimate_node(const magi_cost_estimate *e, uint32_t i,
-                                             magi_node_cost *out);
+MAGI_API magi_status magi_cost_estimate_node(magi_node_cost *out, const magi_cost_estimate *e,
+                                             uint32_t i);
 /* 1 when some peer's key set differs from ours (a table, if given, was
  * then set aside). */
 MAGI_API int magi_cost_estimate_degraded(const magi_cost_estimate *e);

@@ -183,29 +183,29 @@ typedef int (*magi_expr_lookup_num_fn)(void *ctx, const char *name, magi_num *ou
  * an uninterpreted function (named), with the failing sub-expression
  * printed; MAGI_ERR_LIMIT for a tree deeper than MAGI_EXPR_MAX_DEPTH.
  * *out is written only on success. */
-MAGI_API magi_status magi_expr_eval(const magi_expr *e, magi_expr_lookup_fn lookup,
-                                    void *ctx, magi_num *out);
+MAGI_API magi_status magi_expr_eval(magi_num *out, const magi_expr *e,
+                                    magi_expr_lookup_fn lookup, void *ctx);
 
 /* magi_expr_eval with a lookup that can hand out float hints (NULL: every
  * symbol is unbacked). Same semantics and errors. */
-MAGI_API magi_status magi_expr_eval_num(const magi_expr *e, magi_expr_lookup_num_fn lookup,
-                                        void *ctx, magi_num *out);
+MAGI_API magi_status magi_expr_eval_num(magi_num *out, const magi_expr *e,
+                                        magi_expr_lookup_num_fn lookup, void *ctx);
 
 /* Evaluate and require an integer result (floats that are integral and
  * fit int64 are accepted; others are MAGI_ERR_EXPR). */
-MAGI_API magi_status magi_expr_eval_int(const magi_expr *e, magi_expr_lookup_fn lookup,
-                                        void *ctx, int64_t *out);
+MAGI_API magi_status magi_expr_eval_int(int64_t *out, const magi_expr *e,
+                                        magi_expr_lookup_fn lookup, void *ctx);
 
 /* magi_expr_eval_int with a lookup that can hand out float hints. */
-MAGI_API magi_status magi_expr_eval_int_num(const magi_expr *e, magi_expr_lookup_num_fn lookup,
-                                            void *ctx, int64_t *out);
+MAGI_API magi_status magi_expr_eval_int_num(int64_t *out, const magi_expr *e,
+                                            magi_expr_lookup_num_fn lookup, void *ctx);
 
 /* Collect the distinct symbol names of a tree in first-occurrence order
  * (left to right, depth first). Fills up to cap names (names may be NULL
  * when cap is 0); returns the total number of distinct symbols, or
  * (size_t)-1 on a malformed tree, one deeper than MAGI_EXPR_MAX_DEPTH, or
  * out of memory. Names are borrowed from the tree. */
-MAGI_API size_t magi_expr_symbols(const magi_expr *e, const char **names, size_t cap);
+MAGI_API size_t magi_expr_symbols(const char **names, size_t cap, const magi_expr *e);
 
 #ifdef __cplusplus
 }

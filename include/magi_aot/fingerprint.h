@@ -74,9 +74,9 @@ MAGI_API magi_status magi_canon_build(magi_canon **out, const magi_region *r);
 MAGI_API void magi_canon_free(magi_canon *c);
 
 /* SHA-256 of the canonical text (what magi_fingerprint() returns). */
-MAGI_API void magi_canon_digest(const magi_canon *c, uint8_t out[32]);
+MAGI_API void magi_canon_digest(uint8_t out[32], const magi_canon *c);
 /* The whole canonical text that is hashed; borrowed from `c`. */
-MAGI_API const char *magi_canon_text(const magi_canon *c, size_t *len);
+MAGI_API const char *magi_canon_text(size_t *len, const magi_canon *c);
 MAGI_API unsigned magi_canon_flags(const magi_canon *c);
 
 MAGI_API uint32_t magi_canon_node_count(const magi_canon *c);
@@ -98,8 +98,8 @@ typedef struct magi_canon_symbol {
     double hint_f;          /* a float symbol's hint (when has_hint) */
 } magi_canon_symbol;
 MAGI_API uint32_t magi_canon_symbol_count(const magi_canon *c);
-MAGI_API magi_status magi_canon_symbol_get(const magi_canon *c, uint32_t i,
-                                           magi_canon_symbol *out);
+MAGI_API magi_status magi_canon_symbol_get(magi_canon_symbol *out, const magi_canon *c,
+                                           uint32_t i);
 /* The canonical text of the symbol table part (hints in canonical order
  * and the multiset of hints of table symbols no expression uses). */
 MAGI_API const char *magi_canon_symbols_text(const magi_canon *c);

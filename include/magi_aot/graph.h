@@ -46,7 +46,7 @@ typedef enum magi_opcode {
 /* "placeholder", "call_function", ...; NULL for an out-of-range value. */
 MAGI_API const char *magi_opcode_name(magi_opcode op);
 /* Parse an opcode name; returns MAGI_ERR_FORMAT for an unknown one. */
-MAGI_API magi_status magi_opcode_parse(const char *name, magi_opcode *out);
+MAGI_API magi_status magi_opcode_parse(magi_opcode *out, const char *name);
 
 /* ====================================================================
  * UNSTABLE API BEGIN - the transparent IR structs
@@ -174,7 +174,7 @@ typedef enum magi_input_kind {
 /* "param", "buffer", "input"; NULL for UNKNOWN or out of range. */
 MAGI_API const char *magi_input_kind_name(magi_input_kind k);
 /* Parse "param" | "buffer" | "input"; MAGI_ERR_FORMAT otherwise. */
-MAGI_API magi_status magi_input_kind_parse(const char *name, magi_input_kind *out);
+MAGI_API magi_status magi_input_kind_parse(magi_input_kind *out, const char *name);
 
 /* Node presence flags, so absent and empty stay distinct in a round trip. */
 #define MAGI_NODE_HAS_ARGS   0x1u

@@ -102,7 +102,7 @@ MAGI_API const magi_input *magi_inputs_at(const magi_inputs *in, uint32_t i);
 /* Node indices of the placeholders lacking meta.example_value, in graph
  * order: fills up to cap entries of `nodes` (may be NULL when cap is 0) and
  * returns how many there are in total. */
-MAGI_API uint32_t magi_inputs_missing(const magi_region *r, uint32_t *nodes, uint32_t cap);
+MAGI_API uint32_t magi_inputs_missing(uint32_t *nodes, uint32_t cap, const magi_region *r);
 
 /* Evaluate one dim of `r` (a magi_dim from any node's example value) with
  * the region's hints. Errors: MAGI_ERR_UNBACKED naming the symbol,

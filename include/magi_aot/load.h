@@ -124,7 +124,7 @@ MAGI_API magi_status magi_loader_info(magi_loaded_info *out, magi_loader *ld, ui
 MAGI_API const char *magi_loader_inputs_json(magi_loader *ld, uint32_t i);
 /* MAGI_OK when region i's input descriptors were built, else the status
  * they failed with and (in *message, borrowed, may be NULL) the message. */
-MAGI_API magi_status magi_loader_inputs_status(magi_loader *ld, uint32_t i, const char **message);
+MAGI_API magi_status magi_loader_inputs_status(const char **message, magi_loader *ld, uint32_t i);
 /* The plan over all regions (region index = position in `paths`); borrowed. */
 MAGI_API const magi_symm_plan *magi_loader_plan(const magi_loader *ld);
 /* The bound backend, or NULL when no backend was asked for; borrowed. */

@@ -19,9 +19,9 @@
  *      (torch.ops._c10d_functional, torch.ops.c10d, ...) is a collective
  *      (MAGI_OP_MATCH_NAMESPACE).
  *   4. A name that starts with a row's name (to_local stand-ins such as
- *      "to_local_fn_with_prim_types"; MAGI_OP_MATCH_NAME_PREFIX) or a
- *      target that contains it (attention kernels;
- *      MAGI_OP_MATCH_CONTAINS).
+ *      "to_local_fn_with_prim_types"; MAGI_OP_MATCH_NAME_PREFIX) or that
+ *      contains it (attention kernels: "_scaled_dot_product_flash_attention",
+ *      "flash_attn_func"; MAGI_OP_MATCH_CONTAINS).
  *   5. Anything else: MAGI_OP_CLASS_COMPUTE with no flags (the fallback
  *      row magi_op_lookup returns is static too, never NULL).
  * Placeholders, get_attr and output nodes are MAGI_OP_CLASS_FREE.
@@ -116,9 +116,9 @@ MAGI_API const magi_op_info *magi_op_table(uint32_t *n);
  * and output get a FREE row, unlisted calls a COMPUTE row. *overload (may be
  * NULL) gets the overload suffix of a torch.ops target (".default" or "";
  * "" for anything else). A NULL target is an unlisted call. */
-MAGI_API const magi_op_info *magi_op_lookup(magi_opcode op, const char *target,
-                                            const char **overload);
-/* magi_op_lookup(op, target, NULL)->cls. */
+MAGI_API const magi_op_info *magi_op_lookup(const char **overload, magi_opcode op,
+                                            const char *target);
+/* magi_op_lookup(NULL, op, target)->cls. */
 MAGI_API magi_op_class magi_op_classify(magi_opcode op, const char *target);
 
 /* ---- dtypes ---- */

@@ -110,8 +110,8 @@ typedef struct magi_sched_report {
 /* Run the pass over `r` (mutated in place: nodes reordered, references
  * remapped). On a guard failure the region is unchanged, the report has
  * applied = 0 and a reason, and MAGI_OK is returned. */
-MAGI_API magi_status magi_schedule(magi_region *r, const magi_sched_options *opts,
-                                   magi_sched_report **out);
+MAGI_API magi_status magi_schedule(magi_sched_report **out, magi_region *r,
+                                   const magi_sched_options *opts);
 MAGI_API void magi_sched_report_free(magi_sched_report *rep);
 
 /* One gather in the simulated timeline: the single model of time that the
@@ -132,7 +132,7 @@ typedef struct magi_sched_timing {
 } magi_sched_timing;
 
 /* Timing of gather g (< rep->n_gathers). MAGI_ERR_INVALID_ARG otherwise. */
-MAGI_API magi_status magi_sched_gather_timing(const magi_sched_report *rep, uint32_t g, magi_sched_timing *out);
+MAGI_API magi_status magi_sched_gather_timing(magi_sched_timing *out, const magi_sched_report *rep, uint32_t g);
 
 /* Render the report's timeline as SVG: a compute lane and a transfer lane on
  * one time axis, each gather's launch-to-wait window, exposed time in red.

@@ -158,15 +158,15 @@ MAGI_API magi_status magi_symm_plan_build(magi_symm_plan **out,
 MAGI_API void magi_symm_plan_free(magi_symm_plan *p);
 
 /* Borrowed arrays, valid until the plan is freed. */
-MAGI_API const magi_symm_window *magi_symm_plan_windows(const magi_symm_plan *p, uint32_t *n);
-MAGI_API const magi_symm_slot *magi_symm_plan_slots(const magi_symm_plan *p, uint32_t *n);
+MAGI_API const magi_symm_window *magi_symm_plan_windows(uint32_t *n, const magi_symm_plan *p);
+MAGI_API const magi_symm_slot *magi_symm_plan_slots(uint32_t *n, const magi_symm_plan *p);
 MAGI_API uint32_t magi_symm_plan_region_count(const magi_symm_plan *p);
 /* Gathers / bindings of region `region` (index in the build call); NULL with
  * *n = 0 when the index is out of range. */
-MAGI_API const magi_symm_gather *magi_symm_plan_gathers(const magi_symm_plan *p, uint32_t region,
-                                                        uint32_t *n);
-MAGI_API const magi_symm_binding *magi_symm_plan_bindings(const magi_symm_plan *p,
-                                                          uint32_t region, uint32_t *n);
+MAGI_API const magi_symm_gather *magi_symm_plan_gathers(uint32_t *n, const magi_symm_plan *p,
+                                                        uint32_t region);
+MAGI_API const magi_symm_binding *magi_symm_plan_bindings(uint32_t *n,
+                                                          const magi_symm_plan *p, uint32_t region);
 /* The gather planned for node `node` of region `region`, or NULL. */
 MAGI_API const magi_symm_gather *magi_symm_plan_find_gather(const magi_symm_plan *p,
                                                             uint32_t region, uint32_t node);
@@ -176,9 +176,9 @@ MAGI_API uint32_t magi_symm_plan_slot_align(const magi_symm_plan *p);
 /* Canonical encoding of the windows and slots (what ranks must agree on;
  * bindings and gathers are per-region and not part of it). *out owned by the
  * caller (magi_free()). */
-MAGI_API magi_status magi_symm_plan_encode(const magi_symm_plan *p, void **out, size_t *len);
+MAGI_API magi_status magi_symm_plan_encode(void **out, size_t *len, const magi_symm_plan *p);
 /* SHA-256 of the canonical encoding. */
-MAGI_API magi_status magi_symm_plan_digest(const magi_symm_plan *p, uint8_t out[32]);
+MAGI_API magi_status magi_symm_plan_digest(uint8_t out[32], const magi_symm_plan *p);
 /* Compare two canonical encodings. MAGI_OK when equal; MAGI_ERR_MISMATCH
  * with the first difference as the last error ("window 0 (bfloat16, group
  * '0'): bytes 3145728 vs 4194304"); MAGI_ERR_FORMAT when one is malformed. */
@@ -205,8 +205,8 @@ MAGI_API magi_status magi_symm_output_layout(const magi_symm_plan *p, uint32_t n
  * targets of the rewritten nodes change (new strings in r's arena);
  * arguments, wait nodes and everything else stay. Idempotent. *n_rewritten
  * (may be NULL) receives the number of nodes changed. */
-MAGI_API magi_status magi_symm_rewrite(magi_region *r, const magi_symm_plan *p, uint32_t region,
-                                       uint32_t *n_rewritten);
+MAGI_API magi_status magi_symm_rewrite(uint32_t *n_rewritten, magi_region *r, const magi_symm_plan *p,
+                                       uint32_t region);
 
 /* -------------------------------------------------------------- backends */
 
@@ -344,14 +344,14 @@ MAGI_API magi_status magi_symm_backend_barrier(magi_symm_backend *b, void *strea
 MAGI_API magi_status magi_symm_bind(magi_symm_backend *b, uint32_t slot, const void *src,
                                     uint64_t nbytes, void *stream);
 /* Borrowed pointer to the local slot; valid until the backend is freed. */
-MAGI_API magi_status magi_symm_local_slot_ptr(magi_symm_backend *b, uint32_t slot, void **out);
+MAGI_API magi_status magi_symm_local_slot_ptr(void **out, magi_symm_backend *b, uint32_t slot);
 /* Gather `slot` into dst of dst_bytes (must equal group_size * nbytes). */
-MAGI_API magi_status magi_symm_all_gather(magi_symm_backend *b, uint32_t slot, void *dst,
-                                          uint64_t dst_bytes, void *stream);
+MAGI_API magi_status magi_symm_all_gather(void *dst, uint64_t dst_bytes, magi_symm_backend *b,
+                                          uint32_t slot, void *stream);
 /* n gathers; dst_bytes[i] must equal group_size * nbytes of slots[i]. */
-MAGI_API magi_status magi_symm_all_gather_coalesced(magi_symm_backend *b, uint32_t n,
-                                                    const uint32_t *slots, void *const *dsts,
-                                                    const uint64_t *dst_bytes, void *stream);
+MAGI_API magi_status magi_symm_all_gather_coalesced(void *const *dsts, const uint64_t *dst_bytes,
+                                                    magi_symm_backend *b, uint32_t n,
+                                                    const uint32_t *slots, void *stream);
 
 #ifdef __cplusplus
 }

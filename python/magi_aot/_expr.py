@@ -92,7 +92,7 @@ def eval_int(text, hints):
             return 1
         cb = LOOKUP_NUM_FN(lookup)
         val = c_int64()
-        lib.magi_expr_eval_int_num(out, cb, None, byref(val))
+        lib.magi_expr_eval_int_num(byref(val), out, cb, None)
         return val.value
     finally:
         lib.magi_arena_free(arena)

@@ -227,18 +227,18 @@ _PROTOS = {
     "magi_artifact_encode_with": (_STATUS, [POINTER(c_void_p), POINTER(c_size_t), c_void_p,
                                             POINTER(SaveOptions), POINTER(OpaqueSection),
                                             c_uint32]),
-    "magi_artifact_read_section": (_STATUS, [c_void_p, c_uint32, POINTER(c_void_p),
-                                             POINTER(c_size_t)]),
-    "magi_artifact_get_section": (_STATUS, [c_void_p, c_uint32, POINTER(SectionInfo)]),
+    "magi_artifact_read_section": (_STATUS, [POINTER(c_void_p), POINTER(c_size_t), c_void_p,
+                                             c_uint32]),
+    "magi_artifact_get_section": (_STATUS, [POINTER(SectionInfo), c_void_p, c_uint32]),
     "magi_write_file_atomic": (_STATUS, [c_char_p, c_void_p, c_size_t]),
     "magi_arena_new": (_STATUS, [POINTER(c_void_p), c_size_t]),
     "magi_arena_free": (None, [c_void_p]),
     "magi_expr_parse": (_STATUS, [POINTER(POINTER(ExprStruct)), c_void_p, c_char_p, c_size_t,
                                   c_void_p]),
-    "magi_expr_eval": (_STATUS, [POINTER(ExprStruct), LOOKUP_FN, c_void_p, POINTER(Num)]),
-    "magi_expr_eval_int": (_STATUS, [POINTER(ExprStruct), LOOKUP_FN, c_void_p, POINTER(c_int64)]),
-    "magi_expr_eval_int_num": (_STATUS, [POINTER(ExprStruct), LOOKUP_NUM_FN, c_void_p,
-                                         POINTER(c_int64)]),
+    "magi_expr_eval": (_STATUS, [POINTER(Num), POINTER(ExprStruct), LOOKUP_FN, c_void_p]),
+    "magi_expr_eval_int": (_STATUS, [POINTER(c_int64), POINTER(ExprStruct), LOOKUP_FN, c_void_p]),
+    "magi_expr_eval_int_num": (_STATUS, [POINTER(c_int64), POINTER(ExprStruct), LOOKUP_NUM_FN,
+                                         c_void_p]),
     "magi_fingerprint_hex": (_STATUS, [c_char_p, c_void_p]),
     "magi_inputs_write_json": (_STATUS, [POINTER(c_void_p), POINTER(c_size_t), c_void_p, c_uint]),
     "magi_artifact_open": (_STATUS, [POINTER(c_void_p), c_void_p, c_size_t, POINTER(LoadOptions)]),
@@ -246,21 +246,21 @@ _PROTOS = {
     "magi_artifact_load_region": (_STATUS, [POINTER(c_void_p), c_void_p]),
     "magi_cache_open": (_STATUS, [POINTER(c_void_p), c_char_p]),
     "magi_cache_free": (None, [c_void_p]),
-    "magi_cache_put": (_STATUS, [c_void_p, c_char_p, c_void_p, c_size_t, c_uint,
-                                 POINTER(CachePutResult)]),
-    "magi_cache_get": (_STATUS, [c_void_p, c_char_p, c_char_p, c_uint64, POINTER(c_void_p),
-                                 POINTER(c_size_t), POINTER(CacheEntry), POINTER(c_int)]),
+    "magi_cache_put": (_STATUS, [POINTER(CachePutResult), c_void_p, c_char_p, c_void_p, c_size_t,
+                                 c_uint]),
+    "magi_cache_get": (_STATUS, [POINTER(c_void_p), POINTER(c_size_t), POINTER(CacheEntry), POINTER(c_int), c_void_p,
+                                 c_char_p, c_char_p, c_uint64]),
     "magi_cache_region_key": (_STATUS, [c_char_p, c_void_p]),
     "magi_symm_plan_build": (_STATUS, [POINTER(c_void_p), POINTER(c_void_p), c_uint32,
                                        POINTER(SymmPlanOptions)]),
     "magi_symm_plan_free": (None, [c_void_p]),
-    "magi_symm_plan_windows": (POINTER(SymmWindow), [c_void_p, POINTER(c_uint32)]),
-    "magi_symm_plan_slots": (POINTER(SymmSlot), [c_void_p, POINTER(c_uint32)]),
-    "magi_symm_plan_gathers": (POINTER(SymmGather), [c_void_p, c_uint32, POINTER(c_uint32)]),
-    "magi_symm_plan_bindings": (POINTER(SymmBinding), [c_void_p, c_uint32, POINTER(c_uint32)]),
-    "magi_symm_plan_digest": (_STATUS, [c_void_p, POINTER(c_uint8)]),
+    "magi_symm_plan_windows": (POINTER(SymmWindow), [POINTER(c_uint32), c_void_p]),
+    "magi_symm_plan_slots": (POINTER(SymmSlot), [POINTER(c_uint32), c_void_p]),
+    "magi_symm_plan_gathers": (POINTER(SymmGather), [POINTER(c_uint32), c_void_p, c_uint32]),
+    "magi_symm_plan_bindings": (POINTER(SymmBinding), [POINTER(c_uint32), c_void_p, c_uint32]),
+    "magi_symm_plan_digest": (_STATUS, [POINTER(c_uint8), c_void_p]),
     "magi_symm_reason_name": (c_char_p, [c_int]),
-    "magi_symm_rewrite": (_STATUS, [c_void_p, c_void_p, c_uint32, POINTER(c_uint32)]),
+    "magi_symm_rewrite": (_STATUS, [POINTER(c_uint32), c_void_p, c_void_p, c_uint32]),
     "magi_symm_transport_name": (c_char_p, [c_int]),
     "magi_loader_new": (_STATUS, [POINTER(c_void_p), POINTER(LoaderOptions)]),
     "magi_loader_free": (None, [c_void_p]),
@@ -271,13 +271,13 @@ _PROTOS = {
     "magi_loader_region": (c_void_p, [c_void_p, c_uint32]),
     "magi_loader_info": (_STATUS, [POINTER(LoadedInfo), c_void_p, c_uint32]),
     "magi_loader_inputs_json": (c_char_p, [c_void_p, c_uint32]),
-    "magi_loader_inputs_status": (c_int, [c_void_p, c_uint32, POINTER(c_char_p)]),
+    "magi_loader_inputs_status": (c_int, [POINTER(c_char_p), c_void_p, c_uint32]),
     "magi_loader_plan": (c_void_p, [c_void_p]),
     "magi_loader_backend": (c_void_p, [c_void_p]),
     "magi_loader_report": (_STATUS, [POINTER(c_void_p), POINTER(c_size_t), c_void_p, c_uint]),
     "magi_loader_save": (_STATUS, [c_void_p, c_uint32, c_char_p]),
     "magi_version_number": (c_uint, []),
-    "magi_symm_plan_encode": (_STATUS, [c_void_p, POINTER(c_void_p), POINTER(c_size_t)]),
+    "magi_symm_plan_encode": (_STATUS, [POINTER(c_void_p), POINTER(c_size_t), c_void_p]),
     "magi_symm_plan_compare": (_STATUS, [c_char_p, c_size_t, c_char_p, c_size_t]),
     "magi_symm_backend_find": (c_void_p, [c_char_p]),
     "magi_symm_backend_create": (_STATUS, [POINTER(c_void_p), c_void_p, c_void_p,
@@ -286,10 +286,10 @@ _PROTOS = {
     "magi_symm_backend_free": (None, [c_void_p]),
     "magi_symm_backend_barrier": (_STATUS, [c_void_p, c_void_p]),
     "magi_symm_bind": (_STATUS, [c_void_p, c_uint32, c_void_p, c_uint64, c_void_p]),
-    "magi_symm_local_slot_ptr": (_STATUS, [c_void_p, c_uint32, POINTER(c_void_p)]),
-    "magi_symm_all_gather": (_STATUS, [c_void_p, c_uint32, c_void_p, c_uint64, c_void_p]),
-    "magi_symm_all_gather_coalesced": (_STATUS, [c_void_p, c_uint32, POINTER(c_uint32),
-                                                 POINTER(c_void_p), POINTER(c_uint64), c_void_p]),
+    "magi_symm_local_slot_ptr": (_STATUS, [POINTER(c_void_p), c_void_p, c_uint32]),
+    "magi_symm_all_gather": (_STATUS, [c_void_p, c_uint64, c_void_p, c_uint32, c_void_p]),
+    "magi_symm_all_gather_coalesced": (_STATUS, [POINTER(c_void_p), POINTER(c_uint64), c_void_p,
+                                                 c_uint32, POINTER(c_uint32), c_void_p]),
     "magi_symm_output_layout": (_STATUS, [c_void_p, c_uint32, POINTER(c_uint32), POINTER(c_uint64),
                                           POINTER(c_uint64)]),
 }
@@ -531,7 +531,7 @@ def read_opaque_sections(data, kind=SECTION_COMPILED):
         for i in range(1 << 20):
             si = SectionInfo()
             try:
-                lib.magi_artifact_get_section(art, i, byref(si))
+                lib.magi_artifact_get_section(byref(si), art, i)
             except MagiError as e:
                 if e.status == "MAGI_ERR_NOT_FOUND":
                     break
@@ -540,7 +540,7 @@ def read_opaque_sections(data, kind=SECTION_COMPILED):
                 continue
             p = c_void_p()
             n = c_size_t()
-            lib.magi_artifact_read_section(art, i, byref(p), byref(n))
+            lib.magi_artifact_read_section(byref(p), byref(n), art, i)
             out.append(take_text(p, n.value))
         return out
     finally:

@@ -74,8 +74,8 @@ class _Cache:
 
     def put(self, key, data, replace=False):
         res = CachePutResult()
-        lib.magi_cache_put(self.ptr, key.encode(), data, len(data), 1 if replace else 0,
-                           byref(res))
+        lib.magi_cache_put(byref(res), self.ptr, key.encode(), data, len(data),
+                           1 if replace else 0)
         return res
 
     def get_or_none(self, key):
@@ -89,7 +89,7 @@ class _Cache:
     def get(self, key):
         p = c_void_p()
         n = ctypes.c_size_t()
-        lib.magi_cache_get(self.ptr, key.encode(), None, 0, byref(p), byref(n), None, None)
+        lib.magi_cache_get(byref(p), byref(n), None, None, self.ptr, key.encode(), None, 0)
         try:
             return ctypes.string_at(p, n.value)
         finally:

@@ -144,7 +144,7 @@ def _check_transport(transport):
 def _plan_report(plan, i):
     """Gathers of region i and the plan's windows/slots/its bindings."""
     n = c_uint32()
-    g = lib.magi_symm_plan_gathers(plan, i, byref(n))
+    g = lib.magi_symm_plan_gathers(byref(n), plan, i)
     gathers = []
     for k in range(n.value):
         x = g[k]
@@ -155,20 +155,20 @@ def _plan_report(plan, i):
             "detail": _str(x.detail),
             "slots": [x.slots[j] for j in range(x.n_slots)],
         })
-    w = lib.magi_symm_plan_windows(plan, byref(n))
+    w = lib.magi_symm_plan_windows(byref(n), plan)
     windows = [{"dtype": _str(w[k].dtype), "group": _str(w[k].group),
                 "group_size": w[k].group_size, "part": w[k].part, "bytes": w[k].bytes,
                 "first_slot": w[k].first_slot, "n_slots": w[k].n_slots}
                for k in range(n.value)]
-    sl = lib.magi_symm_plan_slots(plan, byref(n))
+    sl = lib.magi_symm_plan_slots(byref(n), plan)
     slots = [{"weight": _str(sl[k].weight), "window": sl[k].window, "offset": sl[k].offset,
               "nbytes": sl[k].nbytes, "shape": [sl[k].shape[j] for j in range(sl[k].ndim)]}
              for k in range(n.value)]
-    b = lib.magi_symm_plan_bindings(plan, i, byref(n))
+    b = lib.magi_symm_plan_bindings(byref(n), plan, i)
     bindings = [{"node": b[k].node, "placeholder": _str(b[k].placeholder), "slot": b[k].slot}
                 for k in range(n.value)]
     digest = (c_uint8 * 32)()
-    lib.magi_symm_plan_digest(plan, digest)
+    lib.magi_symm_plan_digest(digest, plan)
     return gathers, {"windows": windows, "slots": slots, "bindings": bindings,
                      "plan_sha256": bytes(digest).hex()}
 
@@ -186,7 +186,7 @@ def _regions_of(loader, t0):
             ins = json.loads(text)
         else:
             msg = c_char_p()
-            code = lib.magi_loader_inputs_status(loader, i, byref(msg))
+            code = lib.magi_loader_inputs_status(byref(msg), loader, i)
             ins_err = MagiError(code, _str(msg.value) or "", "magi_inputs_write_json")
         gathers, bind = _plan_report(lib.magi_loader_plan(loader), i)
         doc = docio.document(creg.ptr)  # marshal, not JSON text (docio.py)

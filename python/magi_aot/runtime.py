@@ -223,20 +223,20 @@ class SymmRuntime:
         plan = lib.magi_loader_plan(ld)
         self._plan = c_void_p(plan)
         n = c_uint32()
-        w = lib.magi_symm_plan_windows(plan, byref(n))
+        w = lib.magi_symm_plan_windows(byref(n), plan)
         self.windows = [{"dtype": w[i].dtype.decode(), "group": w[i].group.decode(),
                          "group_size": w[i].group_size, "part": w[i].part, "bytes": w[i].bytes,
                          "first_slot": w[i].first_slot, "n_slots": w[i].n_slots}
                         for i in range(n.value)]
-        s = lib.magi_symm_plan_slots(plan, byref(n))
+        s = lib.magi_symm_plan_slots(byref(n), plan)
         self.slots = [{"weight": s[i].weight.decode(), "window": s[i].window, "offset": s[i].offset,
                        "nbytes": s[i].nbytes, "shape": [s[i].shape[k] for k in range(s[i].ndim)]}
                       for i in range(n.value)]
         digest = (c_uint8 * 32)()
-        lib.magi_symm_plan_digest(plan, digest)
+        lib.magi_symm_plan_digest(digest, plan)
         self.plan_sha256 = bytes(digest).hex()
         p, ln = c_void_p(), ctypes.c_size_t()
-        lib.magi_symm_plan_encode(plan, byref(p), byref(ln))
+        lib.magi_symm_plan_encode(byref(p), byref(ln), plan)
         try:
             self._encoding = ctypes.string_at(p, ln.value)
         finally:
@@ -422,7 +422,7 @@ class SymmRuntime:
         import torch
         sl = self.slots[slot]
         p = c_void_p()
-        lib.magi_symm_local_slot_ptr(self._b, slot, byref(p))
+        lib.magi_symm_local_slot_ptr(byref(p), self._b, slot)
         if self.device.type == "cpu":
             buf = (ctypes.c_uint8 * sl["nbytes"]).from_address(p.value)
             raw = torch.frombuffer(buf, dtype=torch.uint8)
@@ -598,11 +598,11 @@ class SymmRuntime:
         stream = self._stream()
         with self._lock:
             if len(outs) == 1:
-                self._fn_gather(self._b, slots[0], c_void_p(dsts[0]), sizes[0], stream)
+                self._fn_gather(c_void_p(dsts[0]), sizes[0], self._b, slots[0], stream)
             else:
                 n = len(outs)
-                self._fn_gather_n(self._b, n, (c_uint32 * n)(*slots), (c_void_p * n)(*dsts),
-                                  (c_uint64 * n)(*sizes), stream)
+                self._fn_gather_n((c_void_p * n)(*dsts), (c_uint64 * n)(*sizes), self._b, n,
+                                  (c_uint32 * n)(*slots), stream)
             st = self.stats
             st["gather_calls"] += 1
             st["gathered_tensors"] += len(outs)

@@ -120,10 +120,10 @@ static magi_status dim_value(key_ctx *k, const magi_dim *d, uint32_t node, dim_v
     }
     dim_val v = {0, 0, 1};
     k->hc.fallback = 0;
-    if (magi_expr_eval_int_num(e, hint_lookup, &k->hc, &v.hinted) == MAGI_OK) v.known = 1;
+    if (magi_expr_eval_int_num(&v.hinted, e, hint_lookup, &k->hc) == MAGI_OK) v.known = 1;
     k->hc.fallback = 1;
     if (v.known) v.analytic = v.hinted;
-    else if (magi_expr_eval_int_num(e, hint_lookup, &k->hc, &v.analytic) != MAGI_OK) v.analytic = 1;
+    else if (magi_expr_eval_int_num(&v.analytic, e, hint_lookup, &k->hc) != MAGI_OK) v.analytic = 1;
     if (v.analytic < 0) v.analytic = 0;
     if (k->n_vals == k->cap_vals) {
         uint32_t nc = k->cap_vals ? k->cap_vals * 2 : 64;
@@ -143,7 +143,7 @@ static magi_status dim_value(key_ctx *k, const magi_dim *d, uint32_t node, dim_v
 /* ------------------------------------------------------- classification */
 
 /* The node's row in the operator table (magi_aot/ops.h). */
-static const magi_op_info *op_row(const magi_node *n) { return magi_op_lookup(n->op, n->target, NULL); }
+static const magi_op_info *op_row(const magi_node *n) { return magi_op_lookup(NULL, n->op, n->target); }
 
 /* Gathers (NCCL or copy engine) and other collectives: keyed and costed
  * by group size and bytes. */
@@ -437,8 +437,8 @@ magi_status magi_cost_keyset_read_file(magi_cost_keyset **out, const char *path)
     return read_json_file(path, parse_keyset, out);
 }
 
-magi_status magi_cost_keyset_compare(const magi_cost_keyset *a, const magi_cost_keyset *b,
-                                     const char **first_diff, int *in_a) {
+magi_status magi_cost_keyset_compare(const char **first_diff, int *in_a,
+                                     const magi_cost_keyset *a, const magi_cost_keyset *b) {
     if (!a || !b) return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_cost_keyset_compare: NULL argument");
     uint32_t i = 0, j = 0;
     while (i < a->n_keys || j < b->n_keys) {
@@ -529,7 +529,7 @@ void magi_cost_table_free(magi_cost_table *t) {
     magi_arena_free(t->arena);
 }
 
-int magi_cost_table_lookup(const magi_cost_table *t, const char *key, double *us) {
+int magi_cost_table_lookup(double *us, const magi_cost_table *t, const char *key) {
     uint32_t i;
     if (!t || !key || !magi_smap_get(&t->map, key, strlen(key), &i)) return 0;
     if (us) *us = t->us[i];
@@ -730,7 +730,7 @@ magi_status magi_costs_estimate(magi_cost_estimate **out, const magi_region *r, 
         const char *diff = NULL;
         int in_mine = 0;
         if (!peers[p]) MAGI_FAIL(MAGI_ERR_INVALID_ARG, "costs: peer %u is NULL", p);
-        if (magi_cost_keyset_compare(keys, peers[p], &diff, &in_mine) == MAGI_OK) continue;
+        if (magi_cost_keyset_compare(&diff, &in_mine, keys, peers[p]) == MAGI_OK) continue;
         e->degraded = 1;
         const char *pn = peer_names && peer_names[p] ? peer_names[p] : "";
         size_t cap = strlen(diff) + strlen(pn) + 256;
@@ -756,7 +756,7 @@ magi_status magi_costs_estimate(magi_cost_estimate **out, const magi_region *r, 
             c->source = MAGI_COST_FREE;
             continue;
         }
-        if (table && !e->degraded && magi_cost_table_lookup(table, c->key, &c->us)) {
+        if (table && !e->degraded && magi_cost_table_lookup(&c->us, table, c->key)) {
             c->source = MAGI_COST_MEASURED;
         } else {
             MAGI_CHECK(analytical(&k, i, m, &c->us));
@@ -782,7 +782,7 @@ void magi_cost_estimate_free(magi_cost_estimate *e) {
 
 uint32_t magi_cost_estimate_node_count(const magi_cost_estimate *e) { return e ? e->n : 0; }
 
-magi_status magi_cost_estimate_node(const magi_cost_estimate *e, uint32_t i, magi_node_cost *out) {
+magi_status magi_cost_estimate_node(magi_node_cost *out, const magi_cost_estimate *e, uint32_t i) {
     if (!e || !out || i >= e->n)
         return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_cost_estimate_node: index %u out of range", i);
     *out = e->nodes[i];

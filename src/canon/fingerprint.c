@@ -1279,9 +1279,9 @@ void magi_canon_free(magi_canon *c) {
     magi_arena_free(c->arena);
 }
 
-void magi_canon_digest(const magi_canon *c, uint8_t out[32]) { memcpy(out, c->digest, 32); }
+void magi_canon_digest(uint8_t out[32], const magi_canon *c) { memcpy(out, c->digest, 32); }
 
-const char *magi_canon_text(const magi_canon *c, size_t *len) {
+const char *magi_canon_text(size_t *len, const magi_canon *c) {
     if (len) *len = c->text_len;
     return c->text;
 }
@@ -1305,7 +1305,7 @@ const char *magi_canon_node_name(const magi_canon *c, uint32_t i) {
 
 uint32_t magi_canon_symbol_count(const magi_canon *c) { return c->n_syms; }
 
-magi_status magi_canon_symbol_get(const magi_canon *c, uint32_t i, magi_canon_symbol *out) {
+magi_status magi_canon_symbol_get(magi_canon_symbol *out, const magi_canon *c, uint32_t i) {
     if (!c || !out || i >= c->n_syms)
         return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_canon_symbol_get: index %u out of range", i);
     *out = c->syms[i];
@@ -1350,7 +1350,7 @@ magi_status magi_fingerprint(uint8_t out[32], const magi_region *r) {
     magi_canon *c = NULL;
     magi_status st = magi_canon_build(&c, r);
     if (st != MAGI_OK) return st;
-    magi_canon_digest(c, out);
+    magi_canon_digest(out, c);
     magi_canon_free(c);
     return MAGI_OK;
 }

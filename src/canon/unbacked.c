@@ -67,7 +67,7 @@ static int value_int(ub_ctx *u, const magi_value *v, int64_t *out) {
     if (v->kind == MAGI_V_INT) return *out = v->u.i, 1;
     if (v->kind == MAGI_V_SYM && !v->u.dim.expr) return *out = v->u.dim.value, 1;
     magi_expr *e = value_expr(u, v);
-    if (e && magi_expr_eval_int(e, hinted_lookup, (void *)u->r, out) == MAGI_OK) return 1;
+    if (e && magi_expr_eval_int(out, e, hinted_lookup, (void *)u->r) == MAGI_OK) return 1;
     magi_clear_error();
     return 0;
 }
@@ -105,7 +105,7 @@ static void rule_a2a(ub_ctx *u, const magi_node *n) {
         const magi_dim *d = &ex->u.tensor.shape[0];
         if (d->expr) {
             magi_expr *e = parse(u, d->expr);
-            if (!e || magi_expr_eval_int(e, hinted_lookup, (void *)u->r, &sum) != MAGI_OK) {
+            if (!e || magi_expr_eval_int(&sum, e, hinted_lookup, (void *)u->r) != MAGI_OK) {
                 magi_clear_error();
                 return;
             }
@@ -132,7 +132,7 @@ static void rule_bound(ub_ctx *u, const magi_node *n) {
     if (!sym_left && !sym_right) return;
     int s = lone_unbacked(u, e->kids[sym_left ? 0 : 1]);
     int64_t b;
-    if (s < 0 || magi_expr_eval_int(e->kids[sym_left ? 1 : 0], hinted_lookup, (void *)u->r, &b) != MAGI_OK) {
+    if (s < 0 || magi_expr_eval_int(&b, e->kids[sym_left ? 1 : 0], hinted_lookup, (void *)u->r) != MAGI_OK) {
         magi_clear_error();
         return;
     }

@@ -1013,7 +1013,7 @@ static int symbols_rec(const magi_expr *e, symset *S, const char **names, size_t
     }
 }
 
-size_t magi_expr_symbols(const magi_expr *e, const char **names, size_t cap) {
+size_t magi_expr_symbols(const char **names, size_t cap, const magi_expr *e) {
     symset S;
     memset(S.local, 0, sizeof S.local);
     S.slots = S.local;
@@ -1531,8 +1531,8 @@ static magi_status eval_rec(const magi_expr *e, const evctx *c, magi_num *out, u
                           (int)e->kind, e->nkids);
 }
 
-magi_status magi_expr_eval(const magi_expr *e, magi_expr_lookup_fn lookup, void *ctx,
-                           magi_num *out) {
+magi_status magi_expr_eval(magi_num *out, const magi_expr *e, magi_expr_lookup_fn lookup,
+                           void *ctx) {
     if (!e || !out) return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_expr_eval: NULL argument");
     evctx c = {lookup, NULL, ctx};
     magi_num r = {0, 0, 0.0};
@@ -1541,8 +1541,8 @@ magi_status magi_expr_eval(const magi_expr *e, magi_expr_lookup_fn lookup, void 
     return st;
 }
 
-magi_status magi_expr_eval_num(const magi_expr *e, magi_expr_lookup_num_fn lookup, void *ctx,
-                               magi_num *out) {
+magi_status magi_expr_eval_num(magi_num *out, const magi_expr *e, magi_expr_lookup_num_fn lookup,
+                               void *ctx) {
     if (!e || !out)
         return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_expr_eval_num: NULL argument");
     evctx c = {NULL, lookup, ctx};
@@ -1554,18 +1554,18 @@ magi_status magi_expr_eval_num(const magi_expr *e, magi_expr_lookup_num_fn looku
 
 static magi_status num_to_int(const magi_expr *e, magi_num r, int64_t *out);
 
-magi_status magi_expr_eval_int(const magi_expr *e, magi_expr_lookup_fn lookup, void *ctx,
-                               int64_t *out) {
+magi_status magi_expr_eval_int(int64_t *out, const magi_expr *e, magi_expr_lookup_fn lookup,
+                               void *ctx) {
     magi_num r = {0, 0, 0.0};
-    magi_status st = magi_expr_eval(e, lookup, ctx, &r);
+    magi_status st = magi_expr_eval(&r, e, lookup, ctx);
     if (st) return st;
     return num_to_int(e, r, out);
 }
 
-magi_status magi_expr_eval_int_num(const magi_expr *e, magi_expr_lookup_num_fn lookup, void *ctx,
-                                   int64_t *out) {
+magi_status magi_expr_eval_int_num(int64_t *out, const magi_expr *e, magi_expr_lookup_num_fn lookup,
+                                   void *ctx) {
     magi_num r = {0, 0, 0.0};
-    magi_status st = magi_expr_eval_num(e, lookup, ctx, &r);
+    magi_status st = magi_expr_eval_num(&r, e, lookup, ctx);
     if (st) return st;
     return num_to_int(e, r, out);
 }

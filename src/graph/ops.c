@@ -172,7 +172,7 @@ static void split(magi_opcode op, const char *t, split_target *s) {
 }
 
 static int ns_is(const split_target *s, const char *ns) {
-    return s->ns && strlen(ns) == s->ns_len && !memcmp(s->ns, ns, s->ns_len);
+    return s->ns && !strncmp(s->ns, ns, s->ns_len) && ns[s->ns_len] == '\0';
 }
 
 /* strcmp of the name [p, p + n) against a NUL-terminated row name. */
@@ -182,7 +182,7 @@ static int name_cmp(const char *p, size_t n, const char *row) {
     return row[n] ? -1 : 0;
 }
 
-const magi_op_info *magi_op_lookup(magi_opcode op, const char *target, const char **overload) {
+const magi_op_info *magi_op_lookup(const char **overload, magi_opcode op, const char *target) {
     if (overload) *overload = "";
     if (op != MAGI_OP_CALL_FUNCTION && op != MAGI_OP_CALL_METHOD && op != MAGI_OP_CALL_MODULE)
         return &k_free_node;
@@ -190,22 +190,23 @@ const magi_op_info *magi_op_lookup(magi_opcode op, const char *target, const cha
     split_target s;
     split(op, target, &s);
     uint32_t mask = 1u << op;
+    /* the scanned rows close the table: NAME rows are [0, scan) */
+    size_t scan = N_OPS;
+    while (scan > 0 && k_ops[scan - 1].match != MAGI_OP_MATCH_NAME) scan--;
     /* NAME rows: bisect to the first row of the name */
-    size_t lo = 0, hi = 0;
-    while (hi < N_OPS && k_ops[hi].match == MAGI_OP_MATCH_NAME) hi++;
+    size_t lo = 0, hi = scan;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
         if (name_cmp(s.name, s.name_len, k_ops[mid].name) > 0) lo = mid + 1;
         else hi = mid;
     }
-    for (size_t i = lo; i < N_OPS && k_ops[i].match == MAGI_OP_MATCH_NAME &&
-                        !name_cmp(s.name, s.name_len, k_ops[i].name); i++) {
+    for (size_t i = lo; i < scan && !name_cmp(s.name, s.name_len, k_ops[i].name); i++) {
         const magi_op_info *row = &k_ops[i];
         if (!(row->opcodes & mask) || (row->ns && !ns_is(&s, row->ns))) continue;
         if (overload) *overload = s.overload;
         return row;
     }
-    for (size_t i = 0; i < N_OPS; i++) {
+    for (size_t i = scan; i < N_OPS; i++) {
         const magi_op_info *row = &k_ops[i];
         if (!(row->opcodes & mask)) continue;
         switch (row->match) {
@@ -217,7 +218,7 @@ const magi_op_info *magi_op_lookup(magi_opcode op, const char *target, const cha
             if (strncmp(s.name, row->name, strlen(row->name))) continue;
             break;
         case MAGI_OP_MATCH_CONTAINS:
-            if (!strstr(target, row->name)) continue;
+            if (!memmem(s.name, s.name_len, row->name, strlen(row->name))) continue;
             break;
         }
         if (overload) *overload = s.overload;
@@ -227,7 +228,7 @@ const magi_op_info *magi_op_lookup(magi_opcode op, const char *target, const cha
 }
 
 magi_op_class magi_op_classify(magi_opcode op, const char *target) {
-    return magi_op_lookup(op, target, NULL)->cls;
+    return magi_op_lookup(NULL, op, target)->cls;
 }
 
 /* ------------------------------------------------------------- dtypes */

@@ -9,7 +9,7 @@ const char *magi_opcode_name(magi_opcode op) {
     return (unsigned)op < MAGI_OP_COUNT_ ? opcode_names[op] : NULL;
 }
 
-magi_status magi_opcode_parse(const char *name, magi_opcode *out) {
+magi_status magi_opcode_parse(magi_opcode *out, const char *name) {
     for (int i = 0; i < MAGI_OP_COUNT_; i++)
         if (strcmp(name, opcode_names[i]) == 0) {
             *out = (magi_opcode)i;
@@ -24,7 +24,7 @@ const char *magi_input_kind_name(magi_input_kind k) {
     return (unsigned)k < MAGI_INPUT_KIND_COUNT_ ? input_kind_names[k] : NULL;
 }
 
-magi_status magi_input_kind_parse(const char *name, magi_input_kind *out) {
+magi_status magi_input_kind_parse(magi_input_kind *out, const char *name) {
     for (int i = 1; i < MAGI_INPUT_KIND_COUNT_; i++)
         if (name && !strcmp(name, input_kind_names[i])) {
             *out = (magi_input_kind)i;

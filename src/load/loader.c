@@ -123,7 +123,7 @@ static magi_status read_region(magi_loader *ld, entry *e) {
         goto cleanup;
     }
     magi_artifact_info ai;
-    MAGI_CHECK(magi_artifact_get_info(a, &ai));
+    MAGI_CHECK(magi_artifact_get_info(&ai, a));
     e->info.artifact_v1 = !ai.legacy_v0;
     e->info.legacy_v0 = ai.legacy_v0;
     /* loading checks every section's digest on the bytes it decodes */
@@ -138,7 +138,7 @@ static magi_status read_region(magi_loader *ld, entry *e) {
         magi_error_prefix(st, "%s", e->path);
         goto cleanup;
     }
-    MAGI_CHECK(magi_artifact_get_info(a, &ai));
+    MAGI_CHECK(magi_artifact_get_info(&ai, a));
     e->info.sections_hashed = ai.sections_hashed;
     e->info.sections_decoded = ai.sections_decoded;
 cleanup:
@@ -249,8 +249,8 @@ static magi_status load_set(magi_loader *ld, const char *const *paths, const voi
     for (uint32_t i = 0; i < n; i++) {
         entry *e = &ld->e[i];
         uint32_t ng = 0, changed = 0;
-        const magi_symm_gather *g = magi_symm_plan_gathers(ld->plan, i, &ng);
-        MAGI_CHECK(magi_symm_rewrite(e->region, ld->plan, i, &changed));
+        const magi_symm_gather *g = magi_symm_plan_gathers(&ng, ld->plan, i);
+        MAGI_CHECK(magi_symm_rewrite(&changed, e->region, ld->plan, i));
         for (uint32_t k = 0; k < ng; k++) {
             if (!strcmp(g[k].from, g[k].to)) continue;
             if (g[k].already_symm)
@@ -308,7 +308,7 @@ magi_region *magi_loader_region(const magi_loader *ld, uint32_t i) {
  * region as read, for its fingerprint, and back. */
 static void swap_targets(magi_loader *ld, uint32_t i, int to_original) {
     uint32_t ng = 0;
-    const magi_symm_gather *g = magi_symm_plan_gathers(ld->plan, i, &ng);
+    const magi_symm_gather *g = magi_symm_plan_gathers(&ng, ld->plan, i);
     magi_region *r = ld->e[i].region;
     for (uint32_t k = 0; k < ng; k++)
         if (strcmp(g[k].from, g[k].to)) r->nodes[g[k].node].target = to_original ? g[k].from : g[k].to;
@@ -347,7 +347,7 @@ const char *magi_loader_inputs_json(magi_loader *ld, uint32_t i) {
     return ld->e[i].inputs_json;
 }
 
-magi_status magi_loader_inputs_status(magi_loader *ld, uint32_t i, const char **message) {
+magi_status magi_loader_inputs_status(const char **message, magi_loader *ld, uint32_t i) {
     if (!ld || i >= ld->n) return MAGI_ERR_INVALID_ARG;
     build_inputs(&ld->e[i]);
     if (message) *message = ld->e[i].inputs_error;

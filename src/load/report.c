@@ -45,11 +45,11 @@ static void report_json(magi_buf *o, magi_loader *ld) {
     const magi_loader_options *opt = magi_loader_opts(ld);
     const magi_symm_plan *plan = magi_loader_plan(ld);
     uint32_t nw, ns, n = magi_loader_count(ld);
-    const magi_symm_window *w = magi_symm_plan_windows(plan, &nw);
-    const magi_symm_slot *sl = magi_symm_plan_slots(plan, &ns);
+    const magi_symm_window *w = magi_symm_plan_windows(&nw, plan);
+    const magi_symm_slot *sl = magi_symm_plan_slots(&ns, plan);
     uint8_t sha[32];
     char hex[65] = "";
-    if (magi_symm_plan_digest(plan, sha) == MAGI_OK) magi_hex(hex, sha, 32);
+    if (magi_symm_plan_digest(sha, plan) == MAGI_OK) magi_hex(hex, sha, 32);
     magi_buf_puts(o, "{\"transport\": ");
     magi_buf_put_json_str(o, opt_transport_name(opt->transport));
     magi_buf_printf(o, ", \"rank\": %u, \"world\": %u, \"backend\": ", opt->bind.rank, opt->bind.world);
@@ -60,8 +60,8 @@ static void report_json(magi_buf *o, magi_loader *ld) {
         magi_loaded_info inf;
         magi_loader_info(&inf, ld, i);
         uint32_t ng, nb;
-        const magi_symm_gather *g = magi_symm_plan_gathers(plan, i, &ng);
-        const magi_symm_binding *b = magi_symm_plan_bindings(plan, i, &nb);
+        const magi_symm_gather *g = magi_symm_plan_gathers(&ng, plan, i);
+        const magi_symm_binding *b = magi_symm_plan_bindings(&nb, plan, i);
         const char *ins = magi_loader_inputs_json(ld, i);
         magi_buf_puts(o, i ? ",\n  {\"file\": " : "\n  {\"file\": ");
         magi_buf_put_json_str(o, inf.path);
@@ -136,15 +136,15 @@ static void report_text(magi_buf *o, magi_loader *ld) {
     const magi_loader_options *opt = magi_loader_opts(ld);
     const magi_symm_plan *plan = magi_loader_plan(ld);
     uint32_t nw, ns, n = magi_loader_count(ld);
-    const magi_symm_window *w = magi_symm_plan_windows(plan, &nw);
-    const magi_symm_slot *sl = magi_symm_plan_slots(plan, &ns);
+    const magi_symm_window *w = magi_symm_plan_windows(&nw, plan);
+    const magi_symm_slot *sl = magi_symm_plan_slots(&ns, plan);
     for (uint32_t i = 0; i < n; i++) {
         const magi_region *r = magi_loader_region(ld, i);
         magi_loaded_info inf;
         magi_loader_info(&inf, ld, i);
         uint32_t ng, nb;
-        const magi_symm_gather *g = magi_symm_plan_gathers(plan, i, &ng);
-        const magi_symm_binding *b = magi_symm_plan_bindings(plan, i, &nb);
+        const magi_symm_gather *g = magi_symm_plan_gathers(&ng, plan, i);
+        const magi_symm_binding *b = magi_symm_plan_bindings(&nb, plan, i);
         magi_buf_printf(o, "%s: %u nodes, %u inputs, %u gathers, %u rewritten", inf.path, r->n_nodes, inf.n_inputs,
                         ng, inf.n_rewritten);
         if (inf.n_restored) magi_buf_printf(o, ", %u restored", inf.n_restored);

@@ -372,10 +372,10 @@ static magi_status fill_from_mem(void *ctx, uint8_t *buf, size_t len, uint64_t o
     return MAGI_OK;
 }
 
-magi_status magi_cache_put(magi_cache *c, const char *key, const void *data, size_t len,
-                           unsigned flags, magi_cache_put_result *res) {
+magi_status magi_cache_put(magi_cache_put_result *res, magi_cache *c, const char *key, const void *data,
+                           size_t len, unsigned flags) {
     if (!data && len) return magi_set_error(MAGI_ERR_INVALID_ARG, "cache put: NULL data");
-    return magi_cache_put_stream(c, key, len, fill_from_mem, (void *)data, flags, res);
+    return magi_cache_put_stream(res, c, key, len, fill_from_mem, (void *)data, flags);
 }
 
 /* A unique name for a temporary in tmp/. */
@@ -385,9 +385,9 @@ static void temp_name(char *dst, size_t cap, const char *key, const char *what) 
     snprintf(dst, cap, "%s.%ld.%016llx.%s", key, (long)getpid(), (unsigned long long)rnd, what);
 }
 
-magi_status magi_cache_put_stream(magi_cache *c, const char *key, uint64_t len,
-                                  magi_chunk_fill_fn fill, void *ctx, unsigned flags,
-                                  magi_cache_put_result *res) {
+magi_status magi_cache_put_stream(magi_cache_put_result *res, magi_cache *c, const char *key,
+                                  uint64_t len, magi_chunk_fill_fn fill, void *ctx,
+                                  unsigned flags) {
     magi_status st = MAGI_OK;
     magi_cache_put_result r;
     int fd = -1;
@@ -562,9 +562,9 @@ static void entry_fill_info(magi_cache_entry *e, const char *key, const entry_he
     e->mtime_ns = ts_ns(sb->st_mtim);
 }
 
-magi_status magi_cache_get(magi_cache *c, const char *key, const char *expect_sha256_hex,
-                           uint64_t max_bytes, void **out, size_t *out_len, magi_cache_entry *info,
-                           int *quarantined) {
+magi_status magi_cache_get(void **out, size_t *out_len, magi_cache_entry *info,
+                           int *quarantined, magi_cache *c, const char *key, const char *expect_sha256_hex,
+                           uint64_t max_bytes) {
     magi_status st = MAGI_OK;
     char *path = NULL;
     uint8_t *buf = NULL, want[32];
@@ -685,7 +685,7 @@ static void free_names(char **v, size_t n) {
     free(v);
 }
 
-magi_status magi_cache_list(magi_cache *c, magi_cache_entry **out, size_t *n, size_t *n_bad) {
+magi_status magi_cache_list(magi_cache_entry **out, size_t *n, size_t *n_bad, magi_cache *c) {
     magi_status st = MAGI_OK;
     char **names = NULL;
     size_t nn = 0, len = 0, bad = 0;
@@ -722,7 +722,7 @@ cleanup:
     return st;
 }
 
-magi_status magi_cache_verify(magi_cache *c, magi_cache_report *rep) {
+magi_status magi_cache_verify(magi_cache_report *rep, magi_cache *c) {
     magi_status st = MAGI_OK;
     char **names = NULL;
     size_t nn = 0;
@@ -807,7 +807,7 @@ static int cmp_lru(const void *a, const void *b) {
     return strcmp(x->name, y->name);
 }
 
-magi_status magi_cache_gc(magi_cache *c, const magi_cache_gc_options *opts, magi_cache_report *rep) {
+magi_status magi_cache_gc(magi_cache_report *rep, magi_cache *c, const magi_cache_gc_options *opts) {
     magi_status st = MAGI_OK;
     magi_cache_gc_options o = MAGI_CACHE_GC_OPTIONS_INIT;
     magi_cache_report r;

@@ -19,7 +19,7 @@ struct magi_inputs {
 
 /* ---- missing metadata ---- */
 
-uint32_t magi_inputs_missing(const magi_region *r, uint32_t *nodes, uint32_t cap) {
+uint32_t magi_inputs_missing(uint32_t *nodes, uint32_t cap, const magi_region *r) {
     uint32_t n = 0;
     if (!r) return 0;
     for (uint32_t i = 0; i < r->n_nodes; i++) {
@@ -78,7 +78,7 @@ static int hint_map_lookup(void *ctx, const char *name, magi_num *out) {
  * made symbolic mode quadratic). */
 static const char *first_unbacked(const magi_region *r, const magi_expr *e, const hint_map *hm, int *in_table) {
     const char *names[64];
-    size_t n = magi_expr_symbols(e, names, 64);
+    size_t n = magi_expr_symbols(names, 64, e);
     if (n > 64) n = 64;
     for (size_t i = 0; i < n; i++) {
         const magi_symbol *s = NULL;
@@ -101,11 +101,11 @@ static magi_status eval_text(const magi_region *r, magi_arena *scratch, const ch
     if (st != MAGI_OK) return magi_error_prefix(st, "expression '%s'", text);
     if (want_int) {
         memset(num, 0, sizeof *num);
-        st = hm ? magi_expr_eval_int_num(e, hint_map_lookup, hm, &num->i)
-                : magi_expr_eval_int_num(e, magi_region_hint_lookup, (void *)r, &num->i);
+        st = hm ? magi_expr_eval_int_num(&num->i, e, hint_map_lookup, hm)
+                : magi_expr_eval_int_num(&num->i, e, magi_region_hint_lookup, (void *)r);
     } else {
-        st = hm ? magi_expr_eval_num(e, hint_map_lookup, hm, num)
-                : magi_expr_eval_num(e, magi_region_hint_lookup, (void *)r, num);
+        st = hm ? magi_expr_eval_num(num, e, hint_map_lookup, hm)
+                : magi_expr_eval_num(num, e, magi_region_hint_lookup, (void *)r);
     }
     if (st == MAGI_OK) return MAGI_OK;
     int in_table = 0;
@@ -357,7 +357,7 @@ magi_status magi_inputs_build(magi_inputs **out, const magi_region *r, unsigned 
     memset(&c, 0, sizeof c);
     if (!out || !r) return magi_set_error(MAGI_ERR_INVALID_ARG, "inputs: NULL argument");
     *out = NULL;
-    uint32_t n_missing = magi_inputs_missing(r, NULL, 0);
+    uint32_t n_missing = magi_inputs_missing(NULL, 0, r);
     if (n_missing) return missing_error(r, n_missing);
 
     in = calloc(1, sizeof *in);

@@ -281,7 +281,7 @@ static void remap_value(magi_value *v, const uint32_t *newpos) {
     }
 }
 
-magi_status magi_sched_gather_timing(const magi_sched_report *rep, uint32_t g, magi_sched_timing *out) {
+magi_status magi_sched_gather_timing(magi_sched_timing *out, const magi_sched_report *rep, uint32_t g) {
     if (!rep || !out || g >= rep->n_gathers)
         return magi_set_error(MAGI_ERR_INVALID_ARG, "schedule: no gather #%u in the report", g);
     const magi_sched_gather *G = &rep->gathers[g];
@@ -383,7 +383,7 @@ static magi_status verdicts_and_timeline(pass *p, magi_sched_report *rep) {
     return MAGI_OK;
 }
 
-magi_status magi_schedule(magi_region *r, const magi_sched_options *opts, magi_sched_report **out) {
+magi_status magi_schedule(magi_sched_report **out, magi_region *r, const magi_sched_options *opts) {
     magi_status st = MAGI_OK;
     pass p;
     memset(&p, 0, sizeof p);

@@ -104,7 +104,7 @@ magi_status magi_sched_timeline_svg(char **out, const magi_region *r, const magi
     for (uint32_t g = 0; g < ng; g++) {
         const magi_sched_gather *G = &rep->gathers[g];
         magi_sched_timing t;
-        magi_status st = magi_sched_gather_timing(rep, g, &t);
+        magi_status st = magi_sched_gather_timing(&t, rep, g);
         if (st) {
             magi_buf_free(&b);
             return st;

@@ -206,7 +206,7 @@ magi_status magi_artifact_open_file(magi_artifact **out, const char *path, const
     return MAGI_OK;
 }
 
-magi_status magi_artifact_get_info(const magi_artifact *a, magi_artifact_info *out) {
+magi_status magi_artifact_get_info(magi_artifact_info *out, const magi_artifact *a) {
     if (!a || !out) return magi_set_error(MAGI_ERR_INVALID_ARG, "artifact info: NULL argument");
     memset(out, 0, sizeof *out);
     out->major = a->major;
@@ -220,7 +220,7 @@ magi_status magi_artifact_get_info(const magi_artifact *a, magi_artifact_info *o
     return MAGI_OK;
 }
 
-magi_status magi_artifact_get_section(const magi_artifact *a, uint32_t i, magi_section_info *out) {
+magi_status magi_artifact_get_section(magi_section_info *out, const magi_artifact *a, uint32_t i) {
     if (!a || !out) return magi_set_error(MAGI_ERR_INVALID_ARG, "artifact section: NULL argument");
     if (i >= a->n) return magi_set_error(MAGI_ERR_NOT_FOUND, "%s: no section #%u", a->name, i);
     *out = a->secs[i];
@@ -296,7 +296,7 @@ magi_status magi_artifact_section_raw(magi_artifact *a, uint32_t i, void **out, 
     return MAGI_OK;
 }
 
-magi_status magi_artifact_read_section(magi_artifact *a, uint32_t i, void **out, size_t *len) {
+magi_status magi_artifact_read_section(void **out, size_t *len, magi_artifact *a, uint32_t i) {
     if (out) *out = NULL;
     if (len) *len = 0;
     if (!a || !out || !len) return magi_set_error(MAGI_ERR_INVALID_ARG, "read section: NULL argument");

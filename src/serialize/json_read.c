@@ -359,13 +359,13 @@ static magi_status read_node(reader *rd, json_t *j, magi_node *node) {
     node->name = rd->cur_name;
     const char *op = json_string_value(json_object_get(j, "op"));
     if (!op) return fail(rd, MAGI_ERR_FORMAT, "missing 'op'");
-    if (magi_opcode_parse(op, &node->op)) return fail(rd, MAGI_ERR_FORMAT, "unknown op '%s'", op);
+    if (magi_opcode_parse(&node->op, op)) return fail(rd, MAGI_ERR_FORMAT, "unknown op '%s'", op);
     const char *target = json_string_value(json_object_get(j, "target"));
     if (!target) return fail(rd, MAGI_ERR_FORMAT, "missing or non-string 'target'");
     node->target = dup(rd, target);
     json_t *ik = json_object_get(j, "input_kind");
     if (ik && !json_is_null(ik)) {
-        if (!json_is_string(ik) || magi_input_kind_parse(json_string_value(ik), &node->input_kind))
+        if (!json_is_string(ik) || magi_input_kind_parse(&node->input_kind, json_string_value(ik)))
             return fail(rd, MAGI_ERR_FORMAT, "'input_kind' must be \"param\", \"buffer\" or \"input\"");
     }
     node->args.kind = MAGI_V_LIST;

@@ -43,7 +43,7 @@ const magi_symm_backend_ops *magi_symm_backend_find(const char *name) {
 magi_status magi_symm_resolve_groups(magi_symm_group_view **views_out, uint32_t **ranks_out,
                                      const magi_symm_plan *plan, const magi_symm_backend_config *c) {
     uint32_t nw;
-    const magi_symm_window *w = magi_symm_plan_windows(plan, &nw);
+    const magi_symm_window *w = magi_symm_plan_windows(&nw, plan);
     size_t total = 0;
     *views_out = NULL;
     *ranks_out = NULL;
@@ -119,7 +119,7 @@ cleanup:
 magi_status magi_symm_backend_group(magi_symm_group_view *out, const magi_symm_backend *b, uint32_t window) {
     if (!out || !b) return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_symm_backend_group: NULL argument");
     uint32_t nw;
-    magi_symm_plan_windows(b->plan, &nw);
+    magi_symm_plan_windows(&nw, b->plan);
     if (window >= nw)
         return magi_set_error(MAGI_ERR_NOT_FOUND, "magi_symm_backend_group: window %u of %u", window, nw);
     *out = b->views[window];
@@ -154,7 +154,7 @@ magi_status magi_symm_backend_create(magi_symm_backend **out, const magi_symm_ba
     if (cfg->max_window_bytes) {
         /* What this rank maps: every window of the plan, once per group member. */
         uint32_t nw;
-        const magi_symm_window *win = magi_symm_plan_windows(plan, &nw);
+        const magi_symm_window *win = magi_symm_plan_windows(&nw, plan);
         uint64_t total = 0;
         for (uint32_t w = 0; w < nw; w++) {
             uint64_t one;
@@ -203,7 +203,7 @@ void magi_symm_backend_free(magi_symm_backend *b) {
 static magi_status check_slot(const magi_symm_backend *b, uint32_t slot, const char *fn,
                               const magi_symm_slot **out) {
     uint32_t ns;
-    const magi_symm_slot *s = magi_symm_plan_slots(b->plan, &ns);
+    const magi_symm_slot *s = magi_symm_plan_slots(&ns, b->plan);
     if (slot >= ns)
         return magi_set_error(MAGI_ERR_INVALID_ARG, "%s: slot %u out of range (%u slots)", fn, slot, ns);
     *out = &s[slot];
@@ -222,7 +222,7 @@ magi_status magi_symm_bind(magi_symm_backend *b, uint32_t slot, const void *src,
     return b->ops->bind(b->state, slot, src, nbytes, stream);
 }
 
-magi_status magi_symm_local_slot_ptr(magi_symm_backend *b, uint32_t slot, void **out) {
+magi_status magi_symm_local_slot_ptr(void **out, magi_symm_backend *b, uint32_t slot) {
     const magi_symm_slot *s = NULL;
     magi_status st;
     if (!b || !out) return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_symm_local_slot_ptr: NULL argument");
@@ -247,7 +247,7 @@ static magi_status check_gather(const magi_symm_backend *b, uint32_t slot, const
     return MAGI_OK;
 }
 
-magi_status magi_symm_all_gather(magi_symm_backend *b, uint32_t slot, void *dst, uint64_t dst_bytes,
+magi_status magi_symm_all_gather(void *dst, uint64_t dst_bytes, magi_symm_backend *b, uint32_t slot,
                                  void *stream) {
     magi_status st;
     if (!b) return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_symm_all_gather: NULL backend");
@@ -255,8 +255,8 @@ magi_status magi_symm_all_gather(magi_symm_backend *b, uint32_t slot, void *dst,
     return b->ops->gather(b->state, slot, dst, stream);
 }
 
-magi_status magi_symm_all_gather_coalesced(magi_symm_backend *b, uint32_t n, const uint32_t *slots,
-                                           void *const *dsts, const uint64_t *dst_bytes,
+magi_status magi_symm_all_gather_coalesced(void *const *dsts, const uint64_t *dst_bytes, magi_symm_backend *b,
+                                           uint32_t n, const uint32_t *slots,
                                            void *stream) {
     magi_status st;
     if (!b || (n && (!slots || !dsts || !dst_bytes)))

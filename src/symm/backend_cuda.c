@@ -950,8 +950,8 @@ static magi_status ops_create(void **state, const magi_symm_plan *plan, const ma
                               const magi_symm_group_view *groups) {
     magi_status st = MAGI_OK;
     uint32_t nw = 0, ns = 0;
-    const magi_symm_window *w = magi_symm_plan_windows(plan, &nw);
-    const magi_symm_slot *s = magi_symm_plan_slots(plan, &ns);
+    const magi_symm_window *w = magi_symm_plan_windows(&nw, plan);
+    const magi_symm_slot *s = magi_symm_plan_slots(&ns, plan);
     magi_symm_cuda_window *lw = calloc(nw ? nw : 1, sizeof *lw);
     magi_symm_cuda_slot *ls = calloc(ns ? ns : 1, sizeof *ls);
     void *enc = NULL;
@@ -968,7 +968,7 @@ static magi_status ops_create(void **state, const magi_symm_plan *plan, const ma
         ls[i].offset = s[i].offset;
         ls[i].nbytes = s[i].nbytes;
     }
-    MAGI_CHECK(magi_symm_plan_encode(plan, &enc, &enc_len));
+    MAGI_CHECK(magi_symm_plan_encode(&enc, &enc_len, plan));
     magi_symm_cuda_layout l = {nw, lw, ns, ls, enc, enc_len};
     MAGI_CHECK(magi_symm_cuda_create((magi_symm_cuda **)state, &l, cfg));
 cleanup:

@@ -179,7 +179,7 @@ static magi_status host_create(void **out, const magi_symm_plan *plan,
         s->unnamed = access("/proc/self/fd", X_OK) == 0;
     }
     uint32_t nw;
-    const magi_symm_window *win = magi_symm_plan_windows(plan, &nw);
+    const magi_symm_window *win = magi_symm_plan_windows(&nw, plan);
     s->n_windows = nw;
     s->wins = calloc(nw ? nw : 1, sizeof *s->wins);
     if (!s->wins) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
@@ -421,7 +421,7 @@ static magi_status publish_plan(host_state *s) {
     int fd = -1, tmp_named = 0;
     magi_buf b = {0};
     uint8_t sha[32];
-    MAGI_CHECK(magi_symm_plan_encode(s->plan, &enc, &len));
+    MAGI_CHECK(magi_symm_plan_encode(&enc, &len, s->plan));
     magi_sha256(enc, len, sha);
     uint32_t hdr[2] = {s->world, s->rank};
     uint64_t l64 = len;
@@ -781,7 +781,7 @@ static magi_status host_barrier(void *vs, void *stream) {
 static magi_status host_local_slot_ptr(void *vs, uint32_t slot, void **out) {
     host_state *s = vs;
     uint32_t ns;
-    const magi_symm_slot *sl = &magi_symm_plan_slots(s->plan, &ns)[slot];
+    const magi_symm_slot *sl = &magi_symm_plan_slots(&ns, s->plan)[slot];
     *out = s->wins[sl->window].local + sl->offset;
     return MAGI_OK;
 }
@@ -796,7 +796,7 @@ static magi_status host_bind(void *vs, uint32_t slot, const void *src, uint64_t 
 static magi_status host_gather(void *vs, uint32_t slot, void *dst, void *stream) {
     host_state *s = vs;
     uint32_t ns;
-    const magi_symm_slot *sl = &magi_symm_plan_slots(s->plan, &ns)[slot];
+    const magi_symm_slot *sl = &magi_symm_plan_slots(&ns, s->plan)[slot];
     const host_win *hw = &s->wins[sl->window];
     const magi_symm_group_view *v = &s->views[sl->window];
     uint8_t *d = dst;

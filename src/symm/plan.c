@@ -25,12 +25,12 @@ const char *magi_symm_reason_name(magi_symm_reason r) {
 /* The gather row of a node (the operator table, magi_aot/ops.h), or NULL;
  * *suffix gets the overload suffix (".default" or ""). */
 static const magi_op_info *gather_row(const magi_node *n, const char **suffix) {
-    const magi_op_info *row = magi_op_lookup(n->op, n->target, suffix);
+    const magi_op_info *row = magi_op_lookup(suffix, n->op, n->target);
     return row->cls == MAGI_OP_CLASS_GATHER || row->cls == MAGI_OP_CLASS_SYMM_GATHER ? row : NULL;
 }
 
 static int op_flag(const magi_node *n, uint32_t flag) {
-    return (magi_op_lookup(n->op, n->target, NULL)->flags & flag) != 0;
+    return (magi_op_lookup(NULL, n->op, n->target)->flags & flag) != 0;
 }
 static int is_to_local(const magi_node *n) { return op_flag(n, MAGI_OPF_TO_LOCAL); }
 static int is_cast(const magi_node *n) { return op_flag(n, MAGI_OPF_CAST); }
@@ -663,17 +663,17 @@ void magi_symm_plan_free(magi_symm_plan *p) {
     free(p);
 }
 
-const magi_symm_window *magi_symm_plan_windows(const magi_symm_plan *p, uint32_t *n) {
+const magi_symm_window *magi_symm_plan_windows(uint32_t *n, const magi_symm_plan *p) {
     *n = p ? p->n_windows : 0;
     return p ? p->windows : NULL;
 }
-const magi_symm_slot *magi_symm_plan_slots(const magi_symm_plan *p, uint32_t *n) {
+const magi_symm_slot *magi_symm_plan_slots(uint32_t *n, const magi_symm_plan *p) {
     *n = p ? p->n_slots : 0;
     return p ? p->slots : NULL;
 }
 uint32_t magi_symm_plan_region_count(const magi_symm_plan *p) { return p ? p->n_regions : 0; }
-const magi_symm_gather *magi_symm_plan_gathers(const magi_symm_plan *p, uint32_t region,
-                                               uint32_t *n) {
+const magi_symm_gather *magi_symm_plan_gathers(uint32_t *n, const magi_symm_plan *p,
+                                               uint32_t region) {
     if (!p || region >= p->n_regions) {
         *n = 0;
         return NULL;
@@ -681,8 +681,8 @@ const magi_symm_gather *magi_symm_plan_gathers(const magi_symm_plan *p, uint32_t
     *n = p->regions[region].n_gathers;
     return p->regions[region].gathers;
 }
-const magi_symm_binding *magi_symm_plan_bindings(const magi_symm_plan *p, uint32_t region,
-                                                 uint32_t *n) {
+const magi_symm_binding *magi_symm_plan_bindings(uint32_t *n, const magi_symm_plan *p,
+                                                 uint32_t region) {
     if (!p || region >= p->n_regions) {
         *n = 0;
         return NULL;
@@ -719,7 +719,7 @@ static void put_str(magi_buf *b, const char *s) {
     magi_buf_append(b, s, n);
 }
 
-magi_status magi_symm_plan_encode(const magi_symm_plan *p, void **out, size_t *len) {
+magi_status magi_symm_plan_encode(void **out, size_t *len, const magi_symm_plan *p) {
     if (!p || !out || !len) return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_symm_plan_encode: NULL argument");
     magi_buf b = {0};
     magi_buf_append(&b, PLAN_MAGIC, 8);
@@ -756,10 +756,10 @@ magi_status magi_symm_plan_encode(const magi_symm_plan *p, void **out, size_t *l
     return MAGI_OK;
 }
 
-magi_status magi_symm_plan_digest(const magi_symm_plan *p, uint8_t out[32]) {
+magi_status magi_symm_plan_digest(uint8_t out[32], const magi_symm_plan *p) {
     void *enc;
     size_t len;
-    magi_status st = magi_symm_plan_encode(p, &enc, &len);
+    magi_status st = magi_symm_plan_encode(&enc, &len, p);
     if (st) return st;
     magi_sha256(enc, len, out);
     free(enc);

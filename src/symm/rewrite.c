@@ -4,8 +4,8 @@
 #include "symm_internal.h"
 #include <string.h>
 
-magi_status magi_symm_rewrite(magi_region *r, const magi_symm_plan *p, uint32_t region,
-                              uint32_t *n_rewritten) {
+magi_status magi_symm_rewrite(uint32_t *n_rewritten, magi_region *r, const magi_symm_plan *p,
+                              uint32_t region) {
     if (n_rewritten) *n_rewritten = 0;
     if (!r || !p) return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_symm_rewrite: NULL argument");
     if (region >= p->n_regions)
