@@ -36,5 +36,6 @@
 #include "magi_aot/cache.h"
 #include "magi_aot/inputs.h"
 #include "magi_aot/load.h"
+#include "magi_aot/text.h"
 
 #endif

@@ -22,7 +22,13 @@ int magi_cli_fail(const char *cmd, magi_status st);
 /* Print a usage error and return MAGI_EXIT_USAGE. */
 int magi_cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* Write `s` as a JSON string literal ("null" for NULL). */
+/* A JSON number for printf("%s"): "%.*f" (prec decimals) of a finite v
+ * below 1e15 in magnitude, "%.17g" of a larger one, "null" for NaN or an
+ * infinity (as JSON.stringify writes them; the cost bounds of costs.h keep
+ * the CLI's numbers finite, this is the last guard: never invalid JSON). */
+const char *magi_cli_json_num(char *buf, size_t cap, double v, int prec);
+#define MAGI_CLI_NUM(v) magi_cli_json_num((char[40]){0}, 40, (v), 3)
+/* Write `s` as a JSON string literal ("null" for NULL; magi_text_fput_json). */
 void magi_cli_json_str(FILE *f, const char *s);
 /* Does the file's first byte after white space (as magi_load_file() skips
  * it) open a JSON object? 0 when it cannot be read. */

@@ -1,5 +1,6 @@
 /* Helpers every command shares: exit codes, error lines, JSON strings, hex. */
 #include "cli.h"
+#include <math.h>
 #include <stdarg.h>
 #include <string.h>
 
@@ -17,7 +18,7 @@ int magi_cli_exit_code(magi_status st) {
 }
 
 int magi_cli_fail(const char *cmd, magi_status st) {
-    fprintf(stderr, "magi-aot %s: %s\n", cmd, magi_last_error());
+    fprintf(stderr, "magi-aot %s: %s\n", cmd, magi_last_error()); /* recorded terminal-safe */
     return magi_cli_exit_code(st);
 }
 
@@ -31,19 +32,13 @@ int magi_cli_usage(const char *cmd, const char *fmt, ...) {
     return MAGI_EXIT_USAGE;
 }
 
-void magi_cli_json_str(FILE *f, const char *s) {
-    if (!s) {
-        fputs("null", f);
-        return;
-    }
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-        else if (c < 0x20) fprintf(f, "\\u%04x", c);
-        else fputc(c, f);
-    }
-    fputc('"', f);
+void magi_cli_json_str(FILE *f, const char *s) { magi_text_fput_json(f, s); }
+
+const char *magi_cli_json_num(char *buf, size_t cap, double v, int prec) {
+    if (!isfinite(v)) return "null";
+    if (fabs(v) < 1e15) snprintf(buf, cap, "%.*f", prec, v);
+    else snprintf(buf, cap, "%.17g", v);
+    return buf;
 }
 
 int magi_cli_is_json_file(const char *path) {

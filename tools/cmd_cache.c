@@ -76,12 +76,14 @@ static int cmd_put(int argc, char **argv) {
         if (!st) st = magi_cache_put(&res, c, key ? key : k, bytes, len, flags);
         magi_free(bytes);
         if (st) {
-            fprintf(stderr, "magi-aot %s: %s%s%s\n", cmd, named ? "" : files[i], named ? "" : ": ", magi_last_error());
+            fprintf(stderr, "magi-aot %s: %s%s%s\n", cmd, named ? "" : MAGI_TEXT(files[i]), named ? "" : ": ",
+                    magi_last_error());
             if (rc == MAGI_EXIT_OK) rc = magi_cli_exit_code(st);
             continue;
         }
-        printf("%s %s %s %s\n", key ? key : k, res.sha256_hex, res.published ? "published" : "kept", files[i]);
-        if (res.quarantined) fprintf(stderr, "magi-aot %s: %s: quarantined %d corrupt entr%s\n", cmd, files[i],
+        printf("%s %s %s %s\n", key ? key : k, res.sha256_hex, res.published ? "published" : "kept",
+               MAGI_TEXT(files[i]));
+        if (res.quarantined) fprintf(stderr, "magi-aot %s: %s: quarantined %d corrupt entr%s\n", cmd, MAGI_TEXT(files[i]),
                                      res.quarantined, res.quarantined == 1 ? "y" : "ies");
     }
     magi_cache_free(c);
@@ -271,11 +273,12 @@ static int cmd_key(int argc, char **argv) {
         int named = 0;
         magi_status st = region_bytes(argv[i], k, NULL, NULL, &named);
         if (st) {
-            fprintf(stderr, "magi-aot %s: %s%s%s\n", cmd, named ? "" : argv[i], named ? "" : ": ", magi_last_error());
+            fprintf(stderr, "magi-aot %s: %s%s%s\n", cmd, named ? "" : MAGI_TEXT(argv[i]), named ? "" : ": ",
+                    magi_last_error());
             if (rc == MAGI_EXIT_OK) rc = magi_cli_exit_code(st);
             continue;
         }
-        printf("%s %s\n", k, argv[i]);
+        printf("%s %s\n", k, MAGI_TEXT(argv[i]));
     }
     magi_cli_args_free(&args);
     return fflush(stdout) == 0 ? rc : MAGI_EXIT_IO;

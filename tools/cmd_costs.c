@@ -63,7 +63,7 @@ static int magi_cmd_costs(int argc, char **argv) {
     }
     st = magi_cli_read_region(&r, file);
     if (!st && (st = magi_cost_keys(&ks, r)) != MAGI_OK) {
-        fprintf(stderr, "magi-aot %s: %s: %s\n", argv[0], file, magi_last_error());
+        fprintf(stderr, "magi-aot %s: %s: %s\n", argv[0], MAGI_TEXT(file), magi_last_error());
         rc = magi_cli_exit_code(st);
         goto done;
     }
@@ -82,7 +82,7 @@ static int magi_cmd_costs(int argc, char **argv) {
     }
     if (keys_only) goto done;
     if (magi_cost_estimate_degraded(est))
-        fprintf(stderr, "magi-aot %s: warning: %s\n", argv[0], magi_cost_estimate_note(est));
+        fprintf(stderr, "magi-aot %s: warning: %s\n", argv[0], MAGI_TEXT(magi_cost_estimate_note(est)));
     uint32_t n = magi_cost_estimate_node_count(est), n_meas = 0, n_ana = 0;
     for (uint32_t i = 0; i < n; i++) {
         magi_node_cost c;
@@ -99,8 +99,8 @@ static int magi_cmd_costs(int argc, char **argv) {
                table && !magi_cost_estimate_degraded(est) ? "true" : "false",
                magi_cost_estimate_degraded(est) ? "true" : "false");
         magi_cli_json_str(stdout, magi_cost_estimate_note(est));
-        printf(", \"measured\": %u, \"analytical\": %u, \"total_us\": %.3f, \"nodes\": [", n_meas, n_ana,
-               magi_cost_estimate_total_us(est));
+        printf(", \"measured\": %u, \"analytical\": %u, \"total_us\": %s, \"nodes\": [", n_meas, n_ana,
+               MAGI_CLI_NUM(magi_cost_estimate_total_us(est)));
         for (uint32_t i = 0; i < n; i++) {
             magi_node_cost c;
             magi_cost_estimate_node(&c, est, i);
@@ -108,15 +108,15 @@ static int magi_cmd_costs(int argc, char **argv) {
             magi_cli_json_str(stdout, r->nodes[i].name);
             printf(", \"key\": ");
             magi_cli_json_str(stdout, c.key);
-            printf(", \"cost_us\": %.3f, \"source\": \"%s\"}", c.us, magi_cost_source_name(c.source));
+            printf(", \"cost_us\": %s, \"source\": \"%s\"}", MAGI_CLI_NUM(c.us), magi_cost_source_name(c.source));
         }
         printf("\n]}\n");
     } else {
         for (uint32_t i = 0; i < n; i++) {
             magi_node_cost c;
             magi_cost_estimate_node(&c, est, i);
-            printf("#%-4u %-24s %-10s %12.3f  %s\n", i, r->nodes[i].name, magi_cost_source_name(c.source), c.us,
-                   c.key ? c.key : "-");
+            printf("#%-4u %-24s %-10s %12.3f  %s\n", i, MAGI_TEXT(r->nodes[i].name), magi_cost_source_name(c.source),
+                   c.us, c.key ? MAGI_TEXT(c.key) : "-");
         }
         printf("total %.3f us (%u measured, %u analytical)%s\n", magi_cost_estimate_total_us(est), n_meas, n_ana,
                magi_cost_estimate_degraded(est) ? "; table set aside: key sets differ" : "");

@@ -13,12 +13,12 @@ static void print_side(const char *tag, const char *path, const magi_canon *c) {
     char hex[65];
     magi_canon_digest(d, c);
     magi_cli_hex(hex, d, 32);
-    printf("%s: %s  fingerprint %s  nodes %u\n   symbols:", tag, path, hex, magi_canon_node_count(c));
+    printf("%s: %s  fingerprint %s  nodes %u\n   symbols:", tag, MAGI_TEXT(path), hex, magi_canon_node_count(c));
     uint32_t n = magi_canon_symbol_count(c);
     for (uint32_t i = 0; i < n; i++) {
         magi_canon_symbol s;
         if (magi_canon_symbol_get(&s, c, i)) continue;
-        printf(" %s->%s", s.name, s.canon_name);
+        printf(" %s->%s", MAGI_TEXT(s.name), s.canon_name);
         if (!s.in_table) printf(" (not in table)");
         else if (s.has_hint && s.is_float) printf(" (float hint %.17g)", s.hint_f);
         else if (s.has_hint) printf(" (hint %lld)", (long long)s.hint);
@@ -27,6 +27,16 @@ static void print_side(const char *tag, const char *path, const magi_canon *c) {
     }
     if (!n) printf(" none");
     printf("\n");
+}
+
+/* Both sides of a difference, whole and terminal-safe (they hold names). */
+static void print_texts(const char *head, const char *a, const char *b) {
+    fputs(head, stdout);
+    fputs("  A: ", stdout);
+    magi_text_fputs(stdout, a);
+    fputs("\n  B: ", stdout);
+    magi_text_fputs(stdout, b);
+    fputs("\n", stdout);
 }
 
 static size_t first_diff(const char *a, const char *b) {
@@ -68,7 +78,7 @@ static int magi_cmd_diff(int argc, char **argv) {
     if (!st && (st = magi_cli_read_region(&rb, pb)) == MAGI_OK && (st = magi_canon_build(&cb, rb)) != MAGI_OK)
         bad = pb;
     if (st) {
-        fprintf(stderr, "magi-aot %s: %s%s%s\n", argv[0], bad ? bad : "", bad ? ": " : "", magi_last_error());
+        fprintf(stderr, "magi-aot %s: %s%s%s\n", argv[0], MAGI_TEXT(bad), bad ? ": " : "", magi_last_error());
         rc = magi_cli_exit_code(st);
         goto done;
     }
@@ -82,8 +92,7 @@ static int magi_cmd_diff(int argc, char **argv) {
     }
     rc = MAGI_EXIT_DIFFERENT;
     if (strcmp(magi_canon_symbols_text(ca), magi_canon_symbols_text(cb)))
-        printf("symbol table differs:\n  A: %s\n  B: %s\n", magi_canon_symbols_text(ca),
-               magi_canon_symbols_text(cb));
+        print_texts("symbol table differs:\n", magi_canon_symbols_text(ca), magi_canon_symbols_text(cb));
     if ((magi_canon_flags(ca) ^ magi_canon_flags(cb)) & MAGI_CANON_NAME_TIEBREAK)
         printf("note: one side broke a symmetric tie by names (docs/FINGERPRINT.md)\n");
     uint32_t na = magi_canon_node_count(ca), nb = magi_canon_node_count(cb);
@@ -98,16 +107,17 @@ static int magi_cmd_diff(int argc, char **argv) {
             if (!node_differs) differing++;
             node_differs = 1;
             if (differing > (uint32_t)max) break;
-            printf("node #%u (A '%s', B '%s'): %s differs at offset %zu\n", i, magi_canon_node_name(ca, i),
-                   magi_canon_node_name(cb, i), magi_canon_field_name((magi_canon_field)f), first_diff(fa, fb));
-            printf("  A: %s\n  B: %s\n", fa, fb);
+            printf("node #%u (A '%s', B '%s'): %s differs at offset %zu\n", i, MAGI_TEXT(magi_canon_node_name(ca, i)),
+                   MAGI_TEXT(magi_canon_node_name(cb, i)), magi_canon_field_name((magi_canon_field)f), first_diff(fa, fb));
+            print_texts("", fa, fb);
         }
     }
     for (uint32_t i = n; i < (na > nb ? na : nb); i++) {
         const magi_canon *c = i < na ? ca : cb;
         if (++differing > (uint32_t)max) continue;
-        printf("node #%u only in %s ('%s'): %s %s\n", i, i < na ? "A" : "B", magi_canon_node_name(c, i),
-               magi_canon_node_field(c, i, MAGI_CANON_OP), magi_canon_node_field(c, i, MAGI_CANON_TARGET));
+        printf("node #%u only in %s ('%s'): %s %s\n", i, i < na ? "A" : "B", MAGI_TEXT(magi_canon_node_name(c, i)),
+               MAGI_TEXT(magi_canon_node_field(c, i, MAGI_CANON_OP)),
+               MAGI_TEXT(magi_canon_node_field(c, i, MAGI_CANON_TARGET)));
     }
     if (differing > (uint32_t)max)
         printf("%u differing nodes (first %ld shown)\n", differing, max);

@@ -25,7 +25,16 @@ static int magi_cmd_dump(int argc, char **argv) {
     char *text = NULL;
     size_t len = 0;
     magi_status st = magi_cli_read_region(&r, in);
-    if (!st) st = magi_json_write(&text, &len, r, flags);
+    /* Strings that are not UTF-8 (only an artifact can hold them) are
+     * written as U+FFFD: said on stderr, since that dump does not read back
+     * to the same bytes (docs/MAGI_FX_JSON.md). */
+    if (!st && (st = magi_json_write(&text, &len, r, flags | MAGI_JSON_STRICT_UTF8)) == MAGI_ERR_FORMAT) {
+        char why[1024];
+        snprintf(why, sizeof why, "%s", magi_last_error());
+        if ((st = magi_json_write(&text, &len, r, flags)) == MAGI_OK)
+            fprintf(stderr, "magi-aot %s: warning: %s: each such byte is written as U+FFFD, so this dump does not "
+                            "round-trip byte for byte\n", cmd, why);
+    }
     magi_region_free(r);
     if (st) return magi_cli_fail(cmd, st);
     size_t w = fwrite(text, 1, len, stdout);

@@ -8,6 +8,7 @@
 #include "cli.h"
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int magi_cmd_fingerprint(int argc, char **argv);
 static int bench_fingerprint(int argc, char **argv);
@@ -45,25 +46,27 @@ static int one(const char *cmd, const char *path, int canon) {
     if (rc) return rc;
     magi_status st = magi_canon_build(&c, r);
     if (st) {
-        fprintf(stderr, "magi-aot %s: %s: %s\n", cmd, path, magi_last_error());
+        fprintf(stderr, "magi-aot %s: %s: %s\n", cmd, MAGI_TEXT(path), magi_last_error());
         rc = magi_cli_exit_code(st);
     } else {
         if (magi_canon_flags(c) & MAGI_CANON_NAME_TIEBREAK)
             fprintf(stderr, "magi-aot %s: %s: warning: a symmetric tie was broken by symbol names; "
-                            "this fingerprint is name-dependent (docs/FINGERPRINT.md)\n", cmd, path);
+                            "this fingerprint is name-dependent (docs/FINGERPRINT.md)\n", cmd, MAGI_TEXT(path));
         if (magi_canon_flags(c) & MAGI_CANON_RAW_NAMES)
             fprintf(stderr, "magi-aot %s: %s: warning: a string constant names a symbol no expression "
-                            "uses; it was hashed verbatim (name-dependent)\n", cmd, path);
+                            "uses; it was hashed verbatim (name-dependent)\n", cmd, MAGI_TEXT(path));
         if (canon) {
             size_t n;
             const char *t = magi_canon_text(&n, c);
-            fwrite(t, 1, n, stdout);
+            /* the hashed bytes as they are; terminal-safe on a terminal */
+            if (isatty(fileno(stdout))) magi_text_fputs(stdout, t);
+            else fwrite(t, 1, n, stdout);
         } else {
             uint8_t d[32];
             char hex[65];
             magi_canon_digest(d, c);
             magi_cli_hex(hex, d, 32);
-            printf("%s  %s\n", hex, path);
+            printf("%s  %s\n", hex, MAGI_TEXT(path));
         }
     }
     magi_canon_free(c);

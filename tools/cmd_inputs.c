@@ -34,7 +34,7 @@ static int magi_cmd_inputs(int argc, char **argv) {
     if (n_missing) {
         /* The full list, one per line (the library message may be long). */
         uint32_t *nodes = calloc(n_missing, sizeof *nodes);
-        fprintf(stderr, "magi-aot %s: %s: %u placeholder%s lack%s meta.example_value:\n", argv[0], in, n_missing,
+        fprintf(stderr, "magi-aot %s: %s: %u placeholder%s lack%s meta.example_value:\n", argv[0], MAGI_TEXT(in), n_missing,
                 n_missing == 1 ? "" : "s", n_missing == 1 ? "s" : "");
         if (nodes) {
             magi_inputs_missing(nodes, n_missing, r);
@@ -42,7 +42,7 @@ static int magi_cmd_inputs(int argc, char **argv) {
                 uint32_t ph = 0;
                 for (uint32_t j = 0; j < nodes[k]; j++) ph += r->nodes[j].op == MAGI_OP_PLACEHOLDER;
                 const magi_node *nd = &r->nodes[nodes[k]];
-                fprintf(stderr, "  '%s' (target '%s', placeholder #%u, node #%u)\n", nd->name, nd->target, ph,
+                fprintf(stderr, "  '%s' (target '%s', placeholder #%u, node #%u)\n", MAGI_TEXT(nd->name), MAGI_TEXT(nd->target), ph,
                         nodes[k]);
             }
         }
@@ -53,7 +53,7 @@ static int magi_cmd_inputs(int argc, char **argv) {
     st = magi_inputs_write_json(&text, &len, r, flags);
     magi_region_free(r);
     if (st) {
-        fprintf(stderr, "magi-aot %s: %s: %s\n", argv[0], in, magi_last_error());
+        fprintf(stderr, "magi-aot %s: %s: %s\n", argv[0], MAGI_TEXT(in), magi_last_error());
         return magi_cli_exit_code(st);
     }
     size_t w = fwrite(text, 1, len, stdout);

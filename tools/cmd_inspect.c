@@ -82,7 +82,7 @@ static int magi_cmd_inspect(int argc, char **argv) {
         json_list(r->ignored, r->n_ignored);
         printf("}\n");
     } else {
-        printf("file:        %s\n", in);
+        printf("file:        %s\n", MAGI_TEXT(in));
         if (a && !info.legacy_v0) {
             magi_cli_hex(hexbuf, info.header_sha256, 32);
             printf("format:      artifact %u.%u\n", info.major, info.minor);
@@ -106,14 +106,14 @@ static int magi_cmd_inspect(int argc, char **argv) {
         } else {
             printf("format:      magi-fx JSON\n");
         }
-        printf("model_tag:   %s\n", r->model_tag ? r->model_tag : "(none)");
+        printf("model_tag:   %s\n", r->model_tag ? MAGI_TEXT(r->model_tag) : "(none)");
         printf("nodes:       %u\nplaceholders: %u\nsymbols:     %u\n", r->n_nodes, nph, r->n_symbols);
         printf("dropped legacy keys:");
         if (!r->n_dropped_legacy) printf(" (none)");
-        for (uint32_t i = 0; i < r->n_dropped_legacy; i++) printf(" %s", r->dropped_legacy[i]);
+        for (uint32_t i = 0; i < r->n_dropped_legacy; i++) printf(" %s", MAGI_TEXT(r->dropped_legacy[i]));
         printf("\nskipped unknown:");
         if (!r->n_ignored) printf(" (none)");
-        for (uint32_t i = 0; i < r->n_ignored; i++) printf("%s %s", i ? "," : "", r->ignored[i]);
+        for (uint32_t i = 0; i < r->n_ignored; i++) printf("%s %s", i ? "," : "", MAGI_TEXT(r->ignored[i]));
         printf("\n");
     }
     magi_region_free(r);

@@ -60,7 +60,7 @@ bad:
 static int emit_all(const char *cmd, magi_loader *ld, const char *emit) {
     uint32_t n = magi_loader_count(ld);
     if (n > 1 && mkdir(emit, 0777) != 0 && errno != EEXIST) {
-        fprintf(stderr, "magi-aot %s: cannot create directory '%s': %s\n", cmd, emit, strerror(errno));
+        fprintf(stderr, "magi-aot %s: cannot create directory '%s': %s\n", cmd, MAGI_TEXT(emit), strerror(errno));
         return MAGI_EXIT_IO;
     }
     for (uint32_t i = 0; i < n; i++) {
@@ -209,7 +209,8 @@ int magi_cmd_load(int argc, char **argv) {
     for (int i = 0; i < n; i++) {
         const char *msg = NULL;
         if ((st = magi_loader_inputs_status(&msg, ld, (uint32_t)i))) {
-            fprintf(stderr, "magi-aot %s: %s: %s\n", cmd, paths[i], msg ? msg : magi_status_str(st));
+            fprintf(stderr, "magi-aot %s: %s: %s\n", cmd, MAGI_TEXT(paths[i]),
+                    msg ? MAGI_TEXT(msg) : magi_status_str(st));
             rc = magi_cli_exit_code(st);
             goto done;
         }

@@ -89,7 +89,7 @@ int magi_cli_load_check(const char *cmd, magi_symm_backend *be, const magi_symm_
                             fprintf(stderr,
                                     "magi-aot %s: gather check failed: region %u gather '%s' input %u "
                                     "(weight '%s'): member %u (rank %u) byte %llu is %02x, expected %02x\n",
-                                    cmd, r, g[k].name, j, s->weight, m, gv.ranks[m], (unsigned long long)i,
+                                    cmd, r, MAGI_TEXT(g[k].name), j, MAGI_TEXT(s->weight), m, gv.ranks[m], (unsigned long long)i,
                                     dst[j][m * s->nbytes + i], pattern(gv.ranks[m], slot, i));
                             rc = MAGI_EXIT_RUNTIME;
                             break;
@@ -98,7 +98,7 @@ int magi_cli_load_check(const char *cmd, magi_symm_backend *be, const magi_symm_
             }
             if (rc == MAGI_EXIT_OK) {
                 fprintf(o, "checked %s gather '%s' (region %u): %u input%s ok\n",
-                        g[k].coalesced ? "coalesced" : "single", g[k].name, r, n, n == 1 ? "" : "s");
+                        g[k].coalesced ? "coalesced" : "single", MAGI_TEXT(g[k].name), r, n, n == 1 ? "" : "s");
                 n_gathers++;
                 n_inputs += n;
             }

@@ -31,7 +31,7 @@ static int magi_cmd_save(int argc, char **argv) {
     const char *in = rc ? NULL : a.pos[0];
     if (!rc && !magi_cli_has(&a, "-f") && magi_cli_same_file(in, out)) {
         fprintf(stderr, "magi-aot %s: %s: output is the input file; refusing to replace it (use -f to force)\n",
-                cmd, out);
+                cmd, MAGI_TEXT(out));
         rc = MAGI_EXIT_USAGE;
     }
     if (!rc && magi_cli_is_stdio(out)) rc = magi_cli_refuse_tty(cmd, "an artifact");

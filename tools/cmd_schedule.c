@@ -48,7 +48,7 @@ static magi_status adapter_cost(void *ctx, const magi_region *r, uint32_t i, mag
 static int read_fingerprints(const char *cmd, const char *path, char ***out, uint32_t *n) {
     FILE *f = fopen(path, "r");
     if (!f) {
-        fprintf(stderr, "magi-aot %s: %s: cannot read peer fingerprints: %s\n", cmd, path, strerror(errno));
+        fprintf(stderr, "magi-aot %s: %s: cannot read peer fingerprints: %s\n", cmd, MAGI_TEXT(path), strerror(errno));
         return MAGI_EXIT_IO;
     }
     char *line = NULL;
@@ -69,7 +69,7 @@ static int read_fingerprints(const char *cmd, const char *path, char ***out, uin
         size_t len = strlen(s);
         if (len != 64 || strspn(s, "0123456789abcdef") != 64) {
             fprintf(stderr, "magi-aot %s: %s:%u: not a fingerprint (64 hex digits, as `magi-aot fingerprint` "
-                            "prints): '%.40s%s'\n", cmd, path, lineno, s, len > 40 ? "..." : "");
+                            "prints): '%.40s%s'\n", cmd, MAGI_TEXT(path), lineno, MAGI_TEXT(s), len > 40 ? "..." : "");
             rc = MAGI_EXIT_INPUT;
             break;
         }
@@ -77,18 +77,18 @@ static int read_fingerprints(const char *cmd, const char *path, char ***out, uin
         char *dup = nv ? strdup(s) : NULL;
         if (nv) v = nv;
         if (!dup) {
-            fprintf(stderr, "magi-aot %s: %s: out of memory\n", cmd, path);
+            fprintf(stderr, "magi-aot %s: %s: out of memory\n", cmd, MAGI_TEXT(path));
             rc = MAGI_EXIT_RUNTIME;
             break;
         }
         v[k++] = dup;
     }
     if (rc == MAGI_EXIT_OK && ferror(f)) { /* e.g. a directory */
-        fprintf(stderr, "magi-aot %s: %s: cannot read peer fingerprints: %s\n", cmd, path, strerror(errno));
+        fprintf(stderr, "magi-aot %s: %s: cannot read peer fingerprints: %s\n", cmd, MAGI_TEXT(path), strerror(errno));
         rc = MAGI_EXIT_IO;
     }
     if (rc == MAGI_EXIT_OK && k == 0) {
-        fprintf(stderr, "magi-aot %s: %s: no fingerprint in the file\n", cmd, path);
+        fprintf(stderr, "magi-aot %s: %s: no fingerprint in the file\n", cmd, MAGI_TEXT(path));
         rc = MAGI_EXIT_INPUT;
     }
     free(line);
@@ -185,7 +185,7 @@ static int magi_cmd_schedule(int argc, char **argv) {
         about_region = (st = magi_schedule(&rep, r, &o)) != MAGI_OK;
     }
     if (st) {
-        if (about_region) fprintf(stderr, "magi-aot %s: %s: %s\n", argv[0], file, magi_last_error());
+        if (about_region) fprintf(stderr, "magi-aot %s: %s: %s\n", argv[0], MAGI_TEXT(file), magi_last_error());
         rc = about_region ? magi_cli_exit_code(st) : magi_cli_fail(argv[0], st);
         goto done;
     }
@@ -233,7 +233,8 @@ static int magi_cmd_schedule(int argc, char **argv) {
         magi_cli_json_str(stdout, file);
         printf(",\"applied\":%s,\"reason\":", rep->applied ? "true" : "false");
         magi_cli_json_str(stdout, rep->reason);
-        printf(",\"scale\":%.6g,\"margin_us\":%.3f,\"moved\":[", scale, margin);
+        printf(",\"scale\":%s,\"margin_us\":%s,\"moved\":[", magi_cli_json_num((char[40]){0}, 40, scale, 6),
+               MAGI_CLI_NUM(margin));
         for (uint32_t i = 0; i < rep->n_moved; i++) {
             printf("%s{\"node\":", i ? "," : "");
             magi_cli_json_str(stdout, rep->moved[i].node);
@@ -245,13 +246,15 @@ static int magi_cmd_schedule(int argc, char **argv) {
             const magi_sched_timing *t = &tm[i];
             printf("%s{\"node\":", i ? "," : "");
             magi_cli_json_str(stdout, g->node);
-            printf(",\"kind\":\"%s\",\"cost_us\":%.3f,\"issue_us\":%.3f,\"need_us\":%.3f,\"covered_us\":%.3f,"
-                   "\"window_slack_us\":%.3f,\"launch_us\":%.3f,\"transfer_start_us\":%.3f,\"transfer_end_us\":%.3f,"
-                   "\"queued_us\":%.3f,\"first_use_us\":%.3f,\"stall_us\":%.3f,\"verdict\":\"%s\",\"exposed_us\":%.3f,"
+            printf(",\"kind\":\"%s\",\"cost_us\":%s,\"issue_us\":%s,\"need_us\":%s,\"covered_us\":%s,"
+                   "\"window_slack_us\":%s,\"launch_us\":%s,\"transfer_start_us\":%s,\"transfer_end_us\":%s,"
+                   "\"queued_us\":%s,\"first_use_us\":%s,\"stall_us\":%s,\"verdict\":\"%s\",\"exposed_us\":%s,"
                    "\"launch_index\":%u}",
-                   g->symm ? "symm" : "nccl", g->cost_us, g->issue_us, g->need_us, g->covered_us, t->window_slack_us,
-                   t->launch_us, t->transfer_start_us, t->transfer_end_us, t->queued_us, t->first_use_us, t->stall_us,
-                   t->exposed ? "exposed" : "hidden", t->stall_us, g->launch_index);
+                   g->symm ? "symm" : "nccl", MAGI_CLI_NUM(g->cost_us), MAGI_CLI_NUM(g->issue_us),
+                   MAGI_CLI_NUM(g->need_us), MAGI_CLI_NUM(g->covered_us), MAGI_CLI_NUM(t->window_slack_us),
+                   MAGI_CLI_NUM(t->launch_us), MAGI_CLI_NUM(t->transfer_start_us), MAGI_CLI_NUM(t->transfer_end_us),
+                   MAGI_CLI_NUM(t->queued_us), MAGI_CLI_NUM(t->first_use_us), MAGI_CLI_NUM(t->stall_us),
+                   t->exposed ? "exposed" : "hidden", MAGI_CLI_NUM(t->stall_us), g->launch_index);
         }
         printf("],\"estimator\":{\"source\":\"%s\",\"reason\":", measured ? "measured" : "analytical");
         magi_cli_json_str(stdout, reason);
@@ -262,23 +265,23 @@ static int magi_cmd_schedule(int argc, char **argv) {
             printf(",\"value\":%lld,\"source\":\"%s\",\"guess\":%s}", (long long)ug[i].value,
                    magi_unbacked_source_name(ug[i].source), ug[i].source == MAGI_UNBACKED_DEFAULT ? "true" : "false");
         }
-        printf("],\"simulated_us\":%.3f,\"exposed_gathers\":%u,\"stall_us\":%.3f}\n", rep->total_us, n_exposed,
-               stall_total);
+        printf("],\"simulated_us\":%s,\"exposed_gathers\":%u,\"stall_us\":%s}\n", MAGI_CLI_NUM(rep->total_us),
+               n_exposed, MAGI_CLI_NUM(stall_total));
     } else {
-        printf("schedule %s: %s%s%s\n", file, rep->applied ? "applied" : "NOT applied",
-               rep->reason ? ": " : "", rep->reason ? rep->reason : "");
-        printf("estimator: %s (%s)\n", measured ? "measured" : "analytical", reason);
+        printf("schedule %s: %s%s%s\n", MAGI_TEXT(file), rep->applied ? "applied" : "NOT applied",
+               rep->reason ? ": " : "", MAGI_TEXT(rep->reason));
+        printf("estimator: %s (%s)\n", measured ? "measured" : "analytical", MAGI_TEXT(reason));
         if (n_ug) {
             printf("unbacked symbols (analytical model):");
             for (uint32_t i = 0; i < n_ug; i++)
-                printf(" %s=%lld (%s)", ug[i].name, (long long)ug[i].value, magi_unbacked_source_name(ug[i].source));
+                printf(" %s=%lld (%s)", MAGI_TEXT(ug[i].name), (long long)ug[i].value, magi_unbacked_source_name(ug[i].source));
             printf("\n");
             if (n_guessed)
                 printf("note: %u unbacked symbol(s) sized by a guess (%lld); measured costs replace it\n", n_guessed,
                        (long long)cm.unbacked_hint);
         }
         for (uint32_t i = 0; i < rep->n_moved; i++)
-            printf("moved %-40s %5u -> %u\n", rep->moved[i].node, rep->moved[i].from_index, rep->moved[i].to_index);
+            printf("moved %-40s %5u -> %u\n", MAGI_TEXT(rep->moved[i].node), rep->moved[i].from_index, rep->moved[i].to_index);
         if (rep->n_gathers) {
             printf("\ngathers (us): need = cost x %g + %.1f margin; window = compute from launch to first use;\n"
                    "simulated with transfers in launch order on one lane: queued = behind earlier transfers,\n"
@@ -289,7 +292,7 @@ static int magi_cmd_schedule(int argc, char **argv) {
             for (uint32_t i = 0; i < rep->n_gathers; i++) {
                 const magi_sched_gather *g = &rep->gathers[i];
                 const magi_sched_timing *t = &tm[i];
-                printf("%3u  %-32.32s %-4s %8.1f %8.1f %8.1f %8.1f %8.1f  ", i + 1, g->node, g->symm ? "symm" : "nccl",
+                printf("%3u  %-32.32s %-4s %8.1f %8.1f %8.1f %8.1f %8.1f  ", i + 1, MAGI_TEXT(g->node), g->symm ? "symm" : "nccl",
                        g->cost_us, g->need_us, g->covered_us, t->queued_us, t->stall_us);
                 if (t->exposed) printf("exposed by %.1f\n", t->stall_us);
                 else printf("hidden, done %.1f before use\n", t->first_use_us - t->transfer_end_us);
@@ -300,7 +303,7 @@ static int magi_cmd_schedule(int argc, char **argv) {
     }
     free(tm);
     if (magi_cost_estimate_degraded(est))
-        fprintf(stderr, "magi-aot %s: warning: %s\n", argv[0], magi_cost_estimate_note(est));
+        fprintf(stderr, "magi-aot %s: warning: %s\n", argv[0], MAGI_TEXT(magi_cost_estimate_note(est)));
 done:
     magi_free(ug);
     magi_free(svg);
@@ -316,7 +319,7 @@ done:
     magi_cli_args_free(&args);
     if (rc == MAGI_EXIT_OK && peers_differ) {
         fprintf(stderr, "magi-aot %s: %s: a peer's fingerprint differs; graph left unchanged (exit 6)\n", argv[0],
-                fp_path);
+                MAGI_TEXT(fp_path));
         rc = MAGI_EXIT_RUNTIME;
     }
     return rc;

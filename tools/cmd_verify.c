@@ -36,7 +36,7 @@ static int magi_cmd_verify(int argc, char **argv) {
             int c = magi_cli_fail(cmd, st);
             if (rc == MAGI_EXIT_OK) rc = c;
         } else {
-            printf("%s: ok\n", a.pos[i]);
+            printf("%s: ok\n", MAGI_TEXT(a.pos[i]));
         }
     }
     magi_cli_args_free(&a);

@@ -90,11 +90,22 @@ MAGI_API magi_status magi_cost_keyset_read_file(magi_cost_keyset **out, const ch
 MAGI_API magi_status magi_cost_keyset_compare(const char **first_diff, int *in_a,
                                               const magi_cost_keyset *a, const magi_cost_keyset *b);
 
+/* ---- bounds ---- */
+
+/* The largest cost of one node, in microseconds (1e12 us: 11.6 days, far
+ * above any kernel or transfer). A measured cost above it is read as it,
+ * and so is an analytical estimate (a hostile shape can make one overflow
+ * to infinity); with at most 2^32 nodes every sum, scaled or not
+ * (schedule.h bounds scale and margin), stays finite, so no report, JSON
+ * number or SVG coordinate is ever NaN or infinite. */
+#define MAGI_COST_US_MAX 1e12
+
 /* ---- measured table ---- */
 
 typedef struct magi_cost_table magi_cost_table;
 
-/* Parse a cost table (either form). Costs must be finite and >= 0.
+/* Parse a cost table (either form). Costs must be finite and >= 0; one
+ * above MAGI_COST_US_MAX is read as MAGI_COST_US_MAX.
  * Errors: MAGI_ERR_FORMAT naming the key. Owned by the caller. */
 MAGI_API magi_status magi_cost_table_read(magi_cost_table **out, const char *text, size_t len);
 MAGI_API magi_status magi_cost_table_read_file(magi_cost_table **out, const char *path);
@@ -195,7 +206,8 @@ MAGI_API int magi_cost_estimate_degraded(const magi_cost_estimate *e);
 MAGI_API const char *magi_cost_estimate_note(const magi_cost_estimate *e);
 MAGI_API double magi_cost_estimate_total_us(const magi_cost_estimate *e);
 
-/* The analytical estimate of one node (what the fallback uses). */
+/* The analytical estimate of one node (what the fallback uses), at most
+ * MAGI_COST_US_MAX. */
 MAGI_API magi_status magi_cost_analytical(double *us, const magi_region *r, uint32_t node,
                                           const magi_cost_model *model);
 

@@ -35,9 +35,16 @@ MAGI_API magi_status magi_json_read_file(magi_region **out, const char *path,
                                          const magi_load_options *opts);
 
 #define MAGI_JSON_PRETTY 0x1u  /* indent 2; default is compact */
+#define MAGI_JSON_STRICT_UTF8 0x2u /* refuse strings that are not UTF-8 */
 
 /* Serialize a region. *out_text is NUL-terminated, owned by the caller,
- * free with magi_free(). */
+ * free with magi_free(). The text is always valid UTF-8 JSON: strings are
+ * written by magi_text_fput_json's rule (text.h), exact for every string
+ * that is UTF-8. A string that is not (an artifact can hold any bytes; JSON
+ * input cannot) has each such byte written as U+FFFD, so that document does
+ * not read back to the same bytes; with MAGI_JSON_STRICT_UTF8 the writer
+ * refuses instead (MAGI_ERR_FORMAT naming the first node, or "top level",
+ * and the count), which is how `magi-aot dump` learns to warn. */
 MAGI_API magi_status magi_json_write(char **out_text, size_t *out_len,
                                      const magi_region *r, unsigned flags);
 

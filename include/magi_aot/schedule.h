@@ -63,6 +63,10 @@ typedef struct magi_sched_options {
     double scale;              /* 0: 1.0 */
     double margin_us;          /* < 0: 0; default (MAGI_SCHED_OPTIONS_INIT) 5.0 */
     magi_sched_cost_fn cost;   /* required */
+/* The largest scale: with costs bounded by MAGI_COST_US_MAX (costs.h) every
+ * simulated time stays finite. A scale or margin that is not finite, or
+ * above its bound, is refused (MAGI_ERR_INVALID_ARG). */
+#define MAGI_SCHED_SCALE_MAX 1e6
     void *cost_ctx;
     magi_sched_classify_fn classify; /* NULL: magi_sched_classify */
     void *classify_ctx;
@@ -72,6 +76,10 @@ typedef struct magi_sched_options {
     uint32_t n_peer_fingerprints;
 } magi_sched_options;
 #define MAGI_SCHED_OPTIONS_INIT { MAGI_SCHED_OPTIONS_VERSION, 1.0, 5.0, NULL, NULL, NULL, NULL, NULL, 0 }
+/* The largest scale: with costs bounded by MAGI_COST_US_MAX (costs.h) every
+ * simulated time stays finite. A scale or margin that is not finite, or
+ * above its bound, is refused (MAGI_ERR_INVALID_ARG). */
+#define MAGI_SCHED_SCALE_MAX 1e6
 
 typedef struct magi_sched_move {
     const char *node;        /* borrowed from the region */

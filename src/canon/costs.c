@@ -505,7 +505,7 @@ magi_status magi_cost_table_read(magi_cost_table **out, const char *text, size_t
             MAGI_FAIL(MAGI_ERR_FORMAT, "cost table: cost of '%.200s' is negative or not finite", key);
         char *k = magi_arena_strdup(a, key);
         if (!k || !magi_smap_put(&t->map, k, strlen(k), t->n)) MAGI_FAIL(MAGI_ERR_NOMEM, "costs: out of memory");
-        t->us[t->n++] = us;
+        t->us[t->n++] = us > MAGI_COST_US_MAX ? MAGI_COST_US_MAX : us;
     }
     *out = t;
     t = NULL;
@@ -613,6 +613,13 @@ static double peak_tflops(const magi_cost_model *m, const char *dt) {
     return m->tflops_32;
 }
 
+/* [0, MAGI_COST_US_MAX]; NaN (infinity times zero in a hostile shape) and
+ * infinity read as the maximum. */
+static double clamp_us(double us) {
+    if (!(us <= MAGI_COST_US_MAX)) return MAGI_COST_US_MAX;
+    return us < 0 ? 0 : us;
+}
+
 static magi_status analytical(key_ctx *k, uint32_t i, const magi_cost_model *m, double *us) {
     const magi_node *n = &k->r->nodes[i];
     *us = 0;
@@ -632,7 +639,7 @@ static magi_status analytical(key_ctx *k, uint32_t i, const magi_cost_model *m, 
         if (row->cls == MAGI_OP_CLASS_SYMM_GATHER) {
             /* copy engine: each rank reads the N-1 peer shards of every
              * output over the link, after one fixed issue latency */
-            *us = m->ce_issue_us + out_b * peers / (m->ce_gbps * 1e3);
+            *us = clamp_us(m->ce_issue_us + out_b * peers / (m->ce_gbps * 1e3));
             return MAGI_OK;
         }
         double wire; /* NCCL ring */
@@ -641,7 +648,7 @@ static magi_status analytical(key_ctx *k, uint32_t i, const magi_cost_model *m, 
         case MAGI_COLL_ALL_REDUCE: wire = 2 * ti.bytes * peers; break;
         default: wire = ti.bytes * peers; break; /* reduce_scatter, all_to_all, broadcast, other */
         }
-        *us = m->alpha_us + wire / (m->link_gbps * 1e3);
+        *us = clamp_us(m->alpha_us + wire / (m->link_gbps * 1e3));
         return MAGI_OK;
     }
     const char *dt = n->example->kind == MAGI_EX_TENSOR ? n->example->u.tensor.dtype : NULL;
@@ -666,7 +673,7 @@ static magi_status analytical(key_ctx *k, uint32_t i, const magi_cost_model *m, 
     }
     double mem_us = (ti.bytes + out_b) / hbm;
     double fl_us = flops > 0 ? flops / (peak_tflops(m, dt) * 1e6) : 0;
-    *us = (mem_us > fl_us ? mem_us : fl_us) + m->launch_us;
+    *us = clamp_us((mem_us > fl_us ? mem_us : fl_us) + m->launch_us);
     return MAGI_OK;
 }
 

@@ -34,8 +34,15 @@ const char *magi_last_error(void) { return tls_msg; }
 
 void magi_clear_error(void) { tls_msg[0] = '\0'; }
 
+/* Messages name nodes, keys and files from untrusted input: they are
+ * recorded in their terminal-safe form (include/magi_aot/text.h), so no
+ * caller that prints magi_last_error() can be made to emit a control
+ * sequence. The rule is idempotent: a message that carries an earlier one
+ * (magi_error_prefix, a rank's message relayed) is not escaped twice. */
 magi_status magi_set_errorv(magi_status code, const char *fmt, va_list ap) {
-    vsnprintf(tls_msg, sizeof tls_msg, fmt, ap);
+    char raw[MAGI_ERRMSG_CAP];
+    vsnprintf(raw, sizeof raw, fmt, ap);
+    magi_text_escape(tls_msg, sizeof tls_msg, raw);
     return code;
 }
 
@@ -49,20 +56,19 @@ magi_status magi_set_error(magi_status code, const char *fmt, ...) {
 
 magi_status magi_error_prefix(magi_status code, const char *fmt, ...) {
     char prefix[512];
-    char old[MAGI_ERRMSG_CAP];
+    char joined[MAGI_ERRMSG_CAP];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(prefix, sizeof prefix, fmt, ap);
     va_end(ap);
-    memcpy(old, tls_msg, sizeof old);
-    size_t n = strlen(prefix);
-    if (n > sizeof tls_msg - 3) n = sizeof tls_msg - 3;
-    memcpy(tls_msg, prefix, n);
-    memcpy(tls_msg + n, ": ", 2);
-    size_t rest = sizeof tls_msg - n - 3;
-    size_t ol = strnlen(old, rest);
-    memcpy(tls_msg + n + 2, old, ol);
-    tls_msg[n + 2 + ol] = '\0';
+    size_t n = strlen(prefix), ol = strnlen(tls_msg, sizeof joined - 3 - n);
+    memcpy(joined, prefix, n);
+    memcpy(joined + n, ": ", 2);
+    memcpy(joined + n + 2, tls_msg, ol);
+    joined[n + 2 + ol] = '\0';
+    /* the old message is escaped already; this escapes the prefix and a
+     * character the cut may have split */
+    magi_text_escape(tls_msg, sizeof tls_msg, joined);
     return code;
 }
 

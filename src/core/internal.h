@@ -3,6 +3,7 @@
 #define MAGI_INTERNAL_H
 
 #include "magi_aot.h"
+#include "magi_aot/text.h"
 #include <stdarg.h>
 
 /* Record `fmt` as this thread's last error and return `code`. */
@@ -106,16 +107,30 @@ typedef struct magi_buf {
     char *data;
     size_t len, cap;
     int failed;
+    size_t n_invalid; /* bytes magi_buf_put_json_str wrote as U+FFFD (not UTF-8) */
 } magi_buf;
 int magi_buf_reserve(magi_buf *b, size_t extra);
 int magi_buf_append(magi_buf *b, const void *p, size_t n);
 int magi_buf_puts(magi_buf *b, const char *s);
 int magi_buf_printf(magi_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Append `s` as a JSON string literal ("null" for NULL); short escapes for
- * the usual controls, \u00XX for the rest. (The canonical fingerprint text
- * keeps its own escaper: its bytes are hashed and must never change.) */
+/* Append `s` as a JSON string literal ("null" for NULL), the rule of
+ * magi_text_fput_json (include/magi_aot/text.h): exact escapes for controls,
+ * C1, line separators and direction overrides; a byte that is not UTF-8
+ * becomes U+FFFD and is counted in b->n_invalid. (The canonical fingerprint
+ * text keeps its own escaper: its bytes are hashed and must never change.) */
 void magi_buf_put_json_str(magi_buf *b, const char *s);
+/* Append a whole JSON text (another encoder's output, e.g. jansson's pretty
+ * printing, which writes DEL, C1 and U+2028 raw) with the code points
+ * magi_buf_put_json_str escapes escaped the same way; structure, the usual
+ * escapes and white space are copied. */
+void magi_buf_put_json_text(magi_buf *b, const char *json, size_t n);
 void magi_buf_free(magi_buf *b);
+/* Append `s` (NULL: nothing) in its terminal-safe form (magi_text_escape's
+ * rule, src/core/text.c): the library's text reports use this. */
+void magi_buf_put_text(magi_buf *b, const char *s);
+/* The well-formed UTF-8 sequence at p (NUL-terminated): its length (1-4)
+ * and code point, or 0 when the byte at p starts none. */
+size_t magi_utf8_next(const char *p, uint32_t *cp);
 
 /* The library's one string hash (src/core/smap.c): word-at-a-time, for
  * in-memory tables only (values depend on byte order; never stored). */

@@ -102,40 +102,6 @@ int magi_buf_printf(magi_buf *b, const char *fmt, ...) {
     return 1;
 }
 
-void magi_buf_put_json_str(magi_buf *b, const char *s) {
-    static const char hex[] = "0123456789abcdef";
-    if (!s) {
-        magi_buf_append(b, "null", 4);
-        return;
-    }
-    magi_buf_append(b, "\"", 1);
-    const unsigned char *p = (const unsigned char *)s;
-    const unsigned char *run = p;
-    for (; *p; p++) {
-        unsigned char c = *p;
-        if (c >= 0x20 && c != '"' && c != '\\') continue;
-        magi_buf_append(b, run, (size_t)(p - run));
-        run = p + 1;
-        char esc[7];
-        switch (c) {
-        case '"': magi_buf_append(b, "\\\"", 2); break;
-        case '\\': magi_buf_append(b, "\\\\", 2); break;
-        case '\n': magi_buf_append(b, "\\n", 2); break;
-        case '\t': magi_buf_append(b, "\\t", 2); break;
-        case '\r': magi_buf_append(b, "\\r", 2); break;
-        case '\b': magi_buf_append(b, "\\b", 2); break;
-        case '\f': magi_buf_append(b, "\\f", 2); break;
-        default:
-            memcpy(esc, "\\u00", 4);
-            esc[4] = hex[c >> 4];
-            esc[5] = hex[c & 15];
-            magi_buf_append(b, esc, 6);
-        }
-    }
-    magi_buf_append(b, run, (size_t)(p - run));
-    magi_buf_append(b, "\"", 1);
-}
-
 void magi_buf_free(magi_buf *b) {
     free(b->data);
     b->data = NULL;

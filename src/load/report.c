@@ -1,4 +1,5 @@
-/* The load report (text and JSON), as `magi-aot load` prints it. */
+/* The load report (text and JSON), as `magi-aot load` prints it. Strings
+ * from the files go through MAGI_TEXT (text) or the JSON writer. */
 #include "load_internal.h"
 #include <string.h>
 
@@ -145,7 +146,8 @@ static void report_text(magi_buf *o, magi_loader *ld) {
         uint32_t ng, nb;
         const magi_symm_gather *g = magi_symm_plan_gathers(&ng, plan, i);
         const magi_symm_binding *b = magi_symm_plan_bindings(&nb, plan, i);
-        magi_buf_printf(o, "%s: %u nodes, %u inputs, %u gathers, %u rewritten", inf.path, r->n_nodes, inf.n_inputs,
+        magi_buf_printf(o, "%s: %u nodes, %u inputs, %u gathers, %u rewritten", MAGI_TEXT(inf.path), r->n_nodes,
+                        inf.n_inputs,
                         ng, inf.n_rewritten);
         if (inf.n_restored) magi_buf_printf(o, ", %u restored", inf.n_restored);
         magi_buf_printf(o, " (transport %s from %s)\n", magi_symm_transport_name(inf.transport),
@@ -153,26 +155,27 @@ static void report_text(magi_buf *o, magi_loader *ld) {
         magi_buf_printf(o, "  fingerprint %s\n", inf.fingerprint);
         for (uint32_t k = 0; k < ng; k++) {
             if (g[k].reason == MAGI_SYMM_REWRITTEN)
-                magi_buf_printf(o, "  %-8s %s: %s -> %s\n", g[k].already_symm ? "symm" : "rewrite", g[k].name,
-                                g[k].from, g[k].to);
+                magi_buf_printf(o, "  %-8s %s: %s -> %s\n", g[k].already_symm ? "symm" : "rewrite", MAGI_TEXT(g[k].name),
+                                MAGI_TEXT(g[k].from), MAGI_TEXT(g[k].to));
             else if (g[k].already_symm)
-                magi_buf_printf(o, "  restore  %s: %s -> %s\n", g[k].name, g[k].from, g[k].to);
+                magi_buf_printf(o, "  restore  %s: %s -> %s\n", MAGI_TEXT(g[k].name), MAGI_TEXT(g[k].from),
+                                MAGI_TEXT(g[k].to));
             else
-                magi_buf_printf(o, "  keep     %s: %s (%s)\n", g[k].name, magi_symm_reason_name(g[k].reason),
-                                g[k].detail);
+                magi_buf_printf(o, "  keep     %s: %s (%s)\n", MAGI_TEXT(g[k].name), magi_symm_reason_name(g[k].reason),
+                                MAGI_TEXT(g[k].detail));
         }
         for (uint32_t k = 0; k < nb; k++) {
             const magi_symm_slot *s = &sl[b[k].slot];
-            magi_buf_printf(o, "  bind     %s -> window %u offset %llu (%llu bytes)\n", b[k].placeholder, s->window,
+            magi_buf_printf(o, "  bind     %s -> window %u offset %llu (%llu bytes)\n", MAGI_TEXT(b[k].placeholder), s->window,
                             (unsigned long long)s->offset, (unsigned long long)s->nbytes);
         }
         for (uint32_t k = 0; k < r->n_dropped_legacy; k++)
-            magi_buf_printf(o, "  skipped legacy key '%s'\n", r->dropped_legacy[k]);
+            magi_buf_printf(o, "  skipped legacy key '%s'\n", MAGI_TEXT(r->dropped_legacy[k]));
     }
     for (uint32_t k = 0; k < nw; k++)
-        magi_buf_printf(o, "window %u: %s x group '%s' (size %u) part %u: %llu bytes, %u slots\n", k, w[k].dtype,
-                        w[k].group, w[k].group_size, w[k].part, (unsigned long long)w[k].bytes, w[k].n_slots);
-    if (opt->backend) magi_buf_printf(o, "backend %s: windows bound, rendezvous complete\n", opt->backend);
+        magi_buf_printf(o, "window %u: %s x group '%s' (size %u) part %u: %llu bytes, %u slots\n", k, MAGI_TEXT(w[k].dtype),
+                        MAGI_TEXT(w[k].group), w[k].group_size, w[k].part, (unsigned long long)w[k].bytes, w[k].n_slots);
+    if (opt->backend) magi_buf_printf(o, "backend %s: windows bound, rendezvous complete\n", MAGI_TEXT(opt->backend));
 }
 
 magi_status magi_loader_report(char **out, size_t *len, magi_loader *ld, unsigned flags) {

@@ -126,9 +126,14 @@ static magi_status pass_prepare(pass *p) {
         p->cls[i] = classify(p, i);
         p->order[i] = p->pos[i] = i;
         if ((st = p->o->cost(p->o->cost_ctx, r, i, &p->cost[i]))) return st;
-        if (!(p->cost[i].compute_us >= 0) || !(p->cost[i].transfer_us >= 0))
+        magi_sched_cost *c = &p->cost[i];
+        if (!(c->compute_us >= 0) || !(c->transfer_us >= 0) || !(c->issue_us >= 0))
             return magi_set_error(MAGI_ERR_INVALID_ARG, "schedule: node '%s' (#%u): negative or NaN cost",
                                   r->nodes[i].name, i);
+        /* bounded, so every simulated time is finite (costs.h) */
+        if (c->compute_us > MAGI_COST_US_MAX) c->compute_us = MAGI_COST_US_MAX;
+        if (c->transfer_us > MAGI_COST_US_MAX) c->transfer_us = MAGI_COST_US_MAX;
+        if (c->issue_us > MAGI_COST_US_MAX) c->issue_us = MAGI_COST_US_MAX;
     }
     return MAGI_OK;
 }
@@ -397,6 +402,11 @@ magi_status magi_schedule(magi_sched_report **out, magi_region *r, const magi_sc
         o = *opts;
     }
     if (!o.cost) return magi_set_error(MAGI_ERR_INVALID_ARG, "schedule: no cost source given");
+    if (!isfinite(o.scale) || o.scale > MAGI_SCHED_SCALE_MAX || !isfinite(o.margin_us) ||
+        o.margin_us > MAGI_COST_US_MAX)
+        return magi_set_error(MAGI_ERR_INVALID_ARG,
+                              "schedule: scale %g or margin %g us out of range (scale at most %g, margin at most "
+                              "%g us, both finite)", o.scale, o.margin_us, MAGI_SCHED_SCALE_MAX, MAGI_COST_US_MAX);
     if (o.scale <= 0) o.scale = 1.0;
     if (o.margin_us < 0) o.margin_us = 0;
     magi_sched_report *rep = calloc(1, sizeof *rep);

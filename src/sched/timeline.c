@@ -7,21 +7,40 @@
 #include <stdio.h>
 #include <string.h>
 
-/* XML text: markup characters escaped; control characters XML 1.0 does
- * not allow (names come from the input file) become '?'. */
-static void esc(magi_buf *b, const char *s) {
-    for (; *s; s++) {
-        switch (*s) {
+/* XML text: the terminal-safe form of the string (magi_buf_put_text: no
+ * control character, which XML 1.0 does not allow, and only well-formed
+ * UTF-8 - names come from the input file), markup characters escaped. */
+static void esc_text(magi_buf *b, const char *t) {
+    for (; *t; t++) {
+        switch (*t) {
         case '<': magi_buf_puts(b, "&lt;"); break;
         case '>': magi_buf_puts(b, "&gt;"); break;
         case '&': magi_buf_puts(b, "&amp;"); break;
         case '"': magi_buf_puts(b, "&quot;"); break;
-        default:
-            if ((unsigned char)*s < 0x20 && *s != '\t' && *s != '\n' && *s != '\r') magi_buf_puts(b, "?");
-            else magi_buf_append(b, s, 1);
+        default: magi_buf_append(b, t, 1);
         }
     }
 }
+
+/* The string, shortened to `max` bytes (0: whole) with "..." at a
+ * character boundary. */
+static void esc_max(magi_buf *b, const char *s, size_t max) {
+    magi_buf t = {0};
+    magi_buf_put_text(&t, s);
+    if (t.failed) {
+        b->failed = 1;
+    } else if (t.data) {
+        if (max && t.len > max) {
+            size_t n = max > 3 ? max - 3 : 0;
+            while (n && ((unsigned char)t.data[n] & 0xc0) == 0x80) n--; /* not inside a character */
+            memcpy(t.data + n, "...", 4);
+        }
+        esc_text(b, t.data);
+    }
+    magi_buf_free(&t);
+}
+
+static void esc(magi_buf *b, const char *s) { esc_max(b, s, 0); }
 
 /* A round tick step (1, 2 or 5 times a power of ten) giving at most
  * `max_ticks` intervals over [0, span]. */
@@ -33,18 +52,8 @@ static double tick_step(double span, int max_ticks) {
     return 10 * p;
 }
 
-/* The gather's name, shortened to `max` characters with "..." */
-static void esc_short(magi_buf *b, const char *s, size_t max) {
-    size_t n = strlen(s);
-    if (n <= max) {
-        esc(b, s);
-        return;
-    }
-    char tmp[128];
-    if (max > sizeof tmp - 4) max = sizeof tmp - 4;
-    snprintf(tmp, sizeof tmp, "%.*s...", (int)(max - 3), s);
-    esc(b, tmp);
-}
+/* The gather's name, shortened to `max` bytes with "..." */
+static void esc_short(magi_buf *b, const char *s, size_t max) { esc_max(b, s, max); }
 
 enum { C_COMPUTE, C_STALL, C_NCCL, C_SYMM, C_WINDOW, C_COUNT };
 static const char *const colors[C_COUNT] = {"#4c78a8", "#d62728", "#f58518", "#54a24b", "#c8c8c8"};
@@ -54,8 +63,15 @@ static const char *const labels[C_COUNT] = {"compute", "stall: compute waits for
 magi_status magi_sched_timeline_svg(char **out, const magi_region *r, const magi_sched_report *rep) {
     magi_buf b = {0};
     *out = NULL;
+    /* Costs are bounded (MAGI_COST_US_MAX, MAGI_SCHED_SCALE_MAX), so the
+     * simulated times are finite; a report that is not is refused rather
+     * than drawn with NaN coordinates. A span too small to divide is drawn
+     * over 1 us. */
+    if (!isfinite(rep->total_us) || rep->total_us < 0)
+        return magi_set_error(MAGI_ERR_INVALID_ARG, "timeline: the simulated time (%g us) is not finite",
+                              rep->total_us);
     const double W = 1400, left = 230, right = 430;
-    const double total = rep->total_us > 0 ? rep->total_us : 1;
+    const double total = rep->total_us > 1e-6 ? rep->total_us : 1;
     const double step = tick_step(total, 10), axis_max = ceil(total / step - 1e-9) * step;
     const double sx = (W - left - right) / axis_max;
     const double y_comp = 44, y_xfer = 96, lane_h = 30;

@@ -19,6 +19,7 @@ typedef struct jw {
     jframe *stack;
     size_t depth, cap;
     int after_key;    /* the next value follows "key": */
+    unsigned flags;   /* MAGI_JSON_* */
 } jw;
 
 static magi_status status_of(jw *w) {
@@ -78,7 +79,10 @@ static magi_status e_cstr(void *c, const char *s) {
     jw *w = c;
     int is_key;
     before(w, &is_key);
+    size_t bad = w->b.n_invalid;
     magi_buf_put_json_str(&w->b, s);
+    if ((w->flags & MAGI_JSON_STRICT_UTF8) && w->b.n_invalid > bad) /* the walk names the node */
+        return magi_set_error(MAGI_ERR_FORMAT, "string '%s' is not UTF-8; JSON cannot carry it", s);
     if (is_key) {
         magi_buf_append(&w->b, ":", 1);
         w->after_key = 1;
@@ -127,7 +131,15 @@ static magi_status e_word(jw *w, const char *word) {
 }
 static magi_status e_boolean(void *c, int v) { return e_word(c, v ? "true" : "false"); }
 static magi_status e_none(void *c) { return e_word(c, "null"); }
-static magi_status e_json_value(void *c, const char *text) { return e_word(c, text); }
+/* Opaque JSON (re-serialised by jansson when read): copied, with the code
+ * points jansson leaves raw (DEL, C1, U+2028) escaped as everywhere else. */
+static magi_status e_json_value(void *c, const char *text) {
+    jw *w = c;
+    magi_status st = value_start(w);
+    if (st != MAGI_OK) return st;
+    magi_buf_put_json_text(&w->b, text, strlen(text));
+    return status_of(w);
+}
 
 /* The members of a compact JSON object text (without braces), after the
  * dict's own members. */
@@ -136,7 +148,7 @@ static magi_status e_json_members(void *c, const char *text) {
     size_t n = strlen(text);
     if (n <= 2 || text[0] != '{' || w->depth == 0 || w->after_key) return MAGI_OK; /* {} or not an object */
     if (w->stack[w->depth - 1].n++) magi_buf_append(&w->b, ",", 1);
-    magi_buf_append(&w->b, text + 1, n - 2);
+    magi_buf_put_json_text(&w->b, text + 1, n - 2);
     return status_of(w);
 }
 
@@ -162,8 +174,16 @@ static magi_status finish(jw *w, magi_status st, char **out_text, size_t *out_le
         char *t = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
         json_decref(j);
         if (!t) return magi_set_error(MAGI_ERR_NOMEM, "JSON writer: out of memory");
-        *out_text = t;
-        if (out_len) *out_len = strlen(t);
+        /* jansson writes DEL, C1 and U+2028 raw: the same escapes as the
+         * compact form */
+        magi_buf_put_json_text(b, t, strlen(t));
+        free(t);
+        if (b->failed) {
+            magi_buf_free(b);
+            return magi_set_error(MAGI_ERR_NOMEM, "JSON writer: out of memory");
+        }
+        *out_text = b->data;
+        if (out_len) *out_len = b->len;
         return MAGI_OK;
     }
     *out_text = b->data;
@@ -176,6 +196,7 @@ magi_status magi_json_write(char **out_text, size_t *out_len, const magi_region 
     *out_text = NULL;
     jw w;
     memset(&w, 0, sizeof w);
+    w.flags = flags;
     magi_buf_reserve(&w.b, 4096 + (size_t)r->n_nodes * 256); /* a guess; it grows */
     uint32_t node = UINT32_MAX;
     magi_status st = magi_doc_walk(r, &JSON_EMITTER, &w, &node);
