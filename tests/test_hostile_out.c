@@ -137,7 +137,7 @@ static void fx_make(fx *f) {
     /* B for diff: one target changed (with an escape in it) */
     for (uint32_t i = 0; i < r->n_nodes; i++)
         if (r->nodes[i].op == MAGI_OP_CALL_FUNCTION) {
-            r->nodes[i].target = cat2(r->arena, r->nodes[i].target, "\x1b[5m");
+            r->nodes[i].target = cat2(r->arena, r->nodes[i].target, "\x1b[5m\xff");
             break;
         }
     MT_OK(magi_artifact_save(r, f->art2, NULL));
@@ -316,6 +316,8 @@ static void test_json_and_svg_valid(void) {
         {"inputs", "inputs.json", {MAGI_CLI_PATH, "inputs", f.art, NULL}},
         {"dump", "dump.json", {MAGI_CLI_PATH, "dump", f.art, NULL}},
         {"dump --pretty", "dump2.json", {MAGI_CLI_PATH, "dump", f.art, "--pretty", NULL}},
+        {"costs --keys (a target not UTF-8)", "keys2.json", {MAGI_CLI_PATH, "costs", f.art2, "--keys", NULL}},
+        {"costs --json (a target not UTF-8)", "costs2.json", {MAGI_CLI_PATH, "costs", f.art2, "--json", NULL}},
     };
     for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
         char *file = mt_fmt("%s/%s", f.dir, runs[i].file);
@@ -324,6 +326,7 @@ static void test_json_and_svg_valid(void) {
         free(file);
     }
     MT_CHECK(py_check(&f, "svg", svg) == 0, "the timeline of a huge table is not valid SVG");
+
     /* the measured costs were clamped, and said so nowhere silently: the
      * JSON numbers are the documented maximum */
     char *cj = mt_fmt("%s/costs.json", f.dir);
@@ -400,10 +403,114 @@ static void test_json_strings(void) {
     MT_CHECK(bad == 1, "%ld bytes replaced", bad);
     MT_CHECK(s && !strcmp(s, "\"a\\\"\\\\\\n\\u001b\\u007f\\u009b\\u2028\\u202e\\ufffd\xc3\xa9\""), "got %s", s);
     free(s);
+    /* one U+FFFD per maximal ill-formed subsequence, as Python's
+     * b'\xe2\x82x\xed\xa0\x80\xf0\x9f\x98'.decode('utf-8', 'replace') */
+    f = fopen(p, "w");
+    MT_REQUIRE(f);
+    bad = magi_text_fput_json(f, "\xe2\x82x\xed\xa0\x80\xf0\x9f\x98");
+    fclose(f);
+    s = mt_read(p, NULL);
+    MT_CHECK(bad == 5 && s && !strcmp(s, "\"\\ufffdx\\ufffd\\ufffd\\ufffd\\ufffd\""), "got %ld %s", bad, s);
+    free(s);
     free(p);
     mt_rmtree(dir);
     free(dir);
 }
 
+/* A region whose placeholder's tensor is on DEV and whose call moves it to
+ * the device value VAL. */
+static char *device_doc(const char *dev, const char *val) {
+    return mt_fmt("{\"format\":\"magi-fx-json\",\"version\":1,\"graph\":{\"nodes\":["
+                  "{\"name\":\"l_x_\",\"op\":\"placeholder\",\"target\":\"L_x_\",\"meta\":{\"example_value\":"
+                  "{\"kind\":\"tensor\",\"dtype\":\"float32\",\"shape\":[4],\"stride\":[1],\"storage_offset\":0,"
+                  "\"device\":\"%s\",\"requires_grad\":false}}},"
+                  "{\"name\":\"moved\",\"op\":\"call_method\",\"target\":\"to\",\"args\":[{\"node\":\"l_x_\"},"
+                  "{\"device\":\"%s\"}]},"
+                  "{\"name\":\"output\",\"op\":\"output\",\"target\":\"output\",\"args\":[{\"tuple\":"
+                  "[{\"node\":\"moved\"}]}]}]}}",
+                  dev, val);
+}
+
+/* Device strings: torch's form accepted, anything else refused by every
+ * reader naming the node and the string; "cuda:#0" no longer fingerprints
+ * like "cuda:0". */
+static void test_device_strings(void) {
+    static const char *const good[] = {"cpu", "cuda", "cuda:0", "cuda:7", "cuda:12", "cuda:127", "cpu:0", "meta",
+                                       "mps", "xpu:3", "hpu", "privateuseone:0", "xla:1", "mtia:0", "npu:2",
+                                       "lazy"};
+    static const char *const bad[] = {"cuda:#0", "cuda:+1", "cuda:01", "cuda: 0", " cuda", "cuda ", "CUDA:0",
+                                      "cuda:-1", "cuda:", "cuda:128", "cuda:1000", "cuda:0:1", "", ":0", "1cuda",
+                                      "cu da", "cuda:0x1", "cuda\\n", "cuda:\\u0661"};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        MT_CHECK(magi_device_valid(good[i]), "'%s' refused", good[i]);
+        char *doc = device_doc(good[i], good[i]);
+        magi_region *r = NULL;
+        MT_CHECK(magi_json_read(&r, doc, strlen(doc), NULL) == MAGI_OK, "'%s': %s", good[i], magi_last_error());
+        magi_region_free(r);
+        free(doc);
+    }
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        for (int where = 0; where < 2; where++) { /* the tensor's device, then a device value */
+            char *doc = where ? device_doc("cuda:0", bad[i]) : device_doc(bad[i], "cuda:0");
+            magi_region *r = NULL;
+            magi_status st = magi_json_read(&r, doc, strlen(doc), NULL);
+            const char *m = magi_last_error();
+            MT_CHECK(st == MAGI_ERR_FORMAT && strstr(m, "invalid device string") &&
+                         strstr(m, where ? "'moved'" : "'l_x_'"),
+                     "'%s' (%s): %d %s", bad[i], where ? "value" : "tensor", st, m);
+            magi_region_free(r);
+            free(doc);
+        }
+    }
+    MT_CHECK(!magi_device_valid("cuda\x1b[2J") && !magi_device_valid(NULL), "escape or NULL accepted");
+
+    /* artifacts: the writer keeps what it is given, the reader refuses it */
+    char *dir = mt_tmpdir();
+    char *a0 = mt_fmt("%s/cuda0.magi", dir), *a1 = mt_fmt("%s/hash0.magi", dir), *a2 = mt_fmt("%s/val.magi", dir);
+    char *doc = device_doc("cuda:0", "cuda:0");
+    magi_region *r = NULL;
+    MT_OK(magi_json_read(&r, doc, strlen(doc), NULL));
+    MT_OK(magi_artifact_save(r, a0, NULL));
+    char fp0[65], fp1[65];
+    MT_OK(magi_fingerprint_hex(fp0, r));
+    ((magi_example *)r->nodes[0].example)->u.tensor.device = "cuda:#0";
+    MT_OK(magi_fingerprint_hex(fp1, r));
+    MT_CHECK(strcmp(fp0, fp1) != 0, "'cuda:#0' fingerprints like 'cuda:0'");
+    MT_OK(magi_artifact_save(r, a1, NULL));
+    ((magi_example *)r->nodes[0].example)->u.tensor.device = "cuda:0";
+    r->nodes[1].args.u.seq.items[1].u.s = "cuda:#0";
+    MT_OK(magi_fingerprint_hex(fp1, r));
+    MT_CHECK(strcmp(fp0, fp1) != 0, "a 'cuda:#0' value fingerprints like 'cuda:0'");
+    MT_OK(magi_artifact_save(r, a2, NULL));
+    magi_region_free(r);
+    free(doc);
+    const char *files[] = {a1, a2};
+    const char *names[] = {"'l_x_'", "'moved'"};
+    for (int i = 0; i < 2; i++) {
+        magi_region *x = NULL;
+        magi_status st = magi_load_file(&x, files[i], NULL);
+        MT_CHECK(st == MAGI_ERR_FORMAT && strstr(magi_last_error(), "cuda:#0") && strstr(magi_last_error(), names[i]),
+                 "artifact #%d: %d %s", i, st, magi_last_error());
+        magi_region_free(x);
+        /* the CLI: fingerprint and diff refuse it, naming the string */
+        fx f = {0};
+        f.dir = dir;
+        char *fa[] = {MAGI_CLI_PATH, "fingerprint", (char *)files[i], NULL};
+        char *err = NULL;
+        free(run_checked(&f, "fingerprint cuda:#0", fa, 3, &err));
+        MT_CHECK(strstr(err, "invalid device string 'cuda:#0'"), "fingerprint: %s", err);
+        free(err);
+        char *da[] = {MAGI_CLI_PATH, "diff", a0, (char *)files[i], NULL};
+        free(run_checked(&f, "diff cuda:0 cuda:#0", da, 3, &err));
+        MT_CHECK(strstr(err, "invalid device string 'cuda:#0'"), "diff: %s", err);
+        free(err);
+    }
+    mt_rmtree(dir);
+    free(dir);
+    free(a0);
+    free(a1);
+    free(a2);
+}
+
 MT_MAIN(MT_CASE(test_escape_rule), MT_CASE(test_json_strings), MT_CASE(test_text_outputs),
-        MT_CASE(test_json_and_svg_valid))
+        MT_CASE(test_json_and_svg_valid), MT_CASE(test_device_strings))

@@ -170,8 +170,7 @@ static int cmd_ls(int argc, char **argv) {
                    (long long)(v[i].atime_ns / 1000000000), (long long)(v[i].atime_ns % 1000000000));
     }
     if (json) printf(n ? "\n]\n" : "]\n");
-    if (bad) fprintf(stderr, "magi-aot %s: %zu entr%s with an unreadable header (run 'cache verify')\n", cmd, bad,
-                     bad == 1 ? "y" : "ies");
+    if (bad) fprintf(stderr, "magi-aot %s: %s\n", cmd, magi_last_error()); /* names the first */
     magi_free(v);
     return fflush(stdout) == 0 ? MAGI_EXIT_OK : MAGI_EXIT_IO;
 }
@@ -243,9 +242,11 @@ static int cmd_gc(int argc, char **argv) {
     st = magi_cache_gc(&rep, c, &o);
     magi_cache_free(c);
     /* The report is true even when an entry could not be removed. */
-    printf("evicted %zu entries (%llu bytes), %llu bytes left; removed %zu dead temporaries, %zu quarantined files\n",
+    printf("evicted %zu entries (%llu bytes), %llu bytes left; removed %zu dead temporaries, %zu quarantined files",
            rep.evicted, (unsigned long long)rep.evicted_bytes, (unsigned long long)rep.bytes_after,
            rep.temps_removed, rep.quarantine_removed);
+    if (rep.unreadable) printf("; %zu entr%s not removed", rep.unreadable, rep.unreadable == 1 ? "y" : "ies");
+    printf("\n");
     if (fflush(stdout) != 0) return MAGI_EXIT_IO;
     if (st) return magi_cli_fail(cmd, st);
     return MAGI_EXIT_OK;

@@ -32,7 +32,7 @@ static int magi_cmd_dump(int argc, char **argv) {
         char why[1024];
         snprintf(why, sizeof why, "%s", magi_last_error());
         if ((st = magi_json_write(&text, &len, r, flags)) == MAGI_OK)
-            fprintf(stderr, "magi-aot %s: warning: %s: each such byte is written as U+FFFD, so this dump does not "
+            fprintf(stderr, "magi-aot %s: warning: %s: each is written as one U+FFFD, so this dump does not "
                             "round-trip byte for byte\n", cmd, why);
     }
     magi_region_free(r);

@@ -109,8 +109,11 @@ MAGI_API magi_status magi_cache_get(void **out, size_t *out_len,
                                     uint64_t max_bytes);
 
 /* List the entries (header check only; content not hashed), sorted by key.
- * *out is owned by the caller (magi_free()); *n may be 0. Entries whose
- * header is unreadable are skipped and counted in *n_bad (may be NULL). */
+ * *out is owned by the caller (magi_free()); *n may be 0. Entries that
+ * cannot be listed (a name that is not a key, an entry that cannot be
+ * opened - a symlink, a FIFO, no permission - or whose header is
+ * unreadable) are left out and counted in *n_bad (may be NULL); the call
+ * still succeeds, and then magi_last_error() names the first of them. */
 MAGI_API magi_status magi_cache_list(magi_cache_entry **out, size_t *n, size_t *n_bad,
                                      magi_cache *c);
 
@@ -124,7 +127,7 @@ typedef struct magi_cache_report {
     uint64_t bytes_after;     /* gc: entry bytes left */
     size_t unreadable;        /* verify: entries not checked (cannot be opened, not a
                                  key name, not quarantinable); gc: entries that could
-                                 not be removed */
+                                 not be removed, or are not regular files */
 } magi_cache_report;
 
 /* Hash every entry; quarantine the corrupt ones (a symlink or a non-regular
@@ -147,7 +150,11 @@ typedef struct magi_cache_gc_options {
 /* Remove temporaries of dead writers (unlocked named temps), quarantined
  * files (unless kept), then least-recently-used entries until the entries
  * total at most max_bytes. rep may be NULL. MAGI_ERR_IO (rep->unreadable,
- * the true bytes_after) when an entry could not be removed. */
+ * the true bytes_after: what could not be removed still counts) when an
+ * entry could not be removed, or when entries/ holds something that is not
+ * a regular file (a directory, FIFO or symlink: left alone, never
+ * followed, never skipped in silence; `verify` quarantines it); the
+ * message names the first. */
 MAGI_API magi_status magi_cache_gc(magi_cache_report *rep, magi_cache *c,
                                    const magi_cache_gc_options *opts);
 

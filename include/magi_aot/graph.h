@@ -43,6 +43,17 @@ typedef enum magi_opcode {
     MAGI_OP_COUNT_
 } magi_opcode;
 
+/* Is `s` a device string torch accepts, in the form torch prints it:
+ * TYPE or TYPE:INDEX, TYPE a lower-case name (letters, digits, '_', a
+ * letter first, at most 32 bytes: cpu, cuda, meta, mps, xpu, hpu, xla,
+ * a renamed privateuse1 backend, ...), INDEX a decimal 0..127 (torch's
+ * DeviceIndex) without sign, leading zero or white space. "cuda:#0",
+ * "cuda:+1", "cuda:01", " cuda", "CUDA:0" are refused. Every reader checks
+ * each tensor's device and each device value with it (MAGI_ERR_FORMAT
+ * naming the node and the string): the fingerprint maps "cuda:N" to a
+ * rank-independent "cuda:#k", which no other string may imitate. */
+MAGI_API int magi_device_valid(const char *s);
+
 /* "placeholder", "call_function", ...; NULL for an out-of-range value. */
 MAGI_API const char *magi_opcode_name(magi_opcode op);
 /* Parse an opcode name; returns MAGI_ERR_FORMAT for an unknown one. */

@@ -41,10 +41,10 @@ MAGI_API magi_status magi_json_read_file(magi_region **out, const char *path,
  * free with magi_free(). The text is always valid UTF-8 JSON: strings are
  * written by magi_text_fput_json's rule (text.h), exact for every string
  * that is UTF-8. A string that is not (an artifact can hold any bytes; JSON
- * input cannot) has each such byte written as U+FFFD, so that document does
- * not read back to the same bytes; with MAGI_JSON_STRICT_UTF8 the writer
- * refuses instead (MAGI_ERR_FORMAT naming the first node, or "top level",
- * and the count), which is how `magi-aot dump` learns to warn. */
+ * input cannot) has each maximal ill-formed subsequence written as one
+ * U+FFFD, so that document does not read back to the same bytes. With
+ * MAGI_JSON_STRICT_UTF8 the writer refuses instead (MAGI_ERR_FORMAT naming
+ * the node and the string), which is how `magi-aot dump` learns to warn. */
 MAGI_API magi_status magi_json_write(char **out_text, size_t *out_len,
                                      const magi_region *r, unsigned flags);
 

@@ -63,9 +63,10 @@ MAGI_API int magi_text_fputs(FILE *f, const char *s);
  * \u00XX for the other C0 controls, DEL and the C1 controls, \u2028,
  * \u2029 and the direction overrides escaped too (all exact: the JSON
  * reads back as the same string, and shows no control sequence on a
- * terminal); a byte that is not part of well-formed UTF-8 cannot be
- * carried by JSON and is written as U+FFFD (\ufffd). Returns the number
- * of bytes so replaced (0: the literal is exact), or -1 on a write error. */
+ * terminal); ill-formed UTF-8 cannot be carried by JSON: each maximal
+ * ill-formed subsequence is written as one U+FFFD (\ufffd), as Python
+ * decodes with errors="replace". Returns the number of U+FFFD so written
+ * (0: the literal is exact), or -1 on a write error. */
 MAGI_API long magi_text_fput_json(FILE *f, const char *s);
 
 #ifdef __cplusplus

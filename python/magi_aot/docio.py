@@ -173,11 +173,16 @@ def document_marshal(ptr):
         lib.magi_free(p)
 
 
+_JSON_STRICT_UTF8 = 0x2  # MAGI_JSON_STRICT_UTF8: refuse a string that is not UTF-8
+
+
 def document_json(ptr):
-    """The same document through JSON text (the reference path)."""
+    """The same document through JSON text (the reference path). A string
+    that is not UTF-8 is refused naming its node, as the other paths do
+    (the plain writer would put U+FFFD in its place)."""
     p = c_void_p()
     n = c_size_t()
-    lib.magi_json_write(byref(p), byref(n), ptr, 0)
+    lib.magi_json_write(byref(p), byref(n), ptr, _JSON_STRICT_UTF8)
     try:
         return json.loads(ctypes.string_at(p, n.value))
     finally:

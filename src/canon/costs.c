@@ -362,7 +362,7 @@ magi_status magi_cost_keyset_write_json(char **out, size_t *out_len, const magi_
     magi_buf_puts(&o, "{\"format\": \"magi-cost-keys\", \"version\": 1, \"keys\": [");
     for (uint32_t i = 0; i < ks->n_keys; i++) {
         magi_buf_puts(&o, i ? ",\n  " : "\n  ");
-        magi_canon_put_json_str(&o, ks->keys[i]);
+        magi_buf_put_json_str(&o, ks->keys[i]); /* valid JSON whatever the target's bytes */
     }
     magi_buf_puts(&o, ks->n_keys ? "\n]}\n" : "]}\n");
     if (o.failed) {

@@ -562,10 +562,14 @@ static void emit_device(build *b, const char *d) {
         magi_buf_puts(&b->out, "null");
         return;
     }
+    if (!magi_device_valid(d)) { /* only a region built in memory holds one */
+        magi_buf_puts(&b->out, "invalid(");
+        magi_canon_put_json_str(&b->out, d);
+        magi_buf_puts(&b->out, ")");
+        return;
+    }
     const char *colon = strchr(d, ':');
-    int indexed = colon && colon[1];
-    for (const char *p = colon ? colon + 1 : d; indexed && *p; p++)
-        if (*p < '0' || *p > '9') indexed = 0;
+    int indexed = colon != NULL;
     if (!indexed) {
         magi_canon_put_json_str(&b->out, d);
         return;

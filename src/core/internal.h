@@ -107,7 +107,7 @@ typedef struct magi_buf {
     char *data;
     size_t len, cap;
     int failed;
-    size_t n_invalid; /* bytes magi_buf_put_json_str wrote as U+FFFD (not UTF-8) */
+    size_t n_invalid; /* U+FFFD magi_buf_put_json_str wrote for ill-formed UTF-8 */
 } magi_buf;
 int magi_buf_reserve(magi_buf *b, size_t extra);
 int magi_buf_append(magi_buf *b, const void *p, size_t n);
@@ -115,8 +115,8 @@ int magi_buf_puts(magi_buf *b, const char *s);
 int magi_buf_printf(magi_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Append `s` as a JSON string literal ("null" for NULL), the rule of
  * magi_text_fput_json (include/magi_aot/text.h): exact escapes for controls,
- * C1, line separators and direction overrides; a byte that is not UTF-8
- * becomes U+FFFD and is counted in b->n_invalid. (The canonical fingerprint
+ * C1, line separators and direction overrides; each maximal ill-formed
+ * UTF-8 subsequence becomes one U+FFFD, counted in b->n_invalid. (The canonical fingerprint
  * text keeps its own escaper: its bytes are hashed and must never change.) */
 void magi_buf_put_json_str(magi_buf *b, const char *s);
 /* Append a whole JSON text (another encoder's output, e.g. jansson's pretty
@@ -128,9 +128,6 @@ void magi_buf_free(magi_buf *b);
 /* Append `s` (NULL: nothing) in its terminal-safe form (magi_text_escape's
  * rule, src/core/text.c): the library's text reports use this. */
 void magi_buf_put_text(magi_buf *b, const char *s);
-/* The well-formed UTF-8 sequence at p (NUL-terminated): its length (1-4)
- * and code point, or 0 when the byte at p starts none. */
-size_t magi_utf8_next(const char *p, uint32_t *cp);
 
 /* The library's one string hash (src/core/smap.c): word-at-a-time, for
  * in-memory tables only (values depend on byte order; never stored). */

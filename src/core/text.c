@@ -42,6 +42,22 @@ static size_t utf8_len(const unsigned char *p, uint32_t *cp) {
     return n;
 }
 
+/* Length (>= 1) of the maximal ill-formed subsequence at p: a lead byte and
+ * the continuation bytes that could still have completed it, as Unicode's
+ * "U+FFFD substitution of maximal subparts" and Python's decoder with
+ * errors="replace" count them (one U+FFFD each). */
+static size_t utf8_bad_len(const unsigned char *p) {
+    unsigned c = p[0], lo = 0x80, hi = 0xbf;
+    size_t n;
+    if (c >= 0xc2 && c <= 0xdf) n = 2;
+    else if (c >= 0xe0 && c <= 0xef) n = 3, lo = c == 0xe0 ? 0xa0 : 0x80, hi = c == 0xed ? 0x9f : 0xbf;
+    else if (c >= 0xf0 && c <= 0xf4) n = 4, lo = c == 0xf0 ? 0x90 : 0x80, hi = c == 0xf4 ? 0x8f : 0xbf;
+    else return 1;
+    size_t i = 1;
+    while (i < n && p[i] >= (i == 1 ? lo : 0x80) && p[i] <= (i == 1 ? hi : 0xbf)) i++;
+    return i;
+}
+
 /* The next unit at p: *len bytes, to be escaped byte by byte when the
  * function returns 1. */
 static int next_unit(const unsigned char *p, size_t *len) {
@@ -150,7 +166,6 @@ void magi_buf_put_text(magi_buf *b, const char *s) {
     magi_buf_append(b, run, (size_t)(p - run));
 }
 
-size_t magi_utf8_next(const char *p, uint32_t *cp) { return utf8_len((const unsigned char *)p, cp); }
 
 /* ---- JSON string literals ---- */
 
@@ -163,7 +178,7 @@ static size_t json_unit(const unsigned char *p, size_t *len, char out[8], int *i
     size_t n = utf8_len(p, &cp);
     *invalid = 0;
     if (!n) {
-        *len = 1;
+        *len = utf8_bad_len(p);
         *invalid = 1;
         memcpy(out, "\\ufffd", 6);
         return 6;

@@ -1,5 +1,6 @@
 /* Region lifetime, lookups, names of opcodes and example kinds, deep copy. */
 #include "../core/internal.h"
+#include <stdlib.h>
 #include <string.h>
 
 static const char *const opcode_names[MAGI_OP_COUNT_] = {
@@ -40,6 +41,19 @@ static const char *const example_names[MAGI_EX_KIND_COUNT_] = {
 
 const char *magi_example_kind_name(magi_example_kind k) {
     return (unsigned)k < MAGI_EX_KIND_COUNT_ ? example_names[k] : NULL;
+}
+
+int magi_device_valid(const char *s) {
+    if (!s || !(*s >= 'a' && *s <= 'z')) return 0;
+    size_t n = 0;
+    while ((s[n] >= 'a' && s[n] <= 'z') || (s[n] >= '0' && s[n] <= '9') || s[n] == '_') n++;
+    if (n > 32) return 0;
+    if (!s[n]) return 1;
+    if (s[n] != ':') return 0;
+    const char *ix = s + n + 1;
+    size_t d = strspn(ix, "0123456789");
+    if (!d || ix[d] || d > 3 || (d > 1 && ix[0] == '0')) return 0;
+    return atoi(ix) <= 127;
 }
 
 magi_status magi_region_new(magi_region **out) {

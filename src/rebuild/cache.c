@@ -689,6 +689,7 @@ magi_status magi_cache_list(magi_cache_entry **out, size_t *n, size_t *n_bad, ma
     magi_status st = MAGI_OK;
     char **names = NULL;
     size_t nn = 0, len = 0, bad = 0;
+    char first_bad[512] = "";
     magi_cache_entry *v = NULL;
     if (!c || !out || !n) return magi_set_error(MAGI_ERR_INVALID_ARG, "cache list: NULL argument");
     *out = NULL;
@@ -697,20 +698,29 @@ magi_status magi_cache_list(magi_cache_entry **out, size_t *n, size_t *n_bad, ma
     v = calloc(nn ? nn : 1, sizeof *v);
     if (!v) MAGI_FAIL(MAGI_ERR_NOMEM, "cache: out of memory");
     for (size_t i = 0; i < nn; i++) {
-        if (magi_cache_key_check(names[i]) != MAGI_OK) { bad++; continue; }
+        if (magi_cache_key_check(names[i]) != MAGI_OK) {
+            if (!bad++) snprintf(first_bad, sizeof first_bad, "'%.200s' is not a cache key", names[i]);
+            continue;
+        }
         int fd = open_noatime(c->entries_fd, names[i]);
         if (fd < 0) {
-            if (errno != ENOENT) bad++; /* unreadable (a symlink, no permission): counted, not hidden */
-            continue;                   /* else removed meanwhile */
+            int e = errno;
+            if (e != ENOENT && !bad++) /* unreadable (a symlink, no permission): counted, not hidden */
+                snprintf(first_bad, sizeof first_bad, "entry '%s' cannot be opened: %s", names[i], strerror(e));
+            continue; /* else removed meanwhile */
         }
         entry_head h;
         struct stat sb;
         char why[256];
         if (head_read(fd, names[i], &h, &sb, why, sizeof why) == 0) entry_fill_info(&v[len++], names[i], &h, &sb);
-        else bad++;
+        else if (!bad++) snprintf(first_bad, sizeof first_bad, "entry '%s': %s", names[i], why);
         close(fd);
     }
-    magi_clear_error();
+    /* success; when some entries were not listed, the message names the first */
+    if (bad)
+        magi_set_error(MAGI_ERR_IO, "%zu unreadable entr%s not listed: %s (run 'cache verify')", bad,
+                       bad == 1 ? "y" : "ies", first_bad);
+    else magi_clear_error();
     qsort(v, len, sizeof *v, cmp_key);
     *out = v;
     *n = len;
@@ -857,13 +867,22 @@ magi_status magi_cache_gc(magi_cache_report *rep, magi_cache *c, const magi_cach
     uint64_t total = 0;
     for (size_t i = 0; i < nn; i++) {
         struct stat sb;
-        if (fstatat(c->entries_fd, names[i], &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(sb.st_mode)) {
+        if (fstatat(c->entries_fd, names[i], &sb, AT_SYMLINK_NOFOLLOW) != 0) {
+            if (errno != ENOENT && !r.unreadable++) /* ENOENT: removed meanwhile */
+                magi_set_error(MAGI_ERR_IO, "cache gc: cannot stat entry '%s': %s", names[i], strerror(errno));
+        } else if (S_ISREG(sb.st_mode)) {
             items[ni].name = names[i];
             items[ni].bytes = (uint64_t)sb.st_size;
             items[ni].atime = ts_ns(sb.st_atim);
             total += items[ni].bytes;
             ni++;
-        }
+        } else if (!r.unreadable++) {
+            /* not an entry put ever writes (a directory, a FIFO, a symlink):
+             * never followed or removed here, but never silently skipped */
+            magi_set_error(MAGI_ERR_IO, "cache gc: entry '%s' is not a regular file (%s); left alone ('cache "
+                           "verify' quarantines it)", names[i], S_ISDIR(sb.st_mode) ? "a directory" :
+                           S_ISLNK(sb.st_mode) ? "a symbolic link" : S_ISFIFO(sb.st_mode) ? "a FIFO" : "not a file");
+        } /* (a later one is counted; the message names the first) */
     }
     qsort(items, ni, sizeof *items, cmp_lru);
     for (size_t i = 0; i < ni && total > o.max_bytes; i++) {
@@ -882,8 +901,8 @@ magi_status magi_cache_gc(magi_cache_report *rep, magi_cache *c, const magi_cach
     fsync_dir(c->tmp_fd);
     fsync_dir(c->q_fd);
     if (r.unreadable)
-        st = magi_error_prefix(MAGI_ERR_IO, "%zu entr%s could not be removed (%llu bytes left)", r.unreadable,
-                               r.unreadable == 1 ? "y" : "ies", (unsigned long long)total);
+        st = magi_error_prefix(MAGI_ERR_IO, "%zu entr%s could not be removed or checked (%llu bytes left)",
+                               r.unreadable, r.unreadable == 1 ? "y" : "ies", (unsigned long long)total);
     else
         magi_clear_error();
 cleanup:

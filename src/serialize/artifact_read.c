@@ -492,7 +492,11 @@ static magi_status dec_value(dec *d, magi_value *v, uint32_t depth) {
     case MAGI_ART_TAG_MEMORY_FORMAT: case MAGI_ART_TAG_SPECIAL_FLOAT: case MAGI_ART_TAG_OPAQUE:
         if (n != 2) break;
         v->kind = (magi_value_kind)tag;
-        return dec_str(d, &v->u.s, 0);
+        if ((st = dec_str(d, &v->u.s, 0))) return st;
+        if (tag == MAGI_ART_TAG_DEVICE && !magi_device_valid(v->u.s))
+            return magi_set_error(MAGI_ERR_FORMAT, "invalid device string '%s' at byte %zu (TYPE or TYPE:INDEX, as "
+                                  "torch prints a device)", v->u.s, at);
+        return MAGI_OK;
     case MAGI_ART_TAG_NODE: {
         if (n != 2) break;
         uint32_t idx;
@@ -593,7 +597,11 @@ static magi_status dec_example(dec *d, magi_example *x, uint32_t depth) {
         for (uint32_t i = 0; i < ns; i++)
             if ((st = dec_dim(d, &x->u.tensor.stride[i]))) return st;
         if ((st = dec_dim(d, &x->u.tensor.storage_offset))) return st;
+        size_t dat = magi_mp_offset(&d->m);
         if ((st = dec_str(d, &x->u.tensor.device, 1))) return st;
+        if (x->u.tensor.device && !magi_device_valid(x->u.tensor.device))
+            return magi_set_error(MAGI_ERR_FORMAT, "tensor device: invalid device string '%s' at byte %zu (TYPE or "
+                                  "TYPE:INDEX, as torch prints a device)", x->u.tensor.device, dat);
         size_t bat = magi_mp_offset(&d->m);
         if ((st = magi_mp_read(&d->m, &o))) return st;
         if (o.type != MAGI_MP_BOOL) return magi_set_error(MAGI_ERR_FORMAT, "requires_grad must be bool at byte %zu", bat);

@@ -192,6 +192,9 @@ static magi_status read_value(reader *rd, json_t *j, magi_value *v, uint32_t dep
     for (size_t i = 0; i < sizeof str_tags / sizeof str_tags[0]; i++)
         if (!strcmp(tag, str_tags[i].tag)) {
             if (!json_is_string(x)) return fail(rd, MAGI_ERR_FORMAT, "'%s' must hold a string", tag);
+            if (str_tags[i].kind == MAGI_V_DEVICE && !magi_device_valid(json_string_value(x)))
+                return fail(rd, MAGI_ERR_FORMAT, "invalid device string '%s' (TYPE or TYPE:INDEX, as torch prints "
+                            "a device)", json_string_value(x));
             v->kind = str_tags[i].kind;
             v->u.s = dup(rd, json_string_value(x));
             return v->u.s ? MAGI_OK : MAGI_ERR_NOMEM;
@@ -259,6 +262,9 @@ static magi_status read_example(reader *rd, json_t *j, magi_example *ex, uint32_
         if (n > 4096) return fail(rd, MAGI_ERR_LIMIT, "tensor rank %zu is too large", n);
         if ((st = count(rd, 2 * n))) return st;
         ex->u.tensor.dtype = dup(rd, json_string_value(dtype));
+        if (!magi_device_valid(json_string_value(dev)))
+            return fail(rd, MAGI_ERR_FORMAT, "'device': invalid device string '%s' (TYPE or TYPE:INDEX, as torch "
+                        "prints a device)", json_string_value(dev));
         ex->u.tensor.device = dup(rd, json_string_value(dev));
         ex->u.tensor.requires_grad = json_is_true(rg);
         ex->u.tensor.ndim = (uint32_t)n;
