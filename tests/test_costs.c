@@ -223,6 +223,54 @@ static void test_key_forms_and_model(void) {
     magi_region_free(r);
 }
 
+/* A copy-engine gather (magi.symm_all_gather[_coalesced]) is costed by the
+ * bytes each rank reads from its N-1 peers over the link plus one issue
+ * latency - neither NCCL's alpha nor its link bandwidth enter - while the
+ * same gather on NCCL stays a ring. */
+static void test_copy_engine_gather_cost(void) {
+    magi_region *r = load_fixture("fsdp_block.json");
+    uint32_t g1 = (uint32_t)magi_region_find_node(r, "tensor");          /* group 4, bf16 [256,1024] */
+    uint32_t gc = (uint32_t)magi_region_find_node(r, "all_gather_into_tensor_coalesced"); /* group 2 */
+    magi_cost_model m = MAGI_COST_MODEL_H200;
+    MT_CHECK(m.ce_gbps == 450.0 && m.ce_issue_us == 20.0, "documented defaults (docs/FINGERPRINT.md)");
+    m.alpha_us = 1000;   /* NCCL's terms are large, the copy engine's small and distinct */
+    m.link_gbps = 1;
+    m.ce_gbps = 100;
+    m.ce_issue_us = 7;
+    double nccl1 = 0, nccl_c = 0, ce1 = 0, ce_c = 0, ce1_default = 0;
+    MT_OK(magi_cost_analytical(&nccl1, r, g1, &m));
+    MT_OK(magi_cost_analytical(&nccl_c, r, gc, &m));
+    double out1 = 1024.0 * 1024 * 2; /* output bytes */
+    MT_CHECK(fabs(nccl1 - (1000 + 0.75 * out1 / 1e3)) < 1e-9, "%f", nccl1);
+    r->nodes[g1].target = "torch.ops.magi.symm_all_gather.default";
+    r->nodes[gc].target = "torch.ops.magi.symm_all_gather_coalesced.default";
+    MT_OK(magi_cost_analytical(&ce1, r, g1, &m));
+    MT_OK(magi_cost_analytical(&ce_c, r, gc, &m));
+    MT_CHECK(fabs(ce1 - (7 + 0.75 * out1 / 1e5)) < 1e-9, "%f", ce1);
+    /* coalesced: the outputs' bytes summed, half of them on the peer */
+    double out_c = 0;
+    const magi_example *ex = r->nodes[gc].example;
+    MT_REQUIRE(ex && ex->kind == MAGI_EX_LIST);
+    for (uint32_t i = 0; i < ex->u.seq.n; i++) {
+        double n = 1;
+        for (uint32_t d = 0; d < ex->u.seq.items[i].u.tensor.ndim; d++) n *= (double)ex->u.seq.items[i].u.tensor.shape[d].value;
+        out_c += n * (double)magi_dtype_size(ex->u.seq.items[i].u.tensor.dtype);
+    }
+    MT_CHECK(out_c > 0 && fabs(ce_c - (7 + 0.5 * out_c / 1e5)) < 1e-9, "%f (out %f)", ce_c, out_c);
+    MT_CHECK(fabs(nccl_c - (1000 + 0.5 * out_c / 1e3)) < 1e-9, "%f", nccl_c);
+    /* defaults: issue + bytes / 450 GB/s */
+    MT_OK(magi_cost_analytical(&ce1_default, r, g1, NULL));
+    MT_CHECK(fabs(ce1_default - (20 + 0.75 * out1 / 450e3)) < 1e-9, "%f", ce1_default);
+    /* the key still carries the group */
+    magi_cost_keyset *ks = NULL;
+    MT_OK(magi_cost_keys(&ks, r));
+    MT_CHECK(!strcmp(magi_cost_keyset_node_key(ks, g1),
+                     "collective:torch.ops.magi.symm_all_gather.default(group=4,bfloat16[256,1024])"),
+             "%s", magi_cost_keyset_node_key(ks, g1));
+    magi_cost_keyset_free(ks);
+    magi_region_free(r);
+}
+
 /* Values assumed for unbacked symbols: the all_to_all split rule, an
  * assertion bound capping the fallback, the fallback (flagged a guess). */
 static void test_unbacked_guesses(void) {
@@ -323,4 +371,4 @@ static void test_files(void) {
 }
 
 MT_MAIN(MT_CASE(test_keys_equal_across_variants), MT_CASE(test_hint_change_and_fallback),
-        MT_CASE(test_key_forms_and_model), MT_CASE(test_files), MT_CASE(test_unbacked_guesses))
+        MT_CASE(test_key_forms_and_model), MT_CASE(test_copy_engine_gather_cost), MT_CASE(test_files), MT_CASE(test_unbacked_guesses))

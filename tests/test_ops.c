@@ -48,6 +48,8 @@ static void test_table_well_formed(void) {
         /* the rewrite's counterpart is a gather of the other transport whose
          * counterpart is this row again */
         gathers++;
+        /* the planner tries only the named rows (magi_op_lookup_named) */
+        MT_CHECK(t[i].match == MAGI_OP_MATCH_NAME, "gather row %u is not matched by name", i);
         MT_REQUIRE(t[i].counterpart, "row %u", i);
         const char *ov = NULL;
         const magi_op_info *c = magi_op_lookup(&ov, MAGI_OP_CALL_FUNCTION, t[i].counterpart);

@@ -152,6 +152,12 @@ int magi_smap_insert(magi_smap *m, const char *s, size_t n, uint32_t v, uint32_t
 int magi_smap_reserve(magi_smap *m, size_t n);
 void magi_smap_free(magi_smap *m);
 
+/* The operator table's rules 1-2 only (src/graph/ops.c, magi_aot/ops.h):
+ * the row matched by name, or NULL - never a NAMESPACE, NAME_PREFIX or
+ * CONTAINS row. For passes that only ask about named operators (the
+ * planner's gathers are all named rows), at a fraction of the cost. */
+const magi_op_info *magi_op_lookup_named(const char **overload, magi_opcode op, const char *target);
+
 /* SHA-256 (OpenSSL libcrypto). */
 void magi_sha256(const void *data, size_t len, uint8_t out[32]);
 void magi_hex(char *dst /* 2*n+1 */, const uint8_t *src, size_t n);

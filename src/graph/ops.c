@@ -171,15 +171,69 @@ static void split(magi_opcode op, const char *t, split_target *s) {
     s->name_len = strlen(s->name);
 }
 
+/* Byte loops, not libc calls: the strings are short and most comparisons
+ * end at their first byte (the loader classifies every node). */
 static int ns_is(const split_target *s, const char *ns) {
-    return s->ns && !strncmp(s->ns, ns, s->ns_len) && ns[s->ns_len] == '\0';
+    if (!s->ns) return 0;
+    for (size_t k = 0; k < s->ns_len; k++)
+        if (s->ns[k] != ns[k]) return 0; /* also stops at ns's NUL */
+    return ns[s->ns_len] == '\0';
 }
 
 /* strcmp of the name [p, p + n) against a NUL-terminated row name. */
 static int name_cmp(const char *p, size_t n, const char *row) {
-    int c = strncmp(p, row, n);
-    if (c) return c;
+    for (size_t k = 0; k < n; k++) {
+        unsigned char a = (unsigned char)p[k], b = (unsigned char)row[k];
+        if (a != b) return a < b ? -1 : 1; /* b == 0: the name is longer */
+    }
     return row[n] ? -1 : 0;
+}
+
+/* Does the name [p, p + n) start with / contain the NUL-terminated w? */
+static int name_starts(const char *p, size_t n, const char *w) {
+    size_t k = 0;
+    for (; w[k]; k++)
+        if (k >= n || p[k] != w[k]) return 0;
+    return 1;
+}
+static int name_contains(const char *p, size_t n, const char *w) {
+    for (size_t i = 0; i < n; i++)
+        if (p[i] == w[0] && name_starts(p + i, n - i, w)) return 1;
+    return 0;
+}
+
+static size_t scan_start(void) {
+    /* the scanned rows close the table: NAME rows are [0, scan) */
+    size_t scan = N_OPS;
+    while (scan > 0 && k_ops[scan - 1].match != MAGI_OP_MATCH_NAME) scan--;
+    return scan;
+}
+
+/* Rules 1-2: the NAME row of a call (split into *s), or NULL. */
+static const magi_op_info *find_named(const char **overload, magi_opcode op, const char *target,
+                                      split_target *s, size_t scan) {
+    split(op, target, s);
+    uint32_t mask = 1u << op;
+    size_t lo = 0, hi = scan;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (name_cmp(s->name, s->name_len, k_ops[mid].name) > 0) lo = mid + 1;
+        else hi = mid;
+    }
+    for (size_t i = lo; i < scan && !name_cmp(s->name, s->name_len, k_ops[i].name); i++) {
+        const magi_op_info *row = &k_ops[i];
+        if (!(row->opcodes & mask) || (row->ns && !ns_is(s, row->ns))) continue;
+        if (overload) *overload = s->overload;
+        return row;
+    }
+    return NULL;
+}
+
+const magi_op_info *magi_op_lookup_named(const char **overload, magi_opcode op, const char *target) {
+    if (overload) *overload = "";
+    if ((op != MAGI_OP_CALL_FUNCTION && op != MAGI_OP_CALL_METHOD) || !target) return NULL;
+    split_target s;
+    return find_named(overload, op, target, &s, scan_start());
 }
 
 const magi_op_info *magi_op_lookup(const char **overload, magi_opcode op, const char *target) {
@@ -188,24 +242,10 @@ const magi_op_info *magi_op_lookup(const char **overload, magi_opcode op, const 
         return &k_free_node;
     if (!target || op == MAGI_OP_CALL_MODULE) return &k_compute;
     split_target s;
-    split(op, target, &s);
+    size_t scan = scan_start();
+    const magi_op_info *named = find_named(overload, op, target, &s, scan);
+    if (named) return named;
     uint32_t mask = 1u << op;
-    /* the scanned rows close the table: NAME rows are [0, scan) */
-    size_t scan = N_OPS;
-    while (scan > 0 && k_ops[scan - 1].match != MAGI_OP_MATCH_NAME) scan--;
-    /* NAME rows: bisect to the first row of the name */
-    size_t lo = 0, hi = scan;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (name_cmp(s.name, s.name_len, k_ops[mid].name) > 0) lo = mid + 1;
-        else hi = mid;
-    }
-    for (size_t i = lo; i < scan && !name_cmp(s.name, s.name_len, k_ops[i].name); i++) {
-        const magi_op_info *row = &k_ops[i];
-        if (!(row->opcodes & mask) || (row->ns && !ns_is(&s, row->ns))) continue;
-        if (overload) *overload = s.overload;
-        return row;
-    }
     for (size_t i = scan; i < N_OPS; i++) {
         const magi_op_info *row = &k_ops[i];
         if (!(row->opcodes & mask)) continue;
@@ -215,10 +255,10 @@ const magi_op_info *magi_op_lookup(const char **overload, magi_opcode op, const 
             if (!ns_is(&s, row->ns)) continue;
             break;
         case MAGI_OP_MATCH_NAME_PREFIX:
-            if (strncmp(s.name, row->name, strlen(row->name))) continue;
+            if (!name_starts(s.name, s.name_len, row->name)) continue;
             break;
         case MAGI_OP_MATCH_CONTAINS:
-            if (!memmem(s.name, s.name_len, row->name, strlen(row->name))) continue;
+            if (!name_contains(s.name, s.name_len, row->name)) continue;
             break;
         }
         if (overload) *overload = s.overload;

@@ -25,8 +25,9 @@ const char *magi_symm_reason_name(magi_symm_reason r) {
 /* The gather row of a node (the operator table, magi_aot/ops.h), or NULL;
  * *suffix gets the overload suffix (".default" or ""). */
 static const magi_op_info *gather_row(const magi_node *n, const char **suffix) {
-    const magi_op_info *row = magi_op_lookup(suffix, n->op, n->target);
-    return row->cls == MAGI_OP_CLASS_GATHER || row->cls == MAGI_OP_CLASS_SYMM_GATHER ? row : NULL;
+    /* gathers are named rows: the scanned rows need not be tried */
+    const magi_op_info *row = magi_op_lookup_named(suffix, n->op, n->target);
+    return row && (row->cls == MAGI_OP_CLASS_GATHER || row->cls == MAGI_OP_CLASS_SYMM_GATHER) ? row : NULL;
 }
 
 static int op_flag(const magi_node *n, uint32_t flag) {
@@ -390,19 +391,27 @@ static magi_status plan_region(build_ctx *b, uint32_t ri, const magi_region *r) 
     usage *us = NULL;
     size_t n_us = 0, cap_us = 0;
     input_res *ins = NULL;
-    const char *suffix;
+    struct {
+        uint32_t node;
+        const magi_op_info *row;
+        const char *suffix;
+    } *found = NULL;
 
     rp->n_nodes = r->n_nodes;
+    /* one table lookup per node: the gathers' nodes, rows and overloads */
     uint32_t ng = 0;
+    found = malloc((r->n_nodes ? r->n_nodes : 1) * sizeof *found);
+    if (!found) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
     for (uint32_t i = 0; i < r->n_nodes; i++)
-        if (gather_row(&r->nodes[i], &suffix)) ng++;
+        if ((found[ng].row = gather_row(&r->nodes[i], &found[ng].suffix))) found[ng++].node = i;
     rp->gathers = magi_arena_calloc(a, ng ? ng : 1, sizeof *rp->gathers);
     if (!rp->gathers) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
 
-    for (uint32_t i = 0; i < r->n_nodes; i++) {
+    for (uint32_t fi = 0; fi < ng; fi++) {
+        uint32_t i = found[fi].node;
         const magi_node *n = &r->nodes[i];
-        const magi_op_info *row = gather_row(n, &suffix);
-        if (!row) continue;
+        const magi_op_info *row = found[fi].row;
+        const char *suffix = found[fi].suffix;
         magi_symm_gather *g = &rp->gathers[rp->n_gathers++];
         int coalesced = (row->flags & MAGI_OPF_COALESCED) != 0;
         int symm = row->cls == MAGI_OP_CLASS_SYMM_GATHER;
@@ -564,6 +573,7 @@ static magi_status plan_region(build_ctx *b, uint32_t ri, const magi_region *r) 
     }
     free(slot_of);
 cleanup:
+    free(found);
     free(us);
     free(ins);
     return st;
