@@ -30,18 +30,7 @@
 
 #define OTHER_UID 65534
 
-extern void __asan_init(void) __attribute__((weak));
 
-/* The limits every hostile child runs under. */
-static void limit_self(unsigned cpu_s) {
-    struct rlimit cpu = {cpu_s, cpu_s + 1};
-    setrlimit(RLIMIT_CPU, &cpu);
-    if (__asan_init == NULL) {
-        struct rlimit as = {2ull << 30, 2ull << 30};
-        setrlimit(RLIMIT_AS, &as);
-    }
-    alarm(cpu_s * 3);
-}
 
 /* Fork fn(arg) under the limits; returns its exit status (128+sig if killed). */
 static int run_child(int (*fn)(void *), void *arg, unsigned cpu_s) {
@@ -50,7 +39,7 @@ static int run_child(int (*fn)(void *), void *arg, unsigned cpu_s) {
     pid_t pid = fork();
     MT_REQUIRE(pid >= 0, "fork");
     if (pid == 0) {
-        limit_self(cpu_s);
+        mt_limit_self(cpu_s);
         _exit(fn(arg));
     }
     int ws = 0;
@@ -65,7 +54,7 @@ static pid_t start_child(int (*fn)(void *), void *arg, unsigned cpu_s) {
     pid_t pid = fork();
     MT_REQUIRE(pid >= 0, "fork");
     if (pid == 0) {
-        limit_self(cpu_s);
+        mt_limit_self(cpu_s);
         _exit(fn(arg));
     }
     return pid;
@@ -634,7 +623,7 @@ static void test_cache_fifo_and_sparse(void) {
             fflush(stdout);
             pid_t pid = fork();
             if (pid == 0) {
-                limit_self(20);
+                mt_limit_self(20);
                 _exit(mt_spawn(runs[i].argv, NULL, NULL, NULL) == 0 ? 0 : 1);
             }
             rc = wait_child(pid);

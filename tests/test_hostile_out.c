@@ -29,7 +29,6 @@
 #define MAGI_CHECK_OUTPUT_PY MAGI_FIXTURES_DIR "/../tests/check_output.py"
 #endif
 
-extern void __asan_init(void) __attribute__((weak));
 
 /* Run argv with stdout and stderr into files, under a CPU limit of 20 s,
  * a 2 GiB address-space limit (not under ASan) and a 60 s alarm. Returns
@@ -40,13 +39,7 @@ static int run_limited(char *const argv[], const char *out, const char *err) {
     pid_t pid = fork();
     MT_REQUIRE(pid >= 0, "fork");
     if (pid == 0) {
-        struct rlimit cpu = {20, 21};
-        setrlimit(RLIMIT_CPU, &cpu);
-        if (__asan_init == NULL) {
-            struct rlimit as = {2ull << 30, 2ull << 30};
-            setrlimit(RLIMIT_AS, &as);
-        }
-        alarm(60);
+        mt_limit_self(20);
         int fo = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644), fe = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         if (fo < 0 || fe < 0 || dup2(fo, 1) < 0 || dup2(fe, 2) < 0) _exit(126);
         execv(argv[0], argv);

@@ -26,7 +26,6 @@
 #include <time.h>
 #include <unistd.h>
 
-extern void __asan_init(void) __attribute__((weak));
 
 #define WORLD 4
 
@@ -34,15 +33,6 @@ static char *msg_dir; /* children's messages live outside the rendezvous directo
 static char *shm_base;
 static char tag[64];  /* "magi-kill-<pid>": every directory of this run */
 
-static void limit_self(unsigned cpu_s) {
-    struct rlimit cpu = {cpu_s, cpu_s + 1};
-    setrlimit(RLIMIT_CPU, &cpu);
-    if (__asan_init == NULL) {
-        struct rlimit as = {2ull << 30, 2ull << 30};
-        setrlimit(RLIMIT_AS, &as);
-    }
-    alarm(cpu_s * 3);
-}
 
 static int64_t ms_now(void) {
     struct timespec t;
@@ -118,7 +108,7 @@ static pid_t start_rank(const char *dir, uint32_t rank, uint32_t timeout_ms, int
     pid_t pid = fork();
     MT_REQUIRE(pid >= 0, "fork");
     if (pid == 0) {
-        limit_self(20);
+        mt_limit_self(20);
         rank_args a = {dir, rank, timeout_ms, mode};
         _exit(rank_main(&a));
     }

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <stdarg.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -158,3 +159,15 @@ char *mt_fmt(const char *fmt, ...) {
 }
 
 char *mt_fixture(const char *name) { return mt_fmt("%s/%s", MAGI_FIXTURES_REAL, name); }
+
+extern void __asan_init(void) __attribute__((weak));
+
+void mt_limit_self(unsigned cpu_s) {
+    struct rlimit cpu = {cpu_s, cpu_s + 1};
+    setrlimit(RLIMIT_CPU, &cpu);
+    if (__asan_init == NULL) {
+        struct rlimit as = {2ull << 30, 2ull << 30};
+        setrlimit(RLIMIT_AS, &as);
+    }
+    alarm(cpu_s * 3);
+}

@@ -60,6 +60,12 @@ int mt_spawn(char *const argv[], const char *stdin_text, char **out, char **err)
 
 /* Make a fresh temporary directory; returns a malloc'd path. */
 char *mt_tmpdir(void);
+
+/* The limits a child running hostile input lives under: cpu_s seconds of
+ * CPU (SIGXCPU past it), 2 GiB of address space unless AddressSanitizer is
+ * linked (its shadow needs more), and SIGALRM after 3 x cpu_s wall seconds
+ * (a hang that uses no CPU). Call in the child, after fork. */
+void mt_limit_self(unsigned cpu_s);
 /* Remove a directory tree (best effort). */
 void mt_rmtree(const char *path);
 /* Read/write a whole file; read returns malloc'd bytes (NUL-terminated). */

@@ -234,20 +234,12 @@ void magi_buf_put_json_str(magi_buf *b, const char *s) {
 }
 
 long magi_text_fput_json(FILE *f, const char *s) {
-    if (!s) return fputs("null", f) < 0 ? -1 : 0;
-    long bad_total = 0;
-    if (fputc('"', f) == EOF) return -1;
-    const unsigned char *p = (const unsigned char *)s;
-    while (*p) {
-        size_t len;
-        char e[8];
-        int bad;
-        size_t k = json_unit(p, &len, e, &bad);
-        if ((k ? fwrite(e, 1, k, f) : fwrite(p, 1, len, f)) != (k ? k : len)) return -1;
-        bad_total += bad;
-        p += len;
-    }
-    return fputc('"', f) == EOF ? -1 : bad_total;
+    magi_buf b = {0};
+    magi_buf_put_json_str(&b, s);
+    long r = b.failed ? -1 : (long)b.n_invalid;
+    if (r >= 0 && fwrite(b.data, 1, b.len, f) != b.len) r = -1;
+    magi_buf_free(&b);
+    return r;
 }
 
 void magi_buf_put_json_text(magi_buf *b, const char *json, size_t n) {
