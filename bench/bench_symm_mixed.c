@@ -394,33 +394,39 @@ static int rank0(ctx *x, int ndev) {
     fill_bf16(g.B, (size_t)GEMM_N * GEMM_N);
     for (int i = 0; i < 5; i++) gemm(&g);
     int cov;
-    enum { REPS = 5 };
-    double tb[2], ratio[2][REPS], alone[2 * REPS];
-    int all_cov[2] = {1, 1};
-    for (int p = 0; p < 2; p++) {
-        magi_symm_cuda_set_graphs(x->c, p);
+    /* configurations: batch or graph path, the rank's own shard copied on
+     * the driver's fastest local path (the default) or by the copy engine */
+    enum { REPS = 5, NCFG = 4 };
+    double tb[NCFG], ratio[NCFG][REPS], alone[NCFG * REPS];
+    int all_cov[NCFG] = {1, 1, 1, 1};
+    for (int p = 0; p < NCFG; p++) {
+        magi_symm_cuda_set_graphs(x->c, p & 1);
+        magi_symm_cuda_set_local_mode(x->c, p & 2 ? MAGI_SYMM_CUDA_LOCAL_CE : MAGI_SYMM_CUDA_LOCAL_BATCH);
         tb[p] = time_bucket(x, &g);
     }
     double t_ref = gemm_with(x, &g, 0, 0, 1, &cov);
     for (int rep = 0; rep < REPS; rep++)
-        for (int q = 0; q < 2; q++) {
-            int p = (q + rep) % 2;
-            magi_symm_cuda_set_graphs(x->c, p);
+        for (int q = 0; q < NCFG; q++) {
+            int p = (q + rep) % NCFG;
+            magi_symm_cuda_set_graphs(x->c, p & 1);
+            magi_symm_cuda_set_local_mode(x->c, p & 2 ? MAGI_SYMM_CUDA_LOCAL_CE : MAGI_SYMM_CUDA_LOCAL_BATCH);
             double a = gemm_with(x, &g, 0, 0, 1, &cov);
             double b = gemm_with(x, &g, 1, t_ref, tb[p], &cov);
-            alone[rep * 2 + p] = a;
+            alone[rep * NCFG + p] = a;
             ratio[p][rep] = b / a;
             all_cov[p] &= cov;
         }
-    double t_alone = median(alone, 2 * REPS);
+    magi_symm_cuda_set_local_mode(x->c, MAGI_SYMM_CUDA_LOCAL_BATCH);
+    double t_alone = median(alone, NCFG * REPS);
     printf("\n== GEMM bf16 %d^3 alone %.3f ms (%.0f TFLOP/s); beside continuous bucket gathers (side stream):\n",
            GEMM_N, t_alone, 2.0 * GEMM_N * (double)GEMM_N * GEMM_N / (t_alone * 1e-3) / 1e12);
-    printf("%-40s %9s %9s %11s %8s\n", "background", "bucket ms", "slowdown", "min..max", "covered");
-    const char *pn[2] = {"bucket gather (new layout), batch path", "bucket gather (new layout), graph path"};
-    for (int p = 0; p < 2; p++) {
+    printf("%-52s %9s %9s %11s %8s\n", "background", "bucket ms", "slowdown", "min..max", "covered");
+    const char *pn[NCFG] = {"new layout, batch path, own shard: fastest local", "new layout, graph path, own shard: fastest local",
+                            "new layout, batch path, own shard: copy engine", "new layout, graph path, own shard: copy engine"};
+    for (int p = 0; p < NCFG; p++) {
         double lo = ratio[p][0], hi = ratio[p][0];
         for (int k = 1; k < REPS; k++) lo = ratio[p][k] < lo ? ratio[p][k] : lo, hi = ratio[p][k] > hi ? ratio[p][k] : hi;
-        printf("%-40s %9.3f %9.3f %5.2f..%4.2f %8s\n", pn[p], tb[p], median(ratio[p], REPS), lo, hi,
+        printf("%-52s %9.3f %9.3f %5.2f..%4.2f %8s\n", pn[p], tb[p], median(ratio[p], REPS), lo, hi,
                all_cov[p] ? "yes" : "NO");
     }
     printf("(median over %d rounds of GEMM-with / GEMM-alone measured just before; goal <= x1.05)\n", REPS);
