@@ -89,13 +89,9 @@ static void put_msg(const char *path, magi_status st) {
 
 static magi_region *fsdp_region(void) {
     char *path = mt_fixture("fsdp_block.json");
-    size_t len;
-    char *text = mt_read(path, &len);
-    MT_REQUIRE(text, "%s", path);
-    free(path);
     magi_region *r = NULL;
-    MT_OK(magi_json_read(&r, text, len, NULL));
-    free(text);
+    MT_OK(magi_json_read_file(&r, path, NULL));
+    free(path);
     return r;
 }
 

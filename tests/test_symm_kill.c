@@ -51,13 +51,9 @@ static void nap_ms(long ms) {
 static magi_region *region_of(int solo) {
     char *path = solo ? mt_fmt("%s", MAGI_FIXTURES_DIR "/../tests/symm_data/synth_solo.json")
                       : mt_fixture("fsdp_block.json");
-    size_t len;
-    char *text = mt_read(path, &len);
-    MT_REQUIRE(text, "%s", path);
-    free(path);
     magi_region *r = NULL;
-    MT_OK(magi_json_read(&r, text, len, NULL));
-    free(text);
+    MT_OK(magi_json_read_file(&r, path, NULL));
+    free(path);
     return r;
 }
 

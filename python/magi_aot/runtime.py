@@ -468,14 +468,10 @@ class SymmRuntime:
         out = {}
         with self._lock:
             for name, t in shards.items():
-                t = self._local(t)
-                slot = self._slot_for(name)
+                t, slot = self._shard_for(name, t, torch)
                 if slot is None:
-                    self._plain[name] = t
                     continue
                 sl = self.slots[slot]
-                win = self.windows[sl["window"]]
-                self._check_shard(name, sl, win, t, torch)
                 src = t if t.is_contiguous() else t.contiguous()
                 lib.magi_symm_bind(self._b, slot, c_void_p(src.data_ptr()), sl["nbytes"],
                                    self._stream())
@@ -492,6 +488,19 @@ class SymmRuntime:
         if strict and missing:
             raise MagiError(-14, "SymmRuntime.bind: no shard given for %s" % ", ".join(missing))
         return out
+
+    def _shard_for(self, name, t, torch):
+        """(local tensor, slot) of a shard given under `name`, checked
+        against its slot; slot None when it has none (kept as a plain
+        input for args())."""
+        t = self._local(t)
+        slot = self._slot_for(name)
+        if slot is None:
+            self._plain[name] = t
+            return t, None
+        sl = self.slots[slot]
+        self._check_shard(name, sl, self.windows[sl["window"]], t, torch)
+        return t, slot
 
     def _check_shard(self, name, sl, win, t, torch):
         want = _dtype_of(torch, win["dtype"])
@@ -516,14 +525,9 @@ class SymmRuntime:
                 self._bound[sl["weight"]] = view
                 out[sl["weight"]] = view
         for name, t in (shards or {}).items():
-            t = self._local(t)
-            slot = self._slot_for(name)
-            if slot is None:
-                self._plain[name] = t
-                continue
-            sl = self.slots[slot]
-            self._check_shard(name, sl, self.windows[sl["window"]], t, torch)
-            out[sl["weight"]].copy_(t)
+            t, slot = self._shard_for(name, t, torch)
+            if slot is not None:
+                out[self.slots[slot]["weight"]].copy_(t)
         return out
 
     def ready(self):
