@@ -325,23 +325,30 @@ static int rank0(ctx *x, int ndev) {
            (unsigned long long)(o->hidden * 2 / W), (double)(o->inter * o->hidden * 2 / W) / 1048576.0);
 
     /* 1. issue cost: old layout (anchor) vs new layout, batch vs graph path */
+    /* lanes: the graph's shape (0 independent memcpy nodes, the default;
+     * L: L chains of nodes, magi_symm_cuda_set_graph_lanes) */
     struct {
         const char *name;
         int layout, graphs, alternate;
+        uint32_t lanes;
         fig f;
         double copies;
     } rows[] = {
-        {"old layout: batch path", 0, 0, 0, {0, 0, 0, 0}, 0},
-        {"old layout: graph path, fixed destinations", 0, 1, 0, {0, 0, 0, 0}, 0},
-        {"new layout: batch path", 1, 0, 0, {0, 0, 0, 0}, 0},
-        {"new layout: graph path, fixed destinations", 1, 1, 0, {0, 0, 0, 0}, 0},
-        {"new layout: graph path, 2 flat buffers in turn", 1, 1, 1, {0, 0, 0, 0}, 0},
+        {"old layout: batch path", 0, 0, 0, 0, {0, 0, 0, 0}, 0},
+        {"old layout: graph path, fixed destinations", 0, 1, 0, 0, {0, 0, 0, 0}, 0},
+        {"new layout: batch path", 1, 0, 0, 0, {0, 0, 0, 0}, 0},
+        {"new layout: graph path, fixed destinations", 1, 1, 0, 0, {0, 0, 0, 0}, 0},
+        {"new layout: graph path, 2 flat buffers in turn", 1, 1, 1, 0, {0, 0, 0, 0}, 0},
+        {"new layout: graph path, nodes in 1 chain", 1, 1, 0, 1, {0, 0, 0, 0}, 0},
+        {"new layout: graph path, nodes in 2 chains", 1, 1, 0, 2, {0, 0, 0, 0}, 0},
+        {"new layout: graph path, nodes in world chains", 1, 1, 0, W, {0, 0, 0, 0}, 0},
     };
     enum { NR = sizeof rows / sizeof rows[0] };
     for (int r = 0; r < NR; r++) {
         magi_symm_cuda_stats s0, s1;
         x->layout = rows[r].layout;
         magi_symm_cuda_set_graphs(x->c, rows[r].graphs);
+        magi_symm_cuda_set_graph_lanes(x->c, rows[r].lanes);
         for (int set = 0; set < 2; set++)
             for (int i = 0; i < NT; i++)
                 CK(cudaMemsetAsync(x->dst[x->layout][set][i], 0, x->sl[x->slots[x->layout][i]].nbytes * W, x->s));
@@ -364,6 +371,7 @@ static int rank0(ctx *x, int ndev) {
     for (int r = 0; r < NR; r++)
         printf("%-50s %11.1f %9.1f %11.1f %9.3f %7.0f\n", rows[r].name, rows[r].f.med, rows[r].f.p90, rows[r].f.piped,
                rows[r].f.gpu_ms, rows[r].copies);
+    magi_symm_cuda_set_graph_lanes(x->c, 0);
     printf("new vs old layout, idle median: batch path x%.1f less host time, graph path x%.1f\n",
            rows[0].f.med / rows[2].f.med, rows[1].f.med / rows[3].f.med);
     printf("new layout, graph path: %.1f us fixed, %.1f us with 2 flat buffers in turn (goal <= 30 us)\n",

@@ -147,6 +147,10 @@ void magi_symm_cuda_set_graphs(magi_symm_cuda *c, int on) {
     if (c) c->graphs_off = on == 0;
 }
 
+void magi_symm_cuda_set_graph_lanes(magi_symm_cuda *c, uint32_t lanes) {
+    if (c) magi_symm_cuda_graphs_set_lanes(c->graphs, lanes);
+}
+
 void magi_symm_cuda_get_stats(const magi_symm_cuda *c, magi_symm_cuda_stats *out) {
     if (!c || !out) return;
     *out = c->stats;

@@ -73,6 +73,11 @@ void magi_symm_cuda_graphs_free(magi_symm_cuda_graphs *g);
 magi_status magi_symm_cuda_graph_issue(magi_symm_cuda_graphs *g, uint32_t n, const uint32_t *slots,
                                        const magi_symm_cuda_copy *cp, size_t k, void *stream);
 
+/* The graphs' shape (for benchmarks): 0 (default) independent memcpy nodes;
+ * L > 0: L chains, node i ordered after node i - L. Changing it drops every
+ * graph held (the next calls build them with the new edges). */
+void magi_symm_cuda_graphs_set_lanes(magi_symm_cuda_graphs *g, uint32_t lanes);
+
 void magi_symm_cuda_graphs_stats(const magi_symm_cuda_graphs *g, magi_symm_cuda_graph_stats *out);
 
 #endif

@@ -29,6 +29,7 @@ typedef struct gentry {
 struct magi_symm_cuda_graphs {
     gentry *e;
     uint32_t n, cap, max, last;
+    uint32_t lanes;           /* 0: independent nodes; L: node i after node i - L */
     uint64_t tick;
     magi_symm_cuda_graph_stats stats;
 };
@@ -63,6 +64,12 @@ void magi_symm_cuda_graphs_free(magi_symm_cuda_graphs *g) {
     }
     free(g->e);
     free(g);
+}
+
+void magi_symm_cuda_graphs_set_lanes(magi_symm_cuda_graphs *g, uint32_t lanes) {
+    if (!g || g->lanes == lanes) return;
+    for (uint32_t i = 0; i < g->n; i++) drop_entry(g, &g->e[i]); /* rebuilt with the new edges */
+    g->lanes = lanes;
 }
 
 void magi_symm_cuda_graphs_stats(const magi_symm_cuda_graphs *g, magi_symm_cuda_graph_stats *out) {
@@ -145,7 +152,8 @@ static int updatable(const variant *v, const magi_symm_cuda_copy *cp, size_t k) 
 }
 
 /* Build and instantiate the graph of cp[0, k): independent memcpy nodes (no
- * edges), so the graph may run them concurrently. */
+ * edges), so the graph may run them concurrently; with lanes L > 0, node i
+ * depends on node i - L (L chains). */
 static cudaError_t build(magi_symm_cuda_graphs *g, variant *v, const magi_symm_cuda_copy *cp, size_t k) {
     cudaError_t err = cudaSuccess;
     v->nodes = malloc(sizeof *v->nodes * (k ? k : 1));
@@ -156,12 +164,14 @@ static cudaError_t build(magi_symm_cuda_graphs *g, variant *v, const magi_symm_c
     if ((err = cudaGraphCreate(&v->graph, 0)) != cudaSuccess) return err;
     for (size_t i = 0; i < k; i++) {
         const magi_symm_cuda_copy *x = &cp[i];
+        const cudaGraphNode_t *dep = g->lanes && i >= g->lanes ? &v->nodes[i - g->lanes] : NULL;
+        size_t nd = dep ? 1 : 0;
         if (x->height == 1) {
-            err = cudaGraphAddMemcpyNode1D(&v->nodes[i], v->graph, NULL, 0, x->dst, x->src, x->width,
+            err = cudaGraphAddMemcpyNode1D(&v->nodes[i], v->graph, dep, nd, x->dst, x->src, x->width,
                                            cudaMemcpyDefault);
         } else {
             struct cudaMemcpy3DParms p = parms_2d(x);
-            err = cudaGraphAddMemcpyNode(&v->nodes[i], v->graph, NULL, 0, &p);
+            err = cudaGraphAddMemcpyNode(&v->nodes[i], v->graph, dep, nd, &p);
         }
         if (err != cudaSuccess) return err;
     }
