@@ -22,11 +22,13 @@ Kernels:
                 member's slot from the shared-memory windows into it.
   CUDA          the cuda backend: the output comes from torch's caching
                 allocator on the input's device; the library enqueues its
-                copy-engine gather on torch's current stream (a fork to its
-                side stream and a join back, no host synchronisation).
-                `_c10d_functional.wait_tensor` on the output is a no-op, as
-                for an NCCL gather that already completed on the stream:
-                the data is ordered on the current stream.
+                copy-engine gather after the work on torch's current stream,
+                with no host synchronisation. Where the consumer waits is
+                the runtime's `join`: "wait" (default), at
+                `_c10d_functional.wait_tensor` on the output, as for torch's
+                functional collectives (the copies run beside the compute
+                issued before the wait); "call", on the current stream at
+                the call (wait_tensor is then a no-op).
 
 Outputs of the coalesced op (both kernels): one flat buffer per call, laid
 out by magi_symm_output_layout (the outputs of one size class back to back,

@@ -118,6 +118,51 @@ def _collective_groups(docs):
     return out
 
 
+def _register_work():
+    """torch's registration of a Work on a tensor (what
+    `_c10d_functional.wait_tensor` waits on), or None where torch lacks it."""
+    try:
+        from torch._C._distributed_c10d import _register_work as reg
+    except ImportError:
+        return None
+    return reg
+
+
+class _GatherWork:
+    """The Work of one deferred gather: `_c10d_functional.wait_tensor` on
+    any of the call's outputs calls wait(), which calls `join()` (cuda: the
+    stream current at that moment waits for the gather's completion event;
+    stream ordered, no host synchronisation). torch calls it once per
+    registration and then forgets the work. The class derives from torch's
+    Work, so it is built on first use."""
+    _cls = None
+
+    @classmethod
+    def make(cls, join, completed):
+        if cls._cls is None:
+            from torch._C._distributed_c10d import Work
+
+            class GatherWork(Work):
+                def __init__(self, join, completed):
+                    super().__init__()
+                    self._join, self._completed = join, completed
+
+                def wait(self, timeout=None):  # noqa: ARG002 - stream-ordered, never blocks
+                    self._join()
+                    return True
+
+                def is_completed(self):
+                    return bool(self._completed())
+
+            cls._cls = GatherWork
+        return cls._cls(join, completed)
+
+    @classmethod
+    def for_event(cls, event, device):
+        import torch
+        return cls.make(lambda: torch.cuda.current_stream(device).wait_event(event), event.query)
+
+
 class SymmRuntime:
     """The SymmBuffer of one rank for a set of loaded regions.
 
@@ -137,11 +182,19 @@ class SymmRuntime:
     job        key prefix in the store
     new_groups create torch process groups for the graph's group names
                (default: when torch.distributed is initialised and world > 1)
+    join       where a CUDA gather's consumer waits for it (docs/SYMM.md,
+               "When the consumer waits"): "wait" (default) at
+               `_c10d_functional.wait_tensor` on the output, as for torch's
+               own functional collectives: the copies run on the runtime's
+               gather stream while the compute issued between the gather and
+               its wait runs beside them; "call": the current stream waits
+               at the call (nothing overlaps it). The host backend's gathers
+               are complete when the call returns, either way.
     """
 
     def __init__(self, regions, *, device="cpu", groups=None, store=None, rank=None, world=None,
                  timeout=60.0, job="magi_symm", new_groups=None, window_cap_bytes=0,
-                 rendezvous_base=None):
+                 rendezvous_base=None, join="wait"):
         import torch
         import torch.distributed as dist
         from .rebuild import localize
@@ -163,11 +216,15 @@ class SymmRuntime:
             else:
                 rank, world = (rank or 0), (world or 1)
         self.rank, self.world = int(rank), int(world)
+        if join not in ("wait", "call"):
+            raise MagiError(-1, "SymmRuntime: join must be 'wait' or 'call', not %r" % (join,))
+        self.join = join
+        self._gather_stream = None  # the cuda gathers' stream (join="wait"), made on first use
         self.timeout = float(timeout)
         self._rdzv_base = rendezvous_base
         loaded = [r if isinstance(r, Region) else _load(r) for r in regions]
         self.regions = [localize(r) for r in loaded]
-        self.stats = {"gather_calls": 0, "gathered_tensors": 0, "host_seconds": 0.0}
+        self.stats = {"gather_calls": 0, "gathered_tensors": 0, "host_seconds": 0.0, "deferred_joins": 0}
         self._fn_gather = lib.magi_symm_all_gather          # bound once: the hot path
         self._fn_gather_n = lib.magi_symm_all_gather_coalesced
         try:
@@ -573,7 +630,15 @@ class SymmRuntime:
         the whole call's buffer. On CUDA, record_stream() on an output does
         not reach the flat buffer's block (the caching allocator skips
         storages it did not allocate): a consumer on another stream keeps
-        the outputs until its work is done, or synchronises."""
+        the outputs until its work is done, or synchronises.
+
+        Where the consumer waits (join="wait", cuda): the copies are issued
+        on the runtime's gather stream after everything the current stream
+        holds, the buffer block is recorded on that stream (it is not reused
+        while the copies may write), and a Work registered on every output
+        makes the waiting stream wait for the copies at wait_tensor. An
+        output used without wait_tensor is unordered with the copies, as
+        for torch's functional collectives."""
         import torch
         t0 = time.perf_counter()
         self._check_open()
@@ -592,14 +657,28 @@ class SymmRuntime:
         if len(slots) == 1:
             t = inputs[0]
             outs = [torch.empty(shapes[0], dtype=t.dtype, device=t.device)]
+            block = outs[0]
         else:
             offs, total = self._layout(slots)
-            store = torch.empty(total, dtype=torch.uint8, device=self.device).untyped_storage()
+            block = torch.empty(total, dtype=torch.uint8, device=self.device)
+            store = block.untyped_storage()
             outs = [torch.empty(0, dtype=torch.uint8, device=self.device).set_(store[o:o + nb])
                     .view(t.dtype).view(shape)
                     for o, nb, t, shape in zip(offs, sizes, inputs, shapes)]
         dsts = [o.data_ptr() for o in outs]
-        stream = self._stream()
+        deferred = self.device.type == "cuda" and self.join == "wait" and _register_work() is not None
+        if deferred:
+            # the copies go on the gather stream, ordered after everything
+            # the current stream holds (the output block's earlier users);
+            # the block is recorded on the gather stream, so the caching
+            # allocator never hands it out while the copies may still write
+            cur = torch.cuda.current_stream(self.device)
+            side = self._side_stream(torch)
+            side.wait_stream(cur)
+            block.record_stream(side)
+            stream = c_void_p(side.cuda_stream)
+        else:
+            stream = self._stream()
         with self._lock:
             if len(outs) == 1:
                 self._fn_gather(c_void_p(dsts[0]), sizes[0], self._b, slots[0], stream)
@@ -607,11 +686,24 @@ class SymmRuntime:
                 n = len(outs)
                 self._fn_gather_n((c_void_p * n)(*dsts), (c_uint64 * n)(*sizes), self._b, n,
                                   (c_uint32 * n)(*slots), stream)
+            if deferred:
+                done = torch.cuda.Event()
+                done.record(side)
+                work = _GatherWork.for_event(done, self.device)
+                reg = _register_work()
+                for o in outs:
+                    reg(o, work)
             st = self.stats
             st["gather_calls"] += 1
             st["gathered_tensors"] += len(outs)
+            st["deferred_joins"] += bool(deferred)
             st["host_seconds"] += time.perf_counter() - t0
         return outs
+
+    def _side_stream(self, torch):
+        if self._gather_stream is None:
+            self._gather_stream = torch.cuda.Stream(device=self.device)
+        return self._gather_stream
 
     # ------------------------------------------------------------ the graph
     def _region(self, region):

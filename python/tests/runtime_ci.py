@@ -301,6 +301,65 @@ class RebuildDTensorRegion(unittest.TestCase):
 
 
 @unittest.skipUnless(HAVE_TORCH, TORCH_REASON)
+class DeferredJoin(unittest.TestCase):
+    """The mechanism of join="wait" (the cuda path itself runs on the GPU:
+    python/tests/gpu/exposed.py): a gather's Work, registered on every
+    output, is joined by `_c10d_functional.wait_tensor` exactly once, also
+    on a view, on an output that is a storage slice of a flat buffer, and
+    from a graph Dynamo and AOTAutograd compiled."""
+
+    def setUp(self):
+        import torch
+        from magi_aot.runtime import _GatherWork, _register_work
+        self.torch, self.Work, self.reg = torch, _GatherWork, _register_work()
+        self.assertIsNotNone(self.reg, "this torch has no _register_work")
+
+    def _work(self, log, tag):
+        return self.Work.make(lambda: log.append(tag), lambda: False)
+
+    def test_wait_tensor_joins_each_output_once(self):
+        torch = self.torch
+        wait = torch.ops._c10d_functional.wait_tensor
+        log = []
+        flat = torch.empty(64, dtype=torch.uint8).untyped_storage()
+        outs = [torch.empty(0, dtype=torch.uint8).set_(flat[o:o + 32]).view(torch.bfloat16)
+                for o in (0, 32)]
+        work = self._work(log, "bucket")
+        for o in outs:
+            self.reg(o, work)
+        self.assertFalse(work.is_completed())
+        wait(outs[0][2:4])                    # a view of the first output
+        self.assertEqual(log, ["bucket"])
+        wait(outs[0])                         # already waited: torch forgot it
+        self.assertEqual(log, ["bucket"])
+        wait(outs[1])                         # the other output: its own registration
+        self.assertEqual(log, ["bucket", "bucket"])
+        plain = torch.ones(4)
+        self.assertIs(wait(plain), plain)     # nothing registered: a no-op
+        self.assertEqual(len(log), 2)
+
+    def test_compiled_graph_waits(self):
+        torch = self.torch
+        log = []
+        t = torch.arange(8.0)
+        self.reg(t, self._work(log, "w"))
+
+        def fn(x):
+            return torch.ops._c10d_functional.wait_tensor(x) * 2
+        torch._dynamo.reset()
+        got = torch.compile(fn, backend="aot_eager", fullgraph=True)(t)
+        self.assertTrue(torch.equal(got, torch.arange(8.0) * 2))
+        self.assertEqual(log, ["w"])
+
+    def test_join_is_checked(self):
+        import magi_aot
+        from magi_aot.runtime import SymmRuntime
+        with self.assertRaises(magi_aot.MagiError) as cm:
+            SymmRuntime([fixture("fsdp_block")], device="cpu", rank=0, world=4, join="later")
+        self.assertIn("join must be 'wait' or 'call'", cm.exception.message)
+
+
+@unittest.skipUnless(HAVE_TORCH, TORCH_REASON)
 class EndToEndFourRanks(unittest.TestCase):
     def test_fsdp_model_from_its_artifact(self):
         with tempfile.TemporaryDirectory() as d:

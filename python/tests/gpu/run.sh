@@ -2,13 +2,17 @@
 # One device call on the H200 machine (PyTorch 2.11, CUDA 13, no msgpack or
 # jansson): build libmagi_aot from the working tree, run the Python tests
 # (binding + torch), then the save/load round trip and the benchmark.
-#   bash python/tests/gpu/run.sh [all|unittest|roundtrip|zoo|runtime|warmstart]
+#   bash python/tests/gpu/run.sh [all|unittest|roundtrip|zoo|runtime|exposed|warmstart]
 # (zoo: the model-zoo table of gpu/zoo.py into $OUT/zoo, docs/ZOO.md)
 # (runtime: the library with the cuda backend, then examples/fsdp_e2e.py on
 # the GPU(s): 4 ranks - sharing the device on one GPU, gloo for the gathers
 # kept on c10d; NCCL with one GPU per rank - eager bit-exact, Inductor
 # within bf16 tolerance, opcheck of both operators, the plan-mismatch
-# check, alias binding, and the benchmark: symm host time, step time)
+# check, alias binding, and the benchmark: symm host time, step time; then
+# the exposed step)
+# (exposed: the cost profiler on fixtures/real/fsdp_block.json, then
+# python/tests/gpu/exposed.py: each gather's predicted stall vs the time the
+# compute stream measurably waits for it, join="wait" vs join="call")
 # (warmstart: python/tests/gpu/warmstart.py into $OUT/warmstart - magi cache vs torch's
 # cold / warm / mega-cache warm start, fresh processes; not part of all: ~8 minutes)
 # Debian packages the machine lacks travel in .debs/ (see docs/PYTHON.md);
@@ -49,7 +53,7 @@ if [ -d .debs ]; then
 fi
 stamp "configure"
 cuda=OFF
-[ "$what" = runtime ] && cuda=ON
+{ [ "$what" = runtime ] || [ "$what" = exposed ]; } && cuda=ON
 cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DMAGI_WITH_CUDA=$cuda -DBUILD_TESTING=OFF \
   -DCMAKE_PREFIX_PATH=$PFX/usr -DCMAKE_INSTALL_RPATH=$LIBD -DCMAKE_BUILD_RPATH=$LIBD \
   "${extra[@]}" >"$OUT/build.log" 2>&1 &&
@@ -114,6 +118,15 @@ if [ "$what" = runtime ]; then
     --bench 50 2>&1 | tee "$OUT/e2e_bench.log" | grep -Ev "Warning|^\s*$" | tail -20
   [ "${PIPESTATUS[0]}" -eq 0 ] || fail=1
   cp "$E2E"/rank?.json "$OUT"/ 2>/dev/null
+fi
+if [ "$what" = runtime ] || [ "$what" = exposed ]; then
+  stamp "exposed time per gather: fsdp_block as a real region, 4 ranks, predicted vs measured"
+  PYTHONPATH=$PWD/python timeout 90 python3 -m magi_aot.profile fixtures/real/fsdp_block.json \
+    --out "$OUT/fsdp_block.costs.json" --device cuda --iters 20 >"$OUT/profile.log" 2>&1 ||
+    { tail -5 "$OUT/profile.log"; fail=1; }
+  timeout 400 python3 python/tests/gpu/exposed.py --out "$OUT/exposed" --world 4 \
+    --costs "$OUT/fsdp_block.costs.json" 2>&1 | tee "$OUT/exposed.log" | grep -Ev "Warning|^\s*$" | tail -20
+  [ "${PIPESTATUS[0]}" -eq 0 ] || fail=1
 fi
 stamp "done, fail=$fail"
 exit $fail

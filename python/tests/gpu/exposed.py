@@ -1,0 +1,332 @@
+#!/usr/bin/env python3
+"""Predicted vs measured exposed time of each gather, fixtures/real/fsdp_block.json
+run as a real region on the GPU.
+
+    MAGI_AOT_LIB=.../libmagi_aot.so MAGI_CLI=.../magi-aot \
+      python3 python/tests/gpu/exposed.py --out DIR [--world 4] [--iters 40] [--costs T.json]
+
+1. The region is loaded with the copy_engine transport and written out
+   rewritten (`magi-aot load --emit`), then scheduled (`magi-aot schedule
+   --emit --json`): the analytical model, and with --costs the measured cost
+   table (python -m magi_aot.profile) too; the scheduled region of the last
+   one is what runs. The schedule's JSON gives each gather's predicted stall
+   (exposed time).
+2. `--world` rank processes share the GPU(s) (rank r on device r % count):
+   a SymmRuntime binds random shards; gathers that stay on c10d (cast, pad)
+   run on gloo, staged through the host (on one GPU, NCCL cannot run
+   several ranks).
+3. Each rank runs the rebuilt graph eagerly with CUDA events around every
+   gather call and every wait_tensor, alternating the runtime's join mode
+   per iteration: "wait" (the stream waits at wait_tensor: the copies run
+   beside the compute scheduled between the gather and its wait) and "call"
+   (the stream waits at the call: nothing overlaps). A gather's measured
+   exposed time is the time the compute stream spent waiting for it: at its
+   waits under "wait", at its call under "call". The forward's device time
+   is measured in both modes, and the outputs of the two modes must be
+   bit-identical.
+
+Rank 0 writes DIR/exposed.json and prints a table: per gather, the kind,
+predicted cost and stall (analytical, measured table), and the measured
+exposed time in both modes (median over --iters). Exit 0 when every rank
+ran and the outputs agreed.
+"""
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+FIXTURE = os.path.join(ROOT, "fixtures", "real", "fsdp_block.json")
+GATHER_BASES = ("symm_all_gather", "symm_all_gather_coalesced", "all_gather_into_tensor",
+                "all_gather_into_tensor_coalesced", "host_staged_all_gather",
+                "host_staged_all_gather_coalesced")
+
+
+def _cli():
+    cli = os.environ.get("MAGI_CLI")
+    if not cli:
+        sys.exit("set MAGI_CLI to the magi-aot executable")
+    return cli
+
+
+def _run(*args):
+    p = subprocess.run(list(args), capture_output=True, text=True, timeout=120)
+    if p.returncode:
+        raise RuntimeError("%s: exit %d: %s" % (" ".join(args), p.returncode, p.stderr[-2000:]))
+    return p.stdout
+
+
+def prepare(out, costs):
+    """Rewritten + scheduled regions and the predictions: {"analytical": sched
+    json, "measured": sched json or None, "run": path of the region to run}."""
+    cli = _cli()
+    rw = os.path.join(out, "fsdp_block.rewritten.magi")
+    _run(cli, "load", FIXTURE, "--transport", "copy_engine", "--emit", rw)
+    res = {}
+    sa = os.path.join(out, "fsdp_block.sched.analytical.magi")
+    res["analytical"] = json.loads(_run(cli, "schedule", rw, "--json", "--emit", sa))
+    res["run"] = sa
+    res["measured"] = None
+    if costs:
+        sm = os.path.join(out, "fsdp_block.sched.measured.magi")
+        res["measured"] = json.loads(_run(cli, "schedule", rw, "--costs", costs, "--json", "--emit", sm))
+        res["run"] = sm
+    return res
+
+
+# ----------------------------------------------------------------- one rank
+def _base(target):
+    name = getattr(target, "__name__", None) or str(target)
+    s = str(getattr(target, "_name", "") or name)
+    for b in sorted(GATHER_BASES, key=len, reverse=True):
+        if b in s or b in name:
+            return b
+    return None
+
+
+def _gather_of(node):
+    """The gather node a wait_tensor's input comes from (through getitem)."""
+    import operator
+    x = node.args[0] if node.args else None
+    while x is not None and x.op == "call_function" and x.target is operator.getitem:
+        x = x.args[0]
+    return x
+
+
+class _HostStamp:
+    """CPU stand-in for a CUDA event (the script's own check on CPU)."""
+
+    def __init__(self):
+        self.t = time.perf_counter()
+
+    def elapsed_time(self, other):
+        return (other.t - self.t) * 1e3
+
+
+def instrument(gm, marks, cuda=True):
+    """Event markers around every gather call and wait_tensor of gm:
+    marks is a list the markers append (tag, where, event) to."""
+    import torch
+
+    def mark(tag, where):
+        if cuda:
+            ev = torch.cuda.Event(enable_timing=True)
+            ev.record()
+        else:
+            ev = _HostStamp()
+        marks.append((tag, where, ev))
+    g = gm.graph
+    for n in list(g.nodes):
+        if n.op != "call_function":
+            continue
+        t = n.target
+        if t is torch.ops._c10d_functional.wait_tensor or t is torch.ops._c10d_functional.wait_tensor.default:
+            src = _gather_of(n)
+            if src is None or _base(src.target) is None:
+                continue
+            tag, where = src.name, "wait"
+        elif _base(t) is not None:
+            tag, where = n.name, "call"
+        else:
+            continue
+        with g.inserting_before(n):
+            g.call_function(mark, (tag, where + ":pre"))
+        with g.inserting_after(n):
+            g.call_function(mark, (tag, where + ":post"))
+    gm.recompile()
+    return gm
+
+
+def _values(torch, region, dev):
+    """Random values at the hints for every placeholder (weights included)."""
+    from magi_aot import _expr
+    hints = {k: v for k, v in region.symbols.items() if v is not None}
+    out = {}
+    g = torch.Generator().manual_seed(7)
+    for p in region.placeholders:
+        ex = p["example_value"] or {}
+        if ex.get("kind") != "tensor":
+            continue
+        shape = [d if isinstance(d, int) else _expr.eval_int(d, hints) for d in ex["shape"]]
+        dt = getattr(torch, ex["dtype"])
+        t = torch.randn(shape, generator=g) * 0.05
+        out[p["name"]] = t.to(dt).to(dev)
+    return out
+
+
+def rank_main(args):
+    import torch
+    import torch.distributed as dist
+    import magi_aot
+    from magi_aot.runtime import SymmRuntime
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    res = {"rank": rank, "ok": False}
+    try:
+        cuda = args.device == "cuda"
+        if cuda:
+            dev = torch.device("cuda", rank % torch.cuda.device_count())
+            torch.cuda.set_device(dev)
+        else:
+            dev = torch.device("cpu")
+            torch.set_num_threads(1)
+        dist.init_process_group("gloo", rank=rank, world_size=world)
+        region = magi_aot.load(args.region, transport="copy_engine")
+        groups = {"0": [list(range(world))], "1": [[r, r + 1] for r in range(0, world, 2)]}
+        rt = SymmRuntime([region], device=dev, groups=groups, timeout=120)
+        vals = _values(torch, rt.regions[0], dev)
+        rt.bind(vals, strict=True)
+        rt.ready()
+        gm = rt.graph_module(region)
+        marks = []
+        instrument(gm, marks, cuda)
+        inputs = rt.args(region, vals)
+        sync = torch.cuda.synchronize if cuda else (lambda: None)
+        per = {"wait": {}, "call": {}}
+        fwd = {"wait": [], "call": []}
+        outs = {}
+        with torch.no_grad():
+            for it in range(args.warmup + 2 * args.iters):
+                mode = "wait" if it % 2 == 0 else "call"
+                rt.join = mode
+                marks.clear()
+                dist.barrier()
+                sync()
+                start = torch.cuda.Event(enable_timing=True) if cuda else _HostStamp()
+                if cuda:
+                    start.record()
+                o = gm(*inputs)
+                end = torch.cuda.Event(enable_timing=True) if cuda else _HostStamp()
+                if cuda:
+                    end.record()
+                sync()
+                if it < args.warmup:
+                    continue
+                fwd[mode].append(start.elapsed_time(end) * 1e3)
+                stall = {}
+                pre = {}
+                for tag, where, ev in marks:
+                    kind, edge = where.split(":")
+                    if edge == "pre":
+                        pre[(tag, kind)] = ev
+                    else:
+                        us = pre.pop((tag, kind)).elapsed_time(ev) * 1e3
+                        d = stall.setdefault(tag, {"call": 0.0, "wait": 0.0})
+                        d[kind] += us
+                for tag, d in stall.items():
+                    per[mode].setdefault(tag, []).append(d)
+                first = o[0] if isinstance(o, (tuple, list)) else o
+                outs.setdefault(mode, first.detach().clone())
+        res["outputs_equal"] = bool(torch.equal(outs["wait"], outs["call"]))
+
+        def med(v):
+            v = sorted(v)
+            return v[len(v) // 2] if v else None
+        res["forward_us"] = {m: med(v) for m, v in fwd.items()}
+        res["gathers"] = {}
+        for mode in ("wait", "call"):
+            for tag, rows in per[mode].items():
+                g = res["gathers"].setdefault(tag, {})
+                g[mode] = {"at_call_us": med([r["call"] for r in rows]), "at_wait_us": med([r["wait"] for r in rows])}
+        res["deferred_joins"] = rt.stats["deferred_joins"]
+        res["kept"] = [(g["name"], g["reason"]) for g in region.rewrite_report if g["reason"] != "rewritten"]
+        res["ok"] = res["outputs_equal"] and (res["deferred_joins"] > 0 or not cuda)
+        dist.barrier()
+        rt.close()
+    except Exception as e:  # noqa: BLE001 - reported per rank
+        res["error"] = "%s: %s" % (type(e).__name__, e)
+        res["traceback"] = traceback.format_exc()[-3000:]
+    finally:
+        with open(os.path.join(args.out, "rank%d.json" % rank), "w") as f:
+            json.dump(res, f, indent=1, default=str)
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    return 0 if res["ok"] else 1
+
+
+# ---------------------------------------------------------------- launcher
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--world", type=int, default=4)
+    ap.add_argument("--iters", type=int, default=40)
+    ap.add_argument("--warmup", type=int, default=6)
+    ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"],
+                    help="cpu: the script's own check (host backend, host timestamps)")
+    ap.add_argument("--costs", default=None, help="a measured cost table (python -m magi_aot.profile)")
+    ap.add_argument("--rank-main", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--region", default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    os.makedirs(args.out, exist_ok=True)
+    if args.rank_main:
+        return rank_main(args)
+    pred = prepare(args.out, args.costs)
+    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()), WORLD_SIZE=str(args.world),
+               PYTHONPATH=os.path.join(ROOT, "python") + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    procs = [subprocess.Popen([sys.executable, os.path.abspath(__file__), "--rank-main", "--out", args.out,
+                               "--region", pred["run"], "--iters", str(args.iters), "--warmup", str(args.warmup),
+                               "--device", args.device],
+                              env=dict(env, RANK=str(r))) for r in range(args.world)]
+    rc = 0
+    for p in procs:
+        try:
+            rc |= p.wait(timeout=400)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            rc = 1
+    ranks = []
+    for r in range(args.world):
+        try:
+            with open(os.path.join(args.out, "rank%d.json" % r)) as f:
+                ranks.append(json.load(f))
+        except (OSError, ValueError):
+            ranks.append({"rank": r, "ok": False, "error": "no result"})
+    bad = [x for x in ranks if not x.get("ok")]
+    for x in bad:
+        print("rank %s FAILED: %s" % (x.get("rank"), x.get("error") or x))
+        if x.get("traceback"):
+            print(x["traceback"])
+    r0 = ranks[0]
+    summary = {"world": args.world, "iters": args.iters, "predicted": {k: pred[k] for k in ("analytical", "measured")},
+               "rank0": r0, "ok": not bad and rc == 0}
+    with open(os.path.join(args.out, "exposed.json"), "w") as f:
+        json.dump(summary, f, indent=1, default=str)
+    if r0.get("gathers"):
+        pa = {g["node"]: g for g in pred["analytical"]["gathers"]}
+        pm = {g["node"]: g for g in (pred["measured"] or {}).get("gathers", [])}
+        print("fsdp_block, %d ranks on %s; exposed time per gather, us (measured: median of %d forwards, rank 0)"
+              % (args.world, "the GPU(s)", args.iters))
+        print("%-34s %-5s | %8s %8s | %8s %8s | %10s %10s" % ("gather", "kind", "model", "stall", "table",
+                                                              "stall", "join=wait", "join=call"))
+        for name, a in pa.items():
+            m = pm.get(name, {})
+            g = r0["gathers"].get(name, {})
+            w = g.get("wait", {})
+            c = g.get("call", {})
+            mw = (w.get("at_wait_us") or 0.0) + (w.get("at_call_us") or 0.0)
+            mc = (c.get("at_wait_us") or 0.0) + (c.get("at_call_us") or 0.0)
+            print("%-34s %-5s | %8.1f %8.1f | %8s %8s | %10.1f %10.1f" % (
+                name, a["kind"], a["cost_us"], a["stall_us"],
+                "%.1f" % m["cost_us"] if m else "-", "%.1f" % m["stall_us"] if m else "-", mw, mc))
+        fw = r0["forward_us"]
+        print("forward device time: join=wait %.1f us, join=call %.1f us; predicted stall total: model %.1f us%s"
+              % (fw["wait"], fw["call"], pred["analytical"]["stall_us"],
+                 ", table %.1f us" % pred["measured"]["stall_us"] if pred["measured"] else ""))
+        print("outputs of the two modes bit-identical: %s; kept on c10d (gloo, staged through the host): %s"
+              % (r0.get("outputs_equal"), ", ".join(k for k, _ in r0.get("kept", []))))
+    return 0 if summary["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
