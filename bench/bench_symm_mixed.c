@@ -157,6 +157,7 @@ static int check_outputs(ctx *x, int lay, void *const *dst, const char *what) {
 typedef struct fig {
     double med, p90, piped, gpu_ms;
 } fig;
+#define ISSUE_ROUNDS 3
 
 /* One bucket gather in layout x->layout into output set `set`. */
 static void bucket(ctx *x, int set, cudaStream_t s) {
@@ -325,57 +326,76 @@ static int rank0(ctx *x, int ndev) {
            (unsigned long long)(o->hidden * 2 / W), (double)(o->inter * o->hidden * 2 / W) / 1048576.0);
 
     /* 1. issue cost: old layout (anchor) vs new layout, batch vs graph path */
-    /* lanes: the graph's shape (0 independent memcpy nodes, the default;
-     * L: L chains of nodes, magi_symm_cuda_set_graph_lanes) */
+    /* lanes: the graph's shape (0 independent memcpy nodes; L: L chains of
+     * nodes, magi_symm_cuda_set_graph_lanes; -1: the backend's default).
+     * Every row is measured in ROUNDS interleaved rounds (the machine is
+     * shared): the table gives the median of the rounds' medians and their
+     * spread. */
     struct {
         const char *name;
         int layout, graphs, alternate;
-        uint32_t lanes;
-        fig f;
+        int lanes;
+        fig f[ISSUE_ROUNDS];
         double copies;
     } rows[] = {
-        {"old layout: batch path", 0, 0, 0, 0, {0, 0, 0, 0}, 0},
-        {"old layout: graph path, fixed destinations", 0, 1, 0, 0, {0, 0, 0, 0}, 0},
-        {"new layout: batch path", 1, 0, 0, 0, {0, 0, 0, 0}, 0},
-        {"new layout: graph path, fixed destinations", 1, 1, 0, 0, {0, 0, 0, 0}, 0},
-        {"new layout: graph path, 2 flat buffers in turn", 1, 1, 1, 0, {0, 0, 0, 0}, 0},
-        {"new layout: graph path, nodes in 1 chain", 1, 1, 0, 1, {0, 0, 0, 0}, 0},
-        {"new layout: graph path, nodes in 2 chains", 1, 1, 0, 2, {0, 0, 0, 0}, 0},
-        {"new layout: graph path, nodes in world chains", 1, 1, 0, W, {0, 0, 0, 0}, 0},
+        {.name = "old layout: batch path", .layout = 0, .graphs = 0, .alternate = 0, .lanes = -1},
+        {.name = "old layout: graph path, fixed destinations", .layout = 0, .graphs = 1, .alternate = 0, .lanes = -1},
+        {.name = "new layout: batch path", .layout = 1, .graphs = 0, .alternate = 0, .lanes = -1},
+        {.name = "new layout: graph path (default shape)", .layout = 1, .graphs = 1, .alternate = 0, .lanes = -1},
+        {.name = "new layout: graph path, 2 flat buffers in turn", .layout = 1, .graphs = 1, .alternate = 1, .lanes = -1},
+        {.name = "new layout: graph path, independent nodes", .layout = 1, .graphs = 1, .alternate = 0, .lanes = 0},
+        {.name = "new layout: graph path, nodes in 1 chain", .layout = 1, .graphs = 1, .alternate = 0, .lanes = 1},
+        {.name = "new layout: graph path, nodes in 2 chains", .layout = 1, .graphs = 1, .alternate = 0, .lanes = 2},
+        {.name = "new layout: graph path, nodes in 4 chains", .layout = 1, .graphs = 1, .alternate = 0, .lanes = 4},
+        {.name = "new layout: graph path, one chain per peer", .layout = 1, .graphs = 1, .alternate = 0, .lanes = (int)W - 1},
     };
     enum { NR = sizeof rows / sizeof rows[0] };
-    for (int r = 0; r < NR; r++) {
-        magi_symm_cuda_stats s0, s1;
-        x->layout = rows[r].layout;
-        magi_symm_cuda_set_graphs(x->c, rows[r].graphs);
-        magi_symm_cuda_set_graph_lanes(x->c, rows[r].lanes);
-        for (int set = 0; set < 2; set++)
-            for (int i = 0; i < NT; i++)
-                CK(cudaMemsetAsync(x->dst[x->layout][set][i], 0, x->sl[x->slots[x->layout][i]].nbytes * W, x->s));
-        magi_symm_cuda_get_stats(x->c, &s0);
-        measure_issue(x, rows[r].alternate, &rows[r].f);
-        magi_symm_cuda_get_stats(x->c, &s1);
-        rows[r].copies = rows[r].graphs ? (double)s1.graph_last_nodes
-                                        : (double)(s1.batch_copies - s0.batch_copies) /
-                                              (double)(s1.batch_calls - s0.batch_calls ? s1.batch_calls - s0.batch_calls : 1);
-        char what[128];
-        snprintf(what, sizeof what, "%s, output set 0", rows[r].name);
-        bad |= check_outputs(x, x->layout, x->dst[x->layout][0], what);
-        if (rows[r].alternate) {
-            snprintf(what, sizeof what, "%s, output set 1", rows[r].name);
-            bad |= check_outputs(x, x->layout, x->dst[x->layout][1], what);
+    uint32_t lanes0 = magi_symm_cuda_graph_lanes(x->c);
+    for (int round = 0; round < ISSUE_ROUNDS; round++)
+        for (int r = 0; r < NR; r++) {
+            magi_symm_cuda_stats s0, s1;
+            x->layout = rows[r].layout;
+            magi_symm_cuda_set_graphs(x->c, rows[r].graphs);
+            magi_symm_cuda_set_graph_lanes(x->c, rows[r].lanes < 0 ? lanes0 : (uint32_t)rows[r].lanes);
+            for (int set = 0; set < 2; set++)
+                for (int i = 0; i < NT; i++)
+                    CK(cudaMemsetAsync(x->dst[x->layout][set][i], 0, x->sl[x->slots[x->layout][i]].nbytes * W, x->s));
+            magi_symm_cuda_get_stats(x->c, &s0);
+            measure_issue(x, rows[r].alternate, &rows[r].f[round]);
+            magi_symm_cuda_get_stats(x->c, &s1);
+            rows[r].copies = rows[r].graphs ? (double)s1.graph_last_nodes
+                                            : (double)(s1.batch_copies - s0.batch_copies) /
+                                                  (double)(s1.batch_calls - s0.batch_calls ? s1.batch_calls - s0.batch_calls : 1);
+            char what[128];
+            snprintf(what, sizeof what, "%s, output set 0", rows[r].name);
+            bad |= check_outputs(x, x->layout, x->dst[x->layout][0], what);
+            if (rows[r].alternate) {
+                snprintf(what, sizeof what, "%s, output set 1", rows[r].name);
+                bad |= check_outputs(x, x->layout, x->dst[x->layout][1], what);
+            }
         }
+    magi_symm_cuda_set_graph_lanes(x->c, lanes0);
+    printf("(graph path default shape: %u chain(s), 0 = independent nodes; %d interleaved rounds per row)\n", lanes0,
+           ISSUE_ROUNDS);
+    printf("%-50s %11s %11s %9s %11s %9s %7s\n", "host issue cost of one coalesced call", "idle us med", "min..max",
+           "p90", "4-deep us", "GPU ms", "copies");
+    double med_of[NR];
+    for (int r = 0; r < NR; r++) {
+        double m[ISSUE_ROUNDS], p9[ISSUE_ROUNDS], pp[ISSUE_ROUNDS], g[ISSUE_ROUNDS], lo = 1e30, hi = 0;
+        for (int k = 0; k < ISSUE_ROUNDS; k++) {
+            m[k] = rows[r].f[k].med, p9[k] = rows[r].f[k].p90, pp[k] = rows[r].f[k].piped, g[k] = rows[r].f[k].gpu_ms;
+            lo = m[k] < lo ? m[k] : lo, hi = m[k] > hi ? m[k] : hi;
+        }
+        med_of[r] = median(m, ISSUE_ROUNDS);
+        char span[32];
+        snprintf(span, sizeof span, "%.1f..%.1f", lo, hi);
+        printf("%-50s %11.1f %11s %9.1f %11.1f %9.3f %7.0f\n", rows[r].name, med_of[r], span, median(p9, ISSUE_ROUNDS),
+               median(pp, ISSUE_ROUNDS), median(g, ISSUE_ROUNDS), rows[r].copies);
     }
-    printf("%-50s %11s %9s %11s %9s %7s\n", "host issue cost of one coalesced call", "idle us med", "p90", "4-deep us",
-           "GPU ms", "copies");
-    for (int r = 0; r < NR; r++)
-        printf("%-50s %11.1f %9.1f %11.1f %9.3f %7.0f\n", rows[r].name, rows[r].f.med, rows[r].f.p90, rows[r].f.piped,
-               rows[r].f.gpu_ms, rows[r].copies);
-    magi_symm_cuda_set_graph_lanes(x->c, 0);
     printf("new vs old layout, idle median: batch path x%.1f less host time, graph path x%.1f\n",
-           rows[0].f.med / rows[2].f.med, rows[1].f.med / rows[3].f.med);
+           med_of[0] / med_of[2], med_of[1] / med_of[3]);
     printf("new layout, graph path: %.1f us fixed, %.1f us with 2 flat buffers in turn (goal <= 30 us)\n",
-           rows[3].f.med, rows[4].f.med);
+           med_of[3], med_of[4]);
     magi_symm_cuda_stats st;
     magi_symm_cuda_get_stats(x->c, &st);
     printf("stats: %llu batch calls, %llu graph launches, %llu graph builds, %llu node updates, %llu declined, "
@@ -446,22 +466,29 @@ static int rank0(ctx *x, int ndev) {
     cudaStreamDestroy(g.bs);
     fflush(stdout);
 
-    /* 3. throughput of single gathers */
+    /* 3. throughput of single gathers: batch path vs graph path in the
+     * default shape and in each other shape */
+    enum { NTP = 5 };
+    const int tp_graphs[NTP] = {0, 1, 1, 1, 1};
+    const int tp_lanes[NTP] = {-1, -1, 0, 1, 2};
     printf("\n== single-gather throughput, GB/s of gathered output (%u x shard), event-timed medians of 20\n", W);
-    printf("%9s | %9s %8s | %9s %8s | %11s\n", "shard MiB", "batch ms", "GB/s", "graph ms", "GB/s", "graph/batch");
+    printf("%9s | %8s | %8s %6s | %8s %6s | %8s %6s | %8s %6s\n", "shard MiB", "batch", "graph", "/batch", "indep.",
+           "/batch", "1 chain", "/batch", "2 chains", "/batch");
     for (int k = 0; k < NB; k++) {
-        double t[2];
-        for (int p = 0; p < 2; p++) {
-            magi_symm_cuda_set_graphs(x->c, p);
+        double gbs[NTP];
+        for (int p = 0; p < NTP; p++) {
+            magi_symm_cuda_set_graphs(x->c, tp_graphs[p]);
+            magi_symm_cuda_set_graph_lanes(x->c, tp_lanes[p] < 0 ? lanes0 : (uint32_t)tp_lanes[p]);
             CK(cudaMemsetAsync(x->big[k], 0, k_big[k] * W, x->s));
-            t[p] = time_single(x, k, 20);
+            gbs[p] = (double)k_big[k] * W / (time_single(x, k, 20) * 1e-3) / 1e9;
         }
-        double by = (double)k_big[k] * W;
-        printf("%9llu | %9.4f %8.1f | %9.4f %8.1f | %11.3f\n", (unsigned long long)(k_big[k] >> 20), t[0],
-               by / (t[0] * 1e-3) / 1e9, t[1], by / (t[1] * 1e-3) / 1e9, t[0] / t[1]);
+        printf("%9llu | %8.1f | %8.1f %6.3f | %8.1f %6.3f | %8.1f %6.3f | %8.1f %6.3f\n",
+               (unsigned long long)(k_big[k] >> 20), gbs[0], gbs[1], gbs[1] / gbs[0], gbs[2], gbs[2] / gbs[0], gbs[3],
+               gbs[3] / gbs[0], gbs[4], gbs[4] / gbs[0]);
     }
-    printf("(graph/batch: throughput ratio; goal >= 0.9)\n");
+    printf("(GB/s; /batch: throughput ratio to the batch path; goal >= 0.9)\n");
     magi_symm_cuda_set_graphs(x->c, 1);
+    magi_symm_cuda_set_graph_lanes(x->c, lanes0);
     printf("bytes: %s\n", bad ? "MISMATCH (see stderr)" : "every checked byte exact");
     fflush(stdout);
     return bad;

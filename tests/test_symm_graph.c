@@ -5,8 +5,9 @@
  * graph per destination set up to MAGI_SYMM_GRAPH_VARIANTS, then the least
  * recently used one taken over: 1D nodes updated in place, a graph with 2D
  * nodes rebuilt; a refused build disabling the entry, a full cache
- * declining)
- * and that every launch moves exactly the bytes of its copies. */
+ * declining), the graphs' shape (L chains: node i after node i - L;
+ * independent nodes; a change of shape rebuilds), and that every launch
+ * moves exactly the bytes of its copies. */
 #include "testlib.h"
 #include "symm/cuda_graph.h"
 #include <stdint.h>
@@ -17,6 +18,12 @@ static size_t g_copied;  /* bytes moved by fake launches */
 void magi_fake_copy(void *dst, const void *src, size_t n) {
     memmove(dst, src, n);
     g_copied += n;
+}
+
+static size_t g_edges, g_bad_edges, g_lanes_want; /* edges added; those not i - L -> i */
+void magi_fake_edge(size_t from, size_t to) {
+    g_edges++;
+    if (from + g_lanes_want != to) g_bad_edges++;
 }
 
 #define G 4              /* group members */
@@ -211,4 +218,40 @@ static void test_full_cache_declines(void) {
     magi_symm_cuda_graphs_free(NULL);
 }
 
-MT_MAIN(MT_CASE(test_policy_and_bytes), MT_CASE(test_refused_build_disables), MT_CASE(test_full_cache_declines))
+/* Every shape builds the right edges and moves the same bytes; changing the
+ * shape rebuilds the graphs held. */
+static void test_shapes(void) {
+    fill();
+    magi_symm_cuda_graphs *g = magi_symm_cuda_graphs_new(0);
+    MT_REQUIRE(g != NULL);
+    MT_CHECK(magi_symm_cuda_graphs_lanes(g) == MAGI_SYMM_GRAPH_LANES);
+    uint32_t slots[NIN] = {0, 1, 2, 3, 4};
+    const size_t k = (size_t)NIN * G;
+    const uint32_t shapes[] = {0, 1, 2, 3, (uint32_t)k, (uint32_t)k + 5};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        uint32_t L = shapes[s];
+        magi_symm_cuda_graphs_set_lanes(g, L);
+        MT_CHECK(magi_symm_cuda_graphs_lanes(g) == L);
+        g_edges = g_bad_edges = 0;
+        g_lanes_want = L;
+        magi_symm_cuda_graph_stats a, b;
+        magi_symm_cuda_graphs_stats(g, &a);
+        magi_symm_cuda_copy cp[NIN * G];
+        make_copies(cp, g_out[1]);
+        if (s == 0) /* the first sighting is declined */
+            MT_CHECK(magi_symm_cuda_graph_issue(g, NIN, slots, cp, k, NULL) == MAGI_SYMM_GRAPH_DECLINED);
+        call_into(g, slots, 1, "shape");
+        call_into(g, slots, 1, "shape, again");
+        magi_symm_cuda_graphs_stats(g, &b);
+        MT_CHECK(b.builds == a.builds + 1, "lanes %u: %llu builds", L, (unsigned long long)(b.builds - a.builds));
+        MT_CHECK(b.variants == 1, "lanes %u: %llu graphs held", L, (unsigned long long)b.variants);
+        size_t want = L && L < k ? k - L : 0;
+        MT_CHECK(g_edges == want && !g_bad_edges, "lanes %u: %zu edges (%zu not i-L -> i), want %zu", L, g_edges,
+                 g_bad_edges, want);
+    }
+    magi_symm_cuda_graphs_set_lanes(NULL, 1); /* no-op */
+    MT_CHECK(magi_symm_cuda_graphs_lanes(NULL) == 0);
+    magi_symm_cuda_graphs_free(g);
+}
+
+MT_MAIN(MT_CASE(test_shapes), MT_CASE(test_policy_and_bytes), MT_CASE(test_refused_build_disables), MT_CASE(test_full_cache_declines))

@@ -151,6 +151,8 @@ void magi_symm_cuda_set_graph_lanes(magi_symm_cuda *c, uint32_t lanes) {
     if (c) magi_symm_cuda_graphs_set_lanes(c->graphs, lanes);
 }
 
+uint32_t magi_symm_cuda_graph_lanes(const magi_symm_cuda *c) { return c ? magi_symm_cuda_graphs_lanes(c->graphs) : 0; }
+
 void magi_symm_cuda_get_stats(const magi_symm_cuda *c, magi_symm_cuda_stats *out) {
     if (!c || !out) return;
     *out = c->stats;

@@ -107,10 +107,11 @@ void magi_symm_cuda_set_per_copy(magi_symm_cuda *c, int on);
 /* Graph path (docs/CUDA.md "Graph path", cuda_graph.h): on by default; off,
  * every call takes the batch path. For benchmarks and tests. */
 void magi_symm_cuda_set_graphs(magi_symm_cuda *c, int on);
-/* The graph path's graphs as `lanes` chains of memcpy nodes (0, the
- * default: independent nodes); magi_symm_cuda_graphs_set_lanes. For
- * benchmarks. */
+/* The graph path's graphs as `lanes` chains of memcpy nodes (0:
+ * independent nodes; default MAGI_SYMM_GRAPH_LANES, cuda_graph.h);
+ * magi_symm_cuda_graphs_set_lanes. For benchmarks and tests. */
 void magi_symm_cuda_set_graph_lanes(magi_symm_cuda *c, uint32_t lanes);
+uint32_t magi_symm_cuda_graph_lanes(const magi_symm_cuda *c);
 void magi_symm_cuda_get_stats(const magi_symm_cuda *c, magi_symm_cuda_stats *out);
 /* 1 when this build calls cudaMemcpyBatchAsync (CUDA >= 12.8), else 0. */
 int magi_symm_cuda_has_batch(void);

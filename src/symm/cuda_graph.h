@@ -73,10 +73,16 @@ void magi_symm_cuda_graphs_free(magi_symm_cuda_graphs *g);
 magi_status magi_symm_cuda_graph_issue(magi_symm_cuda_graphs *g, uint32_t n, const uint32_t *slots,
                                        const magi_symm_cuda_copy *cp, size_t k, void *stream);
 
-/* The graphs' shape (for benchmarks): 0 (default) independent memcpy nodes;
- * L > 0: L chains, node i ordered after node i - L. Changing it drops every
- * graph held (the next calls build them with the new edges). */
+/* The graphs' shape: L > 0: L chains of memcpy nodes, node i ordered after
+ * node i - L; 0: independent nodes. A graph launch costs the host about
+ * 2-3 us per node when the nodes are independent, and much less when they
+ * form few chains, while the device time stays the same on one GPU
+ * (docs/CUDA.md "Graph shape", docs/PERFORMANCE.md): the default is
+ * MAGI_SYMM_GRAPH_LANES chains. Changing it drops every graph held (the
+ * next calls build them with the new edges). */
+#define MAGI_SYMM_GRAPH_LANES 2u
 void magi_symm_cuda_graphs_set_lanes(magi_symm_cuda_graphs *g, uint32_t lanes);
+uint32_t magi_symm_cuda_graphs_lanes(const magi_symm_cuda_graphs *g);
 
 void magi_symm_cuda_graphs_stats(const magi_symm_cuda_graphs *g, magi_symm_cuda_graph_stats *out);
 

@@ -36,7 +36,10 @@ struct magi_symm_cuda_graphs {
 
 magi_symm_cuda_graphs *magi_symm_cuda_graphs_new(uint32_t max_entries) {
     magi_symm_cuda_graphs *g = calloc(1, sizeof *g);
-    if (g) g->max = max_entries ? max_entries : DEFAULT_ENTRIES;
+    if (g) {
+        g->max = max_entries ? max_entries : DEFAULT_ENTRIES;
+        g->lanes = MAGI_SYMM_GRAPH_LANES;
+    }
     return g;
 }
 
@@ -71,6 +74,8 @@ void magi_symm_cuda_graphs_set_lanes(magi_symm_cuda_graphs *g, uint32_t lanes) {
     for (uint32_t i = 0; i < g->n; i++) drop_entry(g, &g->e[i]); /* rebuilt with the new edges */
     g->lanes = lanes;
 }
+
+uint32_t magi_symm_cuda_graphs_lanes(const magi_symm_cuda_graphs *g) { return g ? g->lanes : 0; }
 
 void magi_symm_cuda_graphs_stats(const magi_symm_cuda_graphs *g, magi_symm_cuda_graph_stats *out) {
     if (g && out) *out = g->stats;
@@ -151,9 +156,9 @@ static int updatable(const variant *v, const magi_symm_cuda_copy *cp, size_t k) 
     return 1;
 }
 
-/* Build and instantiate the graph of cp[0, k): independent memcpy nodes (no
- * edges), so the graph may run them concurrently; with lanes L > 0, node i
- * depends on node i - L (L chains). */
+/* Build and instantiate the graph of cp[0, k): with lanes L > 0, L chains
+ * (node i depends on node i - L); with 0, independent memcpy nodes (no
+ * edges). */
 static cudaError_t build(magi_symm_cuda_graphs *g, variant *v, const magi_symm_cuda_copy *cp, size_t k) {
     cudaError_t err = cudaSuccess;
     v->nodes = malloc(sizeof *v->nodes * (k ? k : 1));

@@ -2,17 +2,20 @@
  * makes (src/symm/graph_cuda.c): graphs of memcpy nodes. Part of the fake
  * CUDA library of the multi-GPU dry run (fake_cuda.c) and linked into
  * test_symm_graph, which checks the graph cache on the CPU. Every copy goes
- * through magi_fake_copy(), which the linking program defines.
+ * through magi_fake_copy(), and every dependency edge a node is added with
+ * is reported to magi_fake_edge(); the linking program defines both.
  * Rules the real calls enforce and that are modelled: zero-sized copies are
  * refused (cudaErrorInvalidValue), a 1D update only applies to a 1D node,
  * a 2D node is never updated (the driver refuses multidimensional memcpy
- * updates), extents have depth 1. */
+ * updates), extents have depth 1, a dependency must be a node added
+ * earlier to the same graph. */
 #include <cuda_runtime_api.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 void magi_fake_copy(void *dst, const void *src, size_t n);
+void magi_fake_edge(size_t from, size_t to);
 
 /* A graph of memcpy nodes (the backend's per-gather graphs): the template
  * keeps its nodes, an instantiated graph a copy of them that
@@ -37,10 +40,15 @@ cudaError_t cudaGraphCreate(cudaGraph_t *pGraph, unsigned int flags) {
     *pGraph = calloc(1, sizeof(fgraph));
     return *pGraph ? cudaSuccess : cudaErrorMemoryAllocation;
 }
-static cudaError_t add_node(cudaGraphNode_t *out, cudaGraph_t graph, void *dst, const void *src, size_t w, size_t h,
-                            size_t dp, size_t sp) {
+static cudaError_t add_node(cudaGraphNode_t *out, cudaGraph_t graph, const cudaGraphNode_t *deps, size_t ndeps,
+                            void *dst, const void *src, size_t w, size_t h, size_t dp, size_t sp) {
     fgraph *g = (fgraph *)(void *)graph;
-    if (!g || !w || !h) return cudaErrorInvalidValue;
+    if (!g || !w || !h || (ndeps && !deps)) return cudaErrorInvalidValue;
+    for (size_t i = 0; i < ndeps; i++) {
+        const fnode *d = (const fnode *)(const void *)deps[i];
+        if (!d || d->idx >= g->n || g->nodes[d->idx] != d) return cudaErrorInvalidValue;
+    }
+    for (size_t i = 0; i < ndeps; i++) magi_fake_edge(((const fnode *)(const void *)deps[i])->idx, g->n);
     if (g->n == g->cap) {
         size_t cap = g->cap ? 2 * g->cap : 16;
         fnode **nn = realloc(g->nodes, sizeof *nn * cap);
@@ -58,13 +66,13 @@ static cudaError_t add_node(cudaGraphNode_t *out, cudaGraph_t graph, void *dst, 
 cudaError_t cudaGraphAddMemcpyNode1D(cudaGraphNode_t *pGraphNode, cudaGraph_t graph, const cudaGraphNode_t *pDependencies,
                                      size_t numDependencies, void *dst, const void *src, size_t count,
                                      enum cudaMemcpyKind kind) {
-    return add_node(pGraphNode, graph, dst, src, count, 1, count, count);
+    return add_node(pGraphNode, graph, pDependencies, numDependencies, dst, src, count, 1, count, count);
 }
 cudaError_t cudaGraphAddMemcpyNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph, const cudaGraphNode_t *pDependencies,
                                    size_t numDependencies, const struct cudaMemcpy3DParms *p) {
     if (p->extent.depth != 1) return cudaErrorInvalidValue;
-    return add_node(pGraphNode, graph, p->dstPtr.ptr, p->srcPtr.ptr, p->extent.width, p->extent.height,
-                    p->dstPtr.pitch, p->srcPtr.pitch);
+    return add_node(pGraphNode, graph, pDependencies, numDependencies, p->dstPtr.ptr, p->srcPtr.ptr, p->extent.width,
+                    p->extent.height, p->dstPtr.pitch, p->srcPtr.pitch);
 }
 cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t *pGraphExec, cudaGraph_t graph, unsigned long long flags) {
     fgraph *g = (fgraph *)(void *)graph;
