@@ -19,7 +19,9 @@ run as a real region on the GPU.
    stand-in of the same shape (the shard repeated): NCCL cannot run several
    ranks on one GPU, and gloo staged through the host would stall the
    stream for milliseconds. Their exposure is not measured.
-3. Rank 0 runs the rebuilt graph eagerly with CUDA events around every
+3. Rank 0 runs the rebuilt graph eagerly (the GPU held back by a spin
+   kernel while the host queues the whole forward, so the events time the
+   device, not the host's launch gaps) with CUDA events around every
    gather call and every wait_tensor, alternating the runtime's join mode
    per iteration: "wait" (the stream waits at wait_tensor: the copies run
    beside the compute scheduled between the gather and its wait) and "call"
@@ -224,6 +226,8 @@ def rank_main(args):
         inputs = rt.args(region, vals)
         sync = torch.cuda.synchronize if cuda else (lambda: None)
         per = {"wait": {}, "call": {}}
+        host_us = {"wait": [], "call": []}
+        host_ahead = []
         fwd = {"wait": [], "call": []}
         outs = {}
         with torch.no_grad():
@@ -232,13 +236,22 @@ def rank_main(args):
                 rt.join = mode
                 marks.clear()
                 sync()
+                if cuda:
+                    # the host queues the whole forward while the GPU spins
+                    # here, so the events time the device alone: an eager
+                    # forward of small ops is otherwise host-bound, and the
+                    # gaps between the host's launches would read as stalls
+                    torch.cuda._sleep(args.lead_cycles)
                 start = torch.cuda.Event(enable_timing=True) if cuda else _HostStamp()
                 if cuda:
                     start.record()
+                t_host = time.perf_counter()
                 o = gm(*inputs)
                 end = torch.cuda.Event(enable_timing=True) if cuda else _HostStamp()
                 if cuda:
                     end.record()
+                    host_ahead.append(not end.query())  # the GPU had not finished: it never waited for the host
+                host_us[mode].append((time.perf_counter() - t_host) * 1e6)
                 sync()
                 if it < args.warmup:
                     continue
@@ -263,6 +276,8 @@ def rank_main(args):
             v = sorted(v)
             return v[len(v) // 2] if v else None
         res["forward_us"] = {m: med(v) for m, v in fwd.items()}
+        res["forward_host_us"] = {m: med(v) for m, v in host_us.items()}
+        res["host_ahead_fraction"] = (sum(host_ahead) / len(host_ahead)) if host_ahead else None
         res["gathers"] = {}
         for mode in ("wait", "call"):
             for tag, rows in per[mode].items():
@@ -299,6 +314,8 @@ def main(argv=None):
     ap.add_argument("--warmup", type=int, default=6)
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"],
                     help="cpu: the script's own check (host backend, host timestamps)")
+    ap.add_argument("--lead-cycles", type=int, default=200_000_000,
+                    help="GPU cycles spun before each forward while the host queues it (about 0.1 s)")
     ap.add_argument("--costs", default=None, help="a measured cost table (python -m magi_aot.profile)")
     ap.add_argument("--rank-main", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--region", default=None, help=argparse.SUPPRESS)
@@ -311,7 +328,7 @@ def main(argv=None):
                PYTHONPATH=os.path.join(ROOT, "python") + os.pathsep + os.environ.get("PYTHONPATH", ""))
     procs = [subprocess.Popen([sys.executable, os.path.abspath(__file__), "--rank-main", "--out", args.out,
                                "--region", pred["run"], "--iters", str(args.iters), "--warmup", str(args.warmup),
-                               "--device", args.device],
+                               "--device", args.device, "--lead-cycles", str(args.lead_cycles)],
                               env=dict(env, RANK=str(r))) for r in range(args.world)]
     rc = 0
     for p in procs:
@@ -357,10 +374,12 @@ def main(argv=None):
             print("%-34s %-5s | %8.1f %8.1f | %8s %8s | %10s %10s" % (
                 name, a["kind"], a["cost_us"], a["stall_us"],
                 "%.1f" % m["cost_us"] if m else "-", "%.1f" % m["stall_us"] if m else "-", mw, mc))
-        fw = r0["forward_us"]
-        print("forward device time: join=wait %.1f us, join=call %.1f us; predicted stall total: model %.1f us%s"
-              % (fw["wait"], fw["call"], pred["analytical"]["stall_us"],
-                 ", table %.1f us" % pred["measured"]["stall_us"] if pred["measured"] else ""))
+        fw, fh = r0["forward_us"], r0["forward_host_us"]
+        print("forward device time: join=wait %.1f us, join=call %.1f us (host time to queue it: %.1f / %.1f us; "
+              "the GPU was still busy when the host finished in %.0f%% of forwards); predicted stall total: "
+              "model %.1f us%s" % (fw["wait"], fw["call"], fh["wait"], fh["call"],
+                                   100.0 * (r0.get("host_ahead_fraction") or 0.0), pred["analytical"]["stall_us"],
+                                   ", table %.1f us" % pred["measured"]["stall_us"] if pred["measured"] else ""))
         print("outputs of the two modes bit-identical: %s; kept on c10d, a local stand-in here (not measured): %s"
               % (r0.get("outputs_equal"), ", ".join(r0.get("standins", []))))
     return 0 if summary["ok"] else 1
