@@ -212,6 +212,7 @@ _PROTOS = {
     "magi_status_str": (c_char_p, [c_int]),
     "magi_last_error": (c_char_p, []),
     "magi_features": (c_uint, []),
+    "magi_op_classify": (c_int, [c_int, c_char_p]),
     "magi_free": (None, [c_void_p]),
     "magi_region_free": (None, [c_void_p]),
     "magi_region_count_placeholders": (c_uint32, [c_void_p]),

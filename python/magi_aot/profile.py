@@ -39,14 +39,13 @@ import sys
 import tempfile
 import time
 
+from .optable import classify, is_gather
+
 __all__ = ["cli_path", "node_keys", "symm_node_keys", "unbacked_values", "build_table", "write_table",
            "profile", "main"]
 
 TABLE_FORMAT = "magi-cost-table"
 TABLE_VERSION = 1
-
-_GATHERS = ("all_gather_into_tensor", "all_gather_into_tensor_coalesced", "symm_all_gather",
-            "symm_all_gather_coalesced")
 
 
 # ------------------------------------------------------------ the CLI side
@@ -154,24 +153,19 @@ def _last(target):
 
 
 def _skip_reason(node):
-    """Why a node is not measured (None: measure it)."""
+    """Why a node is not measured (None: measure it). What is free, a
+    gather, a wait or another collective is the library's operator table's
+    word (magi_aot.optable), the one the analytical model prices by."""
     op, t = node["op"], node.get("target") or ""
     if op in ("placeholder", "output", "get_attr"):
         return "no key"
-    if "to_local" in t:
-        return "free by the model (to_local)"
-    if _last(t) in ("wait_tensor",) or t.endswith("wait_tensor.default"):
-        return "free by the model (wait_tensor)"
-    if "_c10d_functional" in t or "torch.ops.magi." in t:
-        base = t.split(".")[3] if t.startswith("torch.ops.") and len(t.split(".")) > 3 else _last(t)
-        if base in _GATHERS:
-            return None
+    cls = classify(op, t)
+    if cls == "wait":
+        return "free by the model (wait)"
+    if cls == "free":
+        return "free by the model (%s)" % _last(t)
+    if cls == "collective":
         return "collective other than a gather: needs a process group"
-    if op == "call_method" and t in ("view", "reshape", "t", "transpose", "permute", "expand", "unsqueeze",
-                                     "squeeze", "contiguous", "size", "dim", "item", "to_local"):
-        return "free by the model (view or scalar)"
-    if op == "call_function" and t in ("operator.getitem",):
-        return "free by the model (getitem)"
     return None
 
 
@@ -386,8 +380,7 @@ def profile(path, *, device="cuda", iters=20, cli=None, log=None, only=None):
             continue
         try:
             t = n.get("target") or ""
-            base = t.split(".")[3] if t.startswith("torch.ops.") and len(t.split(".")) > 3 else _last(t)
-            if base in _GATHERS:
+            if is_gather(n["op"], t):
                 plain, graph, graph_issue, plain_issue = _measure_gather(torch, timer, vals, n, iters)
                 put(key, plain)
                 put("issue:" + key, plain_issue)

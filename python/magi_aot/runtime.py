@@ -60,6 +60,7 @@ import time
 from ctypes import byref, c_uint8, c_uint32, c_uint64, c_void_p
 
 from . import ops
+from .optable import classify
 from ._lib import MagiError, SymmBackendConfig, SymmGroup, cstr, lib, struct_version
 from .region import Region, _dumps
 
@@ -106,12 +107,14 @@ def _collective_groups(docs):
     for doc in docs:
         for n in doc["graph"]["nodes"]:
             t = n.get("target") or ""
-            if n.get("op") != "call_function" or not ("_c10d_functional." in t
-                                                       or t.startswith("torch.ops.magi.symm_")):
+            if n.get("op") != "call_function":
+                continue
+            cls = classify("call_function", t)  # the library's operator table
+            if cls not in ("gather", "symm_gather", "collective"):
                 continue
             a = n.get("args") or []
             kw = n.get("kwargs") or {}
-            if "all_gather" in t and len(a) >= 3 and isinstance(a[1], int) and isinstance(a[2], str):
+            if cls != "collective" and len(a) >= 3 and isinstance(a[1], int) and isinstance(a[2], str):
                 out.setdefault(a[2], a[1])
             elif isinstance(kw.get("group_name"), str) and isinstance(kw.get("group_size"), int):
                 out.setdefault(kw["group_name"], kw["group_size"])

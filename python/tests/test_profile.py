@@ -96,3 +96,47 @@ class Measure(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class OperatorTable(unittest.TestCase):
+    """The package asks the library's operator table (magi_aot.optable)
+    instead of keeping its own lists: the profiler skips exactly what the
+    table calls free or a wait, and the runtime finds groups only on
+    collectives."""
+
+    def test_classes(self):
+        from magi_aot.optable import classify, is_gather
+        f = "call_function"
+        self.assertEqual(classify(f, "torch.ops._c10d_functional.all_gather_into_tensor.default"), "gather")
+        self.assertEqual(classify(f, "torch.ops.magi.symm_all_gather_coalesced"), "symm_gather")
+        self.assertEqual(classify(f, "torch.ops._c10d_functional.wait_tensor"), "wait")
+        self.assertEqual(classify(f, "torch.ops._c10d_functional.all_reduce"), "collective")
+        self.assertEqual(classify(f, "operator.getitem"), "free")
+        self.assertEqual(classify("call_method", "view"), "free")
+        self.assertEqual(classify("call_method", "contiguous"), "compute")  # may copy: priced, so measured
+        self.assertEqual(classify(f, "torch.matmul"), "compute")
+        self.assertEqual(classify("placeholder", "x"), "free")
+        self.assertTrue(is_gather(f, "torch.ops.magi.symm_all_gather"))
+        self.assertFalse(is_gather(f, "torch.ops._c10d_functional.all_reduce"))
+        with self.assertRaises(ValueError) as cm:
+            classify("call_everything", "x")
+        self.assertIn("call_everything", str(cm.exception))
+
+    def test_profiler_and_runtime_follow_the_table(self):
+        from magi_aot.optable import classify
+        from magi_aot import runtime
+        for name in ("block", "fsdp_block", "mixed", "cp_a2a"):
+            with open(fixture(name)) as fh:
+                doc = json.load(fh)
+            for n in doc["graph"]["nodes"]:
+                why = prof._skip_reason(n)
+                if n["op"] in ("placeholder", "output", "get_attr"):
+                    self.assertEqual(why, "no key")
+                    continue
+                cls = classify(n["op"], n.get("target") or "")
+                with self.subTest(fixture=name, node=n["name"], cls=cls, why=why):
+                    self.assertEqual(why is None, cls in ("compute", "gather", "symm_gather"))
+                    if cls in ("free", "wait"):
+                        self.assertTrue(why.startswith("free by the model"))
+        with open(fixture("fsdp_block")) as fh:
+            self.assertEqual(runtime._collective_groups([json.load(fh)]), {"0": 4, "1": 2})
