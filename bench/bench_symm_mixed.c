@@ -21,21 +21,33 @@
  *      its device time and its copies: batch and graph path for both
  *      layouts, and the graph path with the outputs alternating between two
  *      flat buffers (a caching allocator's steady state: one graph each);
- *   2. slowdown of a bf16 8192^3 cuBLAS GEMM while the bucket (new layout)
- *      is gathered continuously on a side stream, batch vs graph path
- *      (goal <= x1.05);
+ *   2. a bf16 8192^3 cuBLAS GEMM beside background gathers started with
+ *      it (docs/CUDA.md, "GEMM beside gathers"), per background: the new
+ *      layout on the batch and the graph path, each with 2D runs and with
+ *      runs off (the same bytes as 1D copies), the old layout's batch path
+ *      (the anchor) and back-to-back 256 MiB single gathers (bandwidth
+ *      only); for each, the GEMM's slowdown (goal <= x1.05), the gathers'
+ *      own slowdown, how many gathers completed inside the GEMM window,
+ *      and SM clock, power and power/thermal clock-event reasons (NVML);
  *   3. single-gather throughput at 16, 64, 256 MiB shards, graph vs batch
  *      (goal: within 10%).
  * Every path's output is checked (first and last 256 bytes of every shard).
- * usage: bench_symm_mixed [--world N] [--hidden H] [--inter I] [--iters N] [DIR]
+ * Under the CUPTI injection library (bench/cupti_copies.c) section 2 marks
+ * a phase per window, so its summary says where each background's copies
+ * ran.
+ * usage: bench_symm_mixed [--world N] [--hidden H] [--inter I] [--iters N]
+ *          [--gemm-iters N] [--reps N] [--only issue|gemm|throughput] [DIR]
  * Exit 77 without a GPU, 1 on a failure or a wrong byte. */
+#include "gpu_clocks.h"
 #include "magi_aot.h"
 #include "symm/cuda_backend.h"
 #include "symm/bucket.h"
 #include "symm/rdzv_sock.h"
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,10 +90,14 @@ static const uint64_t k_big[NB] = {16u << 20, 64u << 20, 256u << 20};
 
 static uint32_t g_rank;
 
+enum { SEC_ISSUE = 1, SEC_GEMM = 2, SEC_THROUGHPUT = 4 };
+
 typedef struct opts {
     uint32_t world;
     uint64_t hidden, inter;
     int iters;
+    int gemm_iters, reps;       /* section 2: GEMMs per window, rounds */
+    int sections;               /* SEC_* */
 } opts;
 
 static double now_us(void) {
@@ -207,10 +223,43 @@ static void measure_issue(ctx *x, int alternate, fig *f) {
 
 /* ------------------------------------------------------------ 2. GEMM */
 
+/* Backgrounds run beside the GEMMs. */
+typedef struct bg_cfg {
+    const char *name;
+    int layout;     /* 0 old, 1 new */
+    int graphs;     /* graph path (else batch path) */
+    int runs;       /* magi_symm_cuda_set_runs */
+    int big;        /* single gathers of the largest throughput slot instead of the bucket */
+} bg_cfg;
+
+static const bg_cfg k_bg[] = {
+    {"new layout, batch path, 2D runs", 1, 0, 1, 0},
+    {"new layout, batch path, runs off (1D)", 1, 0, 0, 0},
+    {"new layout, graph path, 2D nodes", 1, 1, 1, 0},
+    {"new layout, graph path, runs off (1D nodes)", 1, 1, 0, 0},
+    {"old layout, batch path (anchor)", 0, 0, 1, 0},
+    {"256 MiB single gathers, batch path (bandwidth)", 1, 0, 1, 1},
+};
+enum { NBG = sizeof k_bg / sizeof k_bg[0] };
+
+#define MAX_BG 2048             /* background gathers queued per window, at most */
+#define PRE_COPIES 8192         /* copies queued behind the gate before it opens, at most */
+#define PRE_CALLS 64            /* and calls (the queue a stream holds is finite) */
+#define GATE_US 1e6             /* a gate that stays shut this long opens by itself */
+
+typedef void (*mark_fn)(const char *label);
+
 typedef struct gemm_env {
     cublasHandle_t h;
-    cudaStream_t cs, bs;
+    cudaStream_t cs, bs;        /* GEMMs; background */
     void *A, *B, *C;
+    int iters;                  /* GEMMs per window */
+    cudaEvent_t start;          /* on cs, right before the first GEMM */
+    cudaEvent_t *gev;           /* after each GEMM */
+    cudaEvent_t *bev;           /* after each background gather (MAX_BG) */
+    double *scratch;            /* MAX_BG + iters */
+    clk *clk;                   /* NULL: NVML not available */
+    mark_fn mark;               /* CUPTI phase marks (cupti_copies.c), or NULL */
 } gemm_env;
 
 static void gemm(gemm_env *g) {
@@ -219,59 +268,119 @@ static void gemm(gemm_env *g) {
                     CUDA_R_16BF, GEMM_N, &beta, g->C, CUDA_R_16BF, GEMM_N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
-static double time_bucket(ctx *x, gemm_env *g) {
-    cudaEvent_t a, b;
-    CK(cudaEventCreate(&a));
-    CK(cudaEventCreate(&b));
-    double t[9];
-    for (int i = 0; i < 11; i++) {
-        CK(cudaEventRecord(a, g->bs));
-        bucket(x, 0, g->bs);
-        CK(cudaEventRecord(b, g->bs));
-        CK(cudaEventSynchronize(b));
-        float ms;
-        CK(cudaEventElapsedTime(&ms, a, b));
-        if (i >= 2) t[i - 2] = ms;
-    }
-    cudaEventDestroy(a);
-    cudaEventDestroy(b);
-    return median(t, 9);
+static void bg_set(ctx *x, const bg_cfg *b) {
+    x->layout = b->layout;
+    magi_symm_cuda_set_graphs(x->c, b->graphs);
+    magi_symm_cuda_set_runs(x->c, b->runs);
 }
 
-#define GEMM_ITERS 30
-/* Median GEMM ms; with_bg: the bucket gathered back to back on g->bs for
- * longer than the GEMMs run (*covered says whether it did). */
-static double gemm_with(ctx *x, gemm_env *g, int with_bg, double t_gemm, double t_bg, int *covered) {
-    cudaEvent_t ev[GEMM_ITERS + 1], bg_end;
-    for (int i = 0; i <= GEMM_ITERS; i++) CK(cudaEventCreate(&ev[i]));
-    CK(cudaEventCreate(&bg_end));
-    CK(cudaDeviceSynchronize());
-    if (with_bg) {
-        int n_bg = (int)ceil(1.5 * GEMM_ITERS * t_gemm / t_bg) + 2;
-        for (int i = 0; i < n_bg; i++) bucket(x, 0, g->bs);
-        CK(cudaEventRecord(bg_end, g->bs));
+static void bg_one(ctx *x, const bg_cfg *b, cudaStream_t s) {
+    if (b->big) MK(magi_symm_cuda_gather(x->c, BIG0 + NB - 1, x->big[NB - 1], s));
+    else MK(magi_symm_cuda_gather_coalesced(x->c, NT, x->slots[b->layout], x->dst[b->layout][0], s));
+}
+
+/* Holds the GEMM stream (and, through an event, the background stream)
+ * until everything is queued, so both start together. */
+typedef struct gate {
+    atomic_int open, timed_out;
+    double deadline_us;
+} gate;
+
+static void CUDART_CB gate_fn(void *p) {
+    gate *g = p;
+    struct timespec ts = {0, 20000};
+    while (!atomic_load(&g->open)) {
+        if (now_us() > g->deadline_us) { /* the host is stuck queueing: never deadlock */
+            atomic_store(&g->timed_out, 1);
+            return;
+        }
+        nanosleep(&ts, NULL);
     }
-    CK(cudaEventRecord(ev[0], g->cs));
-    for (int i = 0; i < GEMM_ITERS; i++) {
+}
+
+typedef struct trial {
+    double gemm_ms;     /* median time per GEMM (NaN: no GEMMs) */
+    double bg_ms;       /* median time per background gather, inside the GEMM window (no GEMMs: all) */
+    double window_ms;   /* first GEMM start .. last GEMM end (no GEMMs: .. last gather end) */
+    int inside;         /* background gathers completed strictly inside the GEMM window */
+    int covered;        /* the last background gather completed after the last GEMM */
+    int timed_out;      /* the gate opened by itself */
+} trial;
+
+/* One window: n_gemm GEMMs on cs and n_bg background gathers on bs, both
+ * held by the gate until queued (the background up to PRE_COPIES copies or
+ * PRE_CALLS calls; the rest is queued once they run, while the host stays
+ * ahead of the device). bin: NVML samples while the GEMMs (no GEMMs: the
+ * gathers) run. */
+static void run_trial(ctx *x, gemm_env *g, const bg_cfg *b, int n_gemm, int n_bg, double copies_per_call,
+                      clk_bin *bin, const char *label, trial *t) {
+    CK(cudaDeviceSynchronize());
+    if (g->mark) g->mark(label);
+    gate gt;
+    atomic_init(&gt.open, 0);
+    atomic_init(&gt.timed_out, 0);
+    gt.deadline_us = now_us() + GATE_US;
+    CK(cudaLaunchHostFunc(g->cs, gate_fn, &gt));
+    CK(cudaEventRecord(g->start, g->cs));
+    int pre = n_bg;
+    if (n_bg) {
+        CK(cudaStreamWaitEvent(g->bs, g->start, 0));
+        int cap = (int)(PRE_COPIES / (copies_per_call >= 1 ? copies_per_call : 1));
+        if (cap > PRE_CALLS) cap = PRE_CALLS;
+        if (cap < 8) cap = 8;
+        if (pre > cap) pre = cap;
+        for (int k = 0; k < pre; k++) {
+            bg_one(x, b, g->bs);
+            CK(cudaEventRecord(g->bev[k], g->bs));
+        }
+    }
+    for (int i = 0; i < n_gemm; i++) {
         gemm(g);
-        CK(cudaEventRecord(ev[i + 1], g->cs));
+        CK(cudaEventRecord(g->gev[i], g->cs));
     }
+    atomic_store(&gt.open, 1);
+    if (bin) clk_begin(g->clk, bin);
+    for (int k = pre; k < n_bg; k++) {
+        bg_one(x, b, g->bs);
+        CK(cudaEventRecord(g->bev[k], g->bs));
+    }
+    CK(cudaStreamSynchronize(n_gemm ? g->cs : g->bs));
+    if (bin) clk_end(g->clk);
     CK(cudaDeviceSynchronize());
-    double t[GEMM_ITERS];
-    for (int i = 0; i < GEMM_ITERS; i++) {
-        float ms;
-        CK(cudaEventElapsedTime(&ms, ev[i], ev[i + 1]));
-        t[i] = ms;
+    t->timed_out = atomic_load(&gt.timed_out);
+
+    double *d = g->scratch;
+    float ms;
+    double prev = 0;
+    t->gemm_ms = NAN;
+    t->window_ms = 0;
+    for (int i = 0; i < n_gemm; i++) {
+        CK(cudaEventElapsedTime(&ms, g->start, g->gev[i]));
+        d[i] = ms - prev;
+        prev = ms;
     }
-    *covered = 1;
-    if (with_bg) {
-        float ms;
-        CK(cudaEventElapsedTime(&ms, ev[GEMM_ITERS], bg_end));
-        *covered = ms > 0;
+    if (n_gemm) {
+        t->window_ms = prev;
+        t->gemm_ms = median(d, n_gemm);
     }
-    for (int i = 0; i <= GEMM_ITERS; i++) cudaEventDestroy(ev[i]);
-    cudaEventDestroy(bg_end);
-    return median(t, GEMM_ITERS);
+    /* gather k's time: from the previous completion (the first: from the
+     * start) to its own, counted while both lie inside the window */
+    int nd = 0;
+    double last = 0;
+    prev = 0;
+    t->inside = 0;
+    for (int k = 0; k < n_bg; k++) {
+        CK(cudaEventElapsedTime(&ms, g->start, g->bev[k]));
+        double tk = ms;
+        int in = tk > 0 && (!n_gemm || tk < t->window_ms);
+        if (n_gemm && in) t->inside++;
+        if (in && (k == 0 || prev > 0)) d[nd++] = tk - prev;
+        prev = tk;
+        last = tk;
+    }
+    t->bg_ms = nd ? median(d, nd) : NAN;
+    t->covered = n_bg && n_gemm && last > t->window_ms;
+    if (!n_gemm) t->window_ms = last;
 }
 
 static void fill_bf16(void *dev, size_t n) {
@@ -286,6 +395,244 @@ static void fill_bf16(void *dev, size_t n) {
     }
     CK(cudaMemcpy(dev, h, n * 2, cudaMemcpyHostToDevice));
     free(h);
+}
+
+/* The first and last 256 bytes of every member's part of the big output. */
+static int check_big(ctx *x, const char *what) {
+    uint8_t buf[256];
+    uint64_t nb = k_big[NB - 1];
+    CK(cudaDeviceSynchronize());
+    for (uint32_t j = 0; j < x->o->world; j++)
+        for (int end = 0; end < 2; end++) {
+            size_t off = (size_t)j * nb + (end ? nb - sizeof buf : 0);
+            CK(cudaMemcpy(buf, (uint8_t *)x->big[NB - 1] + off, sizeof buf, cudaMemcpyDeviceToHost));
+            for (size_t b = 0; b < sizeof buf; b++)
+                if (buf[b] != pattern(j, BIG0 + NB - 1)) {
+                    fprintf(stderr, "%s: member %u, byte %zu: %u, want %u\n", what, j, off + b, buf[b],
+                            pattern(j, BIG0 + NB - 1));
+                    return 1;
+                }
+        }
+    return 0;
+}
+
+/* The CUPTI injection library's phase mark, when it is loaded. */
+static mark_fn find_mark(void) {
+    const char *p = getenv("CUDA_INJECTION64_PATH");
+    if (!p || !*p) return NULL;
+    void *h = dlopen(p, RTLD_NOW | RTLD_NOLOAD);
+    if (!h) return NULL;
+    void *f = dlsym(h, "magi_cupti_mark");
+    mark_fn m = NULL;
+    memcpy(&m, &f, sizeof m);
+    return m;
+}
+
+static void minmax(const double *v, int n, double *lo, double *hi) {
+    *lo = INFINITY;
+    *hi = -INFINITY;
+    for (int i = 0; i < n; i++) {
+        if (isnan(v[i])) continue;
+        if (v[i] < *lo) *lo = v[i];
+        if (v[i] > *hi) *hi = v[i];
+    }
+}
+
+/* Median of the non-NaN values (NaN when none); reorders v. */
+static double median_finite(double *v, int n) {
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (!isnan(v[i])) v[k++] = v[i];
+    return k ? median(v, k) : NAN;
+}
+
+/* Section 2: GEMM slowdown, the gathers' own slowdown and real concurrency
+ * beside each background, with clocks and power. Returns 1 on a wrong byte. */
+static int gemm_section(ctx *x) {
+    const opts *o = x->o;
+    uint32_t W = o->world;
+    int bad = 0, G = o->gemm_iters, R = o->reps;
+    gemm_env g;
+    memset(&g, 0, sizeof g);
+    g.iters = G;
+    size_t gbytes = (size_t)GEMM_N * GEMM_N * 2;
+    CK(cudaStreamCreateWithFlags(&g.cs, cudaStreamNonBlocking));
+    CK(cudaStreamCreateWithFlags(&g.bs, cudaStreamNonBlocking));
+    BK(cublasCreate(&g.h));
+    BK(cublasSetStream(g.h, g.cs));
+    CK(cudaMalloc(&g.A, gbytes));
+    CK(cudaMalloc(&g.B, gbytes));
+    CK(cudaMalloc(&g.C, gbytes));
+    fill_bf16(g.A, (size_t)GEMM_N * GEMM_N);
+    fill_bf16(g.B, (size_t)GEMM_N * GEMM_N);
+    CK(cudaEventCreate(&g.start));
+    g.gev = malloc(sizeof *g.gev * (size_t)G);
+    g.bev = malloc(sizeof *g.bev * MAX_BG);
+    g.scratch = malloc(sizeof *g.scratch * (size_t)(MAX_BG + G));
+    if (!g.gev || !g.bev || !g.scratch) {
+        fprintf(stderr, "out of memory\n");
+        exit(1);
+    }
+    for (int i = 0; i < G; i++) CK(cudaEventCreate(&g.gev[i]));
+    for (int i = 0; i < MAX_BG; i++) CK(cudaEventCreate(&g.bev[i]));
+    g.mark = find_mark();
+    int dev = 0;
+    char bus[64] = "", why[160] = "";
+    CK(cudaGetDevice(&dev));
+    if (cudaDeviceGetPCIBusId(bus, (int)sizeof bus, dev) != cudaSuccess) bus[0] = 0;
+    g.clk = clk_open(bus[0] ? bus : NULL, (unsigned)dev, 2000, why, sizeof why);
+    for (int i = 0; i < 5; i++) gemm(&g);
+    CK(cudaDeviceSynchronize());
+
+    /* Per background: warm up (the graph path builds its graph, a batch
+     * proves the 2D spans), check the bytes, count copies per call, time
+     * the gathers alone. */
+    double copies[NBG], cal_ms[NBG];
+    int n_bg[NBG], n_alone[NBG];
+    trial t;
+    run_trial(x, &g, &k_bg[0], G, 0, 1, NULL, "GEMM alone (calibration)", &t);
+    double t_gemm0 = t.gemm_ms;
+    for (int p = 0; p < NBG; p++) {
+        const bg_cfg *b = &k_bg[p];
+        bg_set(x, b);
+        for (int i = 0; i < 3; i++) {
+            bg_one(x, b, x->s);
+            CK(cudaStreamSynchronize(x->s));
+        }
+        if (b->big) CK(cudaMemsetAsync(x->big[NB - 1], 0, k_big[NB - 1] * W, x->s));
+        else
+            for (int i = 0; i < NT; i++)
+                CK(cudaMemsetAsync(x->dst[b->layout][0][i], 0, x->sl[x->slots[b->layout][i]].nbytes * W, x->s));
+        magi_symm_cuda_stats s0, s1;
+        magi_symm_cuda_get_stats(x->c, &s0);
+        bg_one(x, b, x->s);
+        magi_symm_cuda_get_stats(x->c, &s1);
+        copies[p] = b->graphs ? (double)s1.graph_last_nodes : (double)(s1.batch_copies - s0.batch_copies);
+        char what[160];
+        snprintf(what, sizeof what, "GEMM section, %s", b->name);
+        bad |= b->big ? check_big(x, what) : check_outputs(x, b->layout, x->dst[b->layout][0], what);
+        if (b->graphs && s1.graph_launches == s0.graph_launches)
+            printf("note: %s: the warmed-up call did not launch a graph\n", b->name);
+        snprintf(what, sizeof what, "%s: calibration", b->name);
+        run_trial(x, &g, b, 0, 20, copies[p], NULL, what, &t);
+        cal_ms[p] = t.bg_ms > 0 ? t.bg_ms : 1.0;
+        /* enough to outlast the GEMMs even if the gathers run 2x slower
+         * and the GEMMs 1.25x */
+        double want = ceil(2.5 * G * t_gemm0 / cal_ms[p]) + 2;
+        n_bg[p] = want > MAX_BG ? MAX_BG : (int)want;
+        want = ceil(1.0 * G * t_gemm0 / cal_ms[p]) + 2;
+        n_alone[p] = want > MAX_BG ? MAX_BG : (int)want;
+    }
+
+    /* R rounds, the backgrounds' order rotated: GEMMs alone, gathers alone,
+     * then both started together. */
+    double *slow = calloc((size_t)NBG * R, sizeof *slow), *bslow = calloc((size_t)NBG * R, sizeof *bslow);
+    double *inside = calloc((size_t)NBG * R, sizeof *inside), *expect = calloc((size_t)NBG * R, sizeof *expect);
+    double *alone = calloc((size_t)NBG * R, sizeof *alone), *bg_alone = calloc((size_t)NBG * R, sizeof *bg_alone);
+    int covered[NBG], timeouts[NBG], path_bad[NBG];
+    clk_bin bin_gemm, bin_with[NBG], bin_bg[NBG];
+    memset(&bin_gemm, 0, sizeof bin_gemm);
+    memset(bin_with, 0, sizeof bin_with);
+    memset(bin_bg, 0, sizeof bin_bg);
+    if (!slow || !bslow || !inside || !expect || !alone || !bg_alone) {
+        fprintf(stderr, "out of memory\n");
+        exit(1);
+    }
+    for (int p = 0; p < NBG; p++) covered[p] = 1, timeouts[p] = 0, path_bad[p] = 0;
+    for (int rep = 0; rep < R; rep++)
+        for (int q = 0; q < NBG; q++) {
+            int p = (q + rep) % NBG;
+            const bg_cfg *b = &k_bg[p];
+            char what[160];
+            trial ta, tb, tc;
+            bg_set(x, b);
+            run_trial(x, &g, b, G, 0, copies[p], g.clk ? &bin_gemm : NULL, "GEMM alone", &ta);
+            snprintf(what, sizeof what, "%s: gathers alone", b->name);
+            run_trial(x, &g, b, 0, n_alone[p], copies[p], g.clk ? &bin_bg[p] : NULL, what, &tb);
+            magi_symm_cuda_stats s0, s1;
+            magi_symm_cuda_get_stats(x->c, &s0);
+            snprintf(what, sizeof what, "%s: beside GEMMs", b->name);
+            run_trial(x, &g, b, G, n_bg[p], copies[p], g.clk ? &bin_with[p] : NULL, what, &tc);
+            magi_symm_cuda_get_stats(x->c, &s1);
+            uint64_t launches = s1.graph_launches - s0.graph_launches, batches = s1.batch_calls - s0.batch_calls;
+            if (b->graphs ? launches != (uint64_t)n_bg[p] : (batches != (uint64_t)n_bg[p] || launches))
+                path_bad[p] = 1;
+            int i = p * R + rep;
+            alone[i] = ta.gemm_ms;
+            slow[i] = tc.gemm_ms / ta.gemm_ms;
+            bg_alone[i] = tb.bg_ms;
+            bslow[i] = tc.bg_ms / tb.bg_ms;
+            inside[i] = tc.inside;
+            expect[i] = tc.window_ms / tb.bg_ms;
+            covered[p] &= tc.covered;
+            timeouts[p] += ta.timed_out + tb.timed_out + tc.timed_out;
+        }
+    magi_symm_cuda_set_runs(x->c, 1);
+    magi_symm_cuda_set_graphs(x->c, 1);
+
+    double *all = malloc(sizeof *all * (size_t)NBG * R);
+    memcpy(all, alone, sizeof *all * (size_t)NBG * R);
+    double t_alone = median_finite(all, NBG * R);
+    free(all);
+    printf("\n== GEMM bf16 %d^3 alone %.3f ms (%.0f TFLOP/s), %d per window; beside background gathers on a side\n"
+           "   stream, both released together (%d rounds, order rotated; goal for the GEMM <= x1.05)\n",
+           GEMM_N, t_alone, 2.0 * GEMM_N * (double)GEMM_N * GEMM_N / (t_alone * 1e-3) / 1e12, G, R);
+    printf("%-47s %6s %8s | %8s %11s | %8s %11s | %6s %7s | %7s %5s %4s\n", "background", "copies", "alone ms",
+           "GEMM x", "min..max", "gather x", "min..max", "inside", "at alone", "covered", "path", "gate");
+    for (int p = 0; p < NBG; p++) {
+        double *sl = slow + p * R, *bs = bslow + p * R, *in = inside + p * R, *ex = expect + p * R;
+        double slo, shi, blo, bhi;
+        minmax(sl, R, &slo, &shi);
+        minmax(bs, R, &blo, &bhi);
+        printf("%-47s %6.0f %8.3f | %8.3f %5.2f..%-5.2f | %8.3f %5.2f..%-5.2f | %6.0f %7.1f | %7s %5s %4d\n", k_bg[p].name,
+               copies[p], median_finite(bg_alone + p * R, R), median_finite(sl, R), slo, shi, median_finite(bs, R), blo, bhi,
+               median_finite(in, R), median_finite(ex, R), covered[p] ? "yes" : "NO", path_bad[p] ? "MIXED" : "ok",
+               timeouts[p]);
+    }
+    printf("(graph path in its default shape: %u chain(s) of memcpy nodes, 0 = independent nodes)\n",
+           magi_symm_cuda_graph_lanes(x->c));
+    printf("(copies: per call, the graph's nodes on the graph path; alone ms: one background gather with nothing\n"
+           " else running; GEMM x: GEMM beside / alone, median of rounds; gather x: a background gather's time\n"
+           " inside the GEMM window / alone; inside: background gathers that completed strictly between the first\n"
+           " GEMM's start and the last GEMM's end, median of rounds; at alone: how many would at their alone speed;\n"
+           " covered: the background outlasted the GEMMs in every round; path: every gather took the configured\n"
+           " path; gate: windows where the start gate opened by itself because queueing stalled)\n");
+
+    if (!g.clk) {
+        printf("nvml: not available (%s)\n", why);
+    } else {
+        printf("\n== clocks and power while the GEMMs run (NVML every ~2 ms; power: %s; pwr/therm: samples with a\n"
+               "   power or thermal clock-event reason, mask 0x%llx)\n",
+               clk_power_source(g.clk), (unsigned long long)CLK_LIMITED_MASK);
+        printf("%-47s %7s %7s %9s %9s %7s | %-24s\n", "while", "SM MHz", "W", "pwr/therm", "reasons", "samples",
+               "gathers alone: MHz / W");
+        clk_summary s, sb;
+        clk_bin_summary(&bin_gemm, &s);
+        printf("%-47s %7.0f %7.1f %8.0f%% %9llx %7d |\n", "GEMM alone", s.mhz_med, s.watts_med, 100 * s.limited_frac,
+               s.reasons_seen, s.n);
+        for (int p = 0; p < NBG; p++) {
+            clk_bin_summary(&bin_with[p], &s);
+            clk_bin_summary(&bin_bg[p], &sb);
+            printf("%-47s %7.0f %7.1f %8.0f%% %9llx %7d | %6.0f / %.1f\n", k_bg[p].name, s.mhz_med, s.watts_med,
+                   100 * s.limited_frac, s.reasons_seen, s.n, sb.mhz_med, sb.watts_med);
+        }
+        clk_close(g.clk);
+    }
+    clk_bin_free(&bin_gemm);
+    for (int p = 0; p < NBG; p++) clk_bin_free(&bin_with[p]), clk_bin_free(&bin_bg[p]);
+    free(slow), free(bslow), free(inside), free(expect), free(alone), free(bg_alone);
+    for (int i = 0; i < G; i++) cudaEventDestroy(g.gev[i]);
+    for (int i = 0; i < MAX_BG; i++) cudaEventDestroy(g.bev[i]);
+    cudaEventDestroy(g.start);
+    free(g.gev), free(g.bev), free(g.scratch);
+    cublasDestroy(g.h);
+    cudaFree(g.A);
+    cudaFree(g.B);
+    cudaFree(g.C);
+    cudaStreamDestroy(g.cs);
+    cudaStreamDestroy(g.bs);
+    fflush(stdout);
+    return bad;
 }
 
 /* ------------------------------------------------------ 3. throughput */
@@ -314,17 +661,11 @@ static double time_single(ctx *x, int k, int iters) {
 
 /* -------------------------------------------------------------- ranks */
 
-static int rank0(ctx *x, int ndev) {
-    const opts *o = x->o;
-    uint32_t W = o->world;
+/* Section 1: host issue cost, old layout (anchor) vs new, batch vs graph
+ * path and the graph path's shapes. Returns 1 on a wrong byte. */
+static int issue_section(ctx *x) {
+    uint32_t W = x->o->world;
     int bad = 0;
-    uint64_t total = 0;
-    for (int i = 0; i < NT; i++) total += tensor_bytes(o, i);
-    printf("\n== mixed bucket: %d bf16 tensors (hidden %llu, intermediate %llu: q k v o gate up down + 2 norms,\n"
-           "   repeated), %.1f MiB gathered per call, %u ranks on %d GPU(s), shards %llu B .. %.1f MiB\n",
-           NT, (unsigned long long)o->hidden, (unsigned long long)o->inter, (double)total / 1048576.0, W, ndev,
-           (unsigned long long)(o->hidden * 2 / W), (double)(o->inter * o->hidden * 2 / W) / 1048576.0);
-
     /* 1. issue cost: old layout (anchor) vs new layout, batch vs graph path */
     /* lanes: the graph's shape (0 independent memcpy nodes; L: L chains of
      * nodes, magi_symm_cuda_set_graph_lanes; -1: the backend's default).
@@ -405,67 +746,13 @@ static int rank0(ctx *x, int ndev) {
            (unsigned long long)st.graph_declined, (unsigned long long)st.graph_failures,
            (unsigned long long)st.graph_variants);
     fflush(stdout);
-    x->layout = 1; /* the GEMM section gathers the new layout */
+    return bad;
+}
 
-    /* 2. GEMM slowdown beside continuous bucket gathers */
-    gemm_env g;
-    memset(&g, 0, sizeof g);
-    size_t gbytes = (size_t)GEMM_N * GEMM_N * 2;
-    CK(cudaStreamCreateWithFlags(&g.cs, cudaStreamNonBlocking));
-    CK(cudaStreamCreateWithFlags(&g.bs, cudaStreamNonBlocking));
-    BK(cublasCreate(&g.h));
-    BK(cublasSetStream(g.h, g.cs));
-    CK(cudaMalloc(&g.A, gbytes));
-    CK(cudaMalloc(&g.B, gbytes));
-    CK(cudaMalloc(&g.C, gbytes));
-    fill_bf16(g.A, (size_t)GEMM_N * GEMM_N);
-    fill_bf16(g.B, (size_t)GEMM_N * GEMM_N);
-    for (int i = 0; i < 5; i++) gemm(&g);
-    int cov;
-    /* configurations: batch or graph path, the rank's own shard copied on
-     * the driver's fastest local path (the default) or by the copy engine */
-    enum { REPS = 5, NCFG = 4 };
-    double tb[NCFG], ratio[NCFG][REPS], alone[NCFG * REPS];
-    int all_cov[NCFG] = {1, 1, 1, 1};
-    for (int p = 0; p < NCFG; p++) {
-        magi_symm_cuda_set_graphs(x->c, p & 1);
-        magi_symm_cuda_set_local_mode(x->c, p & 2 ? MAGI_SYMM_CUDA_LOCAL_CE : MAGI_SYMM_CUDA_LOCAL_BATCH);
-        tb[p] = time_bucket(x, &g);
-    }
-    double t_ref = gemm_with(x, &g, 0, 0, 1, &cov);
-    for (int rep = 0; rep < REPS; rep++)
-        for (int q = 0; q < NCFG; q++) {
-            int p = (q + rep) % NCFG;
-            magi_symm_cuda_set_graphs(x->c, p & 1);
-            magi_symm_cuda_set_local_mode(x->c, p & 2 ? MAGI_SYMM_CUDA_LOCAL_CE : MAGI_SYMM_CUDA_LOCAL_BATCH);
-            double a = gemm_with(x, &g, 0, 0, 1, &cov);
-            double b = gemm_with(x, &g, 1, t_ref, tb[p], &cov);
-            alone[rep * NCFG + p] = a;
-            ratio[p][rep] = b / a;
-            all_cov[p] &= cov;
-        }
-    magi_symm_cuda_set_local_mode(x->c, MAGI_SYMM_CUDA_LOCAL_BATCH);
-    double t_alone = median(alone, NCFG * REPS);
-    printf("\n== GEMM bf16 %d^3 alone %.3f ms (%.0f TFLOP/s); beside continuous bucket gathers (side stream):\n",
-           GEMM_N, t_alone, 2.0 * GEMM_N * (double)GEMM_N * GEMM_N / (t_alone * 1e-3) / 1e12);
-    printf("%-52s %9s %9s %11s %8s\n", "background", "bucket ms", "slowdown", "min..max", "covered");
-    const char *pn[NCFG] = {"new layout, batch path, own shard: fastest local", "new layout, graph path, own shard: fastest local",
-                            "new layout, batch path, own shard: copy engine", "new layout, graph path, own shard: copy engine"};
-    for (int p = 0; p < NCFG; p++) {
-        double lo = ratio[p][0], hi = ratio[p][0];
-        for (int k = 1; k < REPS; k++) lo = ratio[p][k] < lo ? ratio[p][k] : lo, hi = ratio[p][k] > hi ? ratio[p][k] : hi;
-        printf("%-52s %9.3f %9.3f %5.2f..%4.2f %8s\n", pn[p], tb[p], median(ratio[p], REPS), lo, hi,
-               all_cov[p] ? "yes" : "NO");
-    }
-    printf("(median over %d rounds of GEMM-with / GEMM-alone measured just before; goal <= x1.05)\n", REPS);
-    cublasDestroy(g.h);
-    cudaFree(g.A);
-    cudaFree(g.B);
-    cudaFree(g.C);
-    cudaStreamDestroy(g.cs);
-    cudaStreamDestroy(g.bs);
-    fflush(stdout);
-
+/* Section 3: single-gather throughput, batch path vs graph path shapes. */
+static void throughput_section(ctx *x) {
+    uint32_t W = x->o->world;
+    uint32_t lanes0 = magi_symm_cuda_graph_lanes(x->c);
     /* 3. throughput of single gathers: batch path vs graph path in the
      * default shape and in each other shape */
     enum { NTP = 5 };
@@ -489,6 +776,23 @@ static int rank0(ctx *x, int ndev) {
     printf("(GB/s; /batch: throughput ratio to the batch path; goal >= 0.9)\n");
     magi_symm_cuda_set_graphs(x->c, 1);
     magi_symm_cuda_set_graph_lanes(x->c, lanes0);
+    fflush(stdout);
+}
+
+static int rank0(ctx *x, int ndev) {
+    const opts *o = x->o;
+    uint32_t W = o->world;
+    int bad = 0;
+    uint64_t total = 0;
+    for (int i = 0; i < NT; i++) total += tensor_bytes(o, i);
+    printf("\n== mixed bucket: %d bf16 tensors (hidden %llu, intermediate %llu: q k v o gate up down + 2 norms,\n"
+           "   repeated), %.1f MiB gathered per call, %u ranks on %d GPU(s), shards %llu B .. %.1f MiB\n",
+           NT, (unsigned long long)o->hidden, (unsigned long long)o->inter, (double)total / 1048576.0, W, ndev,
+           (unsigned long long)(o->hidden * 2 / W), (double)(o->inter * o->hidden * 2 / W) / 1048576.0);
+    fflush(stdout);
+    if (o->sections & SEC_ISSUE) bad |= issue_section(x);
+    if (o->sections & SEC_GEMM) bad |= gemm_section(x);
+    if (o->sections & SEC_THROUGHPUT) throughput_section(x);
     printf("bytes: %s\n", bad ? "MISMATCH (see stderr)" : "every checked byte exact");
     fflush(stdout);
     return bad;
@@ -587,7 +891,7 @@ static int run_rank(uint32_t rank, const char *dir, const opts *o) {
 }
 
 int main(int argc, char **argv) {
-    opts o = {4, 4096, 11008, 200};
+    opts o = {4, 4096, 11008, 200, 40, 7, SEC_ISSUE | SEC_GEMM | SEC_THROUGHPUT};
     const char *dir = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -595,15 +899,23 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--hidden") && v) o.hidden = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(a, "--inter") && v) o.inter = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(a, "--iters") && v) o.iters = atoi(argv[++i]);
+        else if (!strcmp(a, "--gemm-iters") && v) o.gemm_iters = atoi(argv[++i]);
+        else if (!strcmp(a, "--reps") && v) o.reps = atoi(argv[++i]);
+        else if (!strcmp(a, "--only") && v && !strcmp(v, "issue")) o.sections = SEC_ISSUE, i++;
+        else if (!strcmp(a, "--only") && v && !strcmp(v, "gemm")) o.sections = SEC_GEMM, i++;
+        else if (!strcmp(a, "--only") && v && !strcmp(v, "throughput")) o.sections = SEC_THROUGHPUT, i++;
         else if (a[0] != '-' && !dir) dir = a;
         else {
-            fprintf(stderr, "usage: bench_symm_mixed [--world N] [--hidden H] [--inter I] [--iters N] [DIR]\n");
+            fprintf(stderr, "usage: bench_symm_mixed [--world N] [--hidden H] [--inter I] [--iters N] [--gemm-iters N]\n"
+                            "         [--reps N] [--only issue|gemm|throughput] [DIR]\n");
             return 2;
         }
     }
-    if (o.world < 2 || o.world > MAX_WORLD || !o.hidden || !o.inter || o.iters < 4 ||
+    if (o.world < 2 || o.world > MAX_WORLD || !o.hidden || !o.inter || o.iters < 4 || o.gemm_iters < 4 ||
+        o.gemm_iters > 1000 || o.reps < 1 || o.reps > 100 ||
         (o.hidden * 2) % (256ull * o.world) || (o.hidden * o.inter * 2) % (256ull * o.world)) {
-        fprintf(stderr, "bench_symm_mixed: world 2..%d, iters >= 4, and every shard a multiple of 256 bytes\n",
+        fprintf(stderr, "bench_symm_mixed: world 2..%d, iters >= 4, gemm-iters 4..1000, reps 1..100, and every shard "
+                        "a multiple of 256 bytes\n",
                 MAX_WORLD);
         return 2;
     }
@@ -614,7 +926,9 @@ int main(int argc, char **argv) {
     fflush(stdout);
     for (uint32_t r = 0; r < o.world; r++) {
         pids[r] = fork();
-        if (pids[r] == 0) _exit(run_rank(r, dir, &o));
+        /* exit, not _exit: atexit handlers run (an injected profiler's
+         * summary); stdout was flushed before the fork */
+        if (pids[r] == 0) exit(run_rank(r, dir, &o));
     }
     int rc = 0;
     for (uint32_t r = 0; r < o.world; r++) {

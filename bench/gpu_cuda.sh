@@ -18,7 +18,7 @@ note() { echo "$*" | tee -a "$SUMMARY"; }
 # The whole run stays within MAGI_GPU_BUDGET seconds (default 470): each
 # step's timeout is capped by what is left, and a step with under 20 s left
 # is skipped (said in the summary). MAGI_GPU_SKIP: space-separated steps to
-# leave out (tests load bench mixed profile).
+# leave out (tests load bench mixed gemm profile).
 START=$(date +%s)
 BUDGET=${MAGI_GPU_BUDGET:-470}
 SKIP=" ${MAGI_GPU_SKIP:-} "
@@ -60,6 +60,9 @@ if ! timeout 240 cmake --build "$BUILD" -j"$(nproc)" --target magi-aot magi_aot 
         >>"$OUTDIR/build.log" 2>&1; then
     note "BUILD FAILED"; grep -E "error|Error" "$OUTDIR/build.log" | head -30; exit 1
 fi
+# The CUPTI activity library (step gemm) only where CUPTI was found.
+timeout 60 cmake --build "$BUILD" -j"$(nproc)" --target cupti_copies >>"$OUTDIR/build.log" 2>&1 ||
+    note "cupti_copies: not built (no CUPTI in this toolkit?)"
 note "build: $(( $(date +%s) - T0 )) s; $("$BUILD/magi-aot" --version)"
 
 # 1. the GPU tests (4 rank processes on the GPU(s))
@@ -80,12 +83,37 @@ fi
 # 2. mixed buckets, batch vs graph path, old vs new bucket layout, at 4 and
 #    8 ranks on the GPU(s)
 for W in 4 8; do
-    T=$(want mixed $(( W == 4 ? 90 : 110 )))
+    T=$(want mixed $(( W == 4 ? 120 : 140 )))
     [ "$T" -gt 0 ] || continue
     T0=$(date +%s)
     timeout "$T" "$BUILD/tests/bench_symm_mixed" --world $W >"$OUTDIR/bench_mixed_w$W.log" 2>&1
     note "bench_symm_mixed --world $W: exit $? in $(( $(date +%s) - T0 )) s"
 done
+
+# 2b. where the bucket's copies run beside the GEMM: bench_symm_mixed's GEMM
+#     section alone at 4 ranks under the CUPTI activity library
+#     (bench/cupti_copies.c; one summary per process, the measuring rank's
+#     split into one phase per background and window)
+T=$(want gemm 120)
+if [ "$T" -gt 0 ]; then
+    T0=$(date +%s)
+    CUPTI_LIB="$BUILD/tests/libcupti_copies.so"
+    rm -rf "$OUTDIR/cupti"; mkdir -p "$OUTDIR/cupti"
+    if [ -f "$CUPTI_LIB" ]; then
+        CUDA_INJECTION64_PATH="$CUPTI_LIB" MAGI_CUPTI_OUT="$OUTDIR/cupti/summary" \
+            timeout "$T" "$BUILD/tests/bench_symm_mixed" --world 4 --only gemm >"$OUTDIR/bench_gemm_w4.log" 2>&1
+        grc=$?
+    else
+        note "gemm: no libcupti_copies.so; running without CUPTI"
+        timeout "$T" "$BUILD/tests/bench_symm_mixed" --world 4 --only gemm >"$OUTDIR/bench_gemm_w4.log" 2>&1
+        grc=$?
+    fi
+    note "bench_symm_mixed --world 4 --only gemm (CUPTI): exit $grc in $(( $(date +%s) - T0 )) s"
+    # the processes with copy or kernel records first (the measuring rank)
+    : >"$OUTDIR/cupti_summary.txt"
+    for f in $(ls -S "$OUTDIR"/cupti/summary.* 2>/dev/null); do cat "$f" >>"$OUTDIR/cupti_summary.txt"; echo >>"$OUTDIR/cupti_summary.txt"; done
+    [ -s "$OUTDIR/cupti_summary.txt" ] || note "gemm: no CUPTI summary written"
+fi
 
 
 # 3. the cost-table profiler (PyTorch on the GPU) and the schedule on it
@@ -129,7 +157,7 @@ fi
 
 # tables last
 echo; echo "==================== tables"
-for f in bench.log bench_mixed_w4.log bench_mixed_w8.log profile/summary.txt; do
+for f in bench.log bench_mixed_w4.log bench_mixed_w8.log bench_gemm_w4.log cupti_summary.txt profile/summary.txt; do
     [ -f "$OUTDIR/$f" ] && { echo "---- $f"; cat "$OUTDIR/$f"; }
 done
 echo; echo "==================== summary (total $(( $(date +%s) - START )) s)"

@@ -24,10 +24,22 @@ if(MAGI_HAVE_CUDA AND TARGET CUDA::cublas)
   target_include_directories(bench_symm_cuda PRIVATE ${PROJECT_SOURCE_DIR}/src)
   target_compile_definitions(bench_symm_cuda PRIVATE _GNU_SOURCE MAGI_HAVE_CUDA)
   # Mixed-size coalesced gathers: batch path vs graph path (bench/gpu_cuda.sh).
-  add_executable(bench_symm_mixed ${PROJECT_SOURCE_DIR}/bench/bench_symm_mixed.c)
-  target_link_libraries(bench_symm_mixed PRIVATE magi_aot_static CUDA::cudart CUDA::cublas m)
+  add_executable(bench_symm_mixed ${PROJECT_SOURCE_DIR}/bench/bench_symm_mixed.c ${PROJECT_SOURCE_DIR}/bench/gpu_clocks.c)
+  target_link_libraries(bench_symm_mixed PRIVATE magi_aot_static CUDA::cudart CUDA::cublas Threads::Threads
+    ${CMAKE_DL_LIBS} m)
   target_include_directories(bench_symm_mixed PRIVATE ${PROJECT_SOURCE_DIR}/src)
   target_compile_definitions(bench_symm_mixed PRIVATE _GNU_SOURCE MAGI_HAVE_CUDA)
+endif()
+# CUPTI activity injection library (CUDA_INJECTION64_PATH): which engine ran
+# a process's copies, and which kernels ran beside them (bench/gpu_cuda.sh,
+# step gemm). It reads CUDA 13's activity records (CUpti_ActivityMemcpy6,
+# CUpti_ActivityKernel10).
+if(MAGI_HAVE_CUDA AND TARGET CUDA::cupti AND CUDAToolkit_VERSION VERSION_GREATER_EQUAL 13.0)
+  add_library(cupti_copies MODULE ${PROJECT_SOURCE_DIR}/bench/cupti_copies.c)
+  target_link_libraries(cupti_copies PRIVATE CUDA::cupti Threads::Threads)
+  target_include_directories(cupti_copies SYSTEM PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
+  target_compile_definitions(cupti_copies PRIVATE _GNU_SOURCE)
+  set_target_properties(cupti_copies PROPERTIES C_VISIBILITY_PRESET hidden)
 endif()
 add_dependencies(test_symm_sock magi-aot)
 if(TARGET test_symm_cuda)

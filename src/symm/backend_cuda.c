@@ -107,6 +107,7 @@ struct magi_symm_cuda {
     int no_batch;            /* the driver refused cudaMemcpyBatchAsync once */
     magi_symm_cuda_graphs *graphs; /* per-gather graphs (cuda_graph.h) */
     int graphs_off;          /* magi_symm_cuda_set_graphs(c, 0) */
+    int runs_off;            /* magi_symm_cuda_set_runs(c, 0): every copy 1D */
     /* per-call scratch, grown on demand */
     cpy *cp;                 /* the copies of one call: peers first, then local shards */
     void **dsts;             /* cudaMemcpyBatchAsync arguments (all copies 1D) */
@@ -152,6 +153,10 @@ void magi_symm_cuda_set_graph_lanes(magi_symm_cuda *c, uint32_t lanes) {
 }
 
 uint32_t magi_symm_cuda_graph_lanes(const magi_symm_cuda *c) { return c ? magi_symm_cuda_graphs_lanes(c->graphs) : 0; }
+
+void magi_symm_cuda_set_runs(magi_symm_cuda *c, int on) {
+    if (c) c->runs_off = on == 0;
+}
 
 void magi_symm_cuda_get_stats(const magi_symm_cuda *c, magi_symm_cuda_stats *out) {
     if (!c || !out) return;
@@ -829,7 +834,7 @@ static magi_status gather_device(magi_symm_cuda *c, uint32_t n, const uint32_t *
         /* Graph path: the slot list's graph of memcpy nodes, launched on
          * the caller's stream. Its 2D copies use only spans a batch proved
          * (strict), so a refused span never reaches a graph. */
-        k = build_copies(c, n, slots, dsts, 1, 1, &n_peer, &any_2d);
+        k = build_copies(c, n, slots, dsts, !c->runs_off, 1, &n_peer, &any_2d);
         if (c->unproven) {
             /* a run whose destination span no batch has taken yet (new
              * output buffer): this call takes the batch path, which proves
@@ -842,7 +847,7 @@ static magi_status gather_device(magi_symm_cuda *c, uint32_t n, const uint32_t *
         }
     }
     int strict = capturing || c->no_batch;
-    k = build_copies(c, n, slots, dsts, 1, strict, &n_peer, &any_2d);
+    k = build_copies(c, n, slots, dsts, !c->runs_off, strict, &n_peer, &any_2d);
     /* Side stream ordered after the caller's stream; under capture this
      * also pulls the side stream into the capture (fork). */
     CU(cudaEventRecord(c->ev_fork, stream), "cudaEventRecord (fork)");

@@ -112,6 +112,11 @@ void magi_symm_cuda_set_graphs(magi_symm_cuda *c, int on);
  * magi_symm_cuda_graphs_set_lanes. For benchmarks and tests. */
 void magi_symm_cuda_set_graph_lanes(magi_symm_cuda *c, uint32_t lanes);
 uint32_t magi_symm_cuda_graph_lanes(const magi_symm_cuda *c);
+/* Runs (docs/CUDA.md "Runs"): on by default; off, every input is one 1D
+ * copy per member on every path (batch, per-copy, graph), in input order -
+ * the same bytes to the same places as with runs, only more and smaller
+ * copies. For benchmarks (is a slowdown the 2D copies' or the bytes'?). */
+void magi_symm_cuda_set_runs(magi_symm_cuda *c, int on);
 void magi_symm_cuda_get_stats(const magi_symm_cuda *c, magi_symm_cuda_stats *out);
 /* 1 when this build calls cudaMemcpyBatchAsync (CUDA >= 12.8), else 0. */
 int magi_symm_cuda_has_batch(void);
