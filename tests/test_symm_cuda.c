@@ -871,6 +871,38 @@ static int rank_runs(uint32_t rank, const char *dir) {
     magi_symm_cuda_get_stats(c, &st2);
     R_CHECK(dir, rank, st2.graph_launches == 2 && st2.graph_failures == 0, "graph path with 2D nodes: %llu launches, "
             "%llu failures", (unsigned long long)st2.graph_launches, (unsigned long long)st2.graph_failures);
+    /* Runs off (magi_symm_cuda_set_runs): the same call as one 1D copy per
+     * input and member, batch path and graph path, same bytes. */
+    magi_symm_cuda_set_runs(c, 0);
+    for (int graphs = 0; graphs < 2; graphs++) {
+        magi_symm_cuda_set_graphs(c, graphs);
+        for (int call = 0; call < 3; call++) {
+            void *dst[NS];
+            for (uint32_t i = 0; i < RUN_N; i++) dst[i] = pool + (size_t)i * sl[cases[0].slots[i]].nbytes * WORLD;
+            R_CU(dir, rank, cudaMemsetAsync(pool, 0x55, pool_bytes, s));
+            magi_symm_cuda_stats a, b;
+            magi_symm_cuda_get_stats(c, &a);
+            RK_OK(dir, rank, magi_symm_cuda_gather_coalesced(c, RUN_N, cases[0].slots, dst, s));
+            magi_symm_cuda_get_stats(c, &b);
+            uint64_t ops = b.graph_launches > a.graph_launches ? b.graph_last_nodes : b.batch_copies - a.batch_copies;
+            R_CHECK(dir, rank, ops == (uint64_t)RUN_N * WORLD, "runs off, %s path, call %d: %llu copies, want %u",
+                    graphs ? "graph" : "batch", call, (unsigned long long)ops, RUN_N * WORLD);
+            R_CHECK(dir, rank, !graphs || call == 0 || b.graph_launches > a.graph_launches,
+                    "runs off, graph path, call %d: no graph launched", call);
+            R_CU(dir, rank, cudaMemcpyAsync(host, pool, pool_bytes, cudaMemcpyDeviceToHost, s));
+            R_CU(dir, rank, cudaStreamSynchronize(s));
+            for (uint32_t i = 0; i < RUN_N; i++) {
+                uint32_t slot = cases[0].slots[i];
+                compare(host + ((uint8_t *)dst[i] - pool), expect[slot], sl[slot].nbytes, 2, why, sizeof why);
+                R_CHECK(dir, rank, !why[0], "runs off, %s path, call %d, input %u: %s", graphs ? "graph" : "batch",
+                        call, i, why);
+            }
+        }
+    }
+    magi_symm_cuda_set_runs(c, 1);
+    magi_symm_cuda_get_stats(c, &st2);
+    R_CHECK(dir, rank, st2.graph_failures == 0, "runs off: %llu graph failures",
+            (unsigned long long)st2.graph_failures);
     if (rank == 0)
         fprintf(stderr, "  rank 0: separate destinations %p %p: %llu re-issued without 2D copies\n", sep[0], sep[1],
                 (unsigned long long)st2.run_retries);
