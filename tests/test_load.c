@@ -482,6 +482,46 @@ static void test_symm_gather_cost_keys_carry_the_group_size(void) {
 
 /* ----------------------------------------------------------- options */
 
+/* A region the loader accepts but whose fingerprint fails (an example's
+ * symbolic dim that is no expression): the report is refused naming the
+ * node, never printed from an unfilled info struct. */
+static void test_report_refused_when_the_fingerprint_fails(void) {
+    char *fx = mt_fixture("stack24.json"), *dir = mt_tmpdir();
+    char *art = mt_fmt("%s/bad_dim.magi", dir);
+    magi_region *r = NULL;
+    MT_OK(magi_json_read_file(&r, fx, NULL));
+    magi_node *add = NULL;
+    for (uint32_t i = 0; i < r->n_nodes && !add; i++)
+        if (!strcmp(r->nodes[i].name, "add")) add = &r->nodes[i];
+    MT_CHECK(add && add->example && add->example->kind == MAGI_EX_TENSOR);
+    int changed = 0;
+    for (uint32_t k = 0; add && k < add->example->u.tensor.ndim; k++)
+        if (add->example->u.tensor.shape[k].expr) add->example->u.tensor.shape[k].expr = "{}", changed = 1;
+    MT_CHECK(changed, "node 'add' of stack24 has no symbolic dim");
+    MT_OK(magi_artifact_save(r, art, NULL));
+    magi_region_free(r);
+    for (int json = 0; json < 2; json++) {
+        magi_loader *ld = new_loader(MAGI_LOAD_TRANSPORT_AUTO);
+        MT_OK(load1(ld, art));
+        char *t = (char *)"unset";
+        magi_status st = magi_loader_report(&t, NULL, ld, json ? MAGI_LOADER_REPORT_JSON : MAGI_LOADER_REPORT_TEXT);
+        MT_CHECK(st == MAGI_ERR_EXPR && t == NULL, "status %d", (int)st);
+        MT_CHECK(strstr(magi_last_error(), "node 'add'") && strstr(magi_last_error(), "'{}'"), "%s", magi_last_error());
+        magi_loader_free(ld);
+    }
+    char *out = NULL, *err = NULL;
+    char *args[] = {"load", art, NULL};
+    MT_CHECK(run_cli(&out, &err, args) == 3, "exit status");
+    MT_CHECK(out && !*out, "stdout: %s", out ? out : "(null)");
+    MT_CHECK(err && strstr(err, "node 'add'"), "%s", err ? err : "(null)");
+    free(out);
+    free(err);
+    mt_rmtree(dir);
+    free(dir);
+    free(art);
+    free(fx);
+}
+
 static void test_options_version_is_checked(void) {
     magi_loader_options o = MAGI_LOADER_OPTIONS_INIT;
     magi_loader *ld = NULL;
@@ -501,4 +541,5 @@ static void test_options_version_is_checked(void) {
 MT_MAIN(MT_CASE(test_api_report_equals_cli), MT_CASE(test_every_section_verified_and_decoded_once),
         MT_CASE(test_only_static_weights_are_rewritten), MT_CASE(test_transport_from_compile_config),
         MT_CASE(test_copy_engine_then_nccl_is_byte_identical), MT_CASE(test_four_ranks_with_a_non_consecutive_group),
-        MT_CASE(test_symm_gather_cost_keys_carry_the_group_size), MT_CASE(test_options_version_is_checked))
+        MT_CASE(test_symm_gather_cost_keys_carry_the_group_size), MT_CASE(test_report_refused_when_the_fingerprint_fails),
+        MT_CASE(test_options_version_is_checked))

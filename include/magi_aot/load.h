@@ -132,7 +132,8 @@ MAGI_API magi_symm_backend *magi_loader_backend(const magi_loader *ld);
 
 /* The report `magi-aot load` prints (flags: MAGI_LOADER_REPORT_JSON for the
  * JSON form). *out (NUL-terminated, *len bytes) owned by the caller:
- * magi_free(). */
+ * magi_free(). Fails (nothing in *out) with magi_loader_info()'s status
+ * when a region's fingerprint cannot be computed. */
 #define MAGI_LOADER_REPORT_TEXT 0u
 #define MAGI_LOADER_REPORT_JSON 1u
 MAGI_API magi_status magi_loader_report(char **out, size_t *len, magi_loader *ld,

@@ -42,7 +42,7 @@ static void put_dropped_union(magi_buf *b, magi_loader *ld) {
     }
 }
 
-static void report_json(magi_buf *o, magi_loader *ld) {
+static magi_status report_json(magi_buf *o, magi_loader *ld) {
     const magi_loader_options *opt = magi_loader_opts(ld);
     const magi_symm_plan *plan = magi_loader_plan(ld);
     uint32_t nw, ns, n = magi_loader_count(ld);
@@ -59,7 +59,8 @@ static void report_json(magi_buf *o, magi_loader *ld) {
     for (uint32_t i = 0; i < n; i++) {
         const magi_region *r = magi_loader_region(ld, i);
         magi_loaded_info inf;
-        magi_loader_info(&inf, ld, i);
+        magi_status st = magi_loader_info(&inf, ld, i); /* a region whose fingerprint fails */
+        if (st) return st;
         uint32_t ng, nb;
         const magi_symm_gather *g = magi_symm_plan_gathers(&ng, plan, i);
         const magi_symm_binding *b = magi_symm_plan_bindings(&nb, plan, i);
@@ -131,9 +132,10 @@ static void report_json(magi_buf *o, magi_loader *ld) {
     magi_buf_puts(o, "],\n \"skipped_legacy\": [");
     put_dropped_union(o, ld);
     magi_buf_puts(o, "]}\n");
+    return MAGI_OK;
 }
 
-static void report_text(magi_buf *o, magi_loader *ld) {
+static magi_status report_text(magi_buf *o, magi_loader *ld) {
     const magi_loader_options *opt = magi_loader_opts(ld);
     const magi_symm_plan *plan = magi_loader_plan(ld);
     uint32_t nw, ns, n = magi_loader_count(ld);
@@ -142,7 +144,8 @@ static void report_text(magi_buf *o, magi_loader *ld) {
     for (uint32_t i = 0; i < n; i++) {
         const magi_region *r = magi_loader_region(ld, i);
         magi_loaded_info inf;
-        magi_loader_info(&inf, ld, i);
+        magi_status st = magi_loader_info(&inf, ld, i); /* a region whose fingerprint fails */
+        if (st) return st;
         uint32_t ng, nb;
         const magi_symm_gather *g = magi_symm_plan_gathers(&ng, plan, i);
         const magi_symm_binding *b = magi_symm_plan_bindings(&nb, plan, i);
@@ -176,6 +179,7 @@ static void report_text(magi_buf *o, magi_loader *ld) {
         magi_buf_printf(o, "window %u: %s x group '%s' (size %u) part %u: %llu bytes, %u slots\n", k, MAGI_TEXT(w[k].dtype),
                         MAGI_TEXT(w[k].group), w[k].group_size, w[k].part, (unsigned long long)w[k].bytes, w[k].n_slots);
     if (opt->backend) magi_buf_printf(o, "backend %s: windows bound, rendezvous complete\n", MAGI_TEXT(opt->backend));
+    return MAGI_OK;
 }
 
 magi_status magi_loader_report(char **out, size_t *len, magi_loader *ld, unsigned flags) {
@@ -184,10 +188,11 @@ magi_status magi_loader_report(char **out, size_t *len, magi_loader *ld, unsigne
     if (len) *len = 0;
     if (!magi_loader_plan(ld)) return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_loader_report: nothing loaded");
     magi_buf b = {0};
-    if (flags & MAGI_LOADER_REPORT_JSON)
-        report_json(&b, ld);
-    else
-        report_text(&b, ld);
+    magi_status st = (flags & MAGI_LOADER_REPORT_JSON) ? report_json(&b, ld) : report_text(&b, ld);
+    if (st) {
+        magi_buf_free(&b);
+        return st;
+    }
     magi_buf_append(&b, "", 1);
     if (b.failed) {
         magi_buf_free(&b);
