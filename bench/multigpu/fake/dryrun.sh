@@ -10,6 +10,11 @@
 #   bash bench/multigpu/fake/dryrun.sh [RANKS] [bench_multigpu options]
 # (default 2 ranks at small sizes; needs the CUDA toolkit headers and nccl.h,
 # no driver). Build directory: $MAGI_DRYRUN_BUILD (default /tmp/magi-multigpu-dryrun).
+# NCCL or cuBLAS outside the toolkit (pip wheels): name them in
+# $MAGI_DRYRUN_CMAKE_ARGS, e.g. (docs/PERFORMANCE.md, "Checking the harness
+# without a GPU"):
+#   N=/path/to/site-packages/nvidia
+#   MAGI_DRYRUN_CMAKE_ARGS="-DNCCL_INCLUDE_DIR=$N/nccl/include -DNCCL_LIBRARY=$N/nccl/lib/libnccl.so.2 -DCUBLAS_ROOT=$N/cu13"
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
 RANKS=${1:-2}
@@ -17,7 +22,8 @@ shift || true
 B=${MAGI_DRYRUN_BUILD:-/tmp/magi-multigpu-dryrun}
 OUTD=${OUT:-$B/out}
 mkdir -p "$B" "$OUTD"
-if ! { cmake -S . -B "$B" -DMAGI_WITH_CUDA=ON -DBUILD_TESTING=OFF >"$B/build.log" 2>&1 &&
+read -r -a extra <<<"${MAGI_DRYRUN_CMAKE_ARGS:-}"
+if ! { cmake -S . -B "$B" -DMAGI_WITH_CUDA=ON -DBUILD_TESTING=OFF "${extra[@]}" >"$B/build.log" 2>&1 &&
        cmake --build "$B" -j2 --target bench_multigpu_fake >>"$B/build.log" 2>&1; }; then
   grep -E "error|bench_multigpu|NCCL" "$B/build.log" | head -20
   echo "dryrun: build failed (needs the CUDA toolkit headers and nccl.h)"; exit 3

@@ -13,6 +13,12 @@
  * (pid, fd) and a peer opens it through /proc/PID/fd/FD. NCCL collectives:
  * a POSIX shared-memory segment named in the ncclUniqueId, a counter
  * barrier, and chunked copies through per-rank staging areas.
+ * Copies: the batch calls (cudaMemcpyBatchAsync, and cudaMemcpy3DBatchAsync
+ * for the backend's 2D runs) refuse what the real ones document refusing
+ * (legacy stream, bad attribute ranges or access order, zero extents, short
+ * row length, nonzero flags) and an operand leaving its allocation; the
+ * driver entry point cuMemGetAddressRange answers on the fake allocations,
+ * so the backend's range cache and 2D runs work as on a GPU.
  * MAGI_FAKE_GPUS: device count (default 2). MAGI_FAKE_CORRUPT=1: flip one
  * byte of every peer copy (the correctness check must then fail).
  * Compiled against the real CUDA/NCCL/cuBLAS headers so every signature is
@@ -111,12 +117,26 @@ cudaError_t cudaDeviceGetP2PAttribute(int *value, enum cudaDeviceP2PAttr attr, i
     *value = attr == cudaDevP2PAttrPerformanceRank ? 0 : 1;
     return cudaSuccess;
 }
+/* Driver entry points: only cuMemGetAddressRange (the backend's range
+ * cache), on the fake allocations. As documented, an unknown symbol is
+ * cudaSuccess with *funcPtr NULL and the status saying why. */
+static int fake_cuMemGetAddressRange(unsigned long long *pbase, size_t *psize, unsigned long long dptr);
 cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **funcPtr, unsigned int cudaVersion,
                                              unsigned long long flags,
                                              enum cudaDriverEntryPointQueryResult *driverStatus) {
+    if (!symbol || !funcPtr) return cudaErrorInvalidValue;
     *funcPtr = NULL;
-    if (driverStatus) *driverStatus = cudaDriverEntryPointSymbolNotFound;
-    return cudaErrorSymbolNotFound;
+    enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+    if (!strcmp(symbol, "cuMemGetAddressRange")) {
+        if (cudaVersion >= 3020) {
+            *funcPtr = (void *)fake_cuMemGetAddressRange;
+            q = cudaDriverEntryPointSuccess;
+        } else {
+            q = cudaDriverEntryPointVersionNotSufficent;
+        }
+    }
+    if (driverStatus) *driverStatus = q;
+    return cudaSuccess;
 }
 
 cudaError_t cudaMalloc(void **devPtr, size_t size) {
@@ -202,6 +222,33 @@ cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attributes, c
     return cudaSuccess;
 }
 
+/* cuMemGetAddressRange (CUresult: 0 success, 1 CUDA_ERROR_INVALID_VALUE,
+ * 500 CUDA_ERROR_NOT_FOUND): the allocation holding dptr. */
+static int fake_cuMemGetAddressRange(unsigned long long *pbase, size_t *psize, unsigned long long dptr) {
+    if (!dptr) return 1;
+    const fmap *m = find_map((const void *)(uintptr_t)dptr);
+    if (!m) return 500;
+    if (pbase) *pbase = (unsigned long long)(uintptr_t)m->base;
+    if (psize) *psize = m->size;
+    return 0;
+}
+
+/* The copy engine's rule for an operand [p, p + n): all inside one device
+ * allocation, or all outside device memory (pageable host). A span that
+ * leaves its allocation, or runs from host memory into one, is refused. */
+static int operand_ok(const void *p, size_t n) {
+    if (!n) return 1;
+    uintptr_t a = (uintptr_t)p;
+    const fmap *m = find_map(p);
+    if (m) return n <= m->size - (size_t)(a - (uintptr_t)m->base);
+    for (int i = 0; i < MAX_MAPS; i++) /* host memory: must not run into an allocation */
+        if (g_maps[i].base && (uintptr_t)g_maps[i].base > a && (uintptr_t)g_maps[i].base - a < n) return 0;
+    return 1;
+}
+
+/* The batch calls' stream: never the legacy NULL stream. */
+static int batch_stream_ok(cudaStream_t s) { return s != NULL && s != cudaStreamLegacy; }
+
 /* A copy whose source lies in another rank's window (an imported map). */
 static void copy(void *dst, const void *src, size_t n) {
     memmove(dst, src, n);
@@ -220,28 +267,70 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaM
 }
 cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
                               enum cudaMemcpyKind kind, cudaStream_t stream) {
+    if (height > 1 && (dpitch < width || spitch < width)) return cudaErrorInvalidPitchValue;
     for (size_t r = 0; r < height; r++) copy((uint8_t *)dst + r * dpitch, (const uint8_t *)src + r * spitch, width);
     return cudaSuccess;
 }
 cudaError_t cudaMemcpyBatchAsync(void *const *dsts, const void *const *srcs, const size_t *sizes, size_t count,
                                  struct cudaMemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs,
                                  cudaStream_t stream) {
-    /* The argument rules the real call enforces: attribute ranges start at
-     * copy 0, ascend, stay in range, and name a source access order. */
-    if (!count || !numAttrs || !attrs || !attrsIdxs || attrsIdxs[0] != 0 || numAttrs > count)
+    /* The argument rules the real call enforces: not the legacy stream;
+     * attribute ranges start at copy 0, ascend, stay in range, and name a
+     * source access order; each operand within one allocation. */
+    if (!count || !dsts || !srcs || !sizes || !numAttrs || !attrs || !attrsIdxs || attrsIdxs[0] != 0 ||
+        numAttrs > count || !batch_stream_ok(stream))
         return cudaErrorInvalidValue;
     for (size_t a = 0; a < numAttrs; a++)
         if ((a && attrsIdxs[a] <= attrsIdxs[a - 1]) || attrsIdxs[a] >= count ||
-            attrs[a].srcAccessOrder == cudaMemcpySrcAccessOrderInvalid)
+            attrs[a].srcAccessOrder <= cudaMemcpySrcAccessOrderInvalid ||
+            attrs[a].srcAccessOrder >= cudaMemcpySrcAccessOrderMax)
             return cudaErrorInvalidValue;
+    for (size_t i = 0; i < count; i++)
+        if (!operand_ok(dsts[i], sizes[i]) || !operand_ok(srcs[i], sizes[i])) return cudaErrorInvalidValue;
     for (size_t i = 0; i < count; i++) copy(dsts[i], srcs[i], sizes[i]);
     return cudaSuccess;
 }
-/* The 2D/3D batch: reported unsupported (as an older driver would), so
- * callers take their per-copy path. */
+
+/* One pointer operand of a 3D batch op: rows of `w` bytes, rowLength and
+ * layerHeight 0 meaning packed, else at least the extent. Returns the
+ * pitches, or 0 when the real call would refuse the operand. */
+static int op_pitches(const struct cudaMemcpy3DOperand *o, const struct cudaExtent *e, size_t *row, size_t *layer) {
+    if (o->type != cudaMemcpyOperandTypePointer) return 0; /* CUDA arrays: not modelled, refused */
+    const size_t rl = o->op.ptr.rowLength, lh = o->op.ptr.layerHeight;
+    if ((rl && rl < e->width) || (lh && lh < e->height) || !o->op.ptr.ptr) return 0;
+    *row = rl ? rl : e->width;
+    *layer = *row * (lh ? lh : e->height);
+    /* the whole span the copy touches, in one allocation */
+    size_t span = *layer * (e->depth - 1) + *row * (e->height - 1) + e->width;
+    return operand_ok(o->op.ptr.ptr, span);
+}
+
+/* The 2D/3D batch (pointer operands): the rules the real call documents -
+ * flags zero, not the legacy stream, extents nonzero, row length and layer
+ * height zero or at least the extent, a valid source access order - plus
+ * each operand inside one allocation. */
 cudaError_t cudaMemcpy3DBatchAsync(size_t numOps, struct cudaMemcpy3DBatchOp *opList, unsigned long long flags,
                                    cudaStream_t stream) {
-    return cudaErrorNotSupported;
+    if (!numOps || !opList || flags || !batch_stream_ok(stream)) return cudaErrorInvalidValue;
+    for (size_t i = 0; i < numOps; i++) {
+        const struct cudaMemcpy3DBatchOp *o = &opList[i];
+        size_t sr, sl, dr, dl;
+        if (!o->extent.width || !o->extent.height || !o->extent.depth ||
+            o->srcAccessOrder <= cudaMemcpySrcAccessOrderInvalid || o->srcAccessOrder >= cudaMemcpySrcAccessOrderMax ||
+            !op_pitches(&o->src, &o->extent, &sr, &sl) || !op_pitches(&o->dst, &o->extent, &dr, &dl))
+            return cudaErrorInvalidValue;
+    }
+    for (size_t i = 0; i < numOps; i++) {
+        const struct cudaMemcpy3DBatchOp *o = &opList[i];
+        size_t sr, sl, dr, dl;
+        op_pitches(&o->src, &o->extent, &sr, &sl);
+        op_pitches(&o->dst, &o->extent, &dr, &dl);
+        for (size_t z = 0; z < o->extent.depth; z++)
+            for (size_t y = 0; y < o->extent.height; y++)
+                copy((uint8_t *)o->dst.op.ptr.ptr + z * dl + y * dr,
+                     (const uint8_t *)o->src.op.ptr.ptr + z * sl + y * sr, o->extent.width);
+    }
+    return cudaSuccess;
 }
 cudaError_t cudaMemset(void *devPtr, int value, size_t count) {
     memset(devPtr, value, count);

@@ -7,8 +7,9 @@
  * Rules the real calls enforce and that are modelled: zero-sized copies are
  * refused (cudaErrorInvalidValue), a 1D update only applies to a 1D node,
  * a 2D node is never updated (the driver refuses multidimensional memcpy
- * updates), extents have depth 1, a dependency must be a node added
- * earlier to the same graph. */
+ * updates), extents have depth 1, a 2D node's pitches are at least its
+ * width (cudaErrorInvalidPitchValue), a dependency must be a node added
+ * earlier to the same graph. CUDA arrays are not modelled (refused). */
 #include <cuda_runtime_api.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -70,7 +71,9 @@ cudaError_t cudaGraphAddMemcpyNode1D(cudaGraphNode_t *pGraphNode, cudaGraph_t gr
 }
 cudaError_t cudaGraphAddMemcpyNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph, const cudaGraphNode_t *pDependencies,
                                    size_t numDependencies, const struct cudaMemcpy3DParms *p) {
-    if (p->extent.depth != 1) return cudaErrorInvalidValue;
+    if (p->extent.depth != 1 || p->srcArray || p->dstArray) return cudaErrorInvalidValue;
+    if (p->extent.height > 1 && (p->dstPtr.pitch < p->extent.width || p->srcPtr.pitch < p->extent.width))
+        return cudaErrorInvalidPitchValue;
     return add_node(pGraphNode, graph, pDependencies, numDependencies, p->dstPtr.ptr, p->srcPtr.ptr, p->extent.width,
                     p->extent.height, p->dstPtr.pitch, p->srcPtr.pitch);
 }
