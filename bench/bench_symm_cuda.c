@@ -9,6 +9,7 @@
  *      cudaMemcpyAsync D2D, an SM copy kernel (cublasScopy));
  *   3. host issue cost of one coalesced call of 64 tensors.
  * usage: bench_symm_cuda [RENDEZVOUS_DIR]   (prints a table; exit 77 without a GPU) */
+#include "bench_gemm.h"
 #include "magi_aot.h"
 #include "symm/cuda_backend.h"
 #include "symm/rdzv_sock.h"
@@ -30,6 +31,7 @@ static const uint64_t k_big[] = {4u << 10, 1u << 20, 16u << 20, 64u << 20, 256u 
 #define GEMM_BIG 3 /* the GEMM's background moves 4 x k_big[3] = 4 x 64 MiB per op */
 #define N_SLOTS (N_SMALL + N_BIG)
 #define GEMM_N 8192
+#define GEMM_SEED 0x1234567ull /* both operands: the same fixed values */
 
 #define CK(x)                                                                          \
     do {                                                                               \
@@ -163,24 +165,18 @@ static double time_ref_batch(cudaStream_t s, uint64_t shard, int copies, int ite
 typedef enum { BG_NONE, BG_SYMM, BG_BATCH, BG_MEMCPY, BG_SMCOPY } bg_kind;
 
 typedef struct gemm_env {
-    cublasHandle_t h, hcopy;
-    cudaStream_t cs, bs; /* compute stream, background stream */
-    void *A, *B, *C;
+    bench_gemm m;         /* GEMMs on m.cs; background on m.bs */
+    cublasHandle_t hcopy; /* the SM copy kernel, on m.bs */
     uint8_t *src, *dst; /* 4 x 64 MiB reference copy buffers */
 } gemm_env;
 
-static void gemm(gemm_env *g) {
-    float alpha = 1.0f, beta = 0.0f;
-    BK(cublasGemmEx(g->h, CUBLAS_OP_N, CUBLAS_OP_N, GEMM_N, GEMM_N, GEMM_N, &alpha, g->A, CUDA_R_16BF, GEMM_N,
-                    g->B, CUDA_R_16BF, GEMM_N, &beta, g->C, CUDA_R_16BF, GEMM_N, CUBLAS_COMPUTE_32F,
-                    CUBLAS_GEMM_DEFAULT));
-}
+static void gemm(gemm_env *g) { BK(bench_gemm_run(&g->m)); }
 
 /* One background operation moving 4 x 64 MiB (one gather's bytes). */
 static void bg_op(ctx *x, gemm_env *g, bg_kind k) {
     const uint64_t sh = k_big[GEMM_BIG];
     switch (k) {
-    case BG_SYMM: MK(magi_symm_cuda_gather(x->c, N_SMALL + GEMM_BIG, x->dst_big[GEMM_BIG], g->bs)); break;
+    case BG_SYMM: MK(magi_symm_cuda_gather(x->c, N_SMALL + GEMM_BIG, x->dst_big[GEMM_BIG], g->m.bs)); break;
     case BG_BATCH: {
         void *d[WORLD];
         const void *s[WORLD];
@@ -190,10 +186,10 @@ static void bg_op(ctx *x, gemm_env *g, bg_kind k) {
         memset(&at, 0, sizeof at);
         at.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
         at.flags = cudaMemcpyFlagPreferOverlapWithCompute;
-        CK(cudaMemcpyBatchAsync(d, s, z, WORLD, &at, &idx, 1, g->bs));
+        CK(cudaMemcpyBatchAsync(d, s, z, WORLD, &at, &idx, 1, g->m.bs));
         break;
     }
-    case BG_MEMCPY: CK(cudaMemcpyAsync(g->dst, g->src, sh * WORLD, cudaMemcpyDeviceToDevice, g->bs)); break;
+    case BG_MEMCPY: CK(cudaMemcpyAsync(g->dst, g->src, sh * WORLD, cudaMemcpyDeviceToDevice, g->m.bs)); break;
     case BG_SMCOPY: BK(cublasScopy(g->hcopy, (int)(sh * WORLD / 4), (const float *)g->src, 1, (float *)g->dst, 1)); break;
     case BG_NONE: break;
     }
@@ -206,9 +202,9 @@ static double time_bg(ctx *x, gemm_env *g, bg_kind k) {
     CK(cudaEventCreate(&b));
     double t[15];
     for (int i = 0; i < 18; i++) {
-        CK(cudaEventRecord(a, g->bs));
+        CK(cudaEventRecord(a, g->m.bs));
         bg_op(x, g, k);
-        CK(cudaEventRecord(b, g->bs));
+        CK(cudaEventRecord(b, g->m.bs));
         CK(cudaEventSynchronize(b));
         float ms;
         CK(cudaEventElapsedTime(&ms, a, b));
@@ -230,12 +226,12 @@ static double gemm_with(ctx *x, gemm_env *g, bg_kind k, double t_gemm, double t_
     if (k != BG_NONE) {
         n_bg = (int)ceil(1.5 * GEMM_ITERS * t_gemm / t_bg) + 4;
         for (int i = 0; i < n_bg; i++) bg_op(x, g, k);
-        CK(cudaEventRecord(bg_end, g->bs));
+        CK(cudaEventRecord(bg_end, g->m.bs));
     }
-    CK(cudaEventRecord(ev[0], g->cs));
+    CK(cudaEventRecord(ev[0], g->m.cs));
     for (int i = 0; i < GEMM_ITERS; i++) {
         gemm(g);
-        CK(cudaEventRecord(ev[i + 1], g->cs));
+        CK(cudaEventRecord(ev[i + 1], g->m.cs));
     }
     CK(cudaDeviceSynchronize());
     double t[GEMM_ITERS];
@@ -253,20 +249,6 @@ static double gemm_with(ctx *x, gemm_env *g, bg_kind k, double t_gemm, double t_
     for (int i = 0; i <= GEMM_ITERS; i++) cudaEventDestroy(ev[i]);
     cudaEventDestroy(bg_end);
     return median(t, GEMM_ITERS);
-}
-
-static void fill_bf16(void *dev, size_t n) {
-    uint16_t *h = malloc(n * 2);
-    uint64_t s = 0x1234567;
-    for (size_t i = 0; i < n; i++) {
-        s = s * 6364136223846793005ull + 1442695040888963407ull;
-        float f = (float)((double)(s >> 40) / 16777216.0 - 0.5);
-        uint32_t b;
-        memcpy(&b, &f, 4);
-        h[i] = (uint16_t)(b >> 16);
-    }
-    CK(cudaMemcpy(dev, h, n * 2, cudaMemcpyHostToDevice));
-    free(h);
 }
 
 /* ------------------------------------------------------------- 3. issue */
@@ -501,18 +483,13 @@ static int run_rank(uint32_t rank, const char *dir) {
         /* 2. GEMM slowdown */
         gemm_env g;
         memset(&g, 0, sizeof g);
-        size_t gbytes = (size_t)GEMM_N * GEMM_N * 2;
-        CK(cudaStreamCreateWithFlags(&g.cs, cudaStreamNonBlocking));
-        CK(cudaStreamCreateWithFlags(&g.bs, cudaStreamNonBlocking));
-        BK(cublasCreate(&g.h));
+        char why[200];
+        if (bench_gemm_init(&g.m, GEMM_N, GEMM_SEED, GEMM_SEED, why, sizeof why)) {
+            fprintf(stderr, "rank %u: GEMM setup: %s\n", g_rank, why);
+            exit(1);
+        }
         BK(cublasCreate(&g.hcopy));
-        BK(cublasSetStream(g.h, g.cs));
-        BK(cublasSetStream(g.hcopy, g.bs));
-        CK(cudaMalloc(&g.A, gbytes));
-        CK(cudaMalloc(&g.B, gbytes));
-        CK(cudaMalloc(&g.C, gbytes));
-        fill_bf16(g.A, (size_t)GEMM_N * GEMM_N);
-        fill_bf16(g.B, (size_t)GEMM_N * GEMM_N);
+        BK(cublasSetStream(g.hcopy, g.m.bs));
         CK(cudaMalloc((void **)&g.src, k_big[GEMM_BIG] * WORLD));
         CK(cudaMalloc((void **)&g.dst, k_big[GEMM_BIG] * WORLD));
         CK(cudaMemset(g.src, 3, k_big[GEMM_BIG] * WORLD));
@@ -566,11 +543,8 @@ static int run_rank(uint32_t rank, const char *dir) {
         }
         printf("(slowdown: median over %d rounds of GEMM-with / GEMM-alone measured just before; order rotated)\n", REPS);
         magi_symm_cuda_set_local_mode(x.c, MAGI_SYMM_CUDA_LOCAL_BATCH);
-        cublasDestroy(g.h);
         cublasDestroy(g.hcopy);
-        cudaFree(g.A);
-        cudaFree(g.B);
-        cudaFree(g.C);
+        bench_gemm_free(&g.m);
         cudaFree(g.src);
         cudaFree(g.dst);
 

@@ -38,6 +38,7 @@
  * usage: bench_symm_mixed [--world N] [--hidden H] [--inter I] [--iters N]
  *          [--gemm-iters N] [--reps N] [--only issue|gemm|throughput] [DIR]
  * Exit 77 without a GPU, 1 on a failure or a wrong byte. */
+#include "bench_gemm.h"
 #include "gpu_clocks.h"
 #include "magi_aot.h"
 #include "symm/cuda_backend.h"
@@ -61,6 +62,7 @@
 #define BIG0 (NL * NT)          /* first throughput slot */
 static const uint64_t k_big[NB] = {16u << 20, 64u << 20, 256u << 20};
 #define GEMM_N 8192
+#define GEMM_SEED 0x1234567ull  /* both operands: the same fixed values */
 #define MAX_WORLD 16
 
 #define CK(x)                                                                                           \
@@ -250,9 +252,7 @@ enum { NBG = sizeof k_bg / sizeof k_bg[0] };
 typedef void (*mark_fn)(const char *label);
 
 typedef struct gemm_env {
-    cublasHandle_t h;
-    cudaStream_t cs, bs;        /* GEMMs; background */
-    void *A, *B, *C;
+    bench_gemm m;               /* GEMMs on m.cs; background on m.bs */
     int iters;                  /* GEMMs per window */
     cudaEvent_t start;          /* on cs, right before the first GEMM */
     cudaEvent_t *gev;           /* after each GEMM */
@@ -262,11 +262,7 @@ typedef struct gemm_env {
     mark_fn mark;               /* CUPTI phase marks (cupti_copies.c), or NULL */
 } gemm_env;
 
-static void gemm(gemm_env *g) {
-    float alpha = 1.0f, beta = 0.0f;
-    BK(cublasGemmEx(g->h, CUBLAS_OP_N, CUBLAS_OP_N, GEMM_N, GEMM_N, GEMM_N, &alpha, g->A, CUDA_R_16BF, GEMM_N, g->B,
-                    CUDA_R_16BF, GEMM_N, &beta, g->C, CUDA_R_16BF, GEMM_N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-}
+static void gemm(gemm_env *g) { BK(bench_gemm_run(&g->m)); }
 
 static void bg_set(ctx *x, const bg_cfg *b) {
     x->layout = b->layout;
@@ -320,31 +316,31 @@ static void run_trial(ctx *x, gemm_env *g, const bg_cfg *b, int n_gemm, int n_bg
     atomic_init(&gt.open, 0);
     atomic_init(&gt.timed_out, 0);
     gt.deadline_us = now_us() + GATE_US;
-    CK(cudaLaunchHostFunc(g->cs, gate_fn, &gt));
-    CK(cudaEventRecord(g->start, g->cs));
+    CK(cudaLaunchHostFunc(g->m.cs, gate_fn, &gt));
+    CK(cudaEventRecord(g->start, g->m.cs));
     int pre = n_bg;
     if (n_bg) {
-        CK(cudaStreamWaitEvent(g->bs, g->start, 0));
+        CK(cudaStreamWaitEvent(g->m.bs, g->start, 0));
         int cap = (int)(PRE_COPIES / (copies_per_call >= 1 ? copies_per_call : 1));
         if (cap > PRE_CALLS) cap = PRE_CALLS;
         if (cap < 8) cap = 8;
         if (pre > cap) pre = cap;
         for (int k = 0; k < pre; k++) {
-            bg_one(x, b, g->bs);
-            CK(cudaEventRecord(g->bev[k], g->bs));
+            bg_one(x, b, g->m.bs);
+            CK(cudaEventRecord(g->bev[k], g->m.bs));
         }
     }
     for (int i = 0; i < n_gemm; i++) {
         gemm(g);
-        CK(cudaEventRecord(g->gev[i], g->cs));
+        CK(cudaEventRecord(g->gev[i], g->m.cs));
     }
     atomic_store(&gt.open, 1);
     if (bin) clk_begin(g->clk, bin);
     for (int k = pre; k < n_bg; k++) {
-        bg_one(x, b, g->bs);
-        CK(cudaEventRecord(g->bev[k], g->bs));
+        bg_one(x, b, g->m.bs);
+        CK(cudaEventRecord(g->bev[k], g->m.bs));
     }
-    CK(cudaStreamSynchronize(n_gemm ? g->cs : g->bs));
+    CK(cudaStreamSynchronize(n_gemm ? g->m.cs : g->m.bs));
     if (bin) clk_end(g->clk);
     CK(cudaDeviceSynchronize());
     t->timed_out = atomic_load(&gt.timed_out);
@@ -381,20 +377,6 @@ static void run_trial(ctx *x, gemm_env *g, const bg_cfg *b, int n_gemm, int n_bg
     t->bg_ms = nd ? median(d, nd) : NAN;
     t->covered = n_bg && n_gemm && last > t->window_ms;
     if (!n_gemm) t->window_ms = last;
-}
-
-static void fill_bf16(void *dev, size_t n) {
-    uint16_t *h = malloc(n * 2);
-    uint64_t s = 0x1234567;
-    for (size_t i = 0; i < n; i++) {
-        s = s * 6364136223846793005ull + 1442695040888963407ull;
-        float f = (float)((double)(s >> 40) / 16777216.0 - 0.5);
-        uint32_t b;
-        memcpy(&b, &f, 4);
-        h[i] = (uint16_t)(b >> 16);
-    }
-    CK(cudaMemcpy(dev, h, n * 2, cudaMemcpyHostToDevice));
-    free(h);
 }
 
 /* The first and last 256 bytes of every member's part of the big output. */
@@ -455,16 +437,11 @@ static int gemm_section(ctx *x) {
     gemm_env g;
     memset(&g, 0, sizeof g);
     g.iters = G;
-    size_t gbytes = (size_t)GEMM_N * GEMM_N * 2;
-    CK(cudaStreamCreateWithFlags(&g.cs, cudaStreamNonBlocking));
-    CK(cudaStreamCreateWithFlags(&g.bs, cudaStreamNonBlocking));
-    BK(cublasCreate(&g.h));
-    BK(cublasSetStream(g.h, g.cs));
-    CK(cudaMalloc(&g.A, gbytes));
-    CK(cudaMalloc(&g.B, gbytes));
-    CK(cudaMalloc(&g.C, gbytes));
-    fill_bf16(g.A, (size_t)GEMM_N * GEMM_N);
-    fill_bf16(g.B, (size_t)GEMM_N * GEMM_N);
+    char gwhy[200];
+    if (bench_gemm_init(&g.m, GEMM_N, GEMM_SEED, GEMM_SEED, gwhy, sizeof gwhy)) {
+        fprintf(stderr, "rank %u: GEMM setup: %s\n", g_rank, gwhy);
+        exit(1);
+    }
     CK(cudaEventCreate(&g.start));
     g.gev = malloc(sizeof *g.gev * (size_t)G);
     g.bev = malloc(sizeof *g.bev * MAX_BG);
@@ -625,12 +602,7 @@ static int gemm_section(ctx *x) {
     for (int i = 0; i < MAX_BG; i++) cudaEventDestroy(g.bev[i]);
     cudaEventDestroy(g.start);
     free(g.gev), free(g.bev), free(g.scratch);
-    cublasDestroy(g.h);
-    cudaFree(g.A);
-    cudaFree(g.B);
-    cudaFree(g.C);
-    cudaStreamDestroy(g.cs);
-    cudaStreamDestroy(g.bs);
+    bench_gemm_free(&g.m);
     fflush(stdout);
     return bad;
 }

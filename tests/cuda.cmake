@@ -19,12 +19,13 @@ endif()
 
 # Benchmark program (not a test): bench/bench_symm_cuda.c, run by bench/gpu_cuda.sh.
 if(MAGI_HAVE_CUDA AND TARGET CUDA::cublas)
-  add_executable(bench_symm_cuda ${PROJECT_SOURCE_DIR}/bench/bench_symm_cuda.c)
+  add_executable(bench_symm_cuda ${PROJECT_SOURCE_DIR}/bench/bench_symm_cuda.c ${PROJECT_SOURCE_DIR}/bench/bench_gemm.c)
   target_link_libraries(bench_symm_cuda PRIVATE magi_aot_static CUDA::cudart CUDA::cublas)
   target_include_directories(bench_symm_cuda PRIVATE ${PROJECT_SOURCE_DIR}/src)
   target_compile_definitions(bench_symm_cuda PRIVATE _GNU_SOURCE MAGI_HAVE_CUDA)
   # Mixed-size coalesced gathers: batch path vs graph path (bench/gpu_cuda.sh).
-  add_executable(bench_symm_mixed ${PROJECT_SOURCE_DIR}/bench/bench_symm_mixed.c ${PROJECT_SOURCE_DIR}/bench/gpu_clocks.c)
+  add_executable(bench_symm_mixed ${PROJECT_SOURCE_DIR}/bench/bench_symm_mixed.c ${PROJECT_SOURCE_DIR}/bench/gpu_clocks.c
+    ${PROJECT_SOURCE_DIR}/bench/bench_gemm.c)
   target_link_libraries(bench_symm_mixed PRIVATE magi_aot_static CUDA::cudart CUDA::cublas Threads::Threads
     ${CMAKE_DL_LIBS} m)
   target_include_directories(bench_symm_mixed PRIVATE ${PROJECT_SOURCE_DIR}/src)

@@ -18,6 +18,7 @@
  *
  * usage: see usage() below. Exit 0 all ok, 1 a failure or a mismatch,
  * 2 usage, 77 fewer than 2 GPUs visible (nothing measured). */
+#include "bench_gemm.h"
 #include "magi_aot.h"
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -536,17 +537,6 @@ static void fill_bytes(uint8_t *dst, uint64_t n, uint64_t seed) {
     }
     for (; i < n; i++) dst[i] = (uint8_t)(s >> (8 * (i % 8)));
 }
-/* Finite bf16 values in [-0.5, 0.5) (GEMM operands). */
-static void fill_bf16(uint16_t *dst, uint64_t n, uint64_t seed) {
-    uint64_t s = seed;
-    for (uint64_t i = 0; i < n; i++) {
-        s = s * 6364136223846793005ull + 1442695040888963407ull;
-        float f = (float)((double)(s >> 40) / 16777216.0 - 0.5);
-        uint32_t b;
-        memcpy(&b, &f, 4);
-        dst[i] = (uint16_t)(b >> 16);
-    }
-}
 
 /* ------------------------------------------------- NCCL control helpers */
 
@@ -963,29 +953,9 @@ static void run_bandwidth(rank_ctx *x) {
 
 /* ------------------------------------------------------------- GEMM */
 
-typedef struct gemm_env {
-    cublasHandle_t h;
-    cudaStream_t cs, bs;
-    void *A, *B, *C;
-    int n;
-} gemm_env;
+typedef bench_gemm gemm_env; /* GEMMs on cs, background gathers on bs */
 
-static void gemm(gemm_env *g) {
-    float alpha = 1.0f, beta = 0.0f;
-    BK(cublasGemmEx(g->h, CUBLAS_OP_N, CUBLAS_OP_N, g->n, g->n, g->n, &alpha, g->A, CUDA_R_16BF, g->n, g->B,
-                    CUDA_R_16BF, g->n, &beta, g->C, CUDA_R_16BF, g->n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-}
-
-static void *dev_bf16(uint64_t elems, uint64_t seed) {
-    void *d = NULL;
-    uint16_t *h = xmalloc((size_t)elems * 2);
-    fill_bf16(h, elems, seed);
-    CK(cudaMalloc(&d, (size_t)elems * 2));
-    CK(cudaMemcpy(d, h, (size_t)elems * 2, cudaMemcpyHostToDevice));
-    CK(cudaDeviceSynchronize()); /* later users run on non-blocking streams */
-    free(h);
-    return d;
-}
+static void gemm(gemm_env *g) { BK(bench_gemm_run(g)); }
 
 /* bg: 0 none, 1 copy engine, 2 NCCL. Per-GEMM median (ms) with n_bg
  * background gathers queued first on bs; *covered: the background outlasted
@@ -1052,16 +1022,8 @@ static void run_gemm(rank_ctx *x) {
             if (x->l.w[i].bw && (!w || x->l.w[i].nbytes > w->nbytes)) w = &x->l.w[i];
     }
     gemm_env g;
-    memset(&g, 0, sizeof g);
-    g.n = x->o->gemm_n;
-    uint64_t el = (uint64_t)g.n * (uint64_t)g.n;
-    BK(cublasCreate(&g.h));
-    CK(cudaStreamCreateWithFlags(&g.cs, cudaStreamNonBlocking));
-    CK(cudaStreamCreateWithFlags(&g.bs, cudaStreamNonBlocking));
-    BK(cublasSetStream(g.h, g.cs));
-    g.A = dev_bf16(el, 11 + g_rank);
-    g.B = dev_bf16(el, 23 + g_rank);
-    CK(cudaMalloc(&g.C, (size_t)el * 2));
+    char why[200];
+    if (bench_gemm_init(&g, x->o->gemm_n, 11 + g_rank, 23 + g_rank, why, sizeof why)) DIE("GEMM setup: %s", why);
     for (int i = 0; i < 5; i++) gemm(&g);
     CK(cudaDeviceSynchronize());
     /* times alone: GEMM, one background gather each way (slowest rank) */
@@ -1136,12 +1098,7 @@ static void run_gemm(rank_ctx *x) {
     free(with[1]);
     free(bgd[0]);
     free(bgd[1]);
-    cublasDestroy(g.h);
-    cudaFree(g.A);
-    cudaFree(g.B);
-    cudaFree(g.C);
-    cudaStreamDestroy(g.cs);
-    cudaStreamDestroy(g.bs);
+    bench_gemm_free(&g);
 }
 
 /* ------------------------------------------------------------- FSDP */
@@ -1216,7 +1173,7 @@ static void run_fsdp(rank_ctx *x) {
     CK(cudaStreamCreateWithFlags(&f.cs, cudaStreamNonBlocking));
     CK(cudaStreamCreateWithFlags(&f.gs, cudaStreamNonBlocking));
     BK(cublasSetStream(f.h, f.cs));
-    f.X = dev_bf16((uint64_t)mmax * (uint64_t)f.hid, 77 + g_rank);
+    CK(bench_dev_bf16(&f.X, (uint64_t)mmax * (uint64_t)f.hid, 77 + g_rank));
     CK(cudaMalloc(&f.Y, (size_t)mmax * (size_t)f.rows * 2));
     size_t wb = (size_t)f.rows * (size_t)f.hid * 2;
     for (int i = 0; i < 2; i++) {
@@ -1358,7 +1315,7 @@ static int run_rank(uint32_t rank, int world, int ndev, const opts *o, int (*id_
     uint8_t *h = xmalloc((size_t)mx);
     for (int i = 0; i < x.l.n; i++) {
         wspec *w = &x.l.w[i];
-        if (w->role == ROLE_LAYER) fill_bf16((uint16_t *)h, w->nbytes / 2, seed_of(i, rank));
+        if (w->role == ROLE_LAYER) bench_fill_bf16((uint16_t *)h, w->nbytes / 2, seed_of(i, rank));
         else fill_bytes(h, w->nbytes, seed_of(i, rank));
         MK(magi_symm_bind(x.b, w->slot, h, w->nbytes, x.s));
         CK(cudaStreamSynchronize(x.s));
