@@ -167,7 +167,7 @@ typedef enum { BG_NONE, BG_SYMM, BG_BATCH, BG_MEMCPY, BG_SMCOPY } bg_kind;
 typedef struct gemm_env {
     bench_gemm m;         /* GEMMs on m.cs; background on m.bs */
     cublasHandle_t hcopy; /* the SM copy kernel, on m.bs */
-    uint8_t *src, *dst; /* 4 x 64 MiB reference copy buffers */
+    uint8_t *src, *dst;   /* 4 x 64 MiB reference copy buffers */
 } gemm_env;
 
 static void gemm(gemm_env *g) { BK(bench_gemm_run(&g->m)); }
