@@ -84,9 +84,13 @@ class SymmRegistry:
     Keys are (device string, data_ptr, group name). Values hold a weak
     reference to the runtime. Thread-safe (one lock)."""
 
+    _MEMO_CAP = 4096  # input lists remembered by lookup_many (a model has one per gather)
+
     def __init__(self):
         self._lock = threading.Lock()
         self._entries = {}
+        self._version = 0  # bumped by every change: lookup_many's memo is valid for one version
+        self._memo = {}
 
     def add(self, runtime, device, ptr, group, slot, nbytes):
         key = (str(device), int(ptr), str(group))
@@ -99,12 +103,14 @@ class SymmRegistry:
                     raise MagiError(-11, "tensor at 0x%x on %s is already bound for group '%s' by "
                                     "another SymmRuntime (slot %d)" % (ptr, device, group, old[1]))
             self._entries[key] = (ref, slot, nbytes)
+            self._version += 1
 
     def remove_runtime(self, runtime):
         with self._lock:
             dead = [k for k, v in self._entries.items() if v[0]() in (None, runtime)]
             for k in dead:
                 del self._entries[k]
+            self._version += 1
 
     def __len__(self):
         with self._lock:
@@ -147,6 +153,36 @@ class SymmRegistry:
                         "region" % (key[1], t.dtype, list(t.shape), t.device, group, why))
 
 
+    def lookup_many(self, ts, group_name):
+        """(runtime, [slot, ...]) of a coalesced call's inputs: lookup() of
+        each, once per input list. The answer for a list of bound tensors
+        (identity hits) is remembered by (group, device, data pointers)
+        while the registry is unchanged, so a model's steady-state call
+        costs one dictionary probe instead of one lookup per input. All
+        inputs must resolve to one runtime."""
+        group = _group_str(group_name)
+        key = (group, str(ts[0].device), tuple([t.data_ptr() for t in ts]))
+        with self._lock:
+            hit = self._memo.get(key)
+            version = self._version
+        if hit is not None and hit[0] == version and [t.nbytes for t in ts] == hit[3]:
+            rt = hit[1]()
+            if rt is not None and not rt.closed:
+                return rt, hit[2]
+        found = [self.lookup(t, group) for t in ts]
+        rt = found[0][0]
+        if any(r is not rt for r, _ in found):
+            raise MagiError(-1, "magi::symm_all_gather_coalesced: inputs bound by different runtimes")
+        slots = [s for _, s in found]
+        identity = all(str(t.device) == key[1] for t in ts)
+        with self._lock:
+            if identity and all((key[1], p, group) in self._entries for p in key[2]) and version == self._version:
+                if len(self._memo) >= self._MEMO_CAP:
+                    self._memo.clear()
+                self._memo[key] = (version, weakref.ref(rt), slots, [t.nbytes for t in ts])
+        return rt, slots
+
+
 REGISTRY = SymmRegistry()
 _LIBS = []  # the torch.library.Library objects: alive as long as the process
 
@@ -163,11 +199,8 @@ def _gather(t, group_size, group_name):
 def _gather_coalesced(ts, group_size, group_name):
     if not ts:
         return []
-    found = [REGISTRY.lookup(t, group_name) for t in ts]
-    rt = found[0][0]
-    if any(r is not rt for r, _ in found):
-        raise MagiError(-1, "magi::symm_all_gather_coalesced: inputs bound by different runtimes")
-    return rt._gather([s for _, s in found], list(ts), group_size)
+    rt, slots = REGISTRY.lookup_many(ts, group_name)
+    return rt._gather(slots, list(ts), group_size)
 
 
 def _fake(t, group_size, group_name):

@@ -131,6 +131,11 @@ def _register_work():
     return reg
 
 
+class _CallSpec:
+    """SymmRuntime._make_spec's answer for one (slot list, group size)."""
+    __slots__ = ("inputs", "single", "shapes", "sizes", "dtypes", "c_sizes", "c_slots", "outputs", "total")
+
+
 class _GatherWork:
     """The Work of one deferred gather: `_c10d_functional.wait_tensor` on
     any of the call's outputs calls wait(), which calls `join()` (cuda: the
@@ -257,6 +262,7 @@ class SymmRuntime:
         self._bound = {}     # weight -> tensor handed to the graph
         self._plain = {}     # weights without a slot (kept gathers), by name
         self._layouts = {}   # slot tuple -> (offsets, total) of a coalesced call's flat output
+        self._specs = {}     # (slot tuple, group size) -> _CallSpec
 
     # ------------------------------------------------------------ planning
     def _plan_regions(self, cap):
@@ -645,30 +651,20 @@ class SymmRuntime:
         import torch
         t0 = time.perf_counter()
         self._check_open()
-        shapes, sizes = [], []
-        for slot, t in zip(slots, inputs):
-            sl = self.slots[slot]
-            win = self.windows[sl["window"]]
-            if group_size != win["group_size"]:
-                raise MagiError(-11, "magi::symm_all_gather: group '%s' has size %d, the call says %d"
-                                % (win["group"], win["group_size"], group_size))
-            if t.device != self.device:
-                raise MagiError(-1, "magi::symm_all_gather: input on %s, the SymmBuffer is on %s"
-                                % (t.device, self.device))
-            shapes.append((group_size * t.shape[0],) + tuple(t.shape[1:]))
-            sizes.append(group_size * sl["nbytes"])
-        if len(slots) == 1:
-            t = inputs[0]
-            outs = [torch.empty(shapes[0], dtype=t.dtype, device=t.device)]
+        spec = self._specs.get((tuple(slots), group_size))
+        if spec is None or any(t.dtype is not dt or t.shape != shp for t, (dt, shp) in zip(inputs, spec.inputs)):
+            spec = self._make_spec(torch, slots, inputs, group_size)
+        dev = self.device
+        if spec.single:
+            outs = [torch.empty(spec.shapes[0], dtype=spec.dtypes[0], device=dev)]
             block = outs[0]
         else:
-            offs, total = self._layout(slots)
-            block = torch.empty(total, dtype=torch.uint8, device=self.device)
+            block = torch.empty(spec.total, dtype=torch.uint8, device=dev)
             store = block.untyped_storage()
-            outs = [torch.empty(0, dtype=torch.uint8, device=self.device).set_(store[o:o + nb])
-                    .view(t.dtype).view(shape)
-                    for o, nb, t, shape in zip(offs, sizes, inputs, shapes)]
+            outs = [torch.empty(0, dtype=dt, device=dev).set_(store[o:o + nb], 0, shape, stride)
+                    for o, nb, dt, shape, stride in spec.outputs]
         dsts = [o.data_ptr() for o in outs]
+        sizes = spec.sizes
         deferred = self.device.type == "cuda" and self.join == "wait" and _register_work() is not None
         if deferred:
             # the copies go on the gather stream, ordered after everything
@@ -683,12 +679,11 @@ class SymmRuntime:
         else:
             stream = self._stream()
         with self._lock:
-            if len(outs) == 1:
+            if spec.single:
                 self._fn_gather(c_void_p(dsts[0]), sizes[0], self._b, slots[0], stream)
             else:
                 n = len(outs)
-                self._fn_gather_n((c_void_p * n)(*dsts), (c_uint64 * n)(*sizes), self._b, n,
-                                  (c_uint32 * n)(*slots), stream)
+                self._fn_gather_n((c_void_p * n)(*dsts), spec.c_sizes, self._b, n, spec.c_slots, stream)
             if deferred:
                 done = torch.cuda.Event()
                 done.record(side)
@@ -702,6 +697,43 @@ class SymmRuntime:
             st["deferred_joins"] += bool(deferred)
             st["host_seconds"] += time.perf_counter() - t0
         return outs
+
+    _SPEC_CACHE = 4096  # distinct (slot list, group size) remembered
+
+    def _make_spec(self, torch, slots, inputs, group_size):
+        """What a call of these slots needs besides the inputs' pointers,
+        checked once and remembered: the outputs' shapes, dtypes, strides
+        and places in the flat buffer (magi_symm_output_layout), their byte
+        sizes, and the C arrays of sizes and slots. Valid for inputs of the
+        dtypes and shapes it was made from (_gather checks)."""
+        shapes, sizes = [], []
+        for slot, t in zip(slots, inputs):
+            sl = self.slots[slot]
+            win = self.windows[sl["window"]]
+            if group_size != win["group_size"]:
+                raise MagiError(-11, "magi::symm_all_gather: group '%s' has size %d, the call says %d"
+                                % (win["group"], win["group_size"], group_size))
+            if t.device != self.device:
+                raise MagiError(-1, "magi::symm_all_gather: input on %s, the SymmBuffer is on %s"
+                                % (t.device, self.device))
+            shapes.append((group_size * t.shape[0],) + tuple(t.shape[1:]))
+            sizes.append(group_size * sl["nbytes"])
+        spec = _CallSpec()
+        spec.inputs = [(t.dtype, t.shape) for t in inputs]
+        spec.single = len(slots) == 1
+        spec.shapes, spec.sizes, spec.dtypes = shapes, sizes, [t.dtype for t in inputs]
+        n = len(slots)
+        spec.c_sizes, spec.c_slots = (c_uint64 * n)(*sizes), (c_uint32 * n)(*slots)
+        spec.outputs, spec.total = [], 0
+        if not spec.single:
+            offs, spec.total = self._layout(slots)
+            for o, nb, t, shape in zip(offs, sizes, inputs, shapes):
+                stride = torch.empty(0, dtype=t.dtype, device="meta").new_empty(shape).stride()
+                spec.outputs.append((o, nb, t.dtype, shape, stride))
+        if len(self._specs) >= self._SPEC_CACHE:
+            self._specs.clear()
+        self._specs[(tuple(slots), group_size)] = spec
+        return spec
 
     def _side_stream(self, torch):
         if self._gather_stream is None:

@@ -360,6 +360,49 @@ class DeferredJoin(unittest.TestCase):
 
 
 @unittest.skipUnless(HAVE_TORCH, TORCH_REASON)
+class RegistryMemo(unittest.TestCase):
+    """SymmRegistry.lookup_many remembers an input list's answer only while
+    the registry is unchanged and the inputs keep their sizes."""
+
+    class _Rt:
+        closed = False
+
+        def _slot_equals(self, slot, t):
+            return False
+
+    def test_memo_follows_the_registry(self):
+        import torch
+        from magi_aot.ops import SymmRegistry
+        from magi_aot import MagiError
+        reg = SymmRegistry()
+        a, b = torch.zeros(4), torch.zeros(8)
+        rt = self._Rt()
+        reg.add(rt, a.device, a.data_ptr(), "g", 3, a.nbytes)
+        reg.add(rt, b.device, b.data_ptr(), "g", 5, b.nbytes)
+        self.assertEqual(reg.lookup_many([a, b], "g"), (rt, [3, 5]))
+        self.assertEqual(reg.lookup_many([a, b], "g"), (rt, [3, 5]))   # from the memo
+        self.assertEqual(len(reg._memo), 1)
+        reg.add(rt, b.device, b.data_ptr(), "g", 7, b.nbytes)          # rebound: a new answer
+        self.assertEqual(reg.lookup_many([a, b], "g"), (rt, [3, 7]))
+        # the same address now holding a tensor of another size: refused, not remembered
+        with self.assertRaises(MagiError) as cm:
+            reg.lookup_many([a, b[:2]], "g")
+        self.assertIn("has 8 bytes, its slot 7 holds 32", cm.exception.message)
+        rt.closed = True                                                 # a closed runtime is never answered
+        with self.assertRaises(MagiError):
+            reg.lookup_many([a, b], "g")
+        rt2 = self._Rt()
+        reg.remove_runtime(rt)
+        reg.add(rt2, a.device, a.data_ptr(), "g", 1, a.nbytes)
+        reg.add(rt2, b.device, b.data_ptr(), "g", 2, b.nbytes)
+        self.assertEqual(reg.lookup_many([a, b], "g"), (rt2, [1, 2]))
+        reg.remove_runtime(rt2)
+        with self.assertRaises(MagiError) as cm:
+            reg.lookup_many([a, b], "g")
+        self.assertIn("no SymmRuntime has bound it", cm.exception.message)
+
+
+@unittest.skipUnless(HAVE_TORCH, TORCH_REASON)
 class EndToEndFourRanks(unittest.TestCase):
     def test_fsdp_model_from_its_artifact(self):
         with tempfile.TemporaryDirectory() as d:
