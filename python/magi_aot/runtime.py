@@ -138,37 +138,63 @@ class _CallSpec:
 
 class _GatherWork:
     """The Work of one deferred gather: `_c10d_functional.wait_tensor` on
-    any of the call's outputs calls wait(), which calls `join()` (cuda: the
-    stream current at that moment waits for the gather's completion event;
-    stream ordered, no host synchronisation). torch calls it once per
-    registration and then forgets the work. The class derives from torch's
-    Work, so it is built on first use."""
+    any of the call's outputs calls wait(). torch calls it once per
+    registration and then forgets the work. The classes derive from
+    torch's Work, so they are built on first use: `make(join, completed)`
+    calls the given functions (tests); `for_event(event, device)` makes the
+    stream current at wait time wait for the gather's completion event
+    (stream ordered, no host synchronisation), with no per-call closure."""
     _cls = None
+    _event_cls = None
+
+    @classmethod
+    def _build(cls):
+        import torch
+        from torch._C._distributed_c10d import Work
+
+        class GatherWork(Work):
+            __slots__ = ("_join", "_completed")
+
+            def __init__(self, join, completed):
+                super().__init__()
+                self._join, self._completed = join, completed
+
+            def wait(self, timeout=None):  # noqa: ARG002 - stream-ordered, never blocks
+                self._join()
+                return True
+
+            def is_completed(self):
+                return bool(self._completed())
+
+        current_stream = torch.cuda.current_stream
+
+        class EventWork(Work):
+            __slots__ = ("_event", "_device")
+
+            def __init__(self, event, device):
+                super().__init__()
+                self._event, self._device = event, device
+
+            def wait(self, timeout=None):  # noqa: ARG002 - stream-ordered, never blocks
+                current_stream(self._device).wait_event(self._event)
+                return True
+
+            def is_completed(self):
+                return self._event.query()
+
+        cls._cls, cls._event_cls = GatherWork, EventWork
 
     @classmethod
     def make(cls, join, completed):
         if cls._cls is None:
-            from torch._C._distributed_c10d import Work
-
-            class GatherWork(Work):
-                def __init__(self, join, completed):
-                    super().__init__()
-                    self._join, self._completed = join, completed
-
-                def wait(self, timeout=None):  # noqa: ARG002 - stream-ordered, never blocks
-                    self._join()
-                    return True
-
-                def is_completed(self):
-                    return bool(self._completed())
-
-            cls._cls = GatherWork
+            cls._build()
         return cls._cls(join, completed)
 
     @classmethod
     def for_event(cls, event, device):
-        import torch
-        return cls.make(lambda: torch.cuda.current_stream(device).wait_event(event), event.query)
+        if cls._event_cls is None:
+            cls._build()
+        return cls._event_cls(event, device)
 
 
 class SymmRuntime:
