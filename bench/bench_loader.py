@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The loader against Python's json.loads, side by side in one run.
 
-    python3 bench/bench_loader.py [--cli build/magi-aot] [--iters N] [JSON...]
+    python3 bench/bench_loader.py [--cli build/magi-aot] [--baseline OLD_CLI]
+                                  [--rounds R] [--iters N] [JSON...]
 
 For each magi-fx JSON fixture (default: stack24 and fsdp_block): save it as
 an artifact v1 (magi-aot save), run `magi-aot bench loader` on it (the
@@ -10,6 +11,11 @@ previous open + verify + load path), and time json.loads of the same JSON
 text in this process, interleaved in the same minute. Prints the medians
 and the ratio json.loads / loader (goal: the loader <= 250 us and >= 10x
 faster than json.loads on stack24).
+
+--baseline OLD_CLI: another build's CLI (say, of the commit before a
+change) runs the same `bench loader` on the same artifact, alternating with
+--cli for --rounds rounds (default 1, 3 with a baseline), so both see the
+same machine load; each column is the median of the rounds' medians.
 """
 import argparse
 import os
@@ -49,11 +55,15 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cli", default=os.path.join(ROOT, "build", "magi-aot"))
     ap.add_argument("--iters", type=int, default=2000)
+    ap.add_argument("--baseline", default=None, help="another build's magi-aot, run alternately")
+    ap.add_argument("--rounds", type=int, default=None)
     ap.add_argument("json", nargs="*", default=[os.path.join(ROOT, "fixtures/real/stack24.json"),
                                                  os.path.join(ROOT, "fixtures/real/fsdp_block.json")])
     a = ap.parse_args()
+    rounds = a.rounds or (3 if a.baseline else 1)
     print("%-16s %10s %12s %14s %12s %10s  %s" % ("region", "json.loads", "loader", "verify+load",
-                                                   "open+load", "ratio", "sections decoded"))
+                                                   "open+load", "ratio", "sections decoded")
+          + ("  %12s %8s" % ("baseline", "new/old") if a.baseline else ""))
     with tempfile.TemporaryDirectory() as d:
         for src in a.json:
             name = os.path.splitext(os.path.basename(src))[0]
@@ -62,13 +72,23 @@ def main():
             with open(src) as f:
                 text = f.read()
             # json.loads before and after the C run, so both see the same load
-            j1 = json_loads_us(text, max(50, a.iters // 10))
-            c = bench_cli(a.cli, art, a.iters)
-            j2 = json_loads_us(text, max(50, a.iters // 10))
-            jl = statistics.median([j1, j2])
-            print("%-16s %8.1fus %10.1fus %12.1fus %10.1fus %9.1fx  %s" % (
+            js, cs, bs = [json_loads_us(text, max(50, a.iters // 10))], [], []
+            for _ in range(rounds):
+                cs.append(bench_cli(a.cli, art, a.iters))
+                if a.baseline:
+                    bs.append(bench_cli(a.baseline, art, a.iters))
+                js.append(json_loads_us(text, max(50, a.iters // 10)))
+            jl = statistics.median(js)
+            med = lambda runs, k: statistics.median(r[k] for r in runs)
+            c = {k: med(cs, k) for k in ("loader_reused_median_us", "open_verify_load_median_us",
+                                         "open_load_median_us")}
+            line = "%-16s %8.1fus %10.1fus %12.1fus %10.1fus %9.1fx  %s" % (
                 name, jl, c["loader_reused_median_us"], c["open_verify_load_median_us"],
-                c["open_load_median_us"], jl / c["loader_reused_median_us"], c.get("sections", "?")))
+                c["open_load_median_us"], jl / c["loader_reused_median_us"], cs[0].get("sections", "?"))
+            if a.baseline:
+                b = med(bs, "loader_reused_median_us")
+                line += "  %10.1fus %7.2fx" % (b, c["loader_reused_median_us"] / b)
+            print(line)
     return 0
 
 

@@ -4,9 +4,11 @@
  * recomputed) of every fixture's artifact, each through every reader
  * (fuzz_struct_check). Runs in-process under a CPU-time limit; a finding
  * aborts naming the mutant, which `struct_batch DIR N SEED --only I
- * --write FILE` rebuilds for a debugger or the corpus.
+ * --write FILE` rebuilds for a debugger or the corpus. `--write-dir DIR`
+ * keeps every mutant as DIR/mutant-NNNNN.magi, so two builds' readers can
+ * be compared on the same inputs (scripts/compare_readers.sh).
  *
- *   struct_batch FIXTURES_DIR [N [SEED]] [--only I] [--write FILE]
+ *   struct_batch FIXTURES_DIR [N [SEED]] [--only I] [--write FILE] [--write-dir DIR]
  */
 #include "fuzz_common.h"
 #include "fuzz_struct.h"
@@ -50,17 +52,18 @@ static int by_name(const void *a, const void *b) { return strcmp(*(char *const *
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: struct_batch FIXTURES_DIR [N [SEED]] [--only I] [--write FILE]\n");
+        fprintf(stderr, "usage: struct_batch FIXTURES_DIR [N [SEED]] [--only I] [--write FILE] [--write-dir DIR]\n");
         return 2;
     }
     const char *dir = argv[1];
     long n = 1000, only = -1;
     uint64_t seed = 20261201;
-    const char *write_to = NULL;
+    const char *write_to = NULL, *write_dir = NULL;
     int pos = 0;
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "--only") && i + 1 < argc) only = atol(argv[++i]);
         else if (!strcmp(argv[i], "--write") && i + 1 < argc) write_to = argv[++i];
+        else if (!strcmp(argv[i], "--write-dir") && i + 1 < argc) write_dir = argv[++i];
         else if (pos++ == 0) n = atol(argv[i]);
         else seed = strtoull(argv[i], NULL, 10);
     }
@@ -134,6 +137,12 @@ int main(int argc, char **argv) {
         if (write_to) {
             FILE *f = fopen(write_to, "wb");
             if (f) fwrite(m, 1, ml, f), fclose(f);
+        }
+        if (write_dir) {
+            char path[4096];
+            snprintf(path, sizeof path, "%s/mutant-%05ld.magi", write_dir, i);
+            FILE *f = fopen(path, "wb");
+            FUZZ_ASSERT(f && fwrite(m, 1, ml, f) == ml && fclose(f) == 0, "cannot write %s", path);
         }
         if (only >= 0) {
             printf("mutant %ld of base %d (%zu bytes), mutations:", i, b, ml);

@@ -3,6 +3,7 @@
  * check how much the library allocated. */
 #include "magi_aot.h"
 #include "serialize/artifact_internal.h"
+#include "serialize/mpack_reader.h"
 #include "testlib.h"
 #include <malloc.h>
 #include <msgpack.h>
@@ -770,7 +771,107 @@ static void test_committed_v0_fixtures(void) {
     }
 }
 
-MT_MAIN(MT_CASE(test_roundtrip_fixtures), MT_CASE(test_deterministic_and_levels),
+/* ---- the reader's short forms against its general path ---- */
+
+static void put_be(msgpack_sbuffer *b, uint8_t tag, uint64_t v, int bytes) {
+    uint8_t t[9] = {tag};
+    for (int i = 0; i < bytes; i++) t[1 + i] = (uint8_t)(v >> (8 * (bytes - 1 - i)));
+    msgpack_sbuffer_write(b, (const char *)t, (size_t)bytes + 1);
+}
+
+/* The same msgpack values with every header in its longest form (uint64,
+ * int64, float64, str32, bin32, ext32, array32, map32): what the writer never
+ * emits, so the reader's inline short forms are skipped and its general path
+ * decodes everything. */
+static void widen(const void *raw, size_t len, msgpack_sbuffer *out) {
+    magi_mp m;
+    magi_mp_init(&m, raw, len);
+    while (magi_mp_remaining(&m)) {
+        magi_mp_obj o;
+        MT_OK(magi_mp_read(&m, &o));
+        uint64_t bits;
+        switch (o.type) {
+        case MAGI_MP_NIL: msgpack_sbuffer_write(out, "\xc0", 1); break;
+        case MAGI_MP_BOOL: msgpack_sbuffer_write(out, o.v.b ? "\xc3" : "\xc2", 1); break;
+        case MAGI_MP_UINT: put_be(out, 0xcf, o.v.u, 8); break;
+        case MAGI_MP_INT: put_be(out, 0xd3, (uint64_t)o.v.i, 8); break;
+        case MAGI_MP_FLOAT: memcpy(&bits, &o.v.f, 8); put_be(out, 0xcb, bits, 8); break;
+        case MAGI_MP_ARRAY: put_be(out, 0xdd, o.v.n, 4); break;
+        case MAGI_MP_MAP: put_be(out, 0xdf, o.v.n, 4); break;
+        case MAGI_MP_STR: case MAGI_MP_BIN:
+            put_be(out, o.type == MAGI_MP_STR ? 0xdb : 0xc6, o.len, 4);
+            msgpack_sbuffer_write(out, (const char *)o.data, o.len);
+            break;
+        case MAGI_MP_EXT: {
+            put_be(out, 0xc9, o.len, 4);
+            char et = (char)o.ext_type;
+            msgpack_sbuffer_write(out, &et, 1);
+            msgpack_sbuffer_write(out, (const char *)o.data, o.len);
+            break;
+        }
+        }
+    }
+}
+
+/* Every fixture with all four sections widened loads to the same region
+ * (same JSON) as the writer's bytes: the short-form paths (ids, dims,
+ * tensor examples, headers) and the general path agree. */
+static void test_long_forms_read_like_short_forms(void) {
+    for (int f = 0; mt_real_fixtures[f]; f++) {
+        magi_region *r = read_fixture(mt_real_fixtures[f]), *back = NULL;
+        void *a = NULL, *b = NULL;
+        size_t na = 0, nb = 0;
+        encode(r, &a, &na);
+        magi_artifact *h = NULL;
+        MT_OK(magi_artifact_open(&h, a, na, NULL));
+        magi_raw_section s[4];
+        msgpack_sbuffer wide[4];
+        size_t raw_total = 0;
+        for (uint32_t i = 0; i < 4; i++) {
+            magi_section_info si;
+            void *raw = NULL;
+            size_t rl = 0;
+            MT_OK(magi_artifact_get_section(&si, h, i));
+            MT_OK(magi_artifact_section_raw(h, i, &raw, &rl));
+            msgpack_sbuffer_init(&wide[i]);
+            widen(raw, rl, &wide[i]);
+            raw_total += rl;
+            s[i] = (magi_raw_section){si.kind, wide[i].data, wide[i].size};
+            free(raw);
+        }
+        magi_artifact_free(h);
+        MT_OK(magi_artifact_assemble(&b, &nb, s, 4, 1, 0, 1));
+        size_t wide_total = wide[0].size + wide[1].size + wide[2].size + wide[3].size;
+        MT_CHECK(wide_total > raw_total, "%s: nothing widened", mt_real_fixtures[f]);
+        MT_OK(load_bytes(b, nb, &back, 1));
+        char *j1 = to_json(r), *j2 = to_json(back);
+        MT_CHECK(strcmp(j1, j2) == 0, "%s: the widened artifact reads differently", mt_real_fixtures[f]);
+        /* and through the loader: the same report */
+        char *rep[2] = {NULL, NULL};
+        for (int k = 0; k < 2; k++) {
+            magi_loader *ld = NULL;
+            const void *data[1] = {k ? b : a};
+            size_t sizes[1] = {k ? nb : na};
+            const char *names[1] = {"region"};
+            MT_OK(magi_loader_new(&ld, NULL));
+            MT_OK(magi_loader_load_buffers(ld, data, sizes, names, 1));
+            MT_OK(magi_loader_report(&rep[k], NULL, ld, MAGI_LOADER_REPORT_JSON));
+            magi_loader_free(ld);
+        }
+        MT_CHECK(rep[0] && rep[1] && strcmp(rep[0], rep[1]) == 0, "%s: loader reports differ", mt_real_fixtures[f]);
+        magi_free(rep[0]);
+        magi_free(rep[1]);
+        for (int i = 0; i < 4; i++) msgpack_sbuffer_destroy(&wide[i]);
+        free(j1);
+        free(j2);
+        free(a);
+        free(b);
+        magi_region_free(r);
+        magi_region_free(back);
+    }
+}
+
+MT_MAIN(MT_CASE(test_roundtrip_fixtures), MT_CASE(test_long_forms_read_like_short_forms), MT_CASE(test_deterministic_and_levels),
         MT_CASE(test_strings_borrowed_from_one_table), MT_CASE(test_every_byte_flip_fails),
         MT_CASE(test_every_truncation_fails), MT_CASE(test_hostile_counts_allocate_little),
         MT_CASE(test_newer_major_refused_newer_minor_ok), MT_CASE(test_unknown_section_and_keys_skipped),

@@ -76,7 +76,7 @@ void magi_arena_set_cap(magi_arena *a, size_t cap_bytes) { a->cap = cap_bytes; }
 size_t magi_arena_bytes(const magi_arena *a) { return a ? a->total : 0; }
 magi_status magi_arena_status(const magi_arena *a) { return a ? a->failed : MAGI_OK; }
 
-void *magi_arena_alloc(magi_arena *a, size_t size) {
+static void *arena_take(magi_arena *a, size_t size, size_t *got) {
     size_t need = (size + 15u) & ~(size_t)15u;
     if (need < size) {
         a->failed = magi_set_error(MAGI_ERR_LIMIT, "arena: allocation size overflows");
@@ -112,8 +112,20 @@ void *magi_arena_alloc(magi_arena *a, size_t size) {
     void *p = c->data + c->used;
     c->used += need;
     a->total += need;
-    memset(p, 0, need);
+    *got = need;
     return p;
+}
+
+void *magi_arena_alloc(magi_arena *a, size_t size) {
+    size_t need = 0;
+    void *p = arena_take(a, size, &need);
+    if (p) memset(p, 0, need);
+    return p;
+}
+
+void *magi_arena_alloc_uninit(magi_arena *a, size_t size) {
+    size_t need = 0;
+    return arena_take(a, size, &need);
 }
 
 void *magi_arena_calloc(magi_arena *a, size_t n, size_t size) {

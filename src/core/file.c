@@ -122,11 +122,62 @@ magi_status magi_write_file_atomic(const char *path, const void *data, size_t le
 
 /* ---- mapping ---- */
 
+/* Read up to n bytes at offset off; *got the bytes read (fewer at EOF). */
+static magi_status pread_all(int fd, const char *path, void *buf, size_t n, size_t off, size_t *got) {
+    size_t done = 0;
+    while (done < n) {
+        ssize_t r = pread(fd, (char *)buf + done, n - done, (off_t)(off + done));
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) return magi_set_error(MAGI_ERR_IO, "%s: read failed: %s", path, strerror(errno));
+        if (r == 0) break;
+        done += (size_t)r;
+    }
+    *got = done;
+    return MAGI_OK;
+}
+
+static magi_status map_fd(magi_mapped *m, const char *path, int fd);
+
 magi_status magi_map_file(magi_mapped *m, const char *path, uint64_t max_bytes) {
     magi_status st = MAGI_OK;
     memset(m, 0, sizeof *m);
     int fd;
     if ((st = magi_open_regular(path, max_bytes, &fd, &m->size)) != MAGI_OK) return st;
+    st = map_fd(m, path, fd);
+    close(fd);
+    return st;
+}
+
+magi_status magi_map_or_copy_file(magi_mapped *m, const char *path, uint64_t max_bytes, const void *magic,
+                                  size_t magic_len, uint64_t copy_max) {
+    magi_status st = MAGI_OK;
+    uint8_t *buf = NULL;
+    memset(m, 0, sizeof *m);
+    int fd;
+    if ((st = magi_open_regular(path, max_bytes, &fd, &m->size)) != MAGI_OK) return st;
+    if (m->size >= magic_len && m->size <= copy_max) {
+        size_t got = 0;
+        buf = malloc(m->size ? m->size : 1);
+        if (!buf) MAGI_FAIL(MAGI_ERR_NOMEM, "%s: out of memory reading %zu bytes", path, m->size);
+        MAGI_CHECK(pread_all(fd, path, buf, magic_len, 0, &got));
+        if (got == magic_len && !memcmp(buf, magic, magic_len)) {
+            MAGI_CHECK(pread_all(fd, path, buf + got, m->size - got, got, &got));
+            m->size = magic_len + got; /* a file that shrank: what is there */
+            m->data = buf;
+            m->copied = 1;
+            buf = NULL;
+            goto cleanup;
+        }
+    }
+    st = map_fd(m, path, fd);
+cleanup:
+    free(buf);
+    close(fd);
+    return st;
+}
+
+static magi_status map_fd(magi_mapped *m, const char *path, int fd) {
+    magi_status st = MAGI_OK;
     if (m->size == 0) {
         static const uint8_t empty[1];
         m->data = empty;
@@ -137,11 +188,11 @@ magi_status magi_map_file(magi_mapped *m, const char *path, uint64_t max_bytes) 
     m->data = p;
     m->mapped = 1;
 cleanup:
-    close(fd);
     return st;
 }
 
 void magi_unmap_file(magi_mapped *m) {
     if (m->mapped) munmap((void *)m->data, m->size);
+    if (m->copied) free((void *)m->data);
     memset(m, 0, sizeof *m);
 }

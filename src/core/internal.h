@@ -32,6 +32,14 @@ magi_status magi_check_struct_version(const char *what, uint32_t got, uint32_t w
         if (st != MAGI_OK) goto cleanup;                      \
     } while (0)
 
+/* A small reader helper on a per-byte hot path (the artifact decoder, the
+ * msgpack cursor): inlined whatever the optimiser's size heuristics say. */
+#if defined(__GNUC__) || defined(__clang__)
+#define MAGI_HOT_INLINE static inline __attribute__((always_inline))
+#else
+#define MAGI_HOT_INLINE static inline
+#endif
+
 /* Overflow-checked size arithmetic: return 0 on overflow. */
 static inline int magi_mul_ok(size_t a, size_t b, size_t *out) {
     return !__builtin_mul_overflow(a, b, out);
@@ -66,8 +74,16 @@ typedef struct magi_mapped {
     const uint8_t *data;
     size_t size;
     int mapped;
+    int copied; /* data is a heap copy (magi_map_or_copy_file) */
 } magi_mapped;
 magi_status magi_map_file(magi_mapped *m, const char *path, uint64_t max_bytes);
+/* magi_map_file(), except that a file that starts with the magic_len bytes
+ * of `magic` and holds at most copy_max bytes is read into a private heap
+ * copy (m->copied): what is then parsed cannot change under the reader,
+ * and a small file costs no mapping. Anything else is mapped. */
+magi_status magi_map_or_copy_file(magi_mapped *m, const char *path, uint64_t max_bytes, const void *magic,
+                                  size_t magic_len, uint64_t copy_max);
+/* Unmap (or free the copy); m is zeroed. */
 void magi_unmap_file(magi_mapped *m);
 
 /* Append `s` to list *v (n entries) in the region's arena unless present. */
@@ -96,6 +112,10 @@ enum { MAGI_DIR_PRIVATE = 0, MAGI_DIR_SHARED = 1 };
 magi_status magi_dir_open(const char *path, int create, int policy, int *fd_out);
 magi_status magi_dir_open_at(int parent, const char *name, const char *what, int create, int policy,
                              int *fd_out);
+
+/* magi_arena_alloc() without zeroing: for a caller that writes every byte
+ * it reads (same limits, messages and alignment). */
+void *magi_arena_alloc_uninit(magi_arena *a, size_t size);
 
 /* Forget everything allocated from `a` but keep its memory for the next
  * allocations (a reused arena costs no page faults); the cap is cleared.

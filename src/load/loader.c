@@ -207,22 +207,16 @@ static magi_status load_set(magi_loader *ld, const char *const *paths, const voi
             e->data = e->copy;
             e->size = sizes[i];
         } else {
-            MAGI_CHECK(magi_map_file(&e->map, e->path, UINT64_MAX)); /* each reader applies the input limit */
+            /* A v1 artifact may be written out verbatim later (--emit with
+             * nothing rewritten): it is read into a private copy, so what
+             * is verified and parsed is exactly what is emitted, even if
+             * the file is rewritten in place meanwhile. (Legacy v0 and
+             * JSON are mapped: v0's skipped payloads are never read; both
+             * are always re-encoded.) Each reader applies the input limit. */
+            MAGI_CHECK(magi_map_or_copy_file(&e->map, e->path, UINT64_MAX, MAGI_ART_MAGIC, 8,
+                                             ld->limits.max_input_bytes));
             e->data = e->map.data;
             e->size = e->map.size;
-            /* A v1 artifact may be written out verbatim later (--emit with
-             * nothing rewritten): take a private copy now, so what is
-             * verified and parsed is exactly what is emitted, even if the
-             * file is rewritten in place meanwhile. (Legacy v0 stays
-             * mapped: its skipped payloads are never read; it is always
-             * re-encoded.) */
-            if (e->size >= 8 && !memcmp(e->data, "MAGIAOT", 8) && e->size <= ld->limits.max_input_bytes) {
-                e->copy = malloc(e->size);
-                if (!e->copy) MAGI_FAIL(MAGI_ERR_NOMEM, "%s: out of memory", e->path);
-                memcpy(e->copy, e->data, e->size);
-                e->data = e->copy;
-                magi_unmap_file(&e->map);
-            }
         }
         MAGI_CHECK(read_region(ld, e));
         e->info.n_inputs = magi_region_count_placeholders(e->region);

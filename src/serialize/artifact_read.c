@@ -378,9 +378,44 @@ typedef struct dec {
     magi_mp m;
     uint32_t self; /* index of the node being read (references must be lower) */
     uint32_t *name_owner; /* per string id: node index + 1 using it as name */
+    uint8_t *device_ok; /* per string id: 0 not checked yet, 1 a valid device, 2 not one */
     const char **json_canon; /* per string id: its canonical JSON text (parsed once) */
     int have_model_idx, have_traced; /* META stored these keys */
+    size_t cap;                      /* the arena's cap while decoding */
+    uint8_t *slab, *slab_end;        /* zeroed arena memory not handed out yet (dec_calloc) */
+    size_t slab_next;                /* size of the next slab */
 } dec;
+
+/* Memory for the small records of the graph (a node's args, an example,
+ * its dims): carved from slabs of the arena, so a record costs no arena
+ * call of its own. A record above a quarter of the largest slab, a slab
+ * that would pass the arena's cap, and every failure go to the arena (its
+ * limits and messages). dec_alloc_raw's bytes are not zeroed: for a caller
+ * that writes every byte. */
+#define DEC_SLAB_MIN (4u << 10)
+#define DEC_SLAB_MAX (64u << 10)
+static void *dec_alloc_raw(dec *d, size_t n, size_t size) {
+    size_t t;
+    if (!magi_mul_ok(n, size, &t) || t > DEC_SLAB_MAX / 4) return magi_arena_calloc(d->ar, n, size);
+    t = t ? (t + 15u) & ~(size_t)15u : 16u;
+    if ((size_t)(d->slab_end - d->slab) < t) {
+        size_t want = d->slab_next ? d->slab_next : DEC_SLAB_MIN, used = magi_arena_bytes(d->ar);
+        if (used > d->cap || want > d->cap - used) return magi_arena_calloc(d->ar, n, size);
+        uint8_t *s = magi_arena_alloc_uninit(d->ar, want);
+        if (!s) return NULL;
+        d->slab = s;
+        d->slab_end = s + want;
+        d->slab_next = want < DEC_SLAB_MAX ? want * 2 : DEC_SLAB_MAX;
+    }
+    void *p = d->slab;
+    d->slab += t;
+    return p;
+}
+static void *dec_calloc(dec *d, size_t n, size_t size) {
+    void *p = dec_alloc_raw(d, n, size);
+    if (p) memset(p, 0, n * size); /* n * size: checked by dec_alloc_raw */
+    return p;
+}
 
 static magi_status count_elems(dec *d, uint64_t n) {
     if (n > d->lo->max_elements - d->elements)
@@ -414,7 +449,7 @@ static void key_text(char *dst, size_t cap, const magi_mp_obj *k) {
 }
 
 /* A string-table reference (uint id) or, when allowed, nil -> NULL. */
-static magi_status dec_str_id(dec *d, const char **out, uint32_t *id, int nil_ok) {
+static magi_status dec_str_id_slow(dec *d, const char **out, uint32_t *id, int nil_ok) {
     size_t at = magi_mp_offset(&d->m);
     magi_mp_obj o;
     magi_status st = magi_mp_read(&d->m, &o);
@@ -434,7 +469,36 @@ static magi_status dec_str_id(dec *d, const char **out, uint32_t *id, int nil_ok
     return MAGI_OK;
 }
 
-static magi_status dec_str(dec *d, const char **out, int nil_ok) { return dec_str_id(d, out, NULL, nil_ok); }
+/* The common case inline: an id in range (or nil where allowed); anything
+ * else - and every error - through dec_str_id_slow. */
+MAGI_HOT_INLINE magi_status dec_str_id(dec *d, const char **out, uint32_t *id, int nil_ok) {
+    uint32_t v;
+    size_t k = magi_mp_peek_uint(&d->m, &v);
+    if (k && v < d->nstr) {
+        d->m.p += k;
+        *out = d->strs[v];
+        if (id) *id = v;
+        return MAGI_OK;
+    }
+    if (nil_ok && d->m.p < d->m.end && *d->m.p == 0xc0) {
+        d->m.p++;
+        *out = NULL;
+        return MAGI_OK;
+    }
+    return dec_str_id_slow(d, out, id, nil_ok);
+}
+
+MAGI_HOT_INLINE magi_status dec_str(dec *d, const char **out, int nil_ok) { return dec_str_id(d, out, NULL, nil_ok); }
+
+/* Is string `id` (its text s) a device string? Checked once per id: equal
+ * strings share one id. */
+static magi_status device_ok(dec *d, uint32_t id, const char *s, int *ok) {
+    if (!d->device_ok && !(d->device_ok = calloc(d->nstr ? d->nstr : 1, 1)))
+        return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
+    if (!d->device_ok[id]) d->device_ok[id] = magi_device_valid(s) ? 1 : 2;
+    *ok = d->device_ok[id] == 1;
+    return MAGI_OK;
+}
 
 /* A string holding opaque JSON: checked and re-serialised once per string
  * id (magi_json_canon_opaque), so a shared string costs one parse. */
@@ -450,7 +514,7 @@ static magi_status dec_json(dec *d, const char **out, int object, const char *wh
     return MAGI_OK;
 }
 
-static magi_status dec_dim(dec *d, magi_dim *out) {
+static magi_status dec_dim_slow(dec *d, magi_dim *out) {
     size_t at = magi_mp_offset(&d->m);
     magi_mp_obj o;
     magi_status st = magi_mp_read(&d->m, &o);
@@ -461,6 +525,24 @@ static magi_status dec_dim(dec *d, magi_dim *out) {
     if (o.type == MAGI_MP_ARRAY && o.v.n == 1) return dec_str(d, &out->expr, 0);
     return magi_set_error(MAGI_ERR_FORMAT, "expected a dim (int or [string id]) at byte %zu, found %s", at,
                           magi_mp_type_name(o.type));
+}
+
+/* The common case inline: a concrete dim below 2^32, or [string id]. */
+MAGI_HOT_INLINE magi_status dec_dim(dec *d, magi_dim *out) {
+    uint32_t v;
+    size_t k = magi_mp_peek_uint(&d->m, &v);
+    if (k) {
+        d->m.p += k;
+        out->expr = NULL;
+        out->value = v;
+        return MAGI_OK;
+    }
+    if (d->m.end - d->m.p >= 2 && *d->m.p == 0x91) { /* fixarray of one item */
+        d->m.p++;
+        out->value = 0;
+        return dec_str(d, &out->expr, 0);
+    }
+    return dec_dim_slow(d, out);
 }
 
 static magi_status dec_value(dec *d, magi_value *v, uint32_t depth) {
@@ -492,8 +574,11 @@ static magi_status dec_value(dec *d, magi_value *v, uint32_t depth) {
     case MAGI_ART_TAG_MEMORY_FORMAT: case MAGI_ART_TAG_SPECIAL_FLOAT: case MAGI_ART_TAG_OPAQUE:
         if (n != 2) break;
         v->kind = (magi_value_kind)tag;
-        if ((st = dec_str(d, &v->u.s, 0))) return st;
-        if (tag == MAGI_ART_TAG_DEVICE && !magi_device_valid(v->u.s))
+        uint32_t id = 0;
+        int ok = 1;
+        if ((st = dec_str_id(d, &v->u.s, &id, 0))) return st;
+        if (tag == MAGI_ART_TAG_DEVICE && (st = device_ok(d, id, v->u.s, &ok))) return st;
+        if (!ok)
             return magi_set_error(MAGI_ERR_FORMAT, "invalid device string '%s' at byte %zu (TYPE or TYPE:INDEX, as "
                                   "torch prints a device)", v->u.s, at);
         return MAGI_OK;
@@ -526,10 +611,10 @@ static magi_status dec_value(dec *d, magi_value *v, uint32_t depth) {
         if ((st = count_elems(d, cnt))) return st;
         v->kind = (magi_value_kind)tag;
         v->u.seq.n = cnt;
-        v->u.seq.items = magi_arena_calloc(d->ar, cnt ? cnt : 1, sizeof(magi_value));
+        v->u.seq.items = dec_calloc(d, cnt ? cnt : 1, sizeof(magi_value));
         if (!v->u.seq.items) return magi_arena_status(d->ar) ? magi_arena_status(d->ar) : MAGI_ERR_NOMEM;
         if (dict) {
-            v->u.seq.keys = magi_arena_calloc(d->ar, cnt ? cnt : 1, sizeof(char *));
+            v->u.seq.keys = dec_calloc(d, cnt ? cnt : 1, sizeof(char *));
             if (!v->u.seq.keys) return magi_arena_status(d->ar) ? magi_arena_status(d->ar) : MAGI_ERR_NOMEM;
         }
         for (uint32_t i = 0; i < cnt; i++) {
@@ -544,12 +629,111 @@ static magi_status dec_value(dec *d, magi_value *v, uint32_t depth) {
     return magi_set_error(MAGI_ERR_FORMAT, "value tag %u with %u items at byte %zu", tag, n, at);
 }
 
+/* Fast paths of the tensor example on a local cursor [*pp, end): a string
+ * id in range or nil; a dim below 2^32 or [string id]. 0: not this form
+ * (the general path decides). */
+MAGI_HOT_INLINE int fast_str(const dec *d, const uint8_t **pp, const uint8_t *end, const char **out, uint32_t *id) {
+    uint32_t v;
+    size_t k = magi_mp_peek_uint_at(*pp, end, &v);
+    if (k && v < d->nstr) {
+        *pp += k;
+        *out = d->strs[v];
+        *id = v;
+        return 1;
+    }
+    if (*pp < end && **pp == 0xc0) {
+        ++*pp;
+        *out = NULL;
+        return 1;
+    }
+    return 0;
+}
+MAGI_HOT_INLINE int fast_dim(const dec *d, const uint8_t **pp, const uint8_t *end, magi_dim *out) {
+    uint32_t v, id;
+    size_t k = magi_mp_peek_uint_at(*pp, end, &v);
+    if (k) {
+        *pp += k;
+        out->expr = NULL;
+        out->value = v;
+        return 1;
+    }
+    if (end - *pp < 2 || **pp != 0x91) return 0;
+    const uint8_t *q = *pp + 1;
+    if (!fast_str(d, &q, end, &out->expr, &id) || !out->expr) return 0;
+    out->value = 0;
+    *pp = q;
+    return 1;
+}
+
+/* The common tensor example - 9 fields, no extra keys, every field in its
+ * short form, a valid device - decoded on a local cursor (the general path
+ * keeps reloading the shared one). Returns 1 when x is decoded, 0 when the
+ * general path must decode it from the same byte: anything unusual, and
+ * every error with its message, is the general path's (the cursor and the
+ * element count are left as found). A failed allocation: -1, *st set. */
+static int dec_tensor_fast(dec *d, magi_example *x, magi_status *st) {
+    const uint8_t *p = d->m.p, *end = d->m.end;
+    const char *dtype, *device, *layout;
+    uint32_t id;
+    magi_dim off;
+    if (end - p < 10 || p[0] != 0x99 || p[1] != MAGI_EX_TENSOR || p[2] != 0xc0) return 0;
+    p += 3;
+    if (!fast_str(d, &p, end, &dtype, &id)) return 0;
+    if (p >= end || (*p & 0xf0) != 0x90) return 0;
+    uint32_t nd = *p++ & 0x0f, nb = nd ? nd : 1;
+    if ((*st = count_elems(d, 2ull * nd))) return 0; /* the general path says it again */
+    magi_dim *dims = dec_alloc_raw(d, 2 * (size_t)nb, sizeof(magi_dim)); /* every dim written below */
+    if (!dims) {
+        *st = magi_arena_status(d->ar) ? magi_arena_status(d->ar) : MAGI_ERR_NOMEM;
+        return -1;
+    }
+    if (!nd) dims[0] = dims[1] = (magi_dim){NULL, 0};
+    int strided = 0, ok = 1;
+    for (uint32_t i = 0; i < nd && ok; i++) ok = fast_dim(d, &p, end, &dims[i]);
+    if (ok && p < end && *p == 0xc0) {
+        p++;
+        for (uint32_t i = 0; i < nd; i++) dims[nb + i] = (magi_dim){NULL, 0}; /* "stride": null */
+    } else if (ok && p < end && *p == (0x90 | nd)) {
+        p++;
+        strided = 1;
+        for (uint32_t i = 0; i < nd && ok; i++) ok = fast_dim(d, &p, end, &dims[nb + i]);
+    } else {
+        ok = 0;
+    }
+    ok = ok && fast_dim(d, &p, end, &off) && fast_str(d, &p, end, &device, &id);
+    if (ok && device) {
+        if ((*st = device_ok(d, id, device, &ok))) return -1;
+    }
+    ok = ok && p < end && (*p == 0xc2 || *p == 0xc3);
+    int requires_grad = ok && *p++ == 0xc3;
+    ok = ok && fast_str(d, &p, end, &layout, &id);
+    if (!ok) {
+        d->elements -= 2ull * nd;
+        return 0;
+    }
+    x->kind = MAGI_EX_TENSOR;
+    x->extra_json = NULL;
+    x->u.tensor.dtype = dtype;
+    x->u.tensor.ndim = nd;
+    x->u.tensor.shape = dims;
+    x->u.tensor.strided = strided;
+    x->u.tensor.stride = dims + nb;
+    x->u.tensor.storage_offset = off;
+    x->u.tensor.device = device;
+    x->u.tensor.requires_grad = requires_grad;
+    x->u.tensor.layout = layout;
+    d->m.p = p;
+    return 1;
+}
+
 static magi_status dec_example(dec *d, magi_example *x, uint32_t depth) {
     size_t at = magi_mp_offset(&d->m);
     if (depth > d->lo->max_depth)
         return magi_set_error(MAGI_ERR_LIMIT, "example nesting deeper than %u at byte %zu", d->lo->max_depth, at);
     uint32_t n, kind;
-    magi_status st;
+    magi_status st = MAGI_OK;
+    int fast = dec_tensor_fast(d, x, &st);
+    if (fast) return fast > 0 ? MAGI_OK : st;
     if ((st = magi_mp_read_array(&d->m, &n))) return st;
     if (n < 2) return magi_set_error(MAGI_ERR_FORMAT, "example with %u fields at byte %zu", n, at);
     if ((st = magi_mp_read_u32(&d->m, &kind))) return st;
@@ -576,8 +760,11 @@ static magi_status dec_example(dec *d, magi_example *x, uint32_t depth) {
         if ((st = magi_mp_read_array(&d->m, &nd))) return st;
         if ((st = count_elems(d, 2ull * nd))) return st;
         x->u.tensor.ndim = nd;
-        x->u.tensor.shape = magi_arena_calloc(d->ar, nd ? nd : 1, sizeof(magi_dim));
-        if (!x->u.tensor.shape) return magi_arena_status(d->ar) ? magi_arena_status(d->ar) : MAGI_ERR_NOMEM;
+        /* shape and stride in one block (nd <= the bytes left: no overflow) */
+        uint32_t nb = nd ? nd : 1;
+        magi_dim *dims = dec_calloc(d, 2 * (size_t)nb, sizeof(magi_dim));
+        if (!dims) return magi_arena_status(d->ar) ? magi_arena_status(d->ar) : MAGI_ERR_NOMEM;
+        x->u.tensor.shape = dims;
         for (uint32_t i = 0; i < nd; i++)
             if ((st = dec_dim(d, &x->u.tensor.shape[i]))) return st;
         magi_mp_obj o;
@@ -592,14 +779,16 @@ static magi_status dec_example(dec *d, magi_example *x, uint32_t depth) {
         } else {
             return magi_set_error(MAGI_ERR_FORMAT, "tensor stride must be nil or %u dims at byte %zu", nd, sat);
         }
-        x->u.tensor.stride = magi_arena_calloc(d->ar, nd ? nd : 1, sizeof(magi_dim));
-        if (!x->u.tensor.stride) return magi_arena_status(d->ar) ? magi_arena_status(d->ar) : MAGI_ERR_NOMEM;
+        x->u.tensor.stride = dims + nb;
         for (uint32_t i = 0; i < ns; i++)
             if ((st = dec_dim(d, &x->u.tensor.stride[i]))) return st;
         if ((st = dec_dim(d, &x->u.tensor.storage_offset))) return st;
         size_t dat = magi_mp_offset(&d->m);
-        if ((st = dec_str(d, &x->u.tensor.device, 1))) return st;
-        if (x->u.tensor.device && !magi_device_valid(x->u.tensor.device))
+        uint32_t did = 0;
+        int ok = 1;
+        if ((st = dec_str_id(d, &x->u.tensor.device, &did, 1))) return st;
+        if (x->u.tensor.device && (st = device_ok(d, did, x->u.tensor.device, &ok))) return st;
+        if (!ok)
             return magi_set_error(MAGI_ERR_FORMAT, "tensor device: invalid device string '%s' at byte %zu (TYPE or "
                                   "TYPE:INDEX, as torch prints a device)", x->u.tensor.device, dat);
         size_t bat = magi_mp_offset(&d->m);
@@ -614,7 +803,7 @@ static magi_status dec_example(dec *d, magi_example *x, uint32_t depth) {
         if ((st = magi_mp_read_array(&d->m, &cnt))) return st;
         if ((st = count_elems(d, cnt))) return st;
         x->u.seq.n = cnt;
-        x->u.seq.items = magi_arena_calloc(d->ar, cnt ? cnt : 1, sizeof(magi_example));
+        x->u.seq.items = dec_calloc(d, cnt ? cnt : 1, sizeof(magi_example));
         if (!x->u.seq.items) return magi_arena_status(d->ar) ? magi_arena_status(d->ar) : MAGI_ERR_NOMEM;
         for (uint32_t i = 0; i < cnt; i++)
             if ((st = dec_example(d, &x->u.seq.items[i], depth + 1))) return st;
@@ -674,7 +863,7 @@ static magi_status dec_node(dec *d, magi_node *nd) {
             if ((st = count_elems(d, cnt))) return st;
             nd->args.kind = MAGI_V_LIST;
             nd->args.u.seq.n = cnt;
-            nd->args.u.seq.items = magi_arena_calloc(d->ar, cnt ? cnt : 1, sizeof(magi_value));
+            nd->args.u.seq.items = dec_calloc(d, cnt ? cnt : 1, sizeof(magi_value));
             if (!nd->args.u.seq.items) return magi_arena_status(d->ar) ? magi_arena_status(d->ar) : MAGI_ERR_NOMEM;
             for (uint32_t i = 0; i < cnt; i++)
                 if ((st = dec_value(d, &nd->args.u.seq.items[i], 2)))
@@ -689,8 +878,8 @@ static magi_status dec_node(dec *d, magi_node *nd) {
             if ((st = count_elems(d, cnt))) return st;
             nd->kwargs.kind = MAGI_V_DICT;
             nd->kwargs.u.seq.n = cnt;
-            nd->kwargs.u.seq.items = magi_arena_calloc(d->ar, cnt ? cnt : 1, sizeof(magi_value));
-            nd->kwargs.u.seq.keys = magi_arena_calloc(d->ar, cnt ? cnt : 1, sizeof(char *));
+            nd->kwargs.u.seq.items = dec_calloc(d, cnt ? cnt : 1, sizeof(magi_value));
+            nd->kwargs.u.seq.keys = dec_calloc(d, cnt ? cnt : 1, sizeof(char *));
             if (!nd->kwargs.u.seq.items || !nd->kwargs.u.seq.keys) return magi_arena_status(d->ar) ? magi_arena_status(d->ar) : MAGI_ERR_NOMEM;
             for (uint32_t i = 0; i < cnt; i++) {
                 if ((st = dec_str(d, &nd->kwargs.u.seq.keys[i], 0))) return st;
@@ -701,8 +890,9 @@ static magi_status dec_node(dec *d, magi_node *nd) {
         }
         case MAGI_ART_NODE_EXAMPLE: {
             if ((st = count_elems(d, 1))) return st;
-            magi_example *x = magi_arena_alloc(d->ar, sizeof *x);
+            magi_example *x = dec_alloc_raw(d, 1, sizeof *x);
             if (!x) return magi_arena_status(d->ar) ? magi_arena_status(d->ar) : MAGI_ERR_NOMEM;
+            memset(x, 0, sizeof *x);
             if ((st = dec_example(d, x, 1))) return magi_error_prefix(st, "example_value");
             nd->example = x;
             break;
@@ -762,13 +952,20 @@ static magi_status parse_graph(dec *d) {
             uint32_t cnt;
             if ((st = magi_mp_read_array(&d->m, &cnt))) return st;
             if ((st = count_elems(d, cnt))) return st;
-            d->r->nodes = magi_arena_calloc(d->ar, cnt ? cnt : 1, sizeof(magi_node));
+            /* each node zeroed just before it is decoded (cache-hot), not
+             * the whole array up front */
+            size_t nbytes;
+            d->r->nodes = magi_mul_ok(cnt ? cnt : 1, sizeof(magi_node), &nbytes)
+                              ? magi_arena_alloc_uninit(d->ar, nbytes)
+                              : magi_arena_calloc(d->ar, cnt ? cnt : 1, sizeof(magi_node));
             if (!d->r->nodes) return magi_arena_status(d->ar) ? magi_arena_status(d->ar) : MAGI_ERR_NOMEM;
+            memset(&d->r->nodes[0], 0, sizeof(magi_node));
             free(d->name_owner);
             d->name_owner = calloc(d->nstr ? d->nstr : 1, sizeof(uint32_t));
             if (!d->name_owner) return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
             for (uint32_t i = 0; i < cnt; i++) {
                 d->self = i;
+                memset(&d->r->nodes[i], 0, sizeof(magi_node));
                 if ((st = dec_node(d, &d->r->nodes[i]))) {
                     const char *nm = d->r->nodes[i].name;
                     return nm ? magi_error_prefix(st, "node '%s' (#%u)", nm, i)
@@ -899,28 +1096,59 @@ static magi_status parse_meta(dec *d) {
 
 /* The writer interns every string once, and node-name uniqueness is
  * checked by id, so a table holding the same string under two ids is
- * refused. Returns 1 and the two ids on a duplicate, 0 if none, -1 OOM. */
-static int strings_dup(const char *const *strs, uint32_t n, uint32_t *first, uint32_t *second) {
-    /* Slots hold id + 1 (4 bytes each, not a magi_smap's 16): the table
-     * may hold max_elements strings. */
+ * refused. Open addressing over the strings as they are split: a slot holds
+ * id + 1 and the string's 32-bit hash (8 bytes, not a magi_smap's 16: the
+ * table may hold max_elements strings), so a collision costs a strcmp only
+ * when the hashes agree. */
+typedef struct dup_slot {
+    uint32_t id1; /* 0 = empty */
+    uint32_t hash;
+} dup_slot;
+
+typedef struct dup_set {
+    dup_slot *slot;
+    size_t mask;
+} dup_set;
+
+static int dup_set_init(dup_set *ds, uint32_t n) {
     size_t cap = 16;
     while (cap < (size_t)n * 2) cap *= 2;
-    uint32_t *slot = calloc(cap, sizeof *slot); /* 0 = empty */
-    if (!slot) return -1;
-    int found = 0;
-    for (uint32_t i = 0; i < n && !found; i++) {
-        size_t k = (size_t)magi_hash_bytes(strs[i], strlen(strs[i])) & (cap - 1);
-        for (; slot[k]; k = (k + 1) & (cap - 1))
-            if (strcmp(strs[slot[k] - 1], strs[i]) == 0) {
-                *first = slot[k] - 1;
-                *second = i;
-                found = 1;
-                break;
-            }
-        if (!found) slot[k] = i + 1;
+    ds->slot = calloc(cap, sizeof *ds->slot);
+    ds->mask = cap - 1;
+    return ds->slot != NULL;
+}
+
+/* The set's hash: 8 bytes a step, the tail bytewise (no call for the
+ * short strings a table holds). Only equal strings must hash equal: a
+ * collision costs a strcmp. */
+MAGI_HOT_INLINE uint64_t dup_hash(const char *s, size_t n) {
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ ((uint64_t)n * 0xff51afd7ed558ccdull);
+    for (; n >= 8; s += 8, n -= 8) {
+        uint64_t x;
+        memcpy(&x, s, 8);
+        h = (h ^ x) * 0xbf58476d1ce4e5b9ull;
+        h ^= h >> 29;
     }
-    free(slot);
-    return found;
+    if (n) {
+        uint64_t x = 0;
+        for (size_t i = 0; i < n; i++) x |= (uint64_t)(unsigned char)s[i] << (8 * i);
+        h = (h ^ x) * 0xbf58476d1ce4e5b9ull;
+        h ^= h >> 29;
+    }
+    return h * 0x94d049bb133111ebull;
+}
+
+/* Add string id (text s, len bytes); returns the id + 1 of an equal
+ * string already added, else 0. */
+static uint32_t dup_set_add(dup_set *ds, const char *const *strs, uint32_t id, const char *s, size_t len) {
+    uint64_t h64 = dup_hash(s, len);
+    uint32_t h = (uint32_t)(h64 >> 32);
+    size_t k = (size_t)h64 & ds->mask;
+    for (; ds->slot[k].id1; k = (k + 1) & ds->mask)
+        if (ds->slot[k].hash == h && strcmp(strs[ds->slot[k].id1 - 1], s) == 0) return ds->slot[k].id1;
+    ds->slot[k].id1 = id + 1;
+    ds->slot[k].hash = h;
+    return 0;
 }
 
 static magi_status parse_strings(dec *d) {
@@ -957,17 +1185,23 @@ static magi_status parse_strings(dec *d) {
     d->strs = magi_arena_calloc(d->ar, count ? count : 1, sizeof(char *));
     if (!d->strs) return magi_arena_status(d->ar) ? magi_arena_status(d->ar) : MAGI_ERR_NOMEM;
     const uint8_t *p = blob, *end = blob + blen;
+    dup_set ds;
+    if (!dup_set_init(&ds, count)) return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
+    uint32_t i1 = 0, i2 = 0;
     for (uint32_t i = 0; i < count; i++) {
         const uint8_t *z = memchr(p, 0, (size_t)(end - p));
-        if (!z) return magi_set_error(MAGI_ERR_FORMAT, "string table has fewer than %u strings", count);
+        if (!z) {
+            free(ds.slot);
+            return magi_set_error(MAGI_ERR_FORMAT, "string table has fewer than %u strings", count);
+        }
         d->strs[i] = (const char *)p;
+        uint32_t first = i1 ? 0 : dup_set_add(&ds, d->strs, i, (const char *)p, (size_t)(z - p));
+        if (first) i1 = first, i2 = i;
         p = z + 1;
     }
+    free(ds.slot);
     if (p != end) return magi_set_error(MAGI_ERR_FORMAT, "string table has more than %u strings", count);
-    uint32_t i1 = 0, i2 = 0;
-    int dup = strings_dup(d->strs, count, &i1, &i2);
-    if (dup < 0) return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
-    if (dup) return magi_set_error(MAGI_ERR_FORMAT, "string table holds '%.100s' twice (ids %u and %u)", d->strs[i1], i1, i2);
+    if (i1) return magi_set_error(MAGI_ERR_FORMAT, "string table holds '%.100s' twice (ids %u and %u)", d->strs[i1 - 1], i1 - 1, i2);
     d->nstr = count;
     return MAGI_OK;
 }
@@ -1061,7 +1295,8 @@ magi_status magi_artifact_load_region_reuse(magi_region **out, magi_artifact *a,
             if (a->secs[i].kind >= MAGI_SECTION_META && a->secs[i].kind <= MAGI_SECTION_GRAPH)
                 raw += a->secs[i].raw_size;
         uint64_t cap = raw > (UINT64_MAX - (16u << 20)) / 32 ? UINT64_MAX : raw * 32 + (16u << 20);
-        magi_arena_set_cap(r->arena, cap > SIZE_MAX ? SIZE_MAX : (size_t)cap);
+        d.cap = cap > SIZE_MAX ? SIZE_MAX : (size_t)cap;
+        magi_arena_set_cap(r->arena, d.cap);
     }
     if (mem && !mem->dctx) mem->dctx = ZSTD_createDCtx();
     dctx = mem ? mem->dctx : ZSTD_createDCtx();
@@ -1121,6 +1356,7 @@ magi_status magi_artifact_load_region_reuse(magi_region **out, magi_artifact *a,
 cleanup:
     if (st) magi_error_prefix(st, "%s", a->name);
     free(d.name_owner);
+    free(d.device_ok);
     free(d.json_canon);
     free(tmp);
     if (!mem) {

@@ -202,7 +202,7 @@ magi_status magi_mp_read_i64(magi_mp *m, int64_t *out) {
     return MAGI_OK;
 }
 
-magi_status magi_mp_read_u32(magi_mp *m, uint32_t *out) {
+magi_status magi_mp_read_u32_slow(magi_mp *m, uint32_t *out) {
     size_t at = magi_mp_offset(m);
     magi_mp_obj o;
     magi_status st = magi_mp_read(m, &o);
@@ -225,6 +225,6 @@ static magi_status read_container(magi_mp *m, magi_mp_type type, const char *wha
     return MAGI_OK;
 }
 
-magi_status magi_mp_read_array(magi_mp *m, uint32_t *n) { return read_container(m, MAGI_MP_ARRAY, "array", n); }
+magi_status magi_mp_read_array_slow(magi_mp *m, uint32_t *n) { return read_container(m, MAGI_MP_ARRAY, "array", n); }
 
-magi_status magi_mp_read_map(magi_mp *m, uint32_t *n) { return read_container(m, MAGI_MP_MAP, "map", n); }
+magi_status magi_mp_read_map_slow(magi_mp *m, uint32_t *n) { return read_container(m, MAGI_MP_MAP, "map", n); }

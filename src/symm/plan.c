@@ -30,6 +30,63 @@ static const magi_op_info *gather_row(const magi_node *n, const char **suffix) {
     return row && (row->cls == MAGI_OP_CLASS_GATHER || row->cls == MAGI_OP_CLASS_SYMM_GATHER) ? row : NULL;
 }
 
+/* gather_row() once per distinct (opcode, target pointer): a loaded region
+ * interns its strings, so the nodes of one operator share one target
+ * pointer and the table is searched once per operator, not per node. A
+ * region built in memory just misses more often. Open addressing over a
+ * power-of-two table kept at most half full (it grows with the distinct
+ * targets, not the nodes). */
+typedef struct row_memo {
+    const char *target; /* NULL: empty slot */
+    magi_opcode op;
+    const magi_op_info *row;
+    const char *suffix;
+} row_memo;
+
+typedef struct row_memo_set {
+    row_memo *slot;
+    size_t cap, used;
+} row_memo_set;
+
+static size_t memo_home(const row_memo_set *m, const char *target, magi_opcode op) {
+    return (size_t)((((uintptr_t)target >> 3) ^ (uintptr_t)op) * 0x9e3779b97f4a7c15ull >> 20) & (m->cap - 1);
+}
+
+/* 0 on out of memory */
+static int memo_grow(row_memo_set *m) {
+    row_memo_set g = {calloc(m->cap * 2, sizeof *g.slot), m->cap * 2, m->used};
+    if (!g.slot) return 0;
+    for (size_t i = 0; i < m->cap; i++) {
+        if (!m->slot[i].target) continue;
+        size_t k = memo_home(&g, m->slot[i].target, m->slot[i].op);
+        while (g.slot[k].target) k = (k + 1) & (g.cap - 1);
+        g.slot[k] = m->slot[i];
+    }
+    free(m->slot);
+    *m = g;
+    return 1;
+}
+
+/* gather_row(n) through the memo; 0 on out of memory. */
+static int gather_row_memo(row_memo_set *m, const magi_node *n, const magi_op_info **row, const char **suffix) {
+    if (!n->target) {
+        *row = gather_row(n, suffix);
+        return 1;
+    }
+    size_t k = memo_home(m, n->target, n->op);
+    for (; m->slot[k].target; k = (k + 1) & (m->cap - 1))
+        if (m->slot[k].target == n->target && m->slot[k].op == n->op) {
+            *suffix = m->slot[k].suffix;
+            *row = m->slot[k].row;
+            return 1;
+        }
+    *row = gather_row(n, suffix);
+    if (2 * (m->used + 1) > m->cap) return memo_grow(m); /* the next lookup finds a place */
+    m->slot[k] = (row_memo){n->target, n->op, *row, *suffix};
+    m->used++;
+    return 1;
+}
+
 static int op_flag(const magi_node *n, uint32_t flag) {
     return (magi_op_lookup(NULL, n->op, n->target)->flags & flag) != 0;
 }
@@ -402,8 +459,15 @@ static magi_status plan_region(build_ctx *b, uint32_t ri, const magi_region *r) 
     uint32_t ng = 0;
     found = malloc((r->n_nodes ? r->n_nodes : 1) * sizeof *found);
     if (!found) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
-    for (uint32_t i = 0; i < r->n_nodes; i++)
-        if ((found[ng].row = gather_row(&r->nodes[i], &found[ng].suffix))) found[ng++].node = i;
+    {
+        row_memo_set memo = {calloc(64, sizeof(row_memo)), 64, 0};
+        int ok = memo.slot != NULL;
+        for (uint32_t i = 0; i < r->n_nodes && ok; i++)
+            if ((ok = gather_row_memo(&memo, &r->nodes[i], &found[ng].row, &found[ng].suffix)) && found[ng].row)
+                found[ng++].node = i;
+        free(memo.slot);
+        if (!ok) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
+    }
     rp->gathers = magi_arena_calloc(a, ng ? ng : 1, sizeof *rp->gathers);
     if (!rp->gathers) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
 
