@@ -139,62 +139,46 @@ class _CallSpec:
 class _GatherWork:
     """The Work of one deferred gather: `_c10d_functional.wait_tensor` on
     any of the call's outputs calls wait(). torch calls it once per
-    registration and then forgets the work. The classes derive from
-    torch's Work, so they are built on first use: `make(join, completed)`
-    calls the given functions (tests); `for_event(event, device)` makes the
-    stream current at wait time wait for the gather's completion event
-    (stream ordered, no host synchronisation), with no per-call closure."""
+    registration and then forgets the work. `for_event(event, device)`
+    makes the stream current at wait time wait for the gather's completion
+    event (stream ordered, no host synchronisation, no per-call closure);
+    `make(join, completed)` calls the given functions instead (tests). The
+    class derives from torch's Work, so it is built on first use."""
     _cls = None
-    _event_cls = None
 
     @classmethod
     def _build(cls):
         import torch
         from torch._C._distributed_c10d import Work
-
-        class GatherWork(Work):
-            __slots__ = ("_join", "_completed")
-
-            def __init__(self, join, completed):
-                super().__init__()
-                self._join, self._completed = join, completed
-
-            def wait(self, timeout=None):  # noqa: ARG002 - stream-ordered, never blocks
-                self._join()
-                return True
-
-            def is_completed(self):
-                return bool(self._completed())
-
         current_stream = torch.cuda.current_stream
 
-        class EventWork(Work):
-            __slots__ = ("_event", "_device")
+        class GatherWork(Work):
+            __slots__ = ("_event", "_device", "_join", "_completed")
 
-            def __init__(self, event, device):
+            def __init__(self, event, device, join, completed):
                 super().__init__()
-                self._event, self._device = event, device
+                self._event, self._device, self._join, self._completed = event, device, join, completed
 
             def wait(self, timeout=None):  # noqa: ARG002 - stream-ordered, never blocks
-                current_stream(self._device).wait_event(self._event)
+                if self._event is not None:
+                    current_stream(self._device).wait_event(self._event)
+                else:
+                    self._join()
                 return True
 
             def is_completed(self):
-                return self._event.query()
+                return bool(self._event.query() if self._event is not None else self._completed())
 
-        cls._cls, cls._event_cls = GatherWork, EventWork
+        cls._cls = GatherWork
+        return GatherWork
 
     @classmethod
     def make(cls, join, completed):
-        if cls._cls is None:
-            cls._build()
-        return cls._cls(join, completed)
+        return (cls._cls or cls._build())(None, None, join, completed)
 
     @classmethod
     def for_event(cls, event, device):
-        if cls._event_cls is None:
-            cls._build()
-        return cls._event_cls(event, device)
+        return (cls._cls or cls._build())(event, device, None, None)
 
 
 class SymmRuntime:

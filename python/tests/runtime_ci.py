@@ -351,6 +351,19 @@ class DeferredJoin(unittest.TestCase):
         self.assertTrue(torch.equal(got, torch.arange(8.0) * 2))
         self.assertEqual(log, ["w"])
 
+    def test_event_work_reports_its_event(self):
+        class Ev:
+            done = False
+
+            def query(self):
+                return self.done
+        ev = Ev()
+        w = self.Work.for_event(ev, "cuda:0")
+        self.assertFalse(w.is_completed())
+        ev.done = True
+        self.assertTrue(w.is_completed())
+        self.assertIs(type(w), type(self.Work.make(lambda: None, lambda: True)))  # one class
+
     def test_join_is_checked(self):
         import magi_aot
         from magi_aot.runtime import SymmRuntime
