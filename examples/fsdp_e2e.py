@@ -219,8 +219,14 @@ def _opcheck(rt, bound):
     wq = bound["L_self_modules_layers_modules_0_parameters_wq_"]
     ea = bound["L_self_parameters_expert_a_"]
     eb = bound["L_self_parameters_expert_b_"]
-    opcheck(torch.ops.magi.symm_all_gather.default, (wq, rt.world, "0"))
-    opcheck(torch.ops.magi.symm_all_gather_coalesced.default, ([ea, eb], 2, "1"))
+    # opcheck reads the outputs without wait_tensor: the current stream must
+    # wait at the call (join="call"), else it could read unfinished copies
+    join, rt.join = rt.join, "call"
+    try:
+        opcheck(torch.ops.magi.symm_all_gather.default, (wq, rt.world, "0"))
+        opcheck(torch.ops.magi.symm_all_gather_coalesced.default, ([ea, eb], 2, "1"))
+    finally:
+        rt.join = join
     return True
 
 

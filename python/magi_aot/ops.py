@@ -28,7 +28,11 @@ Kernels:
                 `_c10d_functional.wait_tensor` on the output, as for torch's
                 functional collectives (the copies run beside the compute
                 issued before the wait); "call", on the current stream at
-                the call (wait_tensor is then a no-op).
+                the call (wait_tensor is then a no-op). Under "wait", an
+                output read without wait_tensor (eager code, opcheck) is
+                unordered with its copies, and its Work stays registered in
+                torch until waited: wait on every output, as traced graphs
+                do, or use "call".
 
 Outputs of the coalesced op (both kernels): one flat buffer per call, laid
 out by magi_symm_output_layout (the outputs of one size class back to back,

@@ -238,6 +238,7 @@ class SymmRuntime:
             raise MagiError(-1, "SymmRuntime: join must be 'wait' or 'call', not %r" % (join,))
         self.join = join
         self._gather_stream = None  # the cuda gathers' stream (join="wait"), made on first use
+        self._reg_work = None       # torch's _register_work, looked up on first use
         self.timeout = float(timeout)
         self._rdzv_base = rendezvous_base
         loaded = [r if isinstance(r, Region) else _load(r) for r in regions]
@@ -675,20 +676,26 @@ class SymmRuntime:
                     for o, nb, dt, shape, stride in spec.outputs]
         dsts = [o.data_ptr() for o in outs]
         sizes = spec.sizes
-        deferred = self.device.type == "cuda" and self.join == "wait" and _register_work() is not None
-        if deferred:
-            # the copies go on the gather stream, ordered after everything
-            # the current stream holds (the output block's earlier users);
-            # the block is recorded on the gather stream, so the caching
-            # allocator never hands it out while the copies may still write
-            cur = torch.cuda.current_stream(self.device)
-            side = self._side_stream(torch)
-            side.wait_stream(cur)
-            block.record_stream(side)
-            stream = c_void_p(side.cuda_stream)
-        else:
-            stream = self._stream()
+        reg = self._reg_work
+        if reg is None and self.device.type == "cuda" and self.join == "wait":
+            reg = self._reg_work = _register_work()
+        deferred = self.device.type == "cuda" and self.join == "wait" and reg is not None
         with self._lock:
+            if deferred:
+                # the copies go on the gather stream, ordered after
+                # everything the current stream holds (the output block's
+                # earlier users); the block is recorded on the gather
+                # stream, so the caching allocator never hands it out while
+                # the copies may still write. Under the lock: another
+                # thread's hand-off cannot land between this gather and
+                # its completion event.
+                cur = torch.cuda.current_stream(self.device)
+                side = self._side_stream(torch)
+                side.wait_stream(cur)
+                block.record_stream(side)
+                stream = c_void_p(side.cuda_stream)
+            else:
+                stream = self._stream()
             if spec.single:
                 self._fn_gather(c_void_p(dsts[0]), sizes[0], self._b, slots[0], stream)
             else:
@@ -698,7 +705,6 @@ class SymmRuntime:
                 done = torch.cuda.Event()
                 done.record(side)
                 work = _GatherWork.for_event(done, self.device)
-                reg = _register_work()
                 for o in outs:
                     reg(o, work)
             st = self.stats
@@ -810,6 +816,10 @@ class SymmRuntime:
     # -------------------------------------------------------------- teardown
     def _free(self):
         ops.REGISTRY.remove_runtime(self)
+        if self._gather_stream is not None:
+            # copies queued on the gather stream (join="wait") still read
+            # the windows and write their outputs: done before the windows go
+            self._gather_stream.synchronize()
         if self._b:
             lib.magi_symm_backend_free(self._b)
             self._b = None

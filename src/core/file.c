@@ -155,12 +155,16 @@ magi_status magi_map_or_copy_file(magi_mapped *m, const char *path, uint64_t max
     memset(m, 0, sizeof *m);
     int fd;
     if ((st = magi_open_regular(path, max_bytes, &fd, &m->size)) != MAGI_OK) return st;
-    if (m->size >= magic_len && m->size <= copy_max) {
+    if (m->size >= magic_len && m->size <= copy_max && magic_len <= 64) {
+        /* the magic first, into a small buffer: another kind of file is
+         * mapped without allocating its size */
+        uint8_t head[64];
         size_t got = 0;
-        buf = malloc(m->size ? m->size : 1);
-        if (!buf) MAGI_FAIL(MAGI_ERR_NOMEM, "%s: out of memory reading %zu bytes", path, m->size);
-        MAGI_CHECK(pread_all(fd, path, buf, magic_len, 0, &got));
-        if (got == magic_len && !memcmp(buf, magic, magic_len)) {
+        MAGI_CHECK(pread_all(fd, path, head, magic_len, 0, &got));
+        if (got == magic_len && !memcmp(head, magic, magic_len)) {
+            buf = malloc(m->size ? m->size : 1);
+            if (!buf) MAGI_FAIL(MAGI_ERR_NOMEM, "%s: out of memory reading %zu bytes", path, m->size);
+            memcpy(buf, head, magic_len);
             MAGI_CHECK(pread_all(fd, path, buf + got, m->size - got, got, &got));
             m->size = magic_len + got; /* a file that shrank: what is there */
             m->data = buf;
