@@ -4,31 +4,43 @@ One table says which graph node is a weight gather, a copy-engine gather,
 another collective, a wait, free (views, getitem, shape queries, to_local)
 or compute: the planner, the scheduler, the cost keys and the analytical
 model read it in C, and the Python package asks the same table instead of
-keeping its own lists.
+keeping its own lists. The names of the opcodes and classes are the
+library's too (magi_opcode_parse, magi_op_class_name).
 
     from magi_aot.optable import classify
     classify("call_function", "torch.ops._c10d_functional.wait_tensor")  # "wait"
 """
-from ._lib import lib
+from ctypes import byref, c_int
 
-__all__ = ["CLASSES", "OPCODES", "classify", "is_gather"]
+from ._lib import MagiError, lib
 
-# magi_op_class, in the order of the enum (magi_aot/ops.h)
-CLASSES = ("compute", "free", "gather", "symm_gather", "collective", "wait")
-# magi_opcode (magi_aot/graph.h)
-OPCODES = {"placeholder": 0, "get_attr": 1, "call_function": 2, "call_method": 3, "call_module": 4,
-           "output": 5}
+__all__ = ["classify", "is_gather"]
+
+
+def _opcode(op):
+    code = c_int()
+    try:
+        lib.magi_opcode_parse(byref(code), op.encode() if isinstance(op, str) else b"")
+    except MagiError:
+        names = []
+        while True:
+            name = lib.magi_opcode_name(len(names))
+            if not name:
+                break
+            names.append(name.decode())
+        raise ValueError("unknown FX op %r (expected one of %s)" % (op, ", ".join(names))) from None
+    return code.value
 
 
 def classify(op, target):
-    """The class of a node (its FX op and target string): one of CLASSES.
-    An unknown op is an error (ValueError naming it)."""
-    if op not in OPCODES:
-        raise ValueError("unknown FX op %r (expected one of %s)" % (op, ", ".join(OPCODES)))
-    k = lib.magi_op_classify(OPCODES[op], target.encode() if isinstance(target, str) else None)
-    if not 0 <= k < len(CLASSES):
-        raise ValueError("operator table: class %d for %s %r is not one this package knows" % (k, op, target))
-    return CLASSES[k]
+    """The class of a node (its FX op and target string), as the library
+    names it: compute, free, gather, symm_gather, collective or wait. An
+    unknown op is an error (ValueError naming it)."""
+    k = lib.magi_op_classify(_opcode(op), target.encode() if isinstance(target, str) else None)
+    name = lib.magi_op_class_name(k)
+    if name is None:
+        raise ValueError("operator table: class %d for %s %r has no name" % (k, op, target))
+    return name.decode()
 
 
 def is_gather(op, target):

@@ -133,7 +133,15 @@ def _register_work():
 
 class _CallSpec:
     """SymmRuntime._make_spec's answer for one (slot list, group size)."""
-    __slots__ = ("inputs", "single", "shapes", "sizes", "dtypes", "c_sizes", "c_slots", "outputs", "total")
+    __slots__ = ("inputs", "single", "shapes", "sizes", "c_sizes", "c_slots", "outputs", "total")
+
+
+def _contiguous_strides(shape):
+    out, step = [], 1
+    for d in reversed(shape):
+        out.append(step)
+        step *= max(int(d), 1)
+    return tuple(reversed(out))
 
 
 class _GatherWork:
@@ -272,7 +280,6 @@ class SymmRuntime:
         self.closed = False
         self._bound = {}     # weight -> tensor handed to the graph
         self._plain = {}     # weights without a slot (kept gathers), by name
-        self._layouts = {}   # slot tuple -> (offsets, total) of a coalesced call's flat output
         self._specs = {}     # (slot tuple, group size) -> _CallSpec
 
     # ------------------------------------------------------------ planning
@@ -616,24 +623,6 @@ class SymmRuntime:
             lib.magi_symm_backend_barrier(self._b, self._stream())
 
     # ---------------------------------------------------------------- gather
-    _LAYOUT_CACHE = 4096  # distinct slot lists remembered (a model has one per bucket)
-
-    def _layout(self, slots):
-        """(offsets, total) of the flat output buffer of a coalesced gather
-        of `slots`: magi_symm_output_layout (docs/SYMM.md "Output
-        layout"), computed once per slot list."""
-        key = tuple(slots)
-        lay = self._layouts.get(key)
-        if lay is None:
-            n = len(key)
-            offs, total = (c_uint64 * n)(), c_uint64()
-            lib.magi_symm_output_layout(self._plan, n, (c_uint32 * n)(*key), offs, byref(total))
-            lay = (list(offs), total.value)
-            if len(self._layouts) >= self._LAYOUT_CACHE:
-                self._layouts.clear()
-            self._layouts[key] = lay
-        return lay
-
     def _gather(self, slots, inputs, group_size):
         """The operator kernels' entry (magi_aot.ops).
 
@@ -664,10 +653,10 @@ class SymmRuntime:
         self._check_open()
         spec = self._specs.get((tuple(slots), group_size))
         if spec is None or any(t.dtype is not dt or t.shape != shp for t, (dt, shp) in zip(inputs, spec.inputs)):
-            spec = self._make_spec(torch, slots, inputs, group_size)
+            spec = self._make_spec(slots, inputs, group_size)
         dev = self.device
         if spec.single:
-            outs = [torch.empty(spec.shapes[0], dtype=spec.dtypes[0], device=dev)]
+            outs = [torch.empty(spec.shapes[0], dtype=spec.inputs[0][0], device=dev)]
             block = outs[0]
         else:
             block = torch.empty(spec.total, dtype=torch.uint8, device=dev)
@@ -716,7 +705,7 @@ class SymmRuntime:
 
     _SPEC_CACHE = 4096  # distinct (slot list, group size) remembered
 
-    def _make_spec(self, torch, slots, inputs, group_size):
+    def _make_spec(self, slots, inputs, group_size):
         """What a call of these slots needs besides the inputs' pointers,
         checked once and remembered: the outputs' shapes, dtypes, strides
         and places in the flat buffer (magi_symm_output_layout), their byte
@@ -737,15 +726,17 @@ class SymmRuntime:
         spec = _CallSpec()
         spec.inputs = [(t.dtype, t.shape) for t in inputs]
         spec.single = len(slots) == 1
-        spec.shapes, spec.sizes, spec.dtypes = shapes, sizes, [t.dtype for t in inputs]
+        spec.shapes, spec.sizes = shapes, sizes
         n = len(slots)
         spec.c_sizes, spec.c_slots = (c_uint64 * n)(*sizes), (c_uint32 * n)(*slots)
         spec.outputs, spec.total = [], 0
         if not spec.single:
-            offs, spec.total = self._layout(slots)
+            # the flat buffer: magi_symm_output_layout (docs/SYMM.md "Output layout")
+            offs, total = (c_uint64 * n)(), c_uint64()
+            lib.magi_symm_output_layout(self._plan, n, spec.c_slots, offs, byref(total))
+            spec.total = total.value
             for o, nb, t, shape in zip(offs, sizes, inputs, shapes):
-                stride = torch.empty(0, dtype=t.dtype, device="meta").new_empty(shape).stride()
-                spec.outputs.append((o, nb, t.dtype, shape, stride))
+                spec.outputs.append((o, nb, t.dtype, shape, _contiguous_strides(shape)))
         if len(self._specs) >= self._SPEC_CACHE:
             self._specs.clear()
         self._specs[(tuple(slots), group_size)] = spec
