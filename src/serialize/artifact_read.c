@@ -368,6 +368,21 @@ cleanup:
 
 /* ---- section parsers ---- */
 
+/* A decoded example and the bytes it was decoded from. Examples repeat:
+ * stack24's 987 nodes hold 25 distinct ones. Bytes equal to a complete
+ * encoded value are that value (msgpack is self-delimiting), and decode to
+ * the same record against the same string table, so a node whose example
+ * bytes match an entry shares its record (examples are const in the IR). */
+typedef struct ex_memo {
+    const uint8_t *enc; /* in the section's decoded bytes; NULL: empty way */
+    uint32_t len;
+    uint32_t elems;     /* what decoding it added to the element count */
+    const magi_example *x;
+} ex_memo;
+#define EX_MEMO_SETS 32u
+#define EX_MEMO_WAYS 4u
+#define EX_MEMO_KEY 16u /* bytes hashed to pick the set */
+
 typedef struct dec {
     magi_region *r;
     magi_arena *ar;
@@ -384,6 +399,9 @@ typedef struct dec {
     size_t cap;                      /* the arena's cap while decoding */
     uint8_t *slab, *slab_end;        /* zeroed arena memory not handed out yet (dec_calloc) */
     size_t slab_next;                /* size of the next slab */
+    magi_value *empty;               /* empty_items() */
+    ex_memo memo[EX_MEMO_SETS][EX_MEMO_WAYS]; /* example_memo() */
+    uint32_t memo_next;                       /* round-robin way to replace */
 } dec;
 
 /* Zero a small record of constant size with 16-byte stores. memset of a
@@ -411,7 +429,7 @@ MAGI_HOT_INLINE void zero_rec(void *p, size_t n) {
  * that writes every byte. */
 #define DEC_SLAB_MIN (4u << 10)
 #define DEC_SLAB_MAX (64u << 10)
-static void *dec_alloc_raw(dec *d, size_t n, size_t size) {
+static void *dec_alloc_refill(dec *d, size_t n, size_t size) {
     size_t t;
     if (!magi_mul_ok(n, size, &t) || t > DEC_SLAB_MAX / 4) return magi_arena_calloc(d->ar, n, size);
     t = t ? (t + 15u) & ~(size_t)15u : 16u;
@@ -428,16 +446,31 @@ static void *dec_alloc_raw(dec *d, size_t n, size_t size) {
     d->slab += t;
     return p;
 }
+/* The common case inline: a small record that fits the current slab. */
+MAGI_HOT_INLINE void *dec_alloc_raw(dec *d, size_t n, size_t size) {
+    if (n <= 64 && size <= 256) {
+        size_t t = n * size;
+        t = t ? (t + 15u) & ~(size_t)15u : 16u;
+        if ((size_t)(d->slab_end - d->slab) >= t) {
+            void *p = d->slab;
+            d->slab += t;
+            return p;
+        }
+    }
+    return dec_alloc_refill(d, n, size);
+}
 static void *dec_calloc(dec *d, size_t n, size_t size) {
     void *p = dec_alloc_raw(d, n, size);
     if (p) memset(p, 0, n * size); /* n * size: checked by dec_alloc_raw */
     return p;
 }
 
-static magi_status count_elems(dec *d, uint64_t n) {
-    if (n > d->lo->max_elements - d->elements)
-        return magi_set_error(MAGI_ERR_LIMIT, "more than %llu elements (nodes, values, strings)",
-                              (unsigned long long)d->lo->max_elements);
+static magi_status elements_limit(const dec *d) {
+    return magi_set_error(MAGI_ERR_LIMIT, "more than %llu elements (nodes, values, strings)",
+                          (unsigned long long)d->lo->max_elements);
+}
+MAGI_HOT_INLINE magi_status count_elems(dec *d, uint64_t n) {
+    if (n > d->lo->max_elements - d->elements) return elements_limit(d);
     d->elements += n;
     return MAGI_OK;
 }
@@ -509,12 +542,19 @@ MAGI_HOT_INLINE magi_status dec_str(dec *d, const char **out, int nil_ok) { retu
 
 /* Is string `id` (its text s) a device string? Checked once per id: equal
  * strings share one id. */
-static magi_status device_ok(dec *d, uint32_t id, const char *s, int *ok) {
+static magi_status device_check(dec *d, uint32_t id, const char *s, int *ok) {
     if (!d->device_ok && !(d->device_ok = calloc(d->nstr ? d->nstr : 1, 1)))
         return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
     if (!d->device_ok[id]) d->device_ok[id] = magi_device_valid(s) ? 1 : 2;
     *ok = d->device_ok[id] == 1;
     return MAGI_OK;
+}
+MAGI_HOT_INLINE magi_status device_ok(dec *d, uint32_t id, const char *s, int *ok) {
+    if (d->device_ok && d->device_ok[id] == 1) { /* checked before: valid */
+        *ok = 1;
+        return MAGI_OK;
+    }
+    return device_check(d, id, s, ok);
 }
 
 /* A string holding opaque JSON: checked and re-serialised once per string
@@ -613,27 +653,27 @@ MAGI_HOT_INLINE int dec_value_fast(dec *d, magi_value *v, magi_status *st) {
     uint32_t u, id;
     size_t k;
     if (c <= 0x7f || c >= 0xe0) { /* positive / negative fixint */
-        memset(v, 0, sizeof *v);
+        zero_rec(v, sizeof *v);
         v->kind = MAGI_V_INT;
         v->u.i = c <= 0x7f ? (int64_t)c : (int64_t)(int8_t)c;
         d->m.p = p + 1;
         return 1;
     }
     if (c == 0xc0) {
-        memset(v, 0, sizeof *v);
+        zero_rec(v, sizeof *v);
         v->kind = MAGI_V_NONE;
         d->m.p = p + 1;
         return 1;
     }
     if (c == 0xc2 || c == 0xc3) {
-        memset(v, 0, sizeof *v);
+        zero_rec(v, sizeof *v);
         v->kind = MAGI_V_BOOL;
         v->u.b = c == 0xc3;
         d->m.p = p + 1;
         return 1;
     }
     if ((k = magi_mp_peek_uint_at(p, end, &u)) != 0) {
-        memset(v, 0, sizeof *v);
+        zero_rec(v, sizeof *v);
         v->kind = MAGI_V_INT;
         v->u.i = u;
         d->m.p = p + k;
@@ -644,14 +684,14 @@ MAGI_HOT_INLINE int dec_value_fast(dec *d, magi_value *v, magi_status *st) {
         double f;
         for (int i = 1; i <= 8; i++) bits = (bits << 8) | p[i];
         memcpy(&f, &bits, sizeof f);
-        memset(v, 0, sizeof *v);
+        zero_rec(v, sizeof *v);
         v->kind = MAGI_V_FLOAT;
         v->u.f = f;
         d->m.p = p + 9;
         return 1;
     }
     if (c == 0x91 && end - p >= 2 && p[1] == MAGI_ART_TAG_ELLIPSIS) {
-        memset(v, 0, sizeof *v);
+        zero_rec(v, sizeof *v);
         v->kind = MAGI_V_ELLIPSIS;
         d->m.p = p + 2;
         return 1;
@@ -667,7 +707,7 @@ MAGI_HOT_INLINE int dec_value_fast(dec *d, magi_value *v, magi_status *st) {
         if (!fast_str(d, &q, end, &s, &id) || !s) return 0;
         if (p[1] == MAGI_ART_TAG_DEVICE && (*st = device_ok(d, id, s, &ok))) return -1;
         if (!ok) return 0; /* the general path says why */
-        memset(v, 0, sizeof *v);
+        zero_rec(v, sizeof *v);
         v->kind = (magi_value_kind)p[1];
         v->u.s = s;
         break;
@@ -675,13 +715,13 @@ MAGI_HOT_INLINE int dec_value_fast(dec *d, magi_value *v, magi_status *st) {
     case MAGI_ART_TAG_NODE:
         if (!(k = magi_mp_peek_uint_at(q, end, &u)) || u >= d->self) return 0;
         q += k;
-        memset(v, 0, sizeof *v);
+        zero_rec(v, sizeof *v);
         v->kind = MAGI_V_NODE;
         v->u.node = u;
         break;
     case MAGI_ART_TAG_SYM:
         if (!fast_dim(d, &q, end, &dim)) return 0;
-        memset(v, 0, sizeof *v);
+        zero_rec(v, sizeof *v);
         v->kind = MAGI_V_SYM;
         v->u.dim = dim;
         break;
@@ -701,7 +741,7 @@ static magi_status dec_value(dec *d, magi_value *v, uint32_t depth) {
     if (fast) return fast > 0 ? MAGI_OK : st;
     magi_mp_obj o;
     if ((st = magi_mp_read(&d->m, &o))) return st;
-    memset(v, 0, sizeof *v);
+    zero_rec(v, sizeof *v);
     switch (o.type) {
     case MAGI_MP_NIL: v->kind = MAGI_V_NONE; return MAGI_OK;
     case MAGI_MP_BOOL: v->kind = MAGI_V_BOOL; v->u.b = o.v.b; return MAGI_OK;
@@ -937,9 +977,189 @@ static magi_status dec_example(dec *d, magi_example *x, uint32_t depth) {
     return MAGI_OK;
 }
 
+/* What every decoded node must satisfy, whichever path decoded it. */
+static magi_status node_check(magi_node *nd) {
+    /* One truth for every reader: the presence flags only tell an absent
+     * args/kwargs from an empty one. A flag that says "absent" while items
+     * are stored would hide them from dump while load and the fingerprint
+     * use them: refused. */
+    if (!(nd->flags & MAGI_NODE_HAS_ARGS) && nd->args.kind == MAGI_V_LIST && nd->args.u.seq.n)
+        return magi_set_error(MAGI_ERR_FORMAT, "node '%s': %u args stored but its flags say it has none", nd->name,
+                              nd->args.u.seq.n);
+    if (!(nd->flags & MAGI_NODE_HAS_KWARGS) && nd->kwargs.kind == MAGI_V_DICT && nd->kwargs.u.seq.n)
+        return magi_set_error(MAGI_ERR_FORMAT, "node '%s': %u kwargs stored but its flags say it has none", nd->name,
+                              nd->kwargs.u.seq.n);
+    if ((nd->flags & MAGI_NODE_HAS_ARGS) && nd->args.kind == MAGI_V_NONE)
+        return magi_set_error(MAGI_ERR_FORMAT, "node '%s': its flags say it has args but none are stored", nd->name);
+    if ((nd->flags & MAGI_NODE_HAS_KWARGS) && nd->kwargs.kind == MAGI_V_NONE)
+        return magi_set_error(MAGI_ERR_FORMAT, "node '%s': its flags say it has kwargs but none are stored", nd->name);
+    /* Absent args/kwargs are an empty list/dict, as the JSON reader makes
+     * them: one region whatever form it was read from. */
+    if (nd->args.kind == MAGI_V_NONE) nd->args.kind = MAGI_V_LIST;
+    if (nd->kwargs.kind == MAGI_V_NONE) nd->kwargs.kind = MAGI_V_DICT;
+    return MAGI_OK;
+}
+
+
+/* The memo set of the example whose encoding starts at p (EX_MEMO_KEY
+ * bytes readable). */
+MAGI_HOT_INLINE uint32_t memo_set(const uint8_t *p) {
+    uint64_t a, b;
+    memcpy(&a, p, 8);
+    memcpy(&b, p + 8, 8);
+    uint64_t h = (a * 0x9e3779b97f4a7c15ull) ^ (b * 0xc2b2ae3d27d4eb4full);
+    return (uint32_t)((h ^ (h >> 29)) * 0xff51afd7ed558ccdull >> 59) & (EX_MEMO_SETS - 1);
+}
+
+/* One args/kwargs item at the local cursor *pp: the leaf fast path, else
+ * the general decoder from the same byte. MAGI_OK and *pp moved past it,
+ * or the general path's status (its message; the caller prefixes). */
+MAGI_HOT_INLINE magi_status fast_item(dec *d, const uint8_t **pp, magi_value *v) {
+    magi_status st = MAGI_OK;
+    d->m.p = *pp;
+    int f = dec_value_fast(d, v, &st);
+    if (f < 0) return st;
+    if (!f && (st = dec_value(d, v, 2))) return st;
+    *pp = d->m.p;
+    return MAGI_OK;
+}
+
+/* The items of an empty args list / kwargs dict: one zeroed block per
+ * region, shared (n == 0: nobody reads or writes them), where the general
+ * path allocates a block of one per node. NULL: out of memory. */
+static magi_value *empty_items(dec *d) {
+    if (!d->empty) d->empty = dec_calloc(d, 1, sizeof(magi_value) + sizeof(char *));
+    return d->empty;
+}
+
+/* The common node, decoded on a local cursor: a fixmap whose integer keys
+ * come in the writer's order (name, op, target, then any of args, kwargs,
+ * example, flags, input kind, each at most once and in that order), the
+ * strings ids in range, an opcode and input kind the reader knows, args
+ * and kwargs as fixarrays. Returns 1 when nd is decoded (not yet checked
+ * by node_check), 0 when the general path must decode the node from its
+ * first byte (cursor, element count and nd left as found: anything
+ * unusual, and every error the general path words itself, such as a
+ * duplicate name), -1 with *st set on a failed allocation or an error a
+ * value or the example reported (prefixed as the general path does). */
+static int dec_node_fast(dec *d, magi_node *nd, magi_status *st) {
+    const uint8_t *const start = d->m.p, *end = d->m.end, *p = start;
+    const uint64_t elements = d->elements;
+    uint32_t id, name_id, u, nk, seen = 0;
+    size_t k;
+    if (end - p < 7 || (*p & 0xf0) != 0x80) return 0;
+    nk = *p++ & 0x0f;
+    if (nk < 3 || 2u * (size_t)nk >= (size_t)(end - start)) return 0;
+    if (*p++ != MAGI_ART_NODE_NAME || !fast_str(d, &p, end, &nd->name, &name_id) || !nd->name ||
+        d->name_owner[name_id])
+        goto general;
+    if (p + 2 > end || *p++ != MAGI_ART_NODE_OP || *p > 0x7f || *p >= MAGI_OP_COUNT_) goto general;
+    nd->op = (magi_opcode)*p++;
+    if (p >= end || *p++ != MAGI_ART_NODE_TARGET || !fast_str(d, &p, end, &nd->target, &id) || !nd->target)
+        goto general;
+    seen = 3;
+    if (seen < nk && p < end && *p == MAGI_ART_NODE_ARGS) {
+        if (++p >= end || (*p & 0xf0) != 0x90) goto general;
+        uint32_t cnt = *p++ & 0x0f;
+        if ((size_t)cnt > (size_t)(end - p) || count_elems(d, cnt)) goto general;
+        nd->args.kind = MAGI_V_LIST;
+        nd->args.u.seq.n = cnt;
+        nd->args.u.seq.items = cnt ? dec_alloc_raw(d, cnt, sizeof(magi_value)) : empty_items(d);
+        if (!nd->args.u.seq.items) goto nomem;
+        for (uint32_t i = 0; i < cnt; i++)
+            if ((*st = fast_item(d, &p, &nd->args.u.seq.items[i]))) {
+                magi_error_prefix(*st, "args[%u]", i);
+                return -1;
+            }
+        seen++;
+    }
+    if (seen < nk && p < end && *p == MAGI_ART_NODE_KWARGS) {
+        if (++p >= end || (*p & 0xf0) != 0x90 || (*p & 1)) goto general;
+        uint32_t cnt = (*p++ & 0x0f) / 2;
+        if (2u * (size_t)cnt > (size_t)(end - p) || count_elems(d, cnt)) goto general;
+        nd->kwargs.kind = MAGI_V_DICT;
+        nd->kwargs.u.seq.n = cnt;
+        if (cnt) {
+            nd->kwargs.u.seq.items = dec_alloc_raw(d, cnt, sizeof(magi_value));
+            nd->kwargs.u.seq.keys = dec_alloc_raw(d, cnt, sizeof(char *));
+        } else {
+            nd->kwargs.u.seq.items = empty_items(d);
+            nd->kwargs.u.seq.keys = (const char **)(nd->kwargs.u.seq.items + 1);
+        }
+        if (!nd->kwargs.u.seq.items || !nd->kwargs.u.seq.keys) goto nomem;
+        for (uint32_t i = 0; i < cnt; i++) {
+            if (!fast_str(d, &p, end, &nd->kwargs.u.seq.keys[i], &id) || !nd->kwargs.u.seq.keys[i]) goto general;
+            if ((*st = fast_item(d, &p, &nd->kwargs.u.seq.items[i]))) {
+                magi_error_prefix(*st, "kwargs['%s']", nd->kwargs.u.seq.keys[i]);
+                return -1;
+            }
+        }
+        seen++;
+    }
+    if (seen < nk && p < end && *p == MAGI_ART_NODE_EXAMPLE) {
+        const uint8_t *ex = ++p;
+        ex_memo *set = end - ex >= EX_MEMO_KEY ? d->memo[memo_set(ex)] : NULL;
+        for (uint32_t w = 0; set && w < EX_MEMO_WAYS && set[w].enc; w++)
+            if (set[w].len <= (size_t)(end - ex) && memcmp(set[w].enc, ex, set[w].len) == 0) {
+                if (count_elems(d, set[w].elems)) goto general;
+                nd->example = set[w].x;
+                p = ex + set[w].len;
+                break;
+            }
+        if (p == ex) {
+            const uint64_t e0 = d->elements;
+            if (count_elems(d, 1)) goto general;
+            magi_example *x = dec_alloc_raw(d, 1, sizeof *x);
+            if (!x) goto nomem;
+            zero_rec(x, sizeof *x);
+            d->m.p = p;
+            int f = dec_tensor_fast(d, x, st);
+            if (f < 0) return -1;
+            if (!f && (*st = dec_example(d, x, 1))) {
+                magi_error_prefix(*st, "example_value");
+                return -1;
+            }
+            p = d->m.p;
+            nd->example = x;
+            if (set) {
+                ex_memo *m = &set[d->memo_next++ % EX_MEMO_WAYS];
+                *m = (ex_memo){ex, (uint32_t)(p - ex), (uint32_t)(d->elements - e0), x};
+            }
+        }
+        seen++;
+    }
+    if (seen < nk && p < end && *p == MAGI_ART_NODE_FLAGS) {
+        if (!(k = magi_mp_peek_uint_at(p + 1, end, &nd->flags))) goto general;
+        p += 1 + k;
+        seen++;
+    }
+    if (seen < nk && p < end && *p == MAGI_ART_NODE_INPUT_KIND) {
+        if (!(k = magi_mp_peek_uint_at(p + 1, end, &u)) || u == MAGI_INPUT_UNKNOWN || u >= MAGI_INPUT_KIND_COUNT_)
+            goto general;
+        nd->input_kind = (magi_input_kind)u;
+        p += 1 + k;
+        seen++;
+    }
+    if (seen != nk) goto general;
+    d->name_owner[name_id] = d->self + 1;
+    d->m.p = p;
+    return 1;
+nomem:
+    *st = magi_arena_status(d->ar) ? magi_arena_status(d->ar) : MAGI_ERR_NOMEM;
+    return -1;
+general:
+    d->m.p = start;
+    d->elements = elements;
+    zero_rec(nd, sizeof *nd);
+    return 0;
+}
+
 static magi_status dec_node(dec *d, magi_node *nd) {
     uint32_t n;
     magi_status st;
+    int fast = dec_node_fast(d, nd, &st);
+    if (fast < 0) return st;
+    if (fast) return node_check(nd);
     if ((st = magi_mp_read_map(&d->m, &n))) return st;
     int have_op = 0;
     for (uint32_t k = 0; k < n; k++) {
@@ -1037,24 +1257,7 @@ static magi_status dec_node(dec *d, magi_node *nd) {
         }
     }
     if (!nd->name) return magi_set_error(MAGI_ERR_FORMAT, "node without a name");
-    /* One truth for every reader: the presence flags only tell an absent
-     * args/kwargs from an empty one. A flag that says "absent" while items
-     * are stored would hide them from dump while load and the fingerprint
-     * use them: refused. */
-    if (!(nd->flags & MAGI_NODE_HAS_ARGS) && nd->args.kind == MAGI_V_LIST && nd->args.u.seq.n)
-        return magi_set_error(MAGI_ERR_FORMAT, "node '%s': %u args stored but its flags say it has none", nd->name,
-                              nd->args.u.seq.n);
-    if (!(nd->flags & MAGI_NODE_HAS_KWARGS) && nd->kwargs.kind == MAGI_V_DICT && nd->kwargs.u.seq.n)
-        return magi_set_error(MAGI_ERR_FORMAT, "node '%s': %u kwargs stored but its flags say it has none", nd->name,
-                              nd->kwargs.u.seq.n);
-    if ((nd->flags & MAGI_NODE_HAS_ARGS) && nd->args.kind == MAGI_V_NONE)
-        return magi_set_error(MAGI_ERR_FORMAT, "node '%s': its flags say it has args but none are stored", nd->name);
-    if ((nd->flags & MAGI_NODE_HAS_KWARGS) && nd->kwargs.kind == MAGI_V_NONE)
-        return magi_set_error(MAGI_ERR_FORMAT, "node '%s': its flags say it has kwargs but none are stored", nd->name);
-    /* Absent args/kwargs are an empty list/dict, as the JSON reader makes
-     * them: one region whatever form it was read from. */
-    if (nd->args.kind == MAGI_V_NONE) nd->args.kind = MAGI_V_LIST;
-    if (nd->kwargs.kind == MAGI_V_NONE) nd->kwargs.kind = MAGI_V_DICT;
+    if ((st = node_check(nd))) return st;
     if (!have_op) return magi_set_error(MAGI_ERR_FORMAT, "node without an opcode");
     if (!nd->target) return magi_set_error(MAGI_ERR_FORMAT, "node without a target");
     return MAGI_OK;
