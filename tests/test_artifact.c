@@ -816,6 +816,29 @@ static void widen(const void *raw, size_t len, msgpack_sbuffer *out) {
 /* Every fixture with all four sections widened loads to the same region
  * (same JSON) as the writer's bytes: the short-form paths (ids, dims,
  * tensor examples, headers) and the general path agree. */
+/* The smallest max_elements under which the artifact loads: the element
+ * count the reader charged for it (binary search). */
+static uint64_t elements_charged(const void *art, size_t n) {
+    uint64_t lo = 1, hi = 1u << 26;
+    while (lo < hi) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        magi_load_options o = MAGI_LOAD_OPTIONS_INIT;
+        o.max_elements = mid;
+        magi_artifact *h = NULL;
+        magi_region *r = NULL;
+        MT_OK(magi_artifact_open(&h, art, n, &o));
+        magi_status st = magi_artifact_load_region(&r, h);
+        MT_CHECK(st == MAGI_OK || st == MAGI_ERR_LIMIT, "status %d", (int)st);
+        magi_region_free(r);
+        magi_artifact_free(h);
+        if (st == MAGI_OK)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo;
+}
+
 static void test_long_forms_read_like_short_forms(void) {
     for (int f = 0; mt_real_fixtures[f]; f++) {
         magi_region *r = read_fixture(mt_real_fixtures[f]), *back = NULL;
@@ -846,6 +869,12 @@ static void test_long_forms_read_like_short_forms(void) {
         MT_OK(load_bytes(b, nb, &back, 1));
         char *j1 = to_json(r), *j2 = to_json(back);
         MT_CHECK(strcmp(j1, j2) == 0, "%s: the widened artifact reads differently", mt_real_fixtures[f]);
+        /* The short forms take the fast node path, which shares repeated
+         * examples; the long forms the general one: the element limit
+         * must count both alike. */
+        uint64_t ea = elements_charged(a, na), eb = elements_charged(b, nb);
+        MT_CHECK(ea == eb && ea > back->n_nodes, "%s: elements charged %llu (short forms) vs %llu (long)",
+                 mt_real_fixtures[f], (unsigned long long)ea, (unsigned long long)eb);
         /* and through the loader: the same report */
         char *rep[2] = {NULL, NULL};
         for (int k = 0; k < 2; k++) {
