@@ -1441,30 +1441,50 @@ static int dup_set_init(dup_set *ds, uint32_t n) {
     return ds->slot != NULL;
 }
 
-/* The set's hash: 8 bytes a step, the tail bytewise (no call for the
- * short strings a table holds). Only equal strings must hash equal: a
- * collision costs a strcmp. */
-MAGI_HOT_INLINE uint64_t dup_hash(const char *s, size_t n) {
-    uint64_t h = 0x9e3779b97f4a7c15ull ^ ((uint64_t)n * 0xff51afd7ed558ccdull);
-    for (; n >= 8; s += 8, n -= 8) {
-        uint64_t x;
-        memcpy(&x, s, 8);
-        h = (h ^ x) * 0xbf58476d1ce4e5b9ull;
-        h ^= h >> 29;
+/* The set's hash, computed while the string's NUL is searched: one step
+ * per 8 bytes (the NUL's word masked), then the length. Only equal strings
+ * must hash equal: a collision costs a strcmp. */
+MAGI_HOT_INLINE uint64_t dup_mix(uint64_t h, uint64_t x) {
+    h = (h ^ x) * 0xbf58476d1ce4e5b9ull;
+    return h ^ (h >> 29);
+}
+#define DUP_SEED 0x9e3779b97f4a7c15ull
+
+/* The string at p, inside [p, end) which ends with a NUL: *len its length
+ * and the set's hash. Words of 8 bytes while 8 remain (a zero byte found
+ * with the carry trick; its first flag is exact), the tail bytewise. */
+MAGI_HOT_INLINE uint64_t scan_string(const uint8_t *p, const uint8_t *end, size_t *len) {
+    const uint8_t *s = p;
+    uint64_t h = DUP_SEED;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ && defined(__GNUC__)
+    while (end - p >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        uint64_t z = (w - 0x0101010101010101ull) & ~w & 0x8080808080808080ull;
+        if (z) {
+            unsigned b = (unsigned)__builtin_ctzll(z) / 8;
+            if (b) h = dup_mix(h, w & ((1ull << (8 * b)) - 1));
+            *len = (size_t)(p + b - s);
+            return dup_mix(h, *len * 0xff51afd7ed558ccdull) * 0x94d049bb133111ebull;
+        }
+        h = dup_mix(h, w);
+        p += 8;
     }
-    if (n) {
-        uint64_t x = 0;
-        for (size_t i = 0; i < n; i++) x |= (uint64_t)(unsigned char)s[i] << (8 * i);
-        h = (h ^ x) * 0xbf58476d1ce4e5b9ull;
-        h ^= h >> 29;
+#endif
+    uint64_t x = 0;
+    unsigned k = 0;
+    for (; *p; p++, k++) { /* a NUL before end: checked by the caller */
+        x |= (uint64_t)*p << (8 * k);
+        if (k == 7) h = dup_mix(h, x), x = 0, k = (unsigned)-1;
     }
-    return h * 0x94d049bb133111ebull;
+    if (x) h = dup_mix(h, x);
+    *len = (size_t)(p - s);
+    return dup_mix(h, *len * 0xff51afd7ed558ccdull) * 0x94d049bb133111ebull;
 }
 
-/* Add string id (text s, len bytes); returns the id + 1 of an equal
- * string already added, else 0. */
-static uint32_t dup_set_add(dup_set *ds, const char *const *strs, uint32_t id, const char *s, size_t len) {
-    uint64_t h64 = dup_hash(s, len);
+/* Add string id (text s, hash h64); returns the id + 1 of an equal string
+ * already added, else 0. */
+static uint32_t dup_set_add(dup_set *ds, const char *const *strs, uint32_t id, const char *s, uint64_t h64) {
     uint32_t h = (uint32_t)(h64 >> 32);
     size_t k = (size_t)h64 & ds->mask;
     for (; ds->slot[k].id1; k = (k + 1) & ds->mask)
@@ -1512,15 +1532,16 @@ static magi_status parse_strings(dec *d) {
     if (!dup_set_init(&ds, count)) return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
     uint32_t i1 = 0, i2 = 0;
     for (uint32_t i = 0; i < count; i++) {
-        const uint8_t *z = memchr(p, 0, (size_t)(end - p));
-        if (!z) {
+        size_t len;
+        if (p == end) { /* the blob ends with a NUL: every string in it is terminated */
             free(ds.slot);
             return magi_set_error(MAGI_ERR_FORMAT, "string table has fewer than %u strings", count);
         }
+        uint64_t h = scan_string(p, end, &len);
         d->strs[i] = (const char *)p;
-        uint32_t first = i1 ? 0 : dup_set_add(&ds, d->strs, i, (const char *)p, (size_t)(z - p));
+        uint32_t first = i1 ? 0 : dup_set_add(&ds, d->strs, i, (const char *)p, h);
         if (first) i1 = first, i2 = i;
-        p = z + 1;
+        p += len + 1;
     }
     free(ds.slot);
     if (p != end) return magi_set_error(MAGI_ERR_FORMAT, "string table has more than %u strings", count);
