@@ -13,9 +13,11 @@ and the ratio json.loads / loader (goal: the loader <= 250 us and >= 10x
 faster than json.loads on stack24).
 
 --baseline OLD_CLI: another build's CLI (say, of the commit before a
-change) runs the same `bench loader` on the same artifact, alternating with
---cli for --rounds rounds (default 1, 3 with a baseline), so both see the
-same machine load; each column is the median of the rounds' medians.
+change) runs the same `bench loader`, alternating with --cli for --rounds
+rounds (default 1, 3 with a baseline), so both see the same machine load;
+each column is the median of the rounds' medians. Each CLI loads the
+artifact it saved itself, so a change of the writer shows too (when the
+writers agree the two files are the same bytes); their sizes are printed.
 """
 import argparse
 import os
@@ -64,11 +66,18 @@ def main():
     print("%-16s %10s %12s %14s %12s %10s  %s" % ("region", "json.loads", "loader", "verify+load",
                                                    "open+load", "ratio", "sections decoded")
           + ("  %12s %8s" % ("baseline", "new/old") if a.baseline else ""))
+    sizes = []
     with tempfile.TemporaryDirectory() as d:
         for src in a.json:
             name = os.path.splitext(os.path.basename(src))[0]
             art = os.path.join(d, name + ".magi")
             subprocess.run([a.cli, "save", src, "-o", art], check=True, capture_output=True)
+            art_old = art
+            if a.baseline:
+                art_old = os.path.join(d, name + ".baseline.magi")
+                subprocess.run([a.baseline, "save", src, "-o", art_old], check=True, capture_output=True)
+            sizes.append("%s: %d bytes%s" % (name, os.path.getsize(art), " (baseline's: %d)" %
+                                            os.path.getsize(art_old) if a.baseline else ""))
             with open(src) as f:
                 text = f.read()
             # json.loads before and after the C run, so both see the same load
@@ -76,7 +85,7 @@ def main():
             for _ in range(rounds):
                 cs.append(bench_cli(a.cli, art, a.iters))
                 if a.baseline:
-                    bs.append(bench_cli(a.baseline, art, a.iters))
+                    bs.append(bench_cli(a.baseline, art_old, a.iters))
                 js.append(json_loads_us(text, max(50, a.iters // 10)))
             jl = statistics.median(js)
             med = lambda runs, k: statistics.median(r[k] for r in runs)
@@ -89,6 +98,7 @@ def main():
                 b = med(bs, "loader_reused_median_us")
                 line += "  %10.1fus %7.2fx" % (b, c["loader_reused_median_us"] / b)
             print(line)
+    print("artifacts: " + "; ".join(sizes))
     return 0
 
 

@@ -331,11 +331,19 @@ static magi_status inputs_bomb(uint32_t n_sym, int unbacked, unsigned flags, dou
 
 /* Near-linear: 4x the symbols must cost about 4x (the quadratic lookup
  * cost 12-16x here), measured in CPU time so a loaded machine or a
- * sanitizer slows both sizes alike. */
+ * sanitizer slows both sizes alike. A virtual CPU can still change speed
+ * under a busy neighbour: the sizes alternate three times and each keeps
+ * its fastest. */
 static magi_status inputs_scaling(int unbacked, unsigned flags) {
     double small = 0, big = 0;
-    magi_status st = inputs_bomb(2000, unbacked, flags, &small);
-    if (!st) st = inputs_bomb(8000, unbacked, flags, &big);
+    magi_status st = MAGI_OK;
+    for (int k = 0; k < 3 && !st; k++) {
+        double s1 = 0, b1 = 0;
+        st = inputs_bomb(2000, unbacked, flags, &s1);
+        if (!st) st = inputs_bomb(8000, unbacked, flags, &b1);
+        if (!k || s1 < small) small = s1;
+        if (!k || b1 < big) big = b1;
+    }
     printf("    (descriptors of 1,000 / 4,000 placeholders: %.1f / %.1f ms CPU, x%.1f)\n", small, big,
            big / (small > 0.01 ? small : 0.01));
     fflush(stdout);

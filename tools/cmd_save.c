@@ -8,7 +8,7 @@ static int magi_cmd_save(int argc, char **argv);
 
 static const magi_cli_opt save_opts[] = {
     {"-o", "--output", NULL, "OUT", 0, "the artifact to write ('-': standard output, never a terminal)"},
-    {"--level", NULL, NULL, "N", 0, "zstd level -7..22 (default 0: 19 up to 1 MiB a section, 6 above)"},
+    {"--level", NULL, NULL, "N", 0, "zstd level -7..22 for every section (default 0: fast decoding for the region, 19/6 for others)"},
     {"-f", "--force", NULL, NULL, 0, "allow OUT to be IN (the input is replaced by the artifact)"},
     {NULL, NULL, NULL, NULL, 0, NULL}};
 
