@@ -332,12 +332,12 @@ static magi_status inputs_bomb(uint32_t n_sym, int unbacked, unsigned flags, dou
 /* Near-linear: 4x the symbols must cost about 4x (the quadratic lookup
  * cost 12-16x here), measured in CPU time so a loaded machine or a
  * sanitizer slows both sizes alike. A virtual CPU can still change speed
- * under a busy neighbour: the sizes alternate three times and each keeps
- * its fastest. */
+ * under a busy neighbour between the two sizes: a ratio over the bound is
+ * measured again (up to twice more), each size keeping its fastest. */
 static magi_status inputs_scaling(int unbacked, unsigned flags) {
     double small = 0, big = 0;
     magi_status st = MAGI_OK;
-    for (int k = 0; k < 3 && !st; k++) {
+    for (int k = 0; k < 3 && !st && (!k || big > 8 * small + 2); k++) {
         double s1 = 0, b1 = 0;
         st = inputs_bomb(2000, unbacked, flags, &s1);
         if (!st) st = inputs_bomb(8000, unbacked, flags, &b1);
