@@ -51,8 +51,12 @@ typedef struct magi_opaque_section {
 #define MAGI_SAVE_OPTIONS_VERSION MAGI_STRUCT_VERSION(1, magi_save_options)
 typedef struct magi_save_options {
     uint32_t version;       /* MAGI_SAVE_OPTIONS_VERSION */
-    int zstd_level;         /* 0: auto - 19 for sections up to 1 MiB raw, 6 above
-                               (a function of the size: still deterministic) */
+    int zstd_level;         /* 0: auto - the region sections (meta, strings,
+                               symbols, graph) with zstd's fast strategy and
+                               raw literals, quick to decode at every load;
+                               others 19 up to 1 MiB raw, 6 above (a function
+                               of kind and size: still deterministic).
+                               N: level N for every section */
 } magi_save_options;
 #define MAGI_SAVE_OPTIONS_INIT { MAGI_SAVE_OPTIONS_VERSION, 0 }
 

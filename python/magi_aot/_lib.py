@@ -487,7 +487,7 @@ class CRegion:
         return buf.value.decode()
 
     def encode(self, zstd_level=0):
-        """Artifact v1 bytes (zstd_level 0: the library default, 19)."""
+        """Artifact v1 bytes (zstd_level 0: the library default, FORMAT.md §3)."""
         p = c_void_p()
         n = c_size_t()
         opts = SaveOptions(zstd_level=int(zstd_level))

@@ -152,7 +152,7 @@ class SaveBackend:
     compiler        optional backend (callable or registered name) that
                     produces the runnable callable; default: gm.forward
     strict          raise when saving fails instead of logging
-    zstd_level      artifact compression level (0: the library default, 19)
+    zstd_level      artifact compression level (0: the library default, see FORMAT.md §3)
     Thread-safe: model_idx allocation and the entries list are locked.
     """
 
