@@ -1072,7 +1072,7 @@ static int dec_node_fast(dec *d, magi_node *nd, magi_status *st) {
     if (*p++ != MAGI_ART_NODE_NAME || !fast_str(d, &p, end, &nd->name, &name_id) || !nd->name ||
         d->name_owner[name_id])
         goto general;
-    if (p + 2 > end || *p++ != MAGI_ART_NODE_OP || *p > 0x7f || *p >= MAGI_OP_COUNT_) goto general;
+    if (end - p < 2 || *p++ != MAGI_ART_NODE_OP || *p > 0x7f || *p >= MAGI_OP_COUNT_) goto general;
     nd->op = (magi_opcode)*p++;
     if (p >= end || *p++ != MAGI_ART_NODE_TARGET || !fast_str(d, &p, end, &nd->target, &id) || !nd->target)
         goto general;
