@@ -194,6 +194,88 @@ static void test_deterministic_and_levels(void) {
     magi_region_free(r);
 }
 
+/* Example fields the artifact reader takes as the JSON reader does, so a
+ * dump of anything it accepts reads back the same: an empty extra-members
+ * object is none; an extra member named like a field of the kind, a nil
+ * dtype or device, and a scalar example holding a list are refused. */
+typedef enum { EX_EXTRA_EMPTY, EX_EXTRA_FIELD, EX_DTYPE_NIL, EX_DEVICE_NIL, EX_SYMINT_LIST } ex_case;
+static magi_status load_example_case(ex_case k, magi_region **out) {
+    static const char strs[] = "a\0float32\0cpu\0{}\0{\"dtype\":1}";
+    craft c;
+    craft_init(&c);
+    msgpack_sbuffer_clear(&c.strs);
+    msgpack_pack_map(&c.ps, 2);
+    pstr(&c.ps, "count");
+    msgpack_pack_uint32(&c.ps, 5);
+    pstr(&c.ps, "data");
+    msgpack_pack_bin(&c.ps, sizeof strs);
+    msgpack_pack_bin_body(&c.ps, strs, sizeof strs);
+    msgpack_pack_map(&c.pg, 1);
+    pstr(&c.pg, "nodes");
+    msgpack_pack_array(&c.pg, 1);
+    craft_node(&c.pg, 0, MAGI_OP_PLACEHOLDER, 1);
+    msgpack_pack_uint8(&c.pg, 5); /* example */
+    if (k == EX_SYMINT_LIST) {
+        msgpack_pack_array(&c.pg, 3);
+        msgpack_pack_uint8(&c.pg, MAGI_EX_SYMINT);
+        msgpack_pack_nil(&c.pg);
+        msgpack_pack_array(&c.pg, 2); /* [LIST, 7] */
+        msgpack_pack_uint8(&c.pg, 5);
+        msgpack_pack_uint8(&c.pg, 7);
+    } else {
+        msgpack_pack_array(&c.pg, 9);
+        msgpack_pack_uint8(&c.pg, MAGI_EX_TENSOR);
+        if (k == EX_EXTRA_EMPTY || k == EX_EXTRA_FIELD) msgpack_pack_uint32(&c.pg, k == EX_EXTRA_EMPTY ? 3 : 4);
+        else msgpack_pack_nil(&c.pg);
+        if (k == EX_DTYPE_NIL) msgpack_pack_nil(&c.pg);
+        else msgpack_pack_uint32(&c.pg, 1);
+        msgpack_pack_array(&c.pg, 1);
+        msgpack_pack_uint32(&c.pg, 8);
+        msgpack_pack_nil(&c.pg);
+        msgpack_pack_uint32(&c.pg, 0);
+        if (k == EX_DEVICE_NIL) msgpack_pack_nil(&c.pg);
+        else msgpack_pack_uint32(&c.pg, 2);
+        msgpack_pack_false(&c.pg);
+        msgpack_pack_nil(&c.pg);
+    }
+    void *art = NULL;
+    size_t n = 0;
+    craft_finish(&c, &art, &n, 1, 0);
+    magi_status st = load_bytes(art, n, out, 1);
+    free(art);
+    return st;
+}
+
+static void test_example_fields_read_as_json_reads_them(void) {
+    magi_region *r = NULL;
+    MT_OK(load_example_case(EX_EXTRA_EMPTY, &r));
+    MT_CHECK(r && r->n_nodes == 1 && r->nodes[0].example && r->nodes[0].example->extra_json == NULL,
+             "an empty extra-members object must read as none");
+    char *j = to_json(r);
+    magi_region *back = NULL;
+    MT_OK(magi_json_read(&back, j, strlen(j), NULL));
+    char fa[65], fb[65];
+    MT_OK(magi_fingerprint_hex(fa, r));
+    MT_OK(magi_fingerprint_hex(fb, back));
+    MT_CHECK(strcmp(fa, fb) == 0, "the dump reads back with another fingerprint");
+    free(j);
+    magi_region_free(back);
+    magi_region_free(r);
+    static const struct {
+        ex_case k;
+        const char *msg;
+    } bad[] = {{EX_EXTRA_FIELD, "extra member 'dtype' is a field of a tensor example"},
+               {EX_DTYPE_NIL, "tensor dtype: expected a string id"},
+               {EX_DEVICE_NIL, "tensor device: expected a string id"},
+               {EX_SYMINT_LIST, "symint example: the value at byte"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        r = NULL;
+        MT_CHECK(load_example_case(bad[i].k, &r) == MAGI_ERR_FORMAT && !r, "case %zu accepted", i);
+        MT_CHECK(strstr(magi_last_error(), bad[i].msg) && strstr(magi_last_error(), "node 'a'"), "case %zu: %s", i,
+                 magi_last_error());
+    }
+}
+
 static void test_strings_borrowed_from_one_table(void) {
     magi_region *r = read_fixture("stack24.json"), *back = NULL;
     void *a = NULL;
@@ -900,7 +982,7 @@ static void test_long_forms_read_like_short_forms(void) {
     }
 }
 
-MT_MAIN(MT_CASE(test_roundtrip_fixtures), MT_CASE(test_long_forms_read_like_short_forms), MT_CASE(test_deterministic_and_levels),
+MT_MAIN(MT_CASE(test_roundtrip_fixtures), MT_CASE(test_example_fields_read_as_json_reads_them), MT_CASE(test_long_forms_read_like_short_forms), MT_CASE(test_deterministic_and_levels),
         MT_CASE(test_strings_borrowed_from_one_table), MT_CASE(test_every_byte_flip_fails),
         MT_CASE(test_every_truncation_fails), MT_CASE(test_hostile_counts_allocate_little),
         MT_CASE(test_newer_major_refused_newer_minor_ok), MT_CASE(test_unknown_section_and_keys_skipped),

@@ -97,6 +97,14 @@ int magi_cache_content_check(const char *key, const void *data, size_t len, char
 
 #define MAGI_REGION_NOTES_MAX 4096u
 magi_status magi_region_note(magi_region *r, const char ***v, uint32_t *n, const char *s);
+/* Whether magi-fx defines member `key` of an example of kind k ("kind" and
+ * the kind's fields; src/graph/region.c). The JSON reader keeps any other
+ * member as the example's extra members; the artifact reader refuses extra
+ * members with a defined name. */
+int magi_example_key_defined(magi_example_kind k, const char *key);
+/* Whether a scalar example (symint .. bool) may hold a value of kind k: a
+ * number, a bool, an expression string or a special float (every reader). */
+int magi_example_scalar_ok(magi_value_kind k);
 /* Directories other users must not control (src/core/safedir.c). The
  * directory is opened with O_DIRECTORY | O_NOFOLLOW (a symlink at its last
  * component is refused) and checked on the descriptor:

@@ -43,6 +43,34 @@ const char *magi_example_kind_name(magi_example_kind k) {
     return (unsigned)k < MAGI_EX_KIND_COUNT_ ? example_names[k] : NULL;
 }
 
+int magi_example_scalar_ok(magi_value_kind k) {
+    return k == MAGI_V_INT || k == MAGI_V_FLOAT || k == MAGI_V_BOOL || k == MAGI_V_STR || k == MAGI_V_SPECIAL_FLOAT;
+}
+
+/* The members magi-fx defines for an example of each kind ("kind" and the
+ * kind's fields): every reader's one list. */
+int magi_example_key_defined(magi_example_kind k, const char *key) {
+    static const char *const tensor[] = {"dtype", "shape", "stride", "storage_offset", "device",
+                                         "requires_grad", "layout", NULL};
+    static const char *const sym[] = {"expr", NULL}, *const scalar[] = {"value", NULL},
+                             *const seq[] = {"items", NULL}, *const none[] = {NULL},
+                             *const opaque[] = {"repr", NULL};
+    const char *const *keys = none;
+    switch (k) {
+    case MAGI_EX_TENSOR: keys = tensor; break;
+    case MAGI_EX_SYMINT: case MAGI_EX_SYMBOOL: case MAGI_EX_SYMFLOAT: keys = sym; break;
+    case MAGI_EX_INT: case MAGI_EX_FLOAT: case MAGI_EX_BOOL: keys = scalar; break;
+    case MAGI_EX_TUPLE: case MAGI_EX_LIST: keys = seq; break;
+    case MAGI_EX_OPAQUE: keys = opaque; break;
+    default: break;
+    }
+    if (!key) return 0;
+    if (!strcmp(key, "kind")) return 1;
+    for (; *keys; keys++)
+        if (!strcmp(key, *keys)) return 1;
+    return 0;
+}
+
 int magi_device_valid(const char *s) {
     if (!s || !(*s >= 'a' && *s <= 'z')) return 0;
     size_t n = 0;

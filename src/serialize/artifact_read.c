@@ -395,6 +395,7 @@ typedef struct dec {
     uint32_t *name_owner; /* per string id: node index + 1 using it as name */
     uint8_t *device_ok; /* per string id: 0 not checked yet, 1 a valid device, 2 not one */
     const char **json_canon; /* per string id: its canonical JSON text (parsed once) */
+    uint16_t *extra_ok;      /* per string id: example kinds whose extra members it passed (bit 15: "{}") */
     int have_model_idx, have_traced; /* META stored these keys */
     size_t cap;                      /* the arena's cap while decoding */
     uint8_t *slab, *slab_end;        /* zeroed arena memory not handed out yet (dec_calloc) */
@@ -559,15 +560,35 @@ MAGI_HOT_INLINE magi_status device_ok(dec *d, uint32_t id, const char *s, int *o
 
 /* A string holding opaque JSON: checked and re-serialised once per string
  * id (magi_json_canon_opaque), so a shared string costs one parse. */
-static magi_status dec_json(dec *d, const char **out, int object, const char *what) {
+static magi_status dec_json(dec *d, const char **out, uint32_t *id_out, int object, const char *what) {
     uint32_t id = 0;
     magi_status st = dec_str_id(d, out, &id, 1);
+    if (id_out) *id_out = id;
     if (st || !*out) return st;
     if (!d->json_canon && !(d->json_canon = calloc(d->nstr ? d->nstr : 1, sizeof *d->json_canon)))
         return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
     if (!d->json_canon[id] && (st = magi_json_canon_opaque(d->ar, *out, object, what, &d->json_canon[id])))
         return st;
     *out = d->json_canon[id];
+    return MAGI_OK;
+}
+
+/* An example's extra members, as the JSON reader would make them: none
+ * ("{}") is NULL, and a member that magi-fx defines for the example's kind
+ * is refused (a dump would print two such keys and read back another
+ * example). Checked once per (string id, kind). */
+_Static_assert(MAGI_EX_KIND_COUNT_ <= 15, "extra_ok: one bit per example kind, bit 15 for \"{}\"");
+static magi_status example_extra(dec *d, uint32_t id, magi_example_kind kind, const char **extra) {
+    if (!d->extra_ok && !(d->extra_ok = calloc(d->nstr ? d->nstr : 1, sizeof *d->extra_ok)))
+        return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
+    uint16_t bit = (uint16_t)(1u << kind), none_bit = (uint16_t)(1u << 15);
+    if (!(d->extra_ok[id] & bit)) {
+        int none = 0;
+        magi_status st = magi_json_example_extra_check(*extra, kind, &none);
+        if (st) return magi_error_prefix(st, "example extra keys");
+        d->extra_ok[id] |= (uint16_t)(bit | (none ? none_bit : 0));
+    }
+    if (d->extra_ok[id] & none_bit) *extra = NULL;
     return MAGI_OK;
 }
 
@@ -831,7 +852,7 @@ static int dec_tensor_fast(dec *d, magi_example *x, magi_status *st) {
     magi_dim off;
     if (end - p < 10 || p[0] != 0x99 || p[1] != MAGI_EX_TENSOR || p[2] != 0xc0) return 0;
     p += 3;
-    if (!fast_str(d, &p, end, &dtype, &id)) return 0;
+    if (!fast_str(d, &p, end, &dtype, &id) || !dtype) return 0;
     if (p >= end || (*p & 0xf0) != 0x90) return 0;
     uint32_t nd = *p++ & 0x0f, nb = nd ? nd : 1;
     if ((*st = count_elems(d, 2ull * nd))) return 0; /* the general path says it again */
@@ -853,8 +874,8 @@ static int dec_tensor_fast(dec *d, magi_example *x, magi_status *st) {
     } else {
         ok = 0;
     }
-    ok = ok && fast_dim(d, &p, end, &off) && fast_str(d, &p, end, &device, &id);
-    if (ok && device) {
+    ok = ok && fast_dim(d, &p, end, &off) && fast_str(d, &p, end, &device, &id) && device;
+    if (ok) {
         if ((*st = device_ok(d, id, device, &ok))) return -1;
     }
     ok = ok && p < end && (*p == 0xc2 || *p == 0xc3);
@@ -890,7 +911,8 @@ static magi_status dec_example(dec *d, magi_example *x, uint32_t depth) {
     if ((st = magi_mp_read_array(&d->m, &n))) return st;
     if (n < 2) return magi_set_error(MAGI_ERR_FORMAT, "example with %u fields at byte %zu", n, at);
     if ((st = magi_mp_read_u32(&d->m, &kind))) return st;
-    if ((st = dec_json(d, &x->extra_json, 1, "example extra keys"))) return st;
+    uint32_t extra_id = 0;
+    if ((st = dec_json(d, &x->extra_json, &extra_id, 1, "example extra keys"))) return st;
     uint32_t need;
     switch (kind) {
     case MAGI_EX_TENSOR: need = 9; break;
@@ -906,10 +928,11 @@ static magi_status dec_example(dec *d, magi_example *x, uint32_t depth) {
         return magi_set_error(MAGI_ERR_FORMAT, "example kind %s with %u fields (needs %u) at byte %zu",
                               magi_example_kind_name((magi_example_kind)kind), n, need, at);
     x->kind = (magi_example_kind)kind;
+    if (x->extra_json && (st = example_extra(d, extra_id, x->kind, &x->extra_json))) return st;
     switch (x->kind) {
     case MAGI_EX_TENSOR: {
         uint32_t nd, ns;
-        if ((st = dec_str(d, &x->u.tensor.dtype, 1))) return st;
+        if ((st = dec_str(d, &x->u.tensor.dtype, 0))) return magi_error_prefix(st, "tensor dtype");
         if ((st = magi_mp_read_array(&d->m, &nd))) return st;
         if ((st = count_elems(d, 2ull * nd))) return st;
         x->u.tensor.ndim = nd;
@@ -939,8 +962,8 @@ static magi_status dec_example(dec *d, magi_example *x, uint32_t depth) {
         size_t dat = magi_mp_offset(&d->m);
         uint32_t did = 0;
         int ok = 1;
-        if ((st = dec_str_id(d, &x->u.tensor.device, &did, 1))) return st;
-        if (x->u.tensor.device && (st = device_ok(d, did, x->u.tensor.device, &ok))) return st;
+        if ((st = dec_str_id(d, &x->u.tensor.device, &did, 0))) return magi_error_prefix(st, "tensor device");
+        if ((st = device_ok(d, did, x->u.tensor.device, &ok))) return st;
         if (!ok)
             return magi_set_error(MAGI_ERR_FORMAT, "tensor device: invalid device string '%s' at byte %zu (TYPE or "
                                   "TYPE:INDEX, as torch prints a device)", x->u.tensor.device, dat);
@@ -966,9 +989,14 @@ static magi_status dec_example(dec *d, magi_example *x, uint32_t depth) {
     case MAGI_EX_OPAQUE:
         if ((st = dec_str(d, &x->u.repr, 1))) return st;
         break;
-    default:
+    default: {
+        size_t vat = magi_mp_offset(&d->m);
         if ((st = dec_value(d, &x->u.scalar, depth + 1))) return st;
+        if (!magi_example_scalar_ok(x->u.scalar.kind))
+            return magi_set_error(MAGI_ERR_FORMAT, "%s example: the value at byte %zu must be a number, bool or "
+                                  "expression string", magi_example_kind_name(x->kind), vat);
         break;
+    }
     }
     for (uint32_t i = need; i < n; i++) { /* fields a newer minor added */
         if ((st = magi_mp_skip(&d->m))) return st;
@@ -1419,7 +1447,7 @@ static magi_status parse_meta(dec *d) {
             st = dec_strv(d, &r->traced_files, &r->n_traced_files);
             d->have_traced = 1;
         } else if (key_is(&key, "compile_config")) {
-            st = dec_json(d, &r->compile_config_json, 0, "compile_config");
+            st = dec_json(d, &r->compile_config_json, NULL, 0, "compile_config");
         } else if (key_is(&key, "dropped_legacy")) {
             const char **v = NULL;
             uint32_t cnt = 0;
@@ -1721,6 +1749,7 @@ cleanup:
     free(d.name_owner);
     free(d.device_ok);
     free(d.json_canon);
+    free(d.extra_ok);
     free(tmp);
     if (!mem) {
         ZSTD_freeDCtx(dctx);

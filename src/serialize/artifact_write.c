@@ -183,6 +183,10 @@ static magi_status enc_example(enc *e, const magi_example *x, uint32_t depth) {
     switch (x->kind) {
     case MAGI_EX_TENSOR: {
         uint32_t nd = x->u.tensor.ndim;
+        /* magi-fx requires both (FORMAT.md §2): no reader accepts nil */
+        if (!x->u.tensor.dtype || !x->u.tensor.device)
+            return magi_set_error(MAGI_ERR_INVALID_ARG, "%s: tensor example without a %s", e->where,
+                                  x->u.tensor.dtype ? "device" : "dtype");
         P(e, msgpack_pack_array(pk, 9));
         P(e, msgpack_pack_uint8(pk, (uint8_t)x->kind));
         enc_str(e, x->extra_json);

@@ -226,14 +226,25 @@ static int is_known_key(const char *k, const char *const *known) {
     return 0;
 }
 
+magi_status magi_json_example_extra_check(const char *canon, magi_example_kind kind, int *none) {
+    json_t *j = json_loads(canon, 0, NULL); /* canonical object text (magi_json_canon_opaque) */
+    if (!j) return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
+    const char *key;
+    json_t *val;
+    magi_status st = MAGI_OK;
+    *none = json_object_size(j) == 0;
+    json_object_foreach(j, key, val) {
+        if (magi_example_key_defined(kind, key)) {
+            st = magi_set_error(MAGI_ERR_FORMAT, "extra member '%.100s' is a field of a %s example", key,
+                                magi_example_kind_name(kind));
+            break;
+        }
+    }
+    json_decref(j);
+    return st;
+}
+
 static magi_status read_example(reader *rd, json_t *j, magi_example *ex, uint32_t depth) {
-    static const char *const tensor_keys[] = {"kind", "dtype", "shape", "stride", "storage_offset",
-                                              "device", "requires_grad", "layout", NULL};
-    static const char *const sym_keys[] = {"kind", "expr", NULL};
-    static const char *const scalar_keys[] = {"kind", "value", NULL};
-    static const char *const seq_keys[] = {"kind", "items", NULL};
-    static const char *const none_keys[] = {"kind", NULL};
-    static const char *const opaque_keys[] = {"kind", "repr", NULL};
     magi_status st = MAGI_OK;
     if (depth > rd->opts.max_depth) return fail(rd, MAGI_ERR_LIMIT, "nesting deeper than %u", rd->opts.max_depth);
     if (!json_is_object(j)) return fail(rd, MAGI_ERR_FORMAT, "an example value must be an object");
@@ -244,10 +255,8 @@ static magi_status read_example(reader *rd, json_t *j, magi_example *ex, uint32_
         if (!strcmp(kind, magi_example_kind_name((magi_example_kind)i))) k = i;
     if (k < 0) return fail(rd, MAGI_ERR_FORMAT, "unknown example kind '%s'", kind);
     ex->kind = (magi_example_kind)k;
-    const char *const *known = none_keys;
     switch (ex->kind) {
     case MAGI_EX_TENSOR: {
-        known = tensor_keys;
         json_t *dtype = need(rd, j, "dtype", &st), *shape = need(rd, j, "shape", &st),
                *stride = need(rd, j, "stride", &st), *off = need(rd, j, "storage_offset", &st),
                *dev = need(rd, j, "device", &st), *rg = need(rd, j, "requires_grad", &st);
@@ -286,20 +295,16 @@ static magi_status read_example(reader *rd, json_t *j, magi_example *ex, uint32_
     case MAGI_EX_SYMINT: case MAGI_EX_SYMBOOL: case MAGI_EX_SYMFLOAT:
     case MAGI_EX_INT: case MAGI_EX_FLOAT: case MAGI_EX_BOOL: {
         int sym = ex->kind <= MAGI_EX_SYMFLOAT;
-        known = sym ? sym_keys : scalar_keys;
         json_t *x = need(rd, j, sym ? "expr" : "value", &st);
         if (st) return st;
         size_t old = path_push(rd, sym ? ".expr" : ".value");
         if ((st = read_value(rd, x, &ex->u.scalar, depth + 1))) return st;
-        magi_value_kind vk = ex->u.scalar.kind;
-        if (vk != MAGI_V_INT && vk != MAGI_V_FLOAT && vk != MAGI_V_BOOL && vk != MAGI_V_STR &&
-            vk != MAGI_V_SPECIAL_FLOAT)
+        if (!magi_example_scalar_ok(ex->u.scalar.kind))
             return fail(rd, MAGI_ERR_FORMAT, "must be a number, bool or expression string");
         path_pop(rd, old);
         break;
     }
     case MAGI_EX_TUPLE: case MAGI_EX_LIST: {
-        known = seq_keys;
         json_t *items = need(rd, j, "items", &st);
         if (st) return st;
         if (!json_is_array(items)) return fail(rd, MAGI_ERR_FORMAT, "'items' must be an array");
@@ -318,7 +323,6 @@ static magi_status read_example(reader *rd, json_t *j, magi_example *ex, uint32_
     case MAGI_EX_NONE:
         break;
     case MAGI_EX_OPAQUE: {
-        known = opaque_keys;
         json_t *repr = json_object_get(j, "repr");
         if (repr) {
             if (!json_is_string(repr)) return fail(rd, MAGI_ERR_FORMAT, "'repr' must be a string");
@@ -334,7 +338,7 @@ static magi_status read_example(reader *rd, json_t *j, magi_example *ex, uint32_
     const char *key;
     json_t *val;
     json_object_foreach(j, key, val) {
-        if (is_known_key(key, known)) continue;
+        if (magi_example_key_defined(ex->kind, key)) continue;
         if (!extra && !(extra = json_object())) return MAGI_ERR_NOMEM;
         json_object_set(extra, key, val);
     }
