@@ -401,7 +401,7 @@ typedef struct dec {
     uint8_t *slab, *slab_end;        /* zeroed arena memory not handed out yet (dec_calloc) */
     size_t slab_next;                /* size of the next slab */
     magi_value *empty;               /* empty_items() */
-    ex_memo memo[EX_MEMO_SETS][EX_MEMO_WAYS]; /* example_memo() */
+    ex_memo memo[EX_MEMO_SETS][EX_MEMO_WAYS]; /* dec_node_example() */
     uint32_t memo_next;                       /* round-robin way to replace */
 } dec;
 
@@ -1028,7 +1028,6 @@ static magi_status node_check(magi_node *nd) {
     return MAGI_OK;
 }
 
-
 /* The memo set of the example whose encoding starts at p (EX_MEMO_KEY
  * bytes readable). */
 MAGI_HOT_INLINE uint32_t memo_set(const uint8_t *p) {
@@ -1071,6 +1070,31 @@ MAGI_HOT_INLINE magi_status fast_item(dec *d, const uint8_t **pp, magi_value *v)
     return MAGI_OK;
 }
 
+/* A node's example at the cursor: the record of an earlier example with
+ * the same bytes (ex_memo), charged the elements its decoding was, or a new
+ * record, remembered. Errors as dec_example's, prefixed "example_value". */
+static magi_status dec_node_example(dec *d, const magi_example **out) {
+    const uint8_t *ex = d->m.p, *end = d->m.end;
+    magi_status st;
+    ex_memo *set = end - ex >= EX_MEMO_KEY ? d->memo[memo_set(ex)] : NULL;
+    for (uint32_t w = 0; set && w < EX_MEMO_WAYS && set[w].enc; w++)
+        if (set[w].len <= (size_t)(end - ex) && bytes_equal(set[w].enc, ex, set[w].len)) {
+            if ((st = count_elems(d, set[w].elems))) return st;
+            d->m.p = ex + set[w].len;
+            *out = set[w].x;
+            return MAGI_OK;
+        }
+    const uint64_t e0 = d->elements;
+    if ((st = count_elems(d, 1))) return st;
+    magi_example *x = dec_alloc_raw(d, 1, sizeof *x);
+    if (!x) return magi_arena_status(d->ar) ? magi_arena_status(d->ar) : MAGI_ERR_NOMEM;
+    zero_rec(x, sizeof *x);
+    if ((st = dec_example(d, x, 1))) return magi_error_prefix(st, "example_value");
+    if (set) set[d->memo_next++ % EX_MEMO_WAYS] = (ex_memo){ex, (uint32_t)(d->m.p - ex), (uint32_t)(d->elements - e0), x};
+    *out = x;
+    return MAGI_OK;
+}
+
 /* The items of an empty args list / kwargs dict: one zeroed block per
  * region, shared (n == 0: nobody reads or writes them), where the general
  * path allocates a block of one per node. NULL: out of memory. */
@@ -1082,13 +1106,14 @@ static magi_value *empty_items(dec *d) {
 /* The common node, decoded on a local cursor: a fixmap whose integer keys
  * come in the writer's order (name, op, target, then any of args, kwargs,
  * example, flags, input kind, each at most once and in that order), the
- * strings ids in range, an opcode and input kind the reader knows, args
- * and kwargs as fixarrays. Returns 1 when nd is decoded (not yet checked
- * by node_check), 0 when the general path must decode the node from its
- * first byte (cursor, element count and nd left as found: anything
- * unusual, and every error the general path words itself, such as a
- * duplicate name), -1 with *st set on a failed allocation or an error a
- * value or the example reported (prefixed as the general path does). */
+ * string ids in range, an opcode and input kind the reader knows, args and
+ * kwargs as fixarrays; the example through dec_node_example. Returns 1
+ * when nd is decoded (not yet checked by node_check), 0 when the general
+ * path must decode the node from its first byte (cursor, element count and
+ * nd left as found: anything unusual, and every error the general path
+ * words itself, such as a duplicate name), -1 with *st set on a failed
+ * allocation or an error a value or the example reported (prefixed as the
+ * general path does). */
 static int dec_node_fast(dec *d, magi_node *nd, magi_status *st) {
     const uint8_t *const start = d->m.p, *end = d->m.end, *p = start;
     const uint64_t elements = d->elements;
@@ -1144,35 +1169,9 @@ static int dec_node_fast(dec *d, magi_node *nd, magi_status *st) {
         seen++;
     }
     if (seen < nk && p < end && *p == MAGI_ART_NODE_EXAMPLE) {
-        const uint8_t *ex = ++p;
-        ex_memo *set = end - ex >= EX_MEMO_KEY ? d->memo[memo_set(ex)] : NULL;
-        for (uint32_t w = 0; set && w < EX_MEMO_WAYS && set[w].enc; w++)
-            if (set[w].len <= (size_t)(end - ex) && bytes_equal(set[w].enc, ex, set[w].len)) {
-                if (count_elems(d, set[w].elems)) goto general;
-                nd->example = set[w].x;
-                p = ex + set[w].len;
-                break;
-            }
-        if (p == ex) {
-            const uint64_t e0 = d->elements;
-            if (count_elems(d, 1)) goto general;
-            magi_example *x = dec_alloc_raw(d, 1, sizeof *x);
-            if (!x) goto nomem;
-            zero_rec(x, sizeof *x);
-            d->m.p = p;
-            int f = dec_tensor_fast(d, x, st);
-            if (f < 0) return -1;
-            if (!f && (*st = dec_example(d, x, 1))) {
-                magi_error_prefix(*st, "example_value");
-                return -1;
-            }
-            p = d->m.p;
-            nd->example = x;
-            if (set) {
-                ex_memo *m = &set[d->memo_next++ % EX_MEMO_WAYS];
-                *m = (ex_memo){ex, (uint32_t)(p - ex), (uint32_t)(d->elements - e0), x};
-            }
-        }
+        d->m.p = p + 1;
+        if ((*st = dec_node_example(d, &nd->example))) return -1;
+        p = d->m.p;
         seen++;
     }
     if (seen < nk && p < end && *p == MAGI_ART_NODE_FLAGS) {
@@ -1275,15 +1274,9 @@ static magi_status dec_node(dec *d, magi_node *nd) {
             }
             break;
         }
-        case MAGI_ART_NODE_EXAMPLE: {
-            if ((st = count_elems(d, 1))) return st;
-            magi_example *x = dec_alloc_raw(d, 1, sizeof *x);
-            if (!x) return magi_arena_status(d->ar) ? magi_arena_status(d->ar) : MAGI_ERR_NOMEM;
-            zero_rec(x, sizeof *x);
-            if ((st = dec_example(d, x, 1))) return magi_error_prefix(st, "example_value");
-            nd->example = x;
+        case MAGI_ART_NODE_EXAMPLE:
+            if ((st = dec_node_example(d, &nd->example))) return st;
             break;
-        }
         case MAGI_ART_NODE_FLAGS:
             if ((st = magi_mp_read_u32(&d->m, &nd->flags))) return st;
             break;
