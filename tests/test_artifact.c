@@ -574,6 +574,36 @@ static void test_forward_reference_and_depth_rejected(void) {
     free(art);
 }
 
+/* A leaf arg sits at depth 2 on every path: max_depth 1 refuses it. */
+static void test_depth_limit_counts_leaf_args(void) {
+    craft c;
+    craft_init(&c);
+    msgpack_pack_map(&c.pg, 1);
+    pstr(&c.pg, "nodes");
+    msgpack_pack_array(&c.pg, 1);
+    craft_node(&c.pg, 0, MAGI_OP_CALL_FUNCTION, 2);
+    msgpack_pack_uint8(&c.pg, 3); /* args: [5] */
+    msgpack_pack_array(&c.pg, 1);
+    msgpack_pack_uint8(&c.pg, 5);
+    msgpack_pack_uint8(&c.pg, 6); /* flags: has args */
+    msgpack_pack_uint8(&c.pg, MAGI_NODE_HAS_ARGS);
+    void *art = NULL;
+    size_t n = 0;
+    craft_finish(&c, &art, &n, 1, 0);
+    magi_region *r = NULL;
+    MT_OK(load_bytes(art, n, &r, 1));
+    magi_region_free(r);
+    r = NULL;
+    magi_load_options o = MAGI_LOAD_OPTIONS_INIT;
+    o.max_depth = 1;
+    magi_artifact *h = NULL;
+    MT_OK(magi_artifact_open(&h, art, n, &o));
+    MT_CHECK(magi_artifact_load_region(&r, h) == MAGI_ERR_LIMIT && !r, "max_depth 1 accepted an arg at depth 2");
+    MT_CHECK(strstr(magi_last_error(), "nesting deeper than 1") != NULL, "message: %s", magi_last_error());
+    magi_artifact_free(h);
+    free(art);
+}
+
 static void test_limits(void) {
     magi_region *r = read_fixture("block.json"), *back = NULL;
     void *a = NULL;
@@ -986,7 +1016,7 @@ MT_MAIN(MT_CASE(test_roundtrip_fixtures), MT_CASE(test_example_fields_read_as_js
         MT_CASE(test_strings_borrowed_from_one_table), MT_CASE(test_every_byte_flip_fails),
         MT_CASE(test_every_truncation_fails), MT_CASE(test_hostile_counts_allocate_little),
         MT_CASE(test_newer_major_refused_newer_minor_ok), MT_CASE(test_unknown_section_and_keys_skipped),
-        MT_CASE(test_forward_reference_and_depth_rejected), MT_CASE(test_limits),
+        MT_CASE(test_forward_reference_and_depth_rejected), MT_CASE(test_limits), MT_CASE(test_depth_limit_counts_leaf_args),
         MT_CASE(test_mutated_sections_with_valid_digests),
         MT_CASE(test_atomic_save_failures), MT_CASE(test_legacy_v0_roundtrip),
         MT_CASE(test_legacy_v0_payload_never_touched), MT_CASE(test_committed_v0_fixtures))

@@ -1119,7 +1119,8 @@ static int dec_node_fast(dec *d, magi_node *nd, magi_status *st) {
     const uint64_t elements = d->elements;
     uint32_t id, name_id, u, nk, seen = 0;
     size_t k;
-    if (end - p < 7 || (*p & 0xf0) != 0x80) return 0;
+    /* args items sit at depth 2: a smaller limit is the general path's to report */
+    if (end - p < 7 || (*p & 0xf0) != 0x80 || d->lo->max_depth < 2) return 0;
     nk = *p++ & 0x0f;
     if (nk < 3 || 2u * (size_t)nk >= (size_t)(end - start)) return 0;
     if (*p++ != MAGI_ART_NODE_NAME || !fast_str(d, &p, end, &nd->name, &name_id) || !nd->name ||
