@@ -87,10 +87,10 @@ void magi_load_memory_free(magi_load_memory *m);
  * an artifact cannot splice extra JSON into dump's output. `what` names
  * the field in messages. (src/serialize/json_read.c) */
 magi_status magi_json_canon_opaque(magi_arena *a, const char *text, int object, const char *what, const char **out);
-/* An example's extra members (canonical JSON object text): *none = 1 when
- * it has none; MAGI_ERR_FORMAT naming the first member magi-fx defines
- * for an example of `kind` (a dump would print it twice). */
-magi_status magi_json_example_extra_check(const char *canon, magi_example_kind kind, int *none);
+/* An example's extra members (canonical JSON object text): MAGI_ERR_FORMAT
+ * naming the first member magi-fx defines for an example of `kind` (a dump
+ * would print it twice). */
+magi_status magi_json_example_extra_check(const char *canon, magi_example_kind kind);
 
 magi_status magi_legacy_v0_read(magi_region **out, const uint8_t *data, size_t size,
                                 const magi_load_options *opts);

@@ -395,7 +395,7 @@ typedef struct dec {
     uint32_t *name_owner; /* per string id: node index + 1 using it as name */
     uint8_t *device_ok; /* per string id: 0 not checked yet, 1 a valid device, 2 not one */
     const char **json_canon; /* per string id: its canonical JSON text (parsed once) */
-    uint16_t *extra_ok;      /* per string id: example kinds whose extra members it passed (bit 15: "{}") */
+    uint16_t *extra_ok;      /* per string id: example kinds whose extra members it passed */
     int have_model_idx, have_traced; /* META stored these keys */
     size_t cap;                      /* the arena's cap while decoding */
     uint8_t *slab, *slab_end;        /* zeroed arena memory not handed out yet (dec_calloc) */
@@ -574,21 +574,23 @@ static magi_status dec_json(dec *d, const char **out, uint32_t *id_out, int obje
 }
 
 /* An example's extra members, as the JSON reader would make them: none
- * ("{}") is NULL, and a member that magi-fx defines for the example's kind
- * is refused (a dump would print two such keys and read back another
- * example). Checked once per (string id, kind). */
-_Static_assert(MAGI_EX_KIND_COUNT_ <= 15, "extra_ok: one bit per example kind, bit 15 for \"{}\"");
+ * (the canonical text "{}") is NULL, and a member that magi-fx defines for
+ * the example's kind is refused (a dump would print two such keys and read
+ * back another example). Checked once per (string id, kind). */
+_Static_assert(MAGI_EX_KIND_COUNT_ <= 16, "extra_ok: one bit per example kind");
 static magi_status example_extra(dec *d, uint32_t id, magi_example_kind kind, const char **extra) {
+    if (!strcmp(*extra, "{}")) {
+        *extra = NULL;
+        return MAGI_OK;
+    }
     if (!d->extra_ok && !(d->extra_ok = calloc(d->nstr ? d->nstr : 1, sizeof *d->extra_ok)))
         return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
-    uint16_t bit = (uint16_t)(1u << kind), none_bit = (uint16_t)(1u << 15);
+    uint16_t bit = (uint16_t)(1u << kind);
     if (!(d->extra_ok[id] & bit)) {
-        int none = 0;
-        magi_status st = magi_json_example_extra_check(*extra, kind, &none);
+        magi_status st = magi_json_example_extra_check(*extra, kind);
         if (st) return magi_error_prefix(st, "example extra keys");
-        d->extra_ok[id] |= (uint16_t)(bit | (none ? none_bit : 0));
+        d->extra_ok[id] |= bit;
     }
-    if (d->extra_ok[id] & none_bit) *extra = NULL;
     return MAGI_OK;
 }
 

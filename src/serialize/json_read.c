@@ -226,13 +226,12 @@ static int is_known_key(const char *k, const char *const *known) {
     return 0;
 }
 
-magi_status magi_json_example_extra_check(const char *canon, magi_example_kind kind, int *none) {
+magi_status magi_json_example_extra_check(const char *canon, magi_example_kind kind) {
     json_t *j = json_loads(canon, 0, NULL); /* canonical object text (magi_json_canon_opaque) */
     if (!j) return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
     const char *key;
     json_t *val;
     magi_status st = MAGI_OK;
-    *none = json_object_size(j) == 0;
     json_object_foreach(j, key, val) {
         if (magi_example_key_defined(kind, key)) {
             st = magi_set_error(MAGI_ERR_FORMAT, "extra member '%.100s' is a field of a %s example", key,
