@@ -15,3 +15,6 @@ target_link_libraries(make_v0_fixtures PRIVATE magi_aot_static)
 # The opaque COMPILED section: round trip, verify, skip, hostile sizes, CLI.
 magi_add_unit_test(test_compiled_section SOURCES ${PROJECT_SOURCE_DIR}/tests/test_compiled_section.c LABELS unit)
 add_dependencies(test_compiled_section magi-aot)
+
+# The arena: records, cap, reset, and ASan poisoning of memory not handed out.
+magi_add_unit_test(test_arena SOURCES ${PROJECT_SOURCE_DIR}/tests/test_arena.c LABELS unit)

@@ -6,6 +6,7 @@
 #include "serialize/mpack_reader.h"
 #include "testlib.h"
 #include <malloc.h>
+#include <stdarg.h>
 #include <msgpack.h>
 #include <signal.h>
 #include <string.h>
@@ -1012,7 +1013,80 @@ static void test_long_forms_read_like_short_forms(void) {
     }
 }
 
-MT_MAIN(MT_CASE(test_roundtrip_fixtures), MT_CASE(test_example_fields_read_as_json_reads_them), MT_CASE(test_long_forms_read_like_short_forms), MT_CASE(test_deterministic_and_levels),
+/* Records of 4-16 KiB (a `cat` of hundreds of tensors) used to be carved
+ * from a 4 or 8 KiB slab: the write ran past it and later records were
+ * carved past the slab, overlapping other arena memory. Every list length
+ * from small to above a quarter of the largest slab round-trips to the same
+ * JSON, with large and small records after it. */
+static void append(char **buf, size_t *len, size_t *cap, const char *fmt, ...) {
+    va_list ap;
+    for (;;) {
+        va_start(ap, fmt);
+        int k = vsnprintf(*buf + *len, *cap - *len, fmt, ap);
+        va_end(ap);
+        MT_CHECK(k >= 0);
+        if ((size_t)k < *cap - *len) {
+            *len += (size_t)k;
+            return;
+        }
+        *cap = *cap * 2 + (size_t)k;
+        *buf = realloc(*buf, *cap);
+        MT_CHECK(*buf != NULL);
+    }
+}
+static char *cat_region_json(int n) {
+    size_t len = 0, cap = 1 << 16;
+    char *b = malloc(cap);
+    MT_CHECK(b != NULL);
+    const char *ex = "\"meta\":{\"example_value\":{\"kind\":\"tensor\",\"dtype\":\"float32\",\"shape\":[%d],"
+                     "\"stride\":[1],\"storage_offset\":0,\"device\":\"cpu\",\"requires_grad\":false}}";
+    append(&b, &len, &cap, "{\"format\":\"magi-fx-json\",\"version\":1,\"symbols\":{},\"graph\":{\"nodes\":[");
+    for (int i = 0; i < n; i++) {
+        append(&b, &len, &cap, "{\"name\":\"x%d\",\"op\":\"placeholder\",\"target\":\"x%d\",", i, i);
+        append(&b, &len, &cap, ex, 4);
+        append(&b, &len, &cap, "},");
+    }
+    const int reps[2] = {1, 3};
+    for (int c = 0; c < 2; c++) {
+        append(&b, &len, &cap, "{\"name\":\"cat%d\",\"op\":\"call_function\",\"target\":\"torch.cat\",\"args\":[[", c);
+        for (int i = 0; i < reps[c] * n; i++) append(&b, &len, &cap, "%s{\"node\":\"x%d\"}", i ? "," : "", i % n);
+        append(&b, &len, &cap, "]],");
+        append(&b, &len, &cap, ex, 4 * reps[c] * n);
+        append(&b, &len, &cap, "},");
+    }
+    for (int k = 0; k < 40; k++) {
+        append(&b, &len, &cap, "{\"name\":\"r%d\",\"op\":\"call_function\",\"target\":\"torch.relu\","
+                               "\"args\":[{\"node\":\"cat0\"}],", k);
+        append(&b, &len, &cap, ex, 4 * n + k);
+        append(&b, &len, &cap, "},");
+    }
+    append(&b, &len, &cap, "{\"name\":\"output\",\"op\":\"output\",\"target\":\"output\",\"args\":[{\"tuple\":["
+                           "{\"node\":\"cat0\"},{\"node\":\"cat1\"}");
+    for (int k = 0; k < 40; k++) append(&b, &len, &cap, ",{\"node\":\"r%d\"}", k);
+    append(&b, &len, &cap, "]}]}]}}");
+    return b;
+}
+static void test_large_records_round_trip(void) {
+    for (int n = 16; n <= 1200; n += n < 200 ? 23 : 61) {
+        char *j = cat_region_json(n);
+        magi_region *r = NULL, *back = NULL;
+        MT_OK(magi_json_read(&r, j, strlen(j), NULL));
+        void *a = NULL;
+        size_t na = 0;
+        encode(r, &a, &na);
+        MT_OK(load_bytes(a, na, &back, 1));
+        char *j1 = to_json(r), *j2 = to_json(back);
+        MT_CHECK(strcmp(j1, j2) == 0, "cat of %d tensors: JSON after artifact round trip differs", n);
+        free(j1);
+        free(j2);
+        free(a);
+        free(j);
+        magi_region_free(back);
+        magi_region_free(r);
+    }
+}
+
+MT_MAIN(MT_CASE(test_roundtrip_fixtures), MT_CASE(test_large_records_round_trip), MT_CASE(test_example_fields_read_as_json_reads_them), MT_CASE(test_long_forms_read_like_short_forms), MT_CASE(test_deterministic_and_levels),
         MT_CASE(test_strings_borrowed_from_one_table), MT_CASE(test_every_byte_flip_fails),
         MT_CASE(test_every_truncation_fails), MT_CASE(test_hostile_counts_allocate_little),
         MT_CASE(test_newer_major_refused_newer_minor_ok), MT_CASE(test_unknown_section_and_keys_skipped),

@@ -33,6 +33,7 @@ magi_status magi_arena_new(magi_arena **out, size_t cap_bytes) {
 static void free_chunks(arena_chunk *c) {
     while (c) {
         arena_chunk *n = c->next;
+        MAGI_UNPOISON(c->data, c->size);
         free(c);
         c = n;
     }
@@ -50,6 +51,7 @@ void magi_arena_reset(magi_arena *a) {
     while (c) {
         arena_chunk *n = c->next;
         c->used = 0;
+        MAGI_POISON(c->data, c->size);
         c->next = a->spare;
         a->spare = c;
         c = n;
@@ -105,6 +107,7 @@ static void *arena_take(magi_arena *a, size_t size, size_t *got) {
         }
         c->size = csize;
         c->used = 0;
+        MAGI_POISON(c->data, csize);
         c->next = a->head;
         a->head = c;
         if (a->next_size < ARENA_MAX_CHUNK) a->next_size *= 2;
@@ -113,13 +116,14 @@ static void *arena_take(magi_arena *a, size_t size, size_t *got) {
     c->used += need;
     a->total += need;
     *got = need;
+    MAGI_UNPOISON(p, size);
     return p;
 }
 
 void *magi_arena_alloc(magi_arena *a, size_t size) {
     size_t need = 0;
     void *p = arena_take(a, size, &need);
-    if (p) memset(p, 0, need);
+    if (p) memset(p, 0, size);
     return p;
 }
 

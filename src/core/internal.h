@@ -40,6 +40,28 @@ magi_status magi_check_struct_version(const char *what, uint32_t got, uint32_t w
 #define MAGI_HOT_INLINE static inline
 #endif
 
+/* AddressSanitizer's view of memory a module hands out itself (the arena's
+ * chunks, the decoder's slabs): memory not handed out yet is poisoned, each
+ * record is unpoisoned for exactly the bytes asked for, so a write past a
+ * record, or a record carved past its slab, is reported as an overflow.
+ * No-ops without ASan. */
+#if defined(__SANITIZE_ADDRESS__)
+#define MAGI_HAVE_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define MAGI_HAVE_ASAN 1
+#endif
+#endif
+#ifdef MAGI_HAVE_ASAN
+void __asan_poison_memory_region(void const volatile *addr, size_t size);
+void __asan_unpoison_memory_region(void const volatile *addr, size_t size);
+#define MAGI_POISON(p, n) __asan_poison_memory_region((p), (n))
+#define MAGI_UNPOISON(p, n) __asan_unpoison_memory_region((p), (n))
+#else
+#define MAGI_POISON(p, n) ((void)(p), (void)(n))
+#define MAGI_UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
 /* Overflow-checked size arithmetic: return 0 on overflow. */
 static inline int magi_mul_ok(size_t a, size_t b, size_t *out) {
     return !__builtin_mul_overflow(a, b, out);

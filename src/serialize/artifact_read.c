@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <stdio.h>
+#include <assert.h>
 #include <string.h>
 #include <zstd.h>
 
@@ -426,35 +427,42 @@ MAGI_HOT_INLINE void zero_rec(void *p, size_t n) {
  * its dims): carved from slabs of the arena, so a record costs no arena
  * call of its own. A record above a quarter of the largest slab, a slab
  * that would pass the arena's cap, and every failure go to the arena (its
- * limits and messages). dec_alloc_raw's bytes are not zeroed: for a caller
- * that writes every byte. */
+ * limits and messages). A new slab is at least as large as the record that
+ * asked for it, so d->slab never passes d->slab_end. Under ASan a slab is
+ * poisoned until a record is carved from it, and each record is unpoisoned
+ * for the bytes asked for. dec_alloc_raw's bytes are not zeroed: for a
+ * caller that writes every byte. */
 #define DEC_SLAB_MIN (4u << 10)
 #define DEC_SLAB_MAX (64u << 10)
 static void *dec_alloc_refill(dec *d, size_t n, size_t size) {
-    size_t t;
-    if (!magi_mul_ok(n, size, &t) || t > DEC_SLAB_MAX / 4) return magi_arena_calloc(d->ar, n, size);
-    t = t ? (t + 15u) & ~(size_t)15u : 16u;
+    size_t bytes, t;
+    if (!magi_mul_ok(n, size, &bytes) || bytes > DEC_SLAB_MAX / 4) return magi_arena_calloc(d->ar, n, size);
+    t = bytes ? (bytes + 15u) & ~(size_t)15u : 16u;
     if ((size_t)(d->slab_end - d->slab) < t) {
         size_t want = d->slab_next ? d->slab_next : DEC_SLAB_MIN, used = magi_arena_bytes(d->ar);
+        while (want < t) want *= 2; /* t <= DEC_SLAB_MAX / 4: want stays <= DEC_SLAB_MAX */
         if (used > d->cap || want > d->cap - used) return magi_arena_calloc(d->ar, n, size);
         uint8_t *s = magi_arena_alloc_uninit(d->ar, want);
         if (!s) return NULL;
+        MAGI_POISON(s, want);
         d->slab = s;
         d->slab_end = s + want;
         d->slab_next = want < DEC_SLAB_MAX ? want * 2 : DEC_SLAB_MAX;
     }
+    assert(t <= (size_t)(d->slab_end - d->slab)); /* a record never passes its slab */
     void *p = d->slab;
     d->slab += t;
+    MAGI_UNPOISON(p, bytes);
     return p;
 }
 /* The common case inline: a small record that fits the current slab. */
 MAGI_HOT_INLINE void *dec_alloc_raw(dec *d, size_t n, size_t size) {
     if (n <= 64 && size <= 256) {
-        size_t t = n * size;
-        t = t ? (t + 15u) & ~(size_t)15u : 16u;
+        size_t bytes = n * size, t = bytes ? (bytes + 15u) & ~(size_t)15u : 16u;
         if ((size_t)(d->slab_end - d->slab) >= t) {
             void *p = d->slab;
             d->slab += t;
+            MAGI_UNPOISON(p, bytes);
             return p;
         }
     }
