@@ -776,7 +776,7 @@ static magi_status a_bin_len_past_end(void) {
     graph_head(&s[3].raw, 0);
     return run_sections(s, NULL);
 }
-static magi_status a_deep_100k(void) { /* [LIST, [LIST, ...]] 100,000 deep */
+static magi_status a_deep_100k_opts(const magi_load_options *o) { /* [LIST, [LIST, ...]] 100,000 deep */
     hsec s[4];
     base_sections(s);
     graph_head(&s[3].raw, 1);
@@ -787,9 +787,14 @@ static magi_status a_deep_100k(void) { /* [LIST, [LIST, ...]] 100,000 deep */
     }
     mp_arr(&s[3].raw, 1);
     mp_uint(&s[3].raw, MAGI_ART_TAG_LIST);
-    return run_sections(s, NULL);
+    return run_sections(s, o);
 }
-static magi_status a_deep_example_100k(void) { /* tuple example 100,000 deep */
+static magi_status a_deep_100k(void) { return a_deep_100k_opts(NULL); }
+/* A caller that raises max_depth past the ceiling gets the ceiling, not a
+ * recursion that overflows the stack. */
+static const magi_load_options raised_depth = {MAGI_LOAD_OPTIONS_VERSION, 0, 0, UINT32_MAX, 0};
+static magi_status a_deep_100k_raised(void) { return a_deep_100k_opts(&raised_depth); }
+static magi_status a_deep_example_100k_opts(const magi_load_options *o) { /* tuple example 100,000 deep */
     hsec s[4];
     base_sections(s);
     graph_head(&s[3].raw, 1);
@@ -806,7 +811,16 @@ static magi_status a_deep_example_100k(void) { /* tuple example 100,000 deep */
     mp_arr(&s[3].raw, 2);
     mp_uint(&s[3].raw, MAGI_EX_NONE);
     mp_byte(&s[3].raw, 0xc0);
-    return run_sections(s, NULL);
+    return run_sections(s, o);
+}
+static magi_status a_deep_example_100k(void) { return a_deep_example_100k_opts(NULL); }
+static magi_status a_deep_example_100k_raised(void) { return a_deep_example_100k_opts(&raised_depth); }
+static magi_status depth_ceiling_resolved(void) {
+    magi_load_options out;
+    magi_status st = magi_load_options_resolve(&out, &raised_depth);
+    if (st) return st;
+    return out.max_depth == MAGI_MAX_DEPTH_CEILING ? MAGI_OK
+                                                   : magi_set_error(MAGI_ERR_LIMIT, "max_depth not clamped: %u", out.max_depth);
 }
 /* An unknown section holding 100,000 nested arrays is skipped unread. */
 static magi_status a_unknown_section_deep(void) {
@@ -1187,6 +1201,9 @@ static void test_hostile_artifact(void) {
     hx_expect("msgpack strings count 2^32-1", a_strings_2e32, MAGI_ERR_FORMAT, "strings");
     hx_expect("msgpack bin32 past the end", a_bin_len_past_end, MAGI_ERR_FORMAT, "strings");
     hx_expect("msgpack value nesting 100000", a_deep_100k, MAGI_ERR_LIMIT, "nesting");
+    hx_expect("msgpack value nesting 100000, max_depth raised", a_deep_100k_raised, MAGI_ERR_LIMIT, "nesting");
+    hx_expect("example nesting 100000, max_depth raised", a_deep_example_100k_raised, MAGI_ERR_LIMIT, "nesting");
+    hx_expect("max_depth clamped to the ceiling", depth_ceiling_resolved, MAGI_OK, "");
     hx_expect("msgpack example nesting 100000", a_deep_example_100k, MAGI_ERR_LIMIT, "nesting");
     hx_expect("unknown section, nesting 100000", a_unknown_section_deep, MAGI_OK, NULL);
     hx_expect("1 Mi node slots, max_elements 64 Ki", a_nodes_padded_limit, MAGI_ERR_LIMIT, "elements");

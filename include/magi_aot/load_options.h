@@ -20,7 +20,8 @@ typedef struct magi_load_options {
     uint32_t version;                /* MAGI_LOAD_OPTIONS_VERSION */
     uint64_t max_input_bytes;        /* bytes read from the input; 0: 1 GiB */
     uint64_t max_decompressed_bytes; /* total after zstd; 0: 1 GiB */
-    uint32_t max_depth;              /* value/JSON nesting; 0: 128 */
+    uint32_t max_depth;              /* value/JSON nesting; 0: 128; at most
+                                        MAGI_MAX_DEPTH_CEILING */
     uint64_t max_elements;           /* nodes+values+strings; 0: 64 Mi */
 } magi_load_options;
 
@@ -29,10 +30,13 @@ typedef struct magi_load_options {
 #define MAGI_DEFAULT_MAX_INPUT_BYTES        (1ull << 30)
 #define MAGI_DEFAULT_MAX_DECOMPRESSED_BYTES (1ull << 30)
 #define MAGI_DEFAULT_MAX_DEPTH              128u
+/* Ceiling on max_depth: the readers recurse once per level, so a larger
+ * value is clamped to this (a raised limit never overflows the stack). */
+#define MAGI_MAX_DEPTH_CEILING              1024u
 #define MAGI_DEFAULT_MAX_ELEMENTS           (64ull << 20)
 
 /* Copy `in` (NULL allowed) into `out` with zero fields replaced by the
- * defaults above. MAGI_ERR_VERSION (out untouched) when in->version is not
+ * defaults above and max_depth clamped to MAGI_MAX_DEPTH_CEILING. MAGI_ERR_VERSION (out untouched) when in->version is not
  * MAGI_LOAD_OPTIONS_VERSION; every function that takes a
  * magi_load_options checks it the same way. */
 MAGI_API magi_status magi_load_options_resolve(magi_load_options *out,

@@ -34,6 +34,7 @@ magi_status magi_load_options_resolve(magi_load_options *out, const magi_load_op
     if (!d.max_input_bytes) d.max_input_bytes = MAGI_DEFAULT_MAX_INPUT_BYTES;
     if (!d.max_decompressed_bytes) d.max_decompressed_bytes = MAGI_DEFAULT_MAX_DECOMPRESSED_BYTES;
     if (!d.max_depth) d.max_depth = MAGI_DEFAULT_MAX_DEPTH;
+    if (d.max_depth > MAGI_MAX_DEPTH_CEILING) d.max_depth = MAGI_MAX_DEPTH_CEILING;
     if (!d.max_elements) d.max_elements = MAGI_DEFAULT_MAX_ELEMENTS;
     d.version = MAGI_LOAD_OPTIONS_VERSION;
     *out = d;
