@@ -10,7 +10,7 @@
 
 const char *const fuzz_mutation_names[FM_COUNT_] = {
     "type", "swap-keys", "dup-key", "drop-key", "drop-item", "dup-item", "huge-count",
-    "deep", "int", "flags", "json-string", "string", "gap",
+    "deep", "int", "flags", "json-string", "string", "gap", "grow",
 };
 
 /* ---------------------------------------------------------------- rng */
@@ -73,6 +73,14 @@ static mp *mp_clone(const mp *m) {
         for (uint32_t i = 0; i < k && c->kids; i++) c->kids[i] = mp_clone(m->kids[i]);
     }
     return c;
+}
+
+/* Values in the tree under m, m included (stops counting past `cap`). */
+static uint64_t mp_size(const mp *m, uint64_t cap) {
+    uint64_t n = 1;
+    uint32_t k = m->type == T_MAP ? 2 * m->n : m->n;
+    for (uint32_t i = 0; i < k && n <= cap; i++) n += mp_size(m->kids[i], cap - n);
+    return n;
 }
 
 /* Append an item (array) or a key (map: the caller then sets the value at
@@ -626,6 +634,42 @@ static int mutate_tree(sect *secs, uint32_t n_secs, uint64_t *rng, int kind) {
         rc = 0;
         break;
     }
+    case FM_GROW: {
+        /* Arrays and maps many times their size: records of every size reach
+         * the decoder's allocators (a 500-item list is a 16 KiB record).
+         * Bounded to about 300,000 new values so a mutant stays quick. */
+        mp *m = pick_seq(&f, below(rng, 4) ? T_ARR : T_MAP, 1, rng);
+        if (!m) break;
+        static const uint32_t factors[] = {4, 16, 100, 1000};
+        uint64_t budget = 300000, per = 0;
+        uint32_t items = m->type == T_MAP ? 2 * m->n : m->n;
+        for (uint32_t i = 0; i < items; i++) per += mp_size(m->kids[i], budget);
+        uint64_t extra = (uint64_t)m->n * (factors[below(rng, 4)] - 1);
+        if (per && extra * per / m->n > budget) extra = budget * m->n / per;
+        if (extra > UINT32_MAX - m->n) extra = UINT32_MAX - m->n;
+        uint32_t n0 = m->n;
+        for (uint64_t e = 0; e < extra; e++) {
+            uint32_t a = below(rng, n0);
+            if (m->type == T_MAP) {
+                mp *k = mp_clone(m->kids[2 * a]), *v = mp_clone(m->kids[2 * a + 1]);
+                if (!k || !v || mp_push(m, k)) {
+                    mp_free(k);
+                    mp_free(v);
+                    break;
+                }
+                m->kids[2 * m->n + 1] = v;
+            } else {
+                mp *c = mp_clone(m->kids[a]);
+                if (!c || mp_push(m, c)) {
+                    mp_free(c);
+                    break;
+                }
+            }
+            m->n++;
+        }
+        rc = m->n > n0 ? 0 : -1;
+        break;
+    }
     case FM_HUGE_COUNT: {
         mp *m = pick_seq(&f, below(rng, 2) ? T_ARR : T_MAP, 0, rng);
         if (!m) break;
@@ -651,10 +695,11 @@ static int mutate_tree(sect *secs, uint32_t n_secs, uint64_t *rng, int kind) {
         for (uint32_t i = 0; i < f.n; i++) {
             mp *v = f.v[i];
             if ((v->type == T_UINT || v->type == T_INT) && k-- == 0) {
-                int64_t x = vals[below(rng, sizeof vals / sizeof *vals)];
-                if (below(rng, 4) == 0) x = (int64_t)v->u + (below(rng, 2) ? 1 : -1); /* off by one */
-                v->type = x < 0 ? T_INT : T_UINT;
-                v->u = (uint64_t)x;
+                /* unsigned arithmetic: off by one wraps (INT64_MIN - 1) instead of overflowing */
+                uint64_t x = (uint64_t)vals[below(rng, sizeof vals / sizeof *vals)];
+                if (below(rng, 4) == 0) x = v->u + (below(rng, 2) ? 1u : UINT64_MAX); /* off by one */
+                v->type = x >> 63 ? T_INT : T_UINT;
+                v->u = x;
                 if (below(rng, 8) == 0) v->type = T_UINT, v->u = UINT64_MAX;
                 break;
             }

@@ -37,6 +37,7 @@ enum {
     FM_JSON_STR,   /* a string-table entry (compile_config first) replaced by hostile JSON text */
     FM_STR,        /* a string-table entry replaced by odd bytes */
     FM_GAP,        /* bytes inserted between (or after) sections */
+    FM_GROW,       /* an array or map grown 4x to 1000x by copies of its own items */
     FM_COUNT_
 };
 
