@@ -47,8 +47,10 @@ What one runtime does, in order:
    where the operator kernels find them (see magi_aot.ops).
 
 Thread safety: one lock per runtime around the backend (a backend handle is
-single-threaded). close() (or the with-block) frees the windows; tensors
-from alias() must not be used afterwards.
+single-threaded). close() (or the with-block, or collecting the runtime)
+releases the windows: the backend is freed at once unless tensors from
+alias() still view its windows, else when the last of them goes (they stay
+readable and writable; the operators no longer gather them).
 """
 import ctypes
 import datetime
@@ -83,9 +85,33 @@ def _buffer_name(fqn):
     return "L_self_%sbuffers_%s_" % (mods, parts[-1])
 
 
+class _Handles:
+    """The backend and the loader (whose plan the backend borrows) of one
+    runtime, freed together when the last reference goes. The runtime holds
+    one until close(); every window view holds one through its storage
+    (the host backend's ctypes array, the cuda backend's _CudaArray), so a
+    tensor from alias() keeps the windows mapped after close() or after the
+    runtime is collected, and the windows go with the last view."""
+    __slots__ = ("b", "loader")
+
+    def __init__(self):
+        self.b = None
+        self.loader = None
+
+    def __del__(self):
+        try:
+            if self.b:
+                lib.magi_symm_backend_free(self.b)
+            if self.loader:
+                lib.magi_loader_free(self.loader)
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+        self.b = self.loader = None
+
+
 class _CudaArray:
     """A device pointer as __cuda_array_interface__ bytes (torch.as_tensor
-    keeps this object, and so the runtime, alive with the tensor)."""
+    keeps this object, and so `owner`, alive with the tensor)."""
 
     def __init__(self, ptr, nbytes, owner):
         self.owner = owner
@@ -226,9 +252,9 @@ class SymmRuntime:
         from .rebuild import localize
         self.closed = True  # until the backend exists
         self._lock = threading.Lock()
-        self._b = None
+        self._b = None       # the backend handle (hot path); owned by self._handles
         self._plan = None
-        self._loader = None
+        self._handles = _Handles()
         self.device = torch.device(device)
         self.backend_name = "host" if self.device.type == "cpu" else "cuda"
         if self.device.type == "cuda" and self.device.index is None:
@@ -296,7 +322,7 @@ class SymmRuntime:
         opts = LoaderOptions(transport=LOAD_TRANSPORTS[self.transport], window_cap_bytes=int(cap))
         ld = c_void_p()
         lib.magi_loader_new(byref(ld), byref(opts))
-        self._loader = ld
+        self._handles.loader = ld
         texts = [_dumps(r.doc).encode("utf-8") for r in self.regions]
         bufs = [ctypes.create_string_buffer(t, len(t)) for t in texts]
         n = len(texts)
@@ -428,7 +454,7 @@ class SymmRuntime:
             device=self.device.index or 0, world_comm=None, job_id=job_id)
         b = c_void_p()
         lib.magi_symm_backend_create(byref(b), ops_, self._plan, byref(cfg))
-        self._b = b
+        self._handles.b = self._b = b
         lib.magi_symm_backend_rendezvous(b)
         if world > 1:
             store.add(pfx + "joined", 1)
@@ -502,16 +528,19 @@ class SymmRuntime:
         return c_void_p(torch.cuda.current_stream(self.device).cuda_stream)
 
     def _window_view(self, slot):
-        """A uint8 tensor over the local slot (no copy)."""
+        """A uint8 tensor over the local slot (no copy), and the slot's
+        dtype and shape over it. Its storage holds the runtime's _Handles:
+        the window stays mapped while the tensor, or any view of it, lives."""
         import torch
         sl = self.slots[slot]
         p = c_void_p()
         lib.magi_symm_local_slot_ptr(byref(p), self._b, slot)
         if self.device.type == "cpu":
             buf = (ctypes.c_uint8 * sl["nbytes"]).from_address(p.value)
+            buf.owner = self._handles  # torch.frombuffer keeps buf alive with the storage
             raw = torch.frombuffer(buf, dtype=torch.uint8)
         else:
-            raw = torch.as_tensor(_CudaArray(p.value, sl["nbytes"], self), device=self.device)
+            raw = torch.as_tensor(_CudaArray(p.value, sl["nbytes"], self._handles), device=self.device)
         win = self.windows[sl["window"]]
         return raw, raw.view(_dtype_of(torch, win["dtype"])).view(sl["shape"])
 
@@ -811,17 +840,18 @@ class SymmRuntime:
             # copies queued on the gather stream (join="wait") still read
             # the windows and write their outputs: done before the windows go
             self._gather_stream.synchronize()
-        if self._b:
-            lib.magi_symm_backend_free(self._b)
-            self._b = None
+        # the runtime's reference to the backend and loader: they are freed
+        # here unless a window view (alias()) still holds them, else with
+        # the last such view
+        self._b = None
         self._plan = None  # the loader's
-        if self._loader:
-            lib.magi_loader_free(self._loader)
-            self._loader = None
+        self._handles = None
 
     def close(self):
-        """Free the windows (not collective: the C backend meets the peers
-        where it needs to). Idempotent."""
+        """Release the windows (not collective: the C backend meets the
+        peers where it needs to). Idempotent. Tensors from alias() (and
+        views of them) stay valid memory: they keep the windows mapped
+        until the last of them goes; the operators no longer gather them."""
         with self._lock:
             self.closed = True
             self._free()

@@ -49,8 +49,9 @@ def _threads(fn, world=WORLD):
     return out
 
 
-@unittest.skipUnless(HAVE_TORCH, TORCH_REASON)
-class RuntimeThreads(unittest.TestCase):
+class _ThreadRanks:
+    """4 thread ranks of the fsdp_block region over a FileStore."""
+
     @classmethod
     def setUpClass(cls):
         import torch
@@ -86,6 +87,9 @@ class RuntimeThreads(unittest.TestCase):
             out[s["weight"]] = torch.randn(s["shape"], generator=g).to(torch.bfloat16)
         return out
 
+
+@unittest.skipUnless(HAVE_TORCH, TORCH_REASON)
+class RuntimeThreads(_ThreadRanks, unittest.TestCase):
     def test_gathers_through_the_operators_copy_and_alias(self):
         torch = self.torch
         store = self._store()
@@ -220,6 +224,94 @@ class RuntimeThreads(unittest.TestCase):
             self.assertIn("the plan needs torch.bfloat16 [256, 1024]", shape_err.message)
             self.assertEqual(missing_err.status, "MAGI_ERR_NOT_FOUND")
             self.assertIn("L_self_parameters_expert_a_", missing_err.message)
+
+
+@unittest.skipUnless(HAVE_TORCH, TORCH_REASON)
+class AliasLifetime(unittest.TestCase):
+    """Parameters from alias() view the windows: they stay readable and
+    writable after close() and after the runtime is collected (a gather of
+    one is refused: no runtime binds it any more), and the windows are
+    unmapped when the last view goes. A fresh interpreter: reading an
+    unmapped window would kill the process."""
+
+    CODE = r"""
+import gc, os, sys, tempfile, threading, weakref, torch
+sys.path.insert(0, os.path.join(%(root)r, "python"))
+import magi_aot
+from magi_aot.runtime import SymmRuntime
+from torch.distributed import FileStore
+tmp = tempfile.mkdtemp()
+rdzv = os.path.join(tmp, "rdzv")
+os.mkdir(rdzv)
+store = FileStore(os.path.join(tmp, "store"), 4)
+region = magi_aot.load(%(fixture)r, transport="copy_engine")
+res = {}
+
+def rank(r):
+    try:
+        rt = SymmRuntime([region], device="cpu", rank=r, world=4, store=store, new_groups=False,
+                         timeout=20, rendezvous_base=rdzv)
+        views = rt.alias()
+        want = {}
+        for i, (k, v) in enumerate(sorted(views.items())):
+            v.copy_(torch.full(v.shape, float(r * 10 + i)).to(v.dtype))
+            want[k] = v.clone()
+        rt.ready()
+        part = views["L_self_parameters_wq_"][3:5].t()  # a view of a view
+        if r %% 2:
+            rt.close()          # ranks 1, 3: closed, then dropped
+        ref = weakref.ref(rt)
+        del rt
+        gc.collect()
+        res[r] = (views, want, part, ref)
+    except BaseException as e:
+        res[r] = e
+
+ts = [threading.Thread(target=rank, args=(r,)) for r in range(4)]
+for t in ts:
+    t.start()
+for t in ts:
+    t.join(120)
+
+def mapped():
+    with open("/proc/self/maps") as f:
+        return sum(rdzv in line for line in f)
+
+parts = []
+for r in range(4):
+    if isinstance(res[r], BaseException):
+        raise res[r]
+    views, want, part, ref = res[r]
+    assert ref() is None, "rank %%d: the runtime was not collected" %% r
+    for k in want:
+        assert torch.equal(views[k], want[k]), (r, k)
+    try:
+        torch.ops.magi.symm_all_gather(views["L_self_parameters_wq_"], 4, "0")
+    except magi_aot.MagiError as e:
+        assert e.status == "MAGI_ERR_NOT_FOUND", e
+    else:
+        raise AssertionError("rank %%d: a view of a freed runtime was gathered" %% r)
+    views["L_self_parameters_wq_"].add_(1)  # still writable
+    parts.append((part, want["L_self_parameters_wq_"][3:5].t() + 1))
+assert mapped() > 0
+del res, views, want, part
+gc.collect()
+assert mapped() > 0, "the windows went while views of them live"
+for part, w in parts:
+    assert torch.equal(part, w)
+del parts, part, w
+gc.collect()
+assert mapped() == 0, "windows left mapped after their last view went"
+print("OK")
+"""
+
+    def test_views_keep_the_windows_mapped(self):
+        code = self.CODE % {"root": ROOT, "fixture": fixture("fsdp_block")}
+        env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              env=env, timeout=300)
+        self.assertEqual(proc.returncode, 0, "rc %d\n%s" % (proc.returncode, proc.stderr[-3000:]))
+        self.assertEqual(proc.stdout.strip().splitlines()[-1], "OK")
 
 
 @unittest.skipUnless(HAVE_TORCH, TORCH_REASON)
