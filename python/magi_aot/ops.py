@@ -49,9 +49,16 @@ that a `magi_aot.runtime.SymmRuntime` bound: either the window itself
 (alias mode: the parameter lives in the window, so its data_ptr *is* the
 slot) or the caller's tensor whose bytes were copied into the slot (copy
 mode). Every runtime registers each bound tensor in REGISTRY under
-(device, data_ptr, group_name) -> (runtime, slot); the kernel looks the
-input up there, checks size and dtype against the slot, and gathers through
-that runtime's backend. REGISTRY is the one process-level object of the
+(device, data_ptr, group_name) -> (runtime, slot, layout); the kernel looks
+the input up there and gathers through that runtime's backend. An identity
+match compares data_ptr, dtype, shape and strides: a view at the same
+address (w.t(), a stride-0 expand) is not the shard. A view of a bound
+shard in its dtype is gathered as all_gather_into_tensor gathers views:
+the shards are gathered whole and every member's block is viewed as the
+input views its own shard (the graph is the same on every rank, so every
+member passes the same view), concatenated into a new contiguous tensor.
+A copy of a shard is found by its bytes; anything else is refused naming
+the input (SymmRegistry says more). REGISTRY is the one process-level object of the
 package: torch.library operators are process-global, so their kernels can
 reach the runtime objects only through it. It holds weak references and
 each runtime removes its entries when it is closed (or collected), so it
@@ -82,11 +89,43 @@ def _group_str(group_name):
     raise MagiError(-1, "magi::symm_all_gather: group_name %r is not a string" % (group_name,))
 
 
+def _layout(t):
+    """(dtype, shape, strides) of a tensor: with its data_ptr, what an
+    identity match compares."""
+    return (t.dtype, tuple(t.shape), tuple(t.stride()))
+
+
+def _contiguous(shape, strides):
+    step = 1
+    for d, s in zip(reversed(shape), reversed(strides)):
+        if d != 1 and s != step:
+            return False
+        step *= d
+    return True
+
+
+def _describe(t):
+    return "%s %s strides %s on %s" % (t.dtype, list(t.shape), list(t.stride()), t.device)
+
+
 class SymmRegistry:
     """Bound local shards -> (runtime, slot), for the operator kernels.
 
     Keys are (device string, data_ptr, group name). Values hold a weak
-    reference to the runtime. Thread-safe (one lock)."""
+    reference to the runtime, the slot, its byte size and the bound
+    tensor's layout (dtype, shape, strides; None: a contiguous tensor of
+    any dtype). Thread-safe (one lock).
+
+    How an input resolves (lookup):
+      identity  data_ptr, dtype, shape and strides of a bound tensor: the
+                slot itself;
+      view      another view of a contiguous bound tensor of its dtype
+                (transposed, sliced, a stride-0 expand, ...) lying wholly
+                inside it: the slot, and the view (element offset, shape,
+                strides) that every member applies to its own shard;
+      value     a copy: the one slot of that group, size and device whose
+                local bytes equal the input's (contiguous) bytes.
+    Anything else is refused naming the input."""
 
     _MEMO_CAP = 4096  # input lists remembered by lookup_many (a model has one per gather)
 
@@ -96,7 +135,7 @@ class SymmRegistry:
         self._version = 0  # bumped by every change: lookup_many's memo is valid for one version
         self._memo = {}
 
-    def add(self, runtime, device, ptr, group, slot, nbytes):
+    def add(self, runtime, device, ptr, group, slot, nbytes, layout=None):
         key = (str(device), int(ptr), str(group))
         ref = weakref.ref(runtime)
         with self._lock:
@@ -106,7 +145,7 @@ class SymmRegistry:
                 if rt is not None and rt is not runtime and not rt.closed:
                     raise MagiError(-11, "tensor at 0x%x on %s is already bound for group '%s' by "
                                     "another SymmRuntime (slot %d)" % (ptr, device, group, old[1]))
-            self._entries[key] = (ref, slot, nbytes)
+            self._entries[key] = (ref, slot, nbytes, layout)
             self._version += 1
 
     def remove_runtime(self, runtime):
@@ -121,70 +160,127 @@ class SymmRegistry:
             return len(self._entries)
 
     def lookup(self, t, group_name):
-        """(runtime, slot) of an input tensor: a bound tensor by identity
-        (device, data_ptr, group), else by value: the one slot of that
-        group, size and device whose local bytes equal the input's (a copy
-        of a bound shard: torch.library.opcheck clones its inputs, a
-        compiler may copy an input). MagiError naming tensor and group when
-        no slot matches or several do."""
-        group = _group_str(group_name)
-        key = (str(t.device), int(t.data_ptr()), group)
+        """(runtime, slot, view) of an input tensor; view is None for an
+        identity or value match, else (element offset, shape, strides) of
+        the input within its bound tensor (the class docstring says how).
+        MagiError naming tensor and group when no slot matches or several
+        do."""
+        return self._lookup(t, _group_str(group_name))[:3]
+
+    def _lookup(self, t, group):
+        """lookup()'s answer and whether it may be remembered (identity
+        and view matches: they depend only on the registry and the
+        input's pointer and layout, not on its bytes)."""
+        dev = str(t.device)
+        key = (dev, int(t.data_ptr()), group)
         have = t.numel() * t.element_size()
         with self._lock:
             ent = self._entries.get(key)
-            cands = [] if ent else [v for k, v in self._entries.items()
-                                    if k[0] == key[0] and k[2] == group and v[2] == have]
         rt = ent[0]() if ent else None
         if rt is not None and not rt.closed:
-            slot, nbytes = ent[1], ent[2]
-            if have != nbytes:
-                raise MagiError(-11, "magi::symm_all_gather: tensor at 0x%x for group '%s' has %d "
-                                "bytes, its slot %d holds %d" % (key[1], group, have, slot, nbytes))
-            return rt, slot
+            layout = ent[3]
+            if layout is None and t.is_contiguous():
+                slot, nbytes = ent[1], ent[2]
+                if have != nbytes:
+                    raise MagiError(-11, "magi::symm_all_gather: tensor at 0x%x for group '%s' has %d "
+                                    "bytes, its slot %d holds %d" % (key[1], group, have, slot, nbytes))
+                return rt, ent[1], None, True
+            if layout is not None and layout == _layout(t):
+                return rt, ent[1], None, True
+        with self._lock:  # not an identity match: the bound tensors of that device and group
+            same = [(k[1], v) for k, v in self._entries.items() if k[0] == dev and k[2] == group]
+        views = self._views(t, key[1], same)
+        if len(views) == 1:
+            (r, slot, view), = views.values()
+            return r, slot, view, True
+        if len(views) > 1:
+            raise MagiError(-14, "magi::symm_all_gather: tensor at 0x%x (%s) for group '%s' lies in "
+                            "%d bound shards" % (key[1], _describe(t), group, len(views)))
         matches = {}
-        for ref, slot, _ in cands:
+        for _, (ref, slot, nbytes, _) in same:
             r = ref()
-            if r is None or r.closed or (id(r), slot) in matches:
+            if nbytes != have or r is None or r.closed or (id(r), slot) in matches:
                 continue
             if r._slot_equals(slot, t):
-                matches[(id(r), slot)] = (r, slot)
+                matches[(id(r), slot)] = (r, slot, None, False)
         if len(matches) == 1:
             return next(iter(matches.values()))
-        why = ("no SymmRuntime has bound it, nor a shard with its bytes" if not matches else
-               "it is no bound tensor, and %d bound shards hold its bytes" % len(matches))
-        raise MagiError(-14, "magi::symm_all_gather: tensor at 0x%x (%s %s on %s) for group '%s': "
+        if matches:
+            why = "it is no bound tensor, and %d bound shards hold its bytes" % len(matches)
+        else:
+            why = "no SymmRuntime has bound it, nor a shard with its bytes"
+            over = self._overlapping(t, key[1], same)
+            if over is not None:
+                why = ("it overlaps the bound shard of slot %d (%s) but is no view of it in its "
+                       "dtype (nor a copy of a shard)" % over)
+        raise MagiError(-14, "magi::symm_all_gather: tensor at 0x%x (%s) for group '%s': "
                         "%s; bind the rank's shards (SymmRuntime.bind / alias) before running the "
-                        "region" % (key[1], t.dtype, list(t.shape), t.device, group, why))
+                        "region" % (key[1], _describe(t), group, why))
 
+    @staticmethod
+    def _extent(t, ptr):
+        """[first, end) bytes the tensor's elements occupy."""
+        if t.numel() == 0:
+            return ptr, ptr
+        last = sum((d - 1) * s for d, s in zip(t.shape, t.stride()))
+        return ptr, ptr + (last + 1) * t.element_size()
+
+    def _views(self, t, ptr, same):
+        """{(runtime id, slot): (runtime, slot, view)} of the contiguous
+        bound tensors of t's dtype that wholly contain t (view: t's
+        element offset, shape and strides in the bound tensor)."""
+        lo, hi = self._extent(t, ptr)
+        es = t.element_size()
+        out = {}
+        for base, (ref, slot, nbytes, layout) in same:
+            if layout is None or layout[0] != t.dtype or not _contiguous(layout[1], layout[2]):
+                continue
+            if not (base <= lo and hi <= base + nbytes and (lo - base) % es == 0) or t.dim() == 0:
+                continue
+            r = ref()
+            if r is None or r.closed:
+                continue
+            out[(id(r), slot)] = (r, slot, ((lo - base) // es, tuple(t.shape), tuple(t.stride())))
+        return out
+
+    def _overlapping(self, t, ptr, same):
+        lo, hi = self._extent(t, ptr)
+        for base, (ref, slot, nbytes, layout) in same:
+            r = ref()
+            if r is not None and not r.closed and lo < base + nbytes and base < hi:
+                return slot, ("%s %s" % (layout[0], list(layout[1])) if layout else "%d bytes" % nbytes)
+        return None
 
     def lookup_many(self, ts, group_name):
-        """(runtime, [slot, ...]) of a coalesced call's inputs: lookup() of
-        each, once per input list. The answer for a list of bound tensors
-        (identity hits) is remembered by (group, device, data pointers)
-        while the registry is unchanged, so a model's steady-state call
-        costs one dictionary probe instead of one lookup per input. All
-        inputs must resolve to one runtime."""
+        """(runtime, [slot, ...], [view, ...]) of a coalesced call's
+        inputs: lookup() of each, once per input list. The answer for a
+        list resolved by identity or view is remembered by (group, device,
+        each input's data pointer, dtype, shape and strides) while the
+        registry is unchanged, so a model's steady-state call costs one
+        dictionary probe instead of one lookup per input. All inputs must
+        resolve to one runtime."""
         group = _group_str(group_name)
-        key = (group, str(ts[0].device), tuple([t.data_ptr() for t in ts]))
+        key = (group, str(ts[0].device), tuple([(t.data_ptr(), t.dtype, t.shape, t.stride()) for t in ts]))
         with self._lock:
             hit = self._memo.get(key)
             version = self._version
-        if hit is not None and hit[0] == version and [t.nbytes for t in ts] == hit[3]:
+        if hit is not None and hit[0] == version:
             rt = hit[1]()
             if rt is not None and not rt.closed:
-                return rt, hit[2]
-        found = [self.lookup(t, group) for t in ts]
+                return rt, hit[2], hit[3]
+        found = [self._lookup(t, group) for t in ts]
         rt = found[0][0]
-        if any(r is not rt for r, _ in found):
+        if any(f[0] is not rt for f in found):
             raise MagiError(-1, "magi::symm_all_gather_coalesced: inputs bound by different runtimes")
-        slots = [s for _, s in found]
-        identity = all(str(t.device) == key[1] for t in ts)
+        slots = [f[1] for f in found]
+        views = [f[2] for f in found]
+        keep = all(f[3] for f in found) and all(str(t.device) == key[1] for t in ts)
         with self._lock:
-            if identity and all((key[1], p, group) in self._entries for p in key[2]) and version == self._version:
+            if keep and version == self._version:
                 if len(self._memo) >= self._MEMO_CAP:
                     self._memo.clear()
-                self._memo[key] = (version, weakref.ref(rt), slots, [t.nbytes for t in ts])
-        return rt, slots
+                self._memo[key] = (version, weakref.ref(rt), slots, views)
+        return rt, slots, views
 
 
 REGISTRY = SymmRegistry()
@@ -195,16 +291,46 @@ def _out_shape(t, group_size):
     return (group_size * t.shape[0],) + tuple(t.shape[1:])
 
 
+class _SlotInput:
+    """What SymmRuntime._gather reads of an input (dtype, shape, device):
+    the bound shard of a slot, gathered whole for an input that views it."""
+    __slots__ = ("dtype", "shape", "device")
+
+    def __init__(self, rt, slot, t):
+        import torch
+        self.dtype, self.device = t.dtype, t.device
+        self.shape = torch.Size(rt.slots[slot]["shape"])
+
+
+def _apply_view(out, view, group_size):
+    """The gather of a view from the gather of the shards it views: every
+    member's block of `out` viewed as the input views its own shard, the
+    blocks concatenated (a new contiguous tensor)."""
+    import torch
+    offset, shape, strides = view
+    if out.is_cuda:  # a deferred gather: the current stream waits for the copies first
+        out = torch.ops._c10d_functional.wait_tensor(out)
+    per = out.numel() // group_size
+    blocks = out.reshape(group_size, per).as_strided((group_size,) + shape, (per,) + strides, offset)
+    return blocks.contiguous().reshape((group_size * shape[0],) + shape[1:])
+
+
 def _gather(t, group_size, group_name):
-    rt, slot = REGISTRY.lookup(t, group_name)
-    return rt._gather([slot], [t], group_size)[0]
+    rt, slot, view = REGISTRY.lookup(t, group_name)
+    if view is None:
+        return rt._gather([slot], [t], group_size)[0]
+    return _apply_view(rt._gather([slot], [_SlotInput(rt, slot, t)], group_size)[0], view, group_size)
 
 
 def _gather_coalesced(ts, group_size, group_name):
     if not ts:
         return []
-    rt, slots = REGISTRY.lookup_many(ts, group_name)
-    return rt._gather(slots, list(ts), group_size)
+    rt, slots, views = REGISTRY.lookup_many(ts, group_name)
+    if not any(views):
+        return rt._gather(slots, list(ts), group_size)
+    ins = [t if v is None else _SlotInput(rt, s, t) for t, s, v in zip(ts, slots, views)]
+    outs = rt._gather(slots, ins, group_size)
+    return [o if v is None else _apply_view(o, v, group_size) for o, v in zip(outs, views)]
 
 
 def _fake(t, group_size, group_name):

@@ -559,7 +559,8 @@ class SymmRuntime:
 
     def _register(self, slot, t):
         win = self.windows[self.slots[slot]["window"]]
-        ops.REGISTRY.add(self, t.device, t.data_ptr(), win["group"], slot, self.slots[slot]["nbytes"])
+        ops.REGISTRY.add(self, t.device, t.data_ptr(), win["group"], slot, self.slots[slot]["nbytes"],
+                         layout=ops._layout(t))
 
     def _local(self, t):
         if hasattr(t, "to_local") and callable(t.to_local):  # a DTensor parameter

@@ -6,7 +6,11 @@
     concatenated shards; copy and alias binding; a copy of a bound shard is
     found by value; an unbound tensor is refused naming it; opcheck; a rank
     with another plan fails every rank with one message naming it; a rank
-    that never comes is named in a timeout.
+    that never comes is named in a timeout; views of bound shards
+    (transposed, stride-0 expands, slices) gathered as the views of every
+    member's shard.
+  - alias() tensors outlive close() and the runtime (a fresh process), and
+    the windows are unmapped with the last of them.
   - a mixed bucket (4 size classes, 2 windows) through the coalesced
     operator by 4 rank processes: bit-exact, the outputs in one flat
     class-grouped buffer, each with a storage of its own, lifetime.
@@ -315,6 +319,68 @@ print("OK")
 
 
 @unittest.skipUnless(HAVE_TORCH, TORCH_REASON)
+class ViewsOfBoundShards(_ThreadRanks, unittest.TestCase):
+    """A view of a bound shard that is not the shard itself (transposed,
+    a stride-0 expand, an inner slice, a column, another dtype over the
+    same bytes) is gathered as all_gather_into_tensor gathers those views:
+    the concatenation of every member's same view of its shard, through
+    both operators, in copy and alias mode, also after the plain shard's
+    answer was remembered."""
+
+    def test_views_gather_their_values(self):
+        torch = self.torch
+        store = self._store()
+        wq, ea, eb = "L_self_parameters_wq_", "L_self_parameters_expert_a_", "L_self_parameters_expert_b_"
+        views = {
+            "t": lambda w: w.t(),
+            "expand": lambda w: w[:1].expand(w.shape[0], w.shape[1]),
+            "inner": lambda w: w[3:9, 5:].t(),
+            "column": lambda w: w[:, 7],
+            "int16": lambda w: w.view(torch.int16),
+        }
+        gather, gather_n = torch.ops.magi.symm_all_gather, torch.ops.magi.symm_all_gather_coalesced
+
+        def rank(r):
+            rt = self._rt(r, store)
+            sh = self._shards(rt, r)
+            bound = rt.alias(sh) if r % 2 else rt.bind(sh)
+            rt.ready()
+            got = {"plain": gather(bound[wq], 4, "0")}
+            for name, f in views.items():
+                got[name] = gather(f(bound[wq]), 4, "0")
+            got["plain_n"] = gather_n([bound[ea], bound[eb]], 2, "1")   # remembered
+            got["views_n"] = gather_n([bound[ea].t(), bound[eb][:1].expand_as(bound[eb])], 2, "1")
+            got["mixed_n"] = gather_n([bound[ea], bound[eb].t()], 2, "1")
+            return rt, sh, got
+
+        res = _threads(rank)
+        try:
+            for r, v in res.items():
+                if isinstance(v, BaseException):
+                    raise v
+            for r, (rt, sh, got) in res.items():
+                base = r // 2 * 2
+                with self.subTest(rank=r):
+                    self.assertTrue(torch.equal(got["plain"], torch.cat([res[k][1][wq] for k in range(WORLD)])))
+                    for name, f in views.items():
+                        want = torch.cat([f(res[k][1][wq]) for k in range(WORLD)])
+                        self.assertEqual((got[name].dtype, got[name].shape), (want.dtype, want.shape), name)
+                        self.assertTrue(torch.equal(got[name], want), name)
+                    members = [res[base][1], res[base + 1][1]]
+                    for key, fa, fb in (("plain_n", lambda t: t, lambda t: t),
+                                        ("views_n", lambda t: t.t(), lambda t: t[:1].expand_as(t)),
+                                        ("mixed_n", lambda t: t, lambda t: t.t())):
+                        a, b = got[key]
+                        self.assertTrue(torch.equal(a, torch.cat([fa(m[ea]) for m in members])), key)
+                        self.assertTrue(torch.equal(b, torch.cat([fb(m[eb]) for m in members])), key)
+        finally:
+            for v in res.values():
+                if not isinstance(v, BaseException):
+                    v[0].close()
+        self._assert_no_rendezvous_left()
+
+
+@unittest.skipUnless(HAVE_TORCH, TORCH_REASON)
 class MixedBucketFourProcesses(unittest.TestCase):
     """A mixed bucket (tests/symm_data/synth_bucket.json: two layers of q k v
     o gate up down, bf16 norms and an fp32 scale; 20 inputs in 4 size
@@ -484,15 +550,24 @@ class RegistryMemo(unittest.TestCase):
         rt = self._Rt()
         reg.add(rt, a.device, a.data_ptr(), "g", 3, a.nbytes)
         reg.add(rt, b.device, b.data_ptr(), "g", 5, b.nbytes)
-        self.assertEqual(reg.lookup_many([a, b], "g"), (rt, [3, 5]))
-        self.assertEqual(reg.lookup_many([a, b], "g"), (rt, [3, 5]))   # from the memo
+        self.assertEqual(reg.lookup_many([a, b], "g"), (rt, [3, 5], [None, None]))
+        self.assertEqual(reg.lookup_many([a, b], "g"), (rt, [3, 5], [None, None]))   # from the memo
         self.assertEqual(len(reg._memo), 1)
         reg.add(rt, b.device, b.data_ptr(), "g", 7, b.nbytes)          # rebound: a new answer
-        self.assertEqual(reg.lookup_many([a, b], "g"), (rt, [3, 7]))
+        self.assertEqual(reg.lookup_many([a, b], "g"), (rt, [3, 7], [None, None]))
         # the same address now holding a tensor of another size: refused, not remembered
         with self.assertRaises(MagiError) as cm:
             reg.lookup_many([a, b[:2]], "g")
         self.assertIn("has 8 bytes, its slot 7 holds 32", cm.exception.message)
+        # a view at the same address is not the tensor: never answered from the memo
+        c = torch.zeros(4, 2)
+        reg.add(rt, c.device, c.data_ptr(), "g", 9, c.nbytes, layout=(c.dtype, (4, 2), (2, 1)))
+        self.assertEqual(reg.lookup_many([c], "g"), (rt, [9], [None]))
+        self.assertEqual(reg.lookup_many([c.t()], "g"), (rt, [9], [(0, (2, 4), (1, 2))]))
+        self.assertEqual(reg.lookup_many([c[:1].expand(4, 2)], "g"), (rt, [9], [(0, (4, 2), (0, 1))]))
+        with self.assertRaises(MagiError) as cm:  # the same bytes read as another dtype: no view
+            reg.lookup_many([c.view(torch.int32)], "g")
+        self.assertIn("overlaps the bound shard of slot 9", cm.exception.message)
         rt.closed = True                                                 # a closed runtime is never answered
         with self.assertRaises(MagiError):
             reg.lookup_many([a, b], "g")
@@ -500,7 +575,7 @@ class RegistryMemo(unittest.TestCase):
         reg.remove_runtime(rt)
         reg.add(rt2, a.device, a.data_ptr(), "g", 1, a.nbytes)
         reg.add(rt2, b.device, b.data_ptr(), "g", 2, b.nbytes)
-        self.assertEqual(reg.lookup_many([a, b], "g"), (rt2, [1, 2]))
+        self.assertEqual(reg.lookup_many([a, b], "g"), (rt2, [1, 2], [None, None]))
         reg.remove_runtime(rt2)
         with self.assertRaises(MagiError) as cm:
             reg.lookup_many([a, b], "g")
