@@ -35,8 +35,13 @@ What one runtime does, in order:
    every plan with rank 0's and, on a difference, every rank raises the same
    MagiError MAGI_ERR_MISMATCH naming the rank and the first difference
    (magi_symm_plan_compare); a rank that does not publish within `timeout`
-   seconds is named in a MAGI_ERR_TIMEOUT. Rank 0 also creates a fresh
-   private directory and publishes its name: the C backend then runs its own
+   seconds is named in a MAGI_ERR_TIMEOUT; a value that is no plan is a
+   MAGI_ERR_FORMAT naming the rank and the key. Rank 0 also creates a fresh
+   private directory and publishes its name; every rank accepts only a
+   directory directly under the rendezvous base whose name carries the
+   job's prefix (magi-symm-<hash of the key prefix>-), not a symlink, the
+   user's, mode 0700 (else MAGI_ERR_FORMAT naming the rank and the key):
+   the C backend then runs its own
    rendezvous in it (host: shared-memory window files; cuda: a Unix socket
    that exchanges the CUDA IPC handles), which checks the plans once more.
    Keys live under "<job>/<n>/", n counting this rank's runtimes in the
@@ -54,8 +59,11 @@ readable and writable; the operators no longer gather them).
 """
 import ctypes
 import datetime
+import hashlib
 import os
+import re
 import shutil
+import stat
 import tempfile
 import threading
 import time
@@ -69,6 +77,13 @@ from .region import Region, _dumps
 __all__ = ["SymmRuntime", "dynamo_param_name"]
 
 _STORE_COUNTER = "%s/runtimes/%d"
+_DIGEST_HEX = re.compile(rb"[0-9a-f]{64}")
+
+
+def _rendezvous_prefix(job_id):
+    """The name prefix of rank 0's rendezvous directory for the job whose
+    store keys start with `job_id`: the peers accept no other name."""
+    return "magi-symm-%s-" % hashlib.sha256(job_id.encode()).hexdigest()[:16]
 
 
 def dynamo_param_name(fqn):
@@ -426,15 +441,13 @@ class SymmRuntime:
             self.job_id = pfx  # the same on every rank: the C handshake refuses other jobs
             store.set(pfx + "plan/%d" % rank, self.plan_sha256.encode() + b":" + self._encoding)
             if rank == 0:
-                base = self._rdzv_base or ("/dev/shm" if self.backend_name == "host"
-                                           and os.path.isdir("/dev/shm") else tempfile.gettempdir())
-                self._tmp = tempfile.mkdtemp(prefix="magi-symm-", dir=base)
+                self._tmp = tempfile.mkdtemp(prefix=_rendezvous_prefix(pfx), dir=self._rendezvous_base())
                 store.set(pfx + "dir", self._tmp)
             keys = [pfx + "plan/%d" % r for r in range(world)] + [pfx + "dir"]
             self._wait(keys, "publish its plan")
-            plans = [store.get(pfx + "plan/%d" % r) for r in range(world)]
+            plans = [self._plan_value(pfx + "plan/%d" % r, r) for r in range(world)]
             self._compare_plans(plans)
-            rdzv = store.get(pfx + "dir").decode()
+            rdzv = self._directory_value(pfx)
         else:
             rdzv = None if self.backend_name == "host" else tempfile.mkdtemp(prefix="magi-symm-")
             self._tmp = rdzv
@@ -459,6 +472,61 @@ class SymmRuntime:
         if world > 1:
             store.add(pfx + "joined", 1)
             self._wait_count(pfx + "joined", "finish the backend rendezvous")
+
+    def _rendezvous_base(self):
+        """Where rank 0 creates the rendezvous directory (absolute)."""
+        base = self._rdzv_base or ("/dev/shm" if self.backend_name == "host"
+                                   and os.path.isdir("/dev/shm") else tempfile.gettempdir())
+        return os.path.abspath(base)
+
+    def _plan_value(self, key, r):
+        """(digest, encoding) of rank r's plan as the store holds it, or a
+        MagiError naming the rank and the key (the same on every rank)."""
+        v = bytes(self.store.get(key))
+        digest, sep, enc = v.partition(b":")
+        if not sep or not enc or not _DIGEST_HEX.fullmatch(digest):
+            raise MagiError(-4, "SymmRuntime: store key '%s' (rank %d's plan) is not "
+                            "'<sha256 hex>:<plan encoding>' (%d bytes: %r)" % (key, r, len(v), v[:48]))
+        return digest, enc
+
+    def _directory_value(self, pfx):
+        """The rendezvous directory the store names, accepted only as the
+        fresh one rank 0 created: a direct child of the rendezvous base
+        with the job's name prefix, a directory (no symlink) of this user,
+        mode 0700; else a MagiError naming the rank and the key."""
+        key = pfx + "dir"
+        raw = bytes(self.store.get(key))
+        what = "SymmRuntime rank %d: store key '%s' (rank 0's rendezvous directory)" % (self.rank, key)
+        try:
+            path = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise MagiError(-4, "%s is not UTF-8 (%r)" % (what, raw[:80])) from None
+        base = self._rendezvous_base()
+        name = os.path.basename(path)
+        if "\0" in path or os.path.dirname(path) != base or name in ("", ".", ".."):
+            raise MagiError(-4, "%s: %r is not a directory directly under the rendezvous base %s"
+                            % (what, path, base))
+        prefix = _rendezvous_prefix(pfx)
+        if not name.startswith(prefix):
+            raise MagiError(-4, "%s: %r: its name does not start with %s (the job's)" % (what, path, prefix))
+        try:
+            st = os.lstat(path)
+        except OSError as e:
+            raise MagiError(-4, "%s: %r: %s" % (what, path, e.strerror)) from None
+        why = None
+        if stat.S_ISLNK(st.st_mode):
+            why = "is a symbolic link"
+        elif not stat.S_ISDIR(st.st_mode):
+            why = "is not a directory"
+        elif st.st_uid != os.geteuid():
+            why = "is owned by uid %d, not %d" % (st.st_uid, os.geteuid())
+        elif stat.S_IMODE(st.st_mode) != 0o700:
+            why = "has mode %04o, not 0700" % stat.S_IMODE(st.st_mode)
+        elif self.rank == 0 and path != self._tmp:
+            why = "is not the directory rank 0 created (%s)" % self._tmp
+        if why:
+            raise MagiError(-4, "%s: %r %s" % (what, path, why))
+        return path
 
     def _wait(self, keys, what):
         try:
@@ -487,11 +555,11 @@ class SymmRuntime:
             time.sleep(0.005)
 
     def _compare_plans(self, plans):
-        """Every rank compares every plan with rank 0's: the same verdict,
-        and the same message, on every rank."""
-        d0, e0 = plans[0].split(b":", 1)
-        for r, p in enumerate(plans[1:], 1):
-            d, e = p.split(b":", 1)
+        """Every rank compares every plan ((digest, encoding) of each rank)
+        with rank 0's: the same verdict, and the same message, on every
+        rank."""
+        d0, e0 = plans[0]
+        for r, (d, e) in enumerate(plans[1:], 1):
             if d == d0:
                 continue
             try:

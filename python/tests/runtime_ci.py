@@ -9,6 +9,9 @@
     that never comes is named in a timeout; views of bound shards
     (transposed, stride-0 expands, slices) gathered as the views of every
     member's shard.
+  - hostile store values (a malformed plan, a directory name that is not
+    UTF-8 or is not rank 0's fresh directory under the base) fail every
+    rank with a MagiError naming the rank and the key.
   - alias() tensors outlive close() and the runtime (a fresh process), and
     the windows are unmapped with the last of them.
   - a mixed bucket (4 size classes, 2 windows) through the coalesced
@@ -378,6 +381,88 @@ class ViewsOfBoundShards(_ThreadRanks, unittest.TestCase):
                 if not isinstance(v, BaseException):
                     v[0].close()
         self._assert_no_rendezvous_left()
+
+
+class _RewriteStore:
+    """A store whose get() answers `values[suffix]` for a key ending in
+    `suffix` (what a hostile or broken peer could have written)."""
+
+    def __init__(self, store, values):
+        self._store, self._values = store, values
+
+    def get(self, key):
+        for suffix, v in self._values.items():
+            if key.endswith(suffix):
+                return v
+        return self._store.get(key)
+
+    def __getattr__(self, name):
+        return getattr(self._store, name)
+
+
+@unittest.skipUnless(HAVE_TORCH, TORCH_REASON)
+class HostileStoreValues(_ThreadRanks, unittest.TestCase):
+    """Every value read from the rendezvous store is checked: a malformed
+    plan value or directory name fails every rank with a MagiError naming
+    the publishing rank and the key; the directory must be the fresh one
+    rank 0 created under the rendezvous base (a direct child with the job's
+    name prefix, a directory of the user's, mode 0700, no symlink), so a
+    private directory of the user is never used."""
+
+    def _run(self, values):
+        from torch.distributed import FileStore  # a fresh store: the job's keys are "magi_symm/1/"
+        self._n = getattr(self, "_n", 0) + 1
+        store = _RewriteStore(FileStore(os.path.join(self.tmp.name, "store%d" % self._n), WORLD), values)
+        res = _threads(lambda r: self._rt(r, store, timeout=10))
+        for r, v in res.items():
+            if not isinstance(v, BaseException):
+                v.close()
+        return res
+
+    def _refused(self, values, *needles, status="MAGI_ERR_FORMAT"):
+        res = self._run(values)
+        for r, v in res.items():
+            with self.subTest(rank=r, values=values):
+                self.assertIsInstance(v, self.magi.MagiError, "rank %d: %r" % (r, v))
+                self.assertEqual(v.status, status, v.message)
+                for n in needles:
+                    self.assertIn(n, v.message)
+        return res
+
+    def test_malformed_plans_are_named(self):
+        for bad in (b"no digest here", b"\xff" * 64 + b":x", b"0" * 63 + b":x", b""):
+            res = self._refused({"/plan/2": bad}, "rank 2's plan", "'magi_symm/1/plan/2'")
+            self.assertEqual(len({v.message for v in res.values()}), 1)  # the same on every rank
+        self._assert_no_rendezvous_left()
+
+    def test_malformed_directory_names_are_named(self):
+        for bad in (b"\xff\xfe", b"", b"rel/ative", self.rdzv.encode() + b"/\x00x"):
+            self._refused({"/dir": bad}, "rank 0's rendezvous directory", "'magi_symm/1/dir'")
+        self._assert_no_rendezvous_left()
+
+    def test_only_the_fresh_directory_under_the_base_is_used(self):
+        from magi_aot.runtime import _rendezvous_prefix
+        private = os.path.join(self.tmp.name, "private")
+        os.mkdir(private, 0o700)
+        fresh = os.path.join(self.rdzv, _rendezvous_prefix("magi_symm/1/") + "planted")
+        link = fresh + "-link"
+        os.symlink(private, link)
+        wide = fresh + "-wide"
+        os.mkdir(wide)
+        os.chmod(wide, 0o755)
+        other_job = os.path.join(self.rdzv, _rendezvous_prefix("magi_symm/2/") + "other")
+        os.mkdir(other_job, 0o700)
+        for bad, why in ((private, "not a directory directly under"),
+                         (os.path.join(fresh, "..", "..", "private"), "not a directory directly under"),
+                         (link, "a symbolic link"),
+                         (wide, "mode 0755"),
+                         (other_job, "name does not start with"),
+                         (fresh + "-missing", "No such file")):
+            self._refused({"/dir": bad.encode()}, "rank 0's rendezvous directory", "'magi_symm/1/dir'", why)
+            self.assertEqual(os.listdir(private), [], "the backend wrote into %s" % bad)
+            self.assertEqual(sorted(os.listdir(self.rdzv)),
+                             sorted(os.path.basename(p) for p in (link, wide, other_job)),
+                             "rendezvous directories left behind")
 
 
 @unittest.skipUnless(HAVE_TORCH, TORCH_REASON)
