@@ -5,9 +5,11 @@
 #   1. a RelWithDebInfo build, -Werror, all CTest tests;
 #   2. an AddressSanitizer+UndefinedBehaviorSanitizer build of the same suite
 #      (fuzz corpora replayed: label fuzz-regress);
-#   3. with MAGI_MEMCHECK=1, valgrind memcheck of the unit tests
+#   3. every libFuzzer target for a bounded time (clang; scripts/fuzz_ci.sh,
+#      MAGI_FUZZ_SECONDS per target, default 20);
+#   4. with MAGI_MEMCHECK=1, valgrind memcheck of the unit tests
 #      (scripts/memcheck.sh).
-# Set MAGI_SKIP_SANITIZE=1 to skip the second.
+# Set MAGI_SKIP_SANITIZE=1 to skip the second, MAGI_SKIP_FUZZ=1 the third.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 stage="setup"
@@ -17,6 +19,7 @@ trap 'rc=$?; [ $rc -ne 0 ] && printf "\n==== FAILED in %s (exit %d)\n" "$stage" 
 
 stage="dependencies"; say "stage 0: system packages and the pinned PyTorch venv"
 bash scripts/deps.sh --test
+bash scripts/deps.sh --fuzz
 jobs=$(nproc)
 pyexe=$(bash scripts/pyenv.sh | tail -n 1)
 export MAGI_REQUIRE_TORCH=1
@@ -45,10 +48,18 @@ else
   summary="$summary; stage 2 (sanitizers) skipped: MAGI_SKIP_SANITIZE=1"
 fi
 
+if [ "${MAGI_SKIP_FUZZ:-0}" != 1 ]; then
+  stage="fuzzing"; say "stage 3: every libFuzzer target, ${MAGI_FUZZ_SECONDS:-20} s each (clang)"
+  bash scripts/fuzz_ci.sh
+  summary="$summary; stage 3: libFuzzer targets clean"
+else
+  summary="$summary; stage 3 (libFuzzer) skipped: MAGI_SKIP_FUZZ=1"
+fi
+
 if [ "${MAGI_MEMCHECK:-0}" = 1 ]; then
-  stage="memcheck"; say "stage 3: valgrind memcheck of the unit tests"
+  stage="memcheck"; say "stage 4: valgrind memcheck of the unit tests"
   bash scripts/memcheck.sh
-  summary="$summary; stage 3: memcheck clean"
+  summary="$summary; stage 4: memcheck clean"
 fi
 stage="done"
 say "ALL PASSED in $(( $(date +%s) - started )) s: $summary"
