@@ -51,7 +51,7 @@ static inline void fuzz_check_value(const magi_value *v, uint32_t node, uint32_t
         FUZZ_ASSERT(v->u.node < node, "node #%u references #%u (not earlier)", node, v->u.node);
         break;
     case MAGI_V_STR: case MAGI_V_DTYPE: case MAGI_V_DEVICE: case MAGI_V_LAYOUT:
-    case MAGI_V_MEMORY_FORMAT: case MAGI_V_SPECIAL_FLOAT: case MAGI_V_OPAQUE:
+    case MAGI_V_MEMORY_FORMAT: case MAGI_V_SPECIAL_FLOAT: case MAGI_V_OPAQUE: case MAGI_V_PLACEMENT:
         FUZZ_ASSERT(v->u.s != NULL, "string value without a string");
         break;
     case MAGI_V_SLICE:

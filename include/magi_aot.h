@@ -23,6 +23,7 @@
 #include "magi_aot/arena.h"
 #include "magi_aot/load_options.h"
 #include "magi_aot/graph.h"
+#include "magi_aot/dtensor.h"
 #include "magi_aot/ops.h"
 #include "magi_aot/expr.h"
 #include "magi_aot/json.h"
@@ -36,6 +37,7 @@
 #include "magi_aot/cache.h"
 #include "magi_aot/inputs.h"
 #include "magi_aot/load.h"
+#include "magi_aot/lower.h"
 #include "magi_aot/text.h"
 
 #endif

@@ -101,6 +101,7 @@ typedef enum magi_value_kind {
     MAGI_V_SPECIAL_FLOAT, /* u.s: {"float": "inf" | "-inf" | "nan"} */
     MAGI_V_ELLIPSIS,      /* {"ellipsis": true} */
     MAGI_V_OPAQUE,        /* u.s: {"opaque": TYPENAME} */
+    MAGI_V_PLACEMENT,     /* u.s: {"placement": "Shard(0)"}, canonical text (magi_aot/dtensor.h) */
     MAGI_V_KIND_COUNT_
 } magi_value_kind;
 

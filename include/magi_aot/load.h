@@ -9,6 +9,9 @@
  *   -> verify + parse (each artifact section is hashed and decompressed
  *      exactly once: the digest is checked on the bytes that are decoded)
  *   -> fingerprint and input descriptors
+ *   -> lower DTensor redistributes of sharded weights to explicit gathers
+ *      for this rank (magi_aot/lower.h; the fingerprint is of the region
+ *      as read)
  *   -> decide each region's transport (explicit option, else the region's
  *      compile_config.fsdp_config.transport, else nccl)
  *   -> plan the symmetric-buffer windows across all regions (a weight shared
@@ -33,6 +36,7 @@
 #include "graph.h"
 #include "load_options.h"
 #include "symm.h"
+#include "lower.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -106,6 +110,7 @@ typedef struct magi_loaded_info {
     uint32_t n_rewritten;             /* gathers changed to magi.symm_* */
     uint32_t n_restored;              /* magi.symm_* gathers changed back to c10d */
     uint32_t n_inputs;                /* placeholders */
+    uint32_t n_lowered;               /* DTensor redistributes lowered to gathers (magi_aot/lower.h) */
     uint32_t sections_decoded;        /* artifact sections decompressed (once each) */
     uint32_t sections_hashed;         /* artifact sections whose digest was checked */
 } magi_loaded_info;
@@ -127,6 +132,11 @@ MAGI_API const char *magi_loader_inputs_json(magi_loader *ld, uint32_t i);
 MAGI_API magi_status magi_loader_inputs_status(const char **message, magi_loader *ld, uint32_t i);
 /* The plan over all regions (region index = position in `paths`); borrowed. */
 MAGI_API const magi_symm_plan *magi_loader_plan(const magi_loader *ld);
+/* The DTensor redistributes region i held, each with the lowering's
+ * decision (magi_aot/lower.h), in graph order; *n gets their count. NULL
+ * (and *n = 0) when there were none or i is out of range. Borrowed, valid
+ * until the next load or free. */
+MAGI_API const magi_lowered *magi_loader_lowered(uint32_t *n, const magi_loader *ld, uint32_t i);
 /* The bound backend, or NULL when no backend was asked for; borrowed. */
 MAGI_API magi_symm_backend *magi_loader_backend(const magi_loader *ld);
 

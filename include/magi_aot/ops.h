@@ -76,6 +76,7 @@ typedef enum magi_coll_kind {
 #define MAGI_OPF_BIAS_FIRST    0x20u /* matmul whose first tensor input is the bias (addmm) */
 #define MAGI_OPF_ATTENTION     0x40u /* 4 * q elements * kv length FLOPs */
 #define MAGI_OPF_GROUP_SPLITS  0x80u /* group size = length of the list at group_size_arg */
+#define MAGI_OPF_REDISTRIBUTE  0x100u /* DTensor.redistribute (or its Dynamo stand-in) */
 
 /* How a row matches (see the rules above). */
 typedef enum magi_op_match {

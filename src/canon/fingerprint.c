@@ -636,11 +636,12 @@ static magi_status walk_value(build *b, const magi_value *v, uint32_t depth) {
         PUT(")");
         break;
     case MAGI_V_DTYPE: case MAGI_V_LAYOUT: case MAGI_V_MEMORY_FORMAT:
-    case MAGI_V_SPECIAL_FLOAT: case MAGI_V_OPAQUE:
+    case MAGI_V_SPECIAL_FLOAT: case MAGI_V_OPAQUE: case MAGI_V_PLACEMENT:
         if (EM) {
-            static const char *tag[] = {"dtype(", "layout(", "memory_format(", "float(", "opaque("};
+            static const char *tag[] = {"dtype(", "layout(", "memory_format(", "float(", "opaque(", "placement("};
             int t = v->kind == MAGI_V_DTYPE ? 0 : v->kind == MAGI_V_LAYOUT ? 1
-                  : v->kind == MAGI_V_MEMORY_FORMAT ? 2 : v->kind == MAGI_V_SPECIAL_FLOAT ? 3 : 4;
+                  : v->kind == MAGI_V_MEMORY_FORMAT ? 2 : v->kind == MAGI_V_SPECIAL_FLOAT ? 3
+                  : v->kind == MAGI_V_OPAQUE ? 4 : 5;
             magi_buf_puts(&b->out, tag[t]);
             magi_canon_put_json_str(&b->out, v->u.s);
             magi_buf_puts(&b->out, ")");

@@ -124,6 +124,10 @@ magi_status magi_region_note(magi_region *r, const char ***v, uint32_t *n, const
  * member as the example's extra members; the artifact reader refuses extra
  * members with a defined name. */
 int magi_example_key_defined(magi_example_kind k, const char *key);
+/* Check a tensor example's "dtensor" member (a jansson json_t *): what
+ * magi_dtensor_spec_check_json() checks, with every shard dimension below
+ * `ndim`. Both readers call it on the member, so they refuse the same. */
+magi_status magi_dtensor_member_check(const void *member, uint32_t ndim);
 /* Whether a scalar example (symint .. bool) may hold a value of kind k: a
  * number, a bool, an expression string or a special float (every reader). */
 int magi_example_scalar_ok(magi_value_kind k);

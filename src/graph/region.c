@@ -174,7 +174,7 @@ static void dup_value(magi_arena *a, magi_value *dst, const magi_value *src, int
     *dst = *src;
     switch (src->kind) {
     case MAGI_V_STR: case MAGI_V_DTYPE: case MAGI_V_DEVICE: case MAGI_V_LAYOUT:
-    case MAGI_V_MEMORY_FORMAT: case MAGI_V_SPECIAL_FLOAT: case MAGI_V_OPAQUE:
+    case MAGI_V_MEMORY_FORMAT: case MAGI_V_SPECIAL_FLOAT: case MAGI_V_OPAQUE: case MAGI_V_PLACEMENT:
         dst->u.s = dup_str(a, src->u.s, ok);
         break;
     case MAGI_V_SYM:

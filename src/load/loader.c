@@ -19,6 +19,8 @@ typedef struct entry {
     char *inputs_error;         /* why (the library's message), else NULL */
     magi_status inputs_status;
     magi_loaded_info info;
+    const magi_lowered *lowered; /* the redistributes seen by the lowering (region's arena) */
+    uint32_t n_lowered;
     /* kept across loads: the arena, zstd context and scratch buffer of the
      * i-th region, so repeated loads reuse their memory */
     magi_load_memory mem;
@@ -176,6 +178,26 @@ static magi_status decide_transport(magi_loader *ld, entry *e) {
     return MAGI_OK;
 }
 
+/* --------------------------------------------------------------- lower */
+
+/* DTensor redistributes of sharded weights -> explicit gathers, for this
+ * rank (magi_aot/lower.h). The fingerprint is of the region as read, so it
+ * is taken first when the lowering may change the graph. */
+static magi_status lower_region(magi_loader *ld, entry *e) {
+    magi_region *r = e->region;
+    int any = 0;
+    for (uint32_t k = 0; k < r->n_nodes && !any; k++)
+        any = (magi_op_lookup(NULL, r->nodes[k].op, r->nodes[k].target)->flags & MAGI_OPF_REDISTRIBUTE) != 0;
+    if (!any) return MAGI_OK;
+    magi_status st = magi_fingerprint_hex(e->info.fingerprint, r);
+    if (st) return magi_error_prefix(st, "%s", e->path);
+    e->fp_done = 1;
+    st = magi_lower_redistribute(&e->lowered, &e->n_lowered, r, &ld->o.bind);
+    if (st) return magi_error_prefix(st, "%s", e->path);
+    for (uint32_t k = 0; k < e->n_lowered; k++) e->info.n_lowered += e->lowered[k].lowered != 0;
+    return MAGI_OK;
+}
+
 /* ---------------------------------------------------------------- load */
 
 static magi_status load_set(magi_loader *ld, const char *const *paths, const void *const *data,
@@ -220,6 +242,7 @@ static magi_status load_set(magi_loader *ld, const char *const *paths, const voi
         }
         MAGI_CHECK(read_region(ld, e));
         e->info.n_inputs = magi_region_count_placeholders(e->region);
+        MAGI_CHECK(lower_region(ld, e));
         MAGI_CHECK(decide_transport(ld, e));
     }
 
@@ -349,6 +372,13 @@ magi_status magi_loader_inputs_status(const char **message, magi_loader *ld, uin
 }
 
 const magi_symm_plan *magi_loader_plan(const magi_loader *ld) { return ld ? ld->plan : NULL; }
+
+const magi_lowered *magi_loader_lowered(uint32_t *n, const magi_loader *ld, uint32_t i) {
+    if (n) *n = 0;
+    if (!ld || i >= ld->n) return NULL;
+    if (n) *n = ld->e[i].n_lowered;
+    return ld->e[i].lowered;
+}
 magi_symm_backend *magi_loader_backend(const magi_loader *ld) { return ld ? ld->be : NULL; }
 
 const magi_loader_options *magi_loader_opts(const magi_loader *ld) { return &ld->o; }

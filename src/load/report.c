@@ -42,6 +42,33 @@ static void put_dropped_union(magi_buf *b, magi_loader *ld) {
     }
 }
 
+/* The lowering's decisions for region i: one object per redistribute. */
+static void put_lowered_json(magi_buf *o, magi_loader *ld, uint32_t i) {
+    uint32_t nl;
+    const magi_lowered *l = magi_loader_lowered(&nl, ld, i);
+    for (uint32_t k = 0; k < nl; k++) {
+        magi_buf_puts(o, k ? ", {\"node\": " : "{\"node\": ");
+        magi_buf_put_json_str(o, l[k].node);
+        magi_buf_puts(o, ", \"weight\": ");
+        magi_buf_put_json_str(o, l[k].weight);
+        magi_buf_printf(o, ", \"lowered\": %s", l[k].lowered ? "true" : "false");
+        if (l[k].lowered) {
+            magi_buf_puts(o, ", \"gather\": ");
+            magi_buf_put_json_str(o, l[k].gather);
+            magi_buf_puts(o, ", \"group\": ");
+            magi_buf_put_json_str(o, l[k].group);
+            magi_buf_printf(o, ", \"cast\": %s, \"padded\": %s, \"global_rows\": %lld, \"chunk_rows\": %lld, "
+                               "\"local_rows\": %lld",
+                            l[k].cast ? "true" : "false", l[k].padded ? "true" : "false", (long long)l[k].global_rows,
+                            (long long)l[k].chunk_rows, (long long)l[k].local_rows);
+        } else {
+            magi_buf_puts(o, ", \"reason\": ");
+            magi_buf_put_json_str(o, l[k].reason);
+        }
+        magi_buf_puts(o, "}");
+    }
+}
+
 static magi_status report_json(magi_buf *o, magi_loader *ld) {
     const magi_loader_options *opt = magi_loader_opts(ld);
     const magi_symm_plan *plan = magi_loader_plan(ld);
@@ -103,6 +130,8 @@ static magi_status report_json(magi_buf *o, magi_loader *ld) {
             magi_buf_puts(o, "}");
             first = 0;
         }
+        magi_buf_puts(o, "],\n   \"redistributes\": [");
+        put_lowered_json(o, ld, i);
         magi_buf_puts(o, "],\n   \"bindings\": [");
         for (uint32_t k = 0; k < nb; k++) {
             const magi_symm_slot *s = &sl[b[k].slot];
@@ -156,6 +185,17 @@ static magi_status report_text(magi_buf *o, magi_loader *ld) {
         magi_buf_printf(o, " (transport %s from %s)\n", magi_symm_transport_name(inf.transport),
                         magi_transport_source_name(inf.transport_source));
         magi_buf_printf(o, "  fingerprint %s\n", inf.fingerprint);
+        uint32_t nl;
+        const magi_lowered *l = magi_loader_lowered(&nl, ld, i);
+        for (uint32_t k = 0; k < nl; k++) {
+            if (l[k].lowered)
+                magi_buf_printf(o, "  lower    %s (%s): gather '%s' over group '%s'%s%s\n", MAGI_TEXT(l[k].node),
+                                MAGI_TEXT(l[k].weight), MAGI_TEXT(l[k].gather), MAGI_TEXT(l[k].group),
+                                l[k].cast ? ", cast to the forward dtype" : "",
+                                l[k].padded ? ", uneven: padded to the chunk and sliced" : "");
+            else
+                magi_buf_printf(o, "  keep     %s: redistribute (%s)\n", MAGI_TEXT(l[k].node), MAGI_TEXT(l[k].reason));
+        }
         for (uint32_t k = 0; k < ng; k++) {
             if (g[k].reason == MAGI_SYMM_REWRITTEN)
                 magi_buf_printf(o, "  %-8s %s: %s -> %s\n", g[k].already_symm ? "symm" : "rewrite", MAGI_TEXT(g[k].name),

@@ -802,6 +802,15 @@ static magi_status dec_value(dec *d, magi_value *v, uint32_t depth) {
             return magi_set_error(MAGI_ERR_FORMAT, "invalid device string '%s' at byte %zu (TYPE or TYPE:INDEX, as "
                                   "torch prints a device)", v->u.s, at);
         return MAGI_OK;
+    case MAGI_ART_TAG_PLACEMENT: {
+        if (n != 2) break;
+        v->kind = MAGI_V_PLACEMENT;
+        uint32_t pid = 0;
+        magi_placement pl;
+        if ((st = dec_str_id(d, &v->u.s, &pid, 0))) return st;
+        if ((st = magi_placement_parse(&pl, v->u.s))) return magi_error_prefix(st, "at byte %zu", at);
+        return MAGI_OK;
+    }
     case MAGI_ART_TAG_NODE: {
         if (n != 2) break;
         uint32_t idx;
@@ -1011,6 +1020,10 @@ static magi_status dec_example(dec *d, magi_example *x, uint32_t depth) {
     for (uint32_t i = need; i < n; i++) { /* fields a newer minor added */
         if ((st = magi_mp_skip(&d->m))) return st;
         if ((st = note_ignored(d, "graph: example field %s", "(trailing)"))) return st;
+    }
+    if (x->kind == MAGI_EX_TENSOR && x->extra_json && strstr(x->extra_json, "\"dtensor\"")) {
+        magi_dtensor_spec spec; /* its shard dimensions against this tensor's rank, as the JSON reader */
+        if ((st = magi_dtensor_spec_get(&spec, x)) && st != MAGI_ERR_NOT_FOUND) return st;
     }
     return MAGI_OK;
 }

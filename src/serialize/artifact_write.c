@@ -128,7 +128,7 @@ static magi_status enc_value(enc *e, const magi_value *v, uint32_t depth) {
     case MAGI_V_INT: P(e, msgpack_pack_int64(pk, v->u.i)); break;
     case MAGI_V_FLOAT: P(e, msgpack_pack_double(pk, v->u.f)); break;
     case MAGI_V_STR: case MAGI_V_DTYPE: case MAGI_V_DEVICE: case MAGI_V_LAYOUT:
-    case MAGI_V_MEMORY_FORMAT: case MAGI_V_SPECIAL_FLOAT: case MAGI_V_OPAQUE:
+    case MAGI_V_MEMORY_FORMAT: case MAGI_V_SPECIAL_FLOAT: case MAGI_V_OPAQUE: case MAGI_V_PLACEMENT:
         if (!v->u.s) return magi_set_error(MAGI_ERR_INVALID_ARG, "%s: string value is NULL", e->where);
         P(e, msgpack_pack_array(pk, 2));
         P(e, msgpack_pack_uint8(pk, (uint8_t)v->kind));

@@ -186,7 +186,7 @@ static void put_value(walker *w, const magi_value *v, unsigned depth) {
     static const char *const tags[MAGI_V_KIND_COUNT_] = {
         [MAGI_V_DTYPE] = "dtype", [MAGI_V_DEVICE] = "device", [MAGI_V_LAYOUT] = "layout",
         [MAGI_V_MEMORY_FORMAT] = "memory_format", [MAGI_V_SPECIAL_FLOAT] = "float",
-        [MAGI_V_OPAQUE] = "opaque"};
+        [MAGI_V_OPAQUE] = "opaque", [MAGI_V_PLACEMENT] = "placement"};
     const char *t = (unsigned)v->kind < MAGI_V_KIND_COUNT_ ? tags[v->kind] : NULL;
     if (!t) {
         if (w->st == MAGI_OK)

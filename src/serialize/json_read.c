@@ -123,7 +123,7 @@ static magi_status read_value(reader *rd, json_t *j, magi_value *v, uint32_t dep
     json_t *x = json_object_iter_value(it);
     static const struct { const char *tag; magi_value_kind kind; } str_tags[] = {
         {"dtype", MAGI_V_DTYPE}, {"device", MAGI_V_DEVICE}, {"layout", MAGI_V_LAYOUT},
-        {"memory_format", MAGI_V_MEMORY_FORMAT}, {"opaque", MAGI_V_OPAQUE}};
+        {"memory_format", MAGI_V_MEMORY_FORMAT}, {"opaque", MAGI_V_OPAQUE}, {"placement", MAGI_V_PLACEMENT}};
     if (!strcmp(tag, "node")) {
         if (!json_is_string(x)) return fail(rd, MAGI_ERR_FORMAT, "'node' must name a node");
         uint32_t idx;
@@ -195,6 +195,10 @@ static magi_status read_value(reader *rd, json_t *j, magi_value *v, uint32_t dep
             if (str_tags[i].kind == MAGI_V_DEVICE && !magi_device_valid(json_string_value(x)))
                 return fail(rd, MAGI_ERR_FORMAT, "invalid device string '%s' (TYPE or TYPE:INDEX, as torch prints "
                             "a device)", json_string_value(x));
+            if (str_tags[i].kind == MAGI_V_PLACEMENT) {
+                magi_placement pl;
+                if (magi_placement_parse(&pl, json_string_value(x))) return fail(rd, MAGI_ERR_FORMAT, "%s", magi_last_error());
+            }
             v->kind = str_tags[i].kind;
             v->u.s = dup(rd, json_string_value(x));
             return v->u.s ? MAGI_OK : MAGI_ERR_NOMEM;
@@ -238,6 +242,7 @@ magi_status magi_json_example_extra_check(const char *canon, magi_example_kind k
                                 magi_example_kind_name(kind));
             break;
         }
+        if (kind == MAGI_EX_TENSOR && !strcmp(key, "dtensor") && (st = magi_dtensor_member_check(val, 64))) break;
     }
     json_decref(j);
     return st;
@@ -338,6 +343,11 @@ static magi_status read_example(reader *rd, json_t *j, magi_example *ex, uint32_
     json_t *val;
     json_object_foreach(j, key, val) {
         if (magi_example_key_defined(ex->kind, key)) continue;
+        if (ex->kind == MAGI_EX_TENSOR && !strcmp(key, "dtensor") &&
+            (st = magi_dtensor_member_check(val, ex->u.tensor.ndim))) {
+            json_decref(extra);
+            return fail(rd, st, "%s", magi_last_error());
+        }
         if (!extra && !(extra = json_object())) return MAGI_ERR_NOMEM;
         json_object_set(extra, key, val);
     }

@@ -1,0 +1,73 @@
+/*
+ * magi_aot/lower.h - DTensor weight gathers lowered to explicit collectives.
+ *
+ * torchtitan's SimpleFSDP (and any DTensor FSDP traced by Dynamo) gathers a
+ * weight as `redistribute(W, placements=[Replicate()], forward_dtype=...)`
+ * followed by `to_local()`, where W is a parameter (or buffer) placeholder
+ * whose example records its DTensor spec (magi_aot/dtensor.h): sharded
+ * Shard(0) over a one-dimensional mesh. magi_lower_redistribute() turns
+ * each such pair into the rank-local sequence
+ *
+ *   W (this rank's shard)
+ *   -> [aten._to_copy to the forward dtype]     when it differs from W's
+ *   -> [aten.constant_pad_nd to the chunk]      when the shard is uneven
+ *   -> _c10d_functional.all_gather_into_tensor(x, N, GROUP)
+ *   -> _c10d_functional.wait_tensor
+ *   -> [aten.slice back to the global rows]     when the shard is uneven
+ *
+ * and W's example becomes the local shard (chunk rule: c = ceil(F / N), rank
+ * r holds rows [min(r*c, F), min((r+1)*c, F))). "Uneven" is decided from the
+ * global size and N alone (N * c != F), so every rank emits the same graph:
+ * a rank whose shard is already a full chunk pads by zero rows. The
+ * symmetric-buffer plan then sees the gathers as any other (magi_aot/symm.h).
+ *
+ * A redistribute the pass does not lower (another placement or shard
+ * dimension, a mesh of two or more dimensions, _StridedShard, an activation,
+ * a DTensor used other than by one to_local, no recorded spec) stays as it is
+ * and gets a record with its reason: nothing gather-like is skipped silently.
+ *
+ * Thread safety: the pass mutates the region (exclusive access needed).
+ */
+#ifndef MAGI_AOT_LOWER_H
+#define MAGI_AOT_LOWER_H
+
+#include "common.h"
+#include "graph.h"
+#include "symm.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One redistribute node seen by the pass. Strings live in the region's
+ * arena (valid until it is freed). */
+typedef struct magi_lowered {
+    const char *node;     /* the redistribute node's name */
+    const char *weight;   /* the redistributed placeholder's name, or NULL */
+    int lowered;          /* 1: replaced by the gather sequence */
+    int cast;             /* lowered with a cast to the forward dtype */
+    int padded;           /* lowered with a pad to the chunk and a slice */
+    const char *gather;   /* lowered: the all_gather node's name */
+    const char *group;    /* the mesh dimension's process group, or NULL */
+    int64_t global_rows;  /* F, the weight's global size on dimension 0 (lowered) */
+    int64_t chunk_rows;   /* c = ceil(F / N) (lowered) */
+    int64_t local_rows;   /* this rank's rows (lowered) */
+    const char *reason;   /* kept: why; "" when lowered */
+} magi_lowered;
+
+/* Lower every lowerable redistribute of region r for the rank and process
+ * groups of `c` (rank, world, groups: as the loader binds them; a mesh
+ * dimension's group not listed in c->groups is consecutive ranks, as for
+ * the symmetric-buffer windows). *out (n_out records, one per redistribute
+ * node in graph order; NULL when there are none) lives in r's arena.
+ * Errors (region unchanged): MAGI_ERR_INVALID_ARG (NULL arguments, a mesh
+ * dimension whose size does not match its process group's, naming both, or
+ * a group that does not hold this rank), MAGI_ERR_FORMAT (a malformed
+ * DTensor spec, naming the node), MAGI_ERR_NOMEM. */
+MAGI_API magi_status magi_lower_redistribute(const magi_lowered **out, uint32_t *n_out, magi_region *r,
+                                             const magi_symm_backend_config *c);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
