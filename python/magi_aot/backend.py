@@ -31,6 +31,7 @@ import logging
 import os
 import threading
 import time
+import warnings
 from ctypes import byref, c_void_p
 
 import re
@@ -175,6 +176,20 @@ class SaveBackend:
                 from ._lib import MagiUnsupported
                 raise MagiUnsupported(fn + "()")
 
+    def _check_rebuildable(self, doc, model_idx):
+        """strict: refuse a region a load cannot rebuild; else warn, naming
+        each node (the region is still saved: its code may not need it)."""
+        from .fx import UnrebuildableRegion, rebuild_problems
+        problems = rebuild_problems(doc)
+        if not problems:
+            return
+        text = "region %s#%d cannot be fully rebuilt at load: %s" % (
+            self.model_tag, model_idx, "; ".join(problems[:8]) + (" (+%d more)" % (len(problems) - 8)
+                                                                  if len(problems) > 8 else ""))
+        if self.strict:
+            raise MagiError(-13, text)  # MAGI_ERR_UNSUPPORTED
+        warnings.warn(text, UnrebuildableRegion, stacklevel=3)
+
     def save_region(self, gm, model_idx, code=None):
         """Walk, encode and publish one region. code: (payload builder,
         compile seconds) when compiled code is stored with it."""
@@ -183,6 +198,7 @@ class SaveBackend:
         traced = _traced_files()
         doc = graph_to_doc(gm, model_tag=self.model_tag, model_idx=model_idx,
                            traced_files=traced, compile_config=self.compile_config)
+        self._check_rebuildable(doc, model_idx)
         text = _dumps(doc)
         t1 = time.perf_counter()
         with CRegion.from_json_text(text) as r:

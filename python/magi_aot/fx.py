@@ -13,13 +13,57 @@ unbacked symbols without one).
 import math
 import warnings
 
+from . import dtensor as _dtensor
 from . import targets as _targets
 
-__all__ = ["graph_to_doc", "target_name", "UnresolvableTarget"]
+__all__ = ["graph_to_doc", "target_name", "UnresolvableTarget", "UnrebuildableRegion", "rebuild_problems"]
 
 
 class UnresolvableTarget(UserWarning):
     """A call_function target the loader will not be able to import."""
+
+
+class UnrebuildableRegion(UserWarning):
+    """A saved region holds something a load cannot rebuild (rebuild_problems)."""
+
+
+def _opaque_paths(v, path):
+    if isinstance(v, list):
+        for i, x in enumerate(v):
+            yield from _opaque_paths(x, "%s[%d]" % (path, i))
+    elif isinstance(v, dict) and len(v) == 1:
+        (tag, x), = v.items()
+        if tag == "opaque":
+            yield "%s: an object of type %s" % (path, x)
+        elif tag in ("tuple", "slice"):
+            for i, y in enumerate(x):
+                yield from _opaque_paths(y, "%s[%d]" % (path, i))
+        elif tag == "dict":
+            for k, y in x.items():
+                yield from _opaque_paths(y, "%s[%r]" % (path, k))
+
+
+def rebuild_problems(doc):
+    """What a load could not rebuild from a magi-fx document, one line per
+    node ("node 'x': ..."): arguments the writer could only keep as opaque
+    type names, get_attr / call_module nodes (the module's attributes are
+    not in the artifact), placeholders without a tensor or scalar example.
+    Empty when every node can be rebuilt."""
+    out = []
+    for n in doc["graph"]["nodes"]:
+        name = n["name"]
+        for p in _opaque_paths(n.get("args", []), "args"):
+            out.append("node '%s': %s" % (name, p))
+        for p in _opaque_paths([(n.get("kwargs") or {}).get(k) for k in (n.get("kwargs") or {})], "kwargs"):
+            out.append("node '%s': %s" % (name, p))
+        if n["op"] in ("get_attr", "call_module"):
+            out.append("node '%s': %s %s needs the module's attributes, which are not saved"
+                       % (name, n["op"], n.get("target")))
+        if n["op"] == "placeholder":
+            ex = (n.get("meta") or {}).get("example_value")
+            if ex is None or ex.get("kind") in ("opaque", "tuple", "list"):
+                out.append("node '%s': placeholder without a tensor or scalar example" % name)
+    return out
 
 FORMAT = "magi-fx-json"
 VERSION = 1
@@ -174,6 +218,8 @@ class _Walk:
                     d["storage_offset"] = 0
             else:
                 d["layout"] = str(v.layout).replace("torch.", "")
+            if _dtensor.is_dtensor(v):  # global shape above; the mesh and placements here
+                d["dtensor"] = _dtensor.dtensor_spec(v)
             return d
         if isinstance(v, torch.SymInt):
             return {"kind": "symint", "expr": self.expr(v)}
@@ -224,6 +270,8 @@ class _Walk:
             return {"memory_format": str(a).replace("torch.", "")}
         if a is Ellipsis:
             return {"ellipsis": True}
+        if _dtensor.is_placement(a):
+            return {"placement": _dtensor.placement_text(a)}
         return {"opaque": type(a).__name__}
 
     def node(self, n):

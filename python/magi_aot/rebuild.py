@@ -32,6 +32,7 @@ inputs are all local shards.
 import copy
 
 from . import _expr
+from . import dtensor as _dtensor
 from . import targets as _targets
 from ._lib import MagiError
 from ._torch_required import require_torch
@@ -190,6 +191,8 @@ def graph_module(region, *, symbol_values=None):
             return float(x)
         if tag == "ellipsis":
             return Ellipsis
+        if tag == "placement":
+            return _dtensor.placement_object(x)
         if tag == "sym":
             if isinstance(x, int):
                 return x
