@@ -1156,9 +1156,63 @@ static void test_nonfinite_floats_read_as_their_dump(void) {
     magi_region_free(r);
 }
 
+/* Opaque JSON (compile_config, an example's extra members) is held to
+ * max_depth as values are, by the JSON and the artifact reader alike: a
+ * 200-deep extra-members object is refused naming the node, and reads under
+ * a raised limit. */
+static char *nested_object(int depth) {
+    size_t n = (size_t)depth * 6 + 2;
+    char *t = malloc(n);
+    size_t k = 0;
+    for (int i = 0; i < depth; i++) memcpy(t + k, "{\"a\":", 5), k += 5;
+    t[k++] = '1';
+    for (int i = 0; i < depth; i++) t[k++] = '}';
+    t[k] = '\0';
+    return t;
+}
+
+static void test_opaque_json_nesting_limited_like_values(void) {
+    const int depth = 200;
+    char *deep = nested_object(depth), *inner = nested_object(depth - 1);
+    static const char head[] =
+        "{\"format\":\"magi-fx-json\",\"version\":1,%s\"graph\":{\"nodes\":["
+        "{\"name\":\"x\",\"op\":\"placeholder\",\"target\":\"x\",\"meta\":{\"example_value\":"
+        "{\"kind\":\"int\",\"value\":3%s}}},"
+        "{\"name\":\"output\",\"op\":\"output\",\"target\":\"output\",\"args\":[{\"node\":\"x\"}]}]}}";
+    magi_load_options raised = MAGI_LOAD_OPTIONS_INIT;
+    raised.max_depth = depth + 10;
+    for (int which = 0; which < 2; which++) { /* 0: extra members, 1: compile_config */
+        size_t n = strlen(head) + strlen(deep) + 64;
+        char *doc = malloc(n), *part = malloc(strlen(deep) + 64);
+        if (which) snprintf(part, strlen(deep) + 64, "\"compile_config\":%s,", deep);
+        else snprintf(part, strlen(deep) + 64, ",\"deep\":%s", inner); /* the extra object: depth deep */
+        snprintf(doc, n, head, which ? part : "", which ? "" : part);
+        const char *what = which ? "compile_config" : "node 'x' (#0)";
+        magi_region *r = NULL;
+        MT_CHECK(magi_json_read(&r, doc, strlen(doc), NULL) == MAGI_ERR_LIMIT && !r, "%s: the JSON reader accepts it",
+                 what);
+        MT_CHECK(strstr(magi_last_error(), what) && strstr(magi_last_error(), "nested deeper than 128"), "%s: %s", what,
+                 magi_last_error());
+        MT_OK(magi_json_read(&r, doc, strlen(doc), &raised));
+        for (int wide = 0; wide < 2; wide++) {
+            magi_region *got = NULL;
+            MT_CHECK(load_encoded(r, wide, NULL, &got) == MAGI_ERR_LIMIT && !got, "%s: the artifact reads", what);
+            MT_CHECK(strstr(magi_last_error(), what) && strstr(magi_last_error(), "nested deeper than 128"), "%s: %s",
+                     what, magi_last_error());
+            MT_OK(load_encoded(r, wide, &raised, &got));
+            magi_region_free(got);
+        }
+        magi_region_free(r);
+        free(doc);
+        free(part);
+    }
+    free(deep);
+    free(inner);
+}
+
 MT_MAIN(MT_CASE(test_roundtrip_fixtures), MT_CASE(test_example_fields_read_as_json_reads_them), MT_CASE(test_long_forms_read_like_short_forms),
         MT_CASE(test_values_refused_as_json_refuses_them), MT_CASE(test_nonfinite_floats_read_as_their_dump),
-        MT_CASE(test_deterministic_and_levels),
+        MT_CASE(test_opaque_json_nesting_limited_like_values), MT_CASE(test_deterministic_and_levels),
         MT_CASE(test_strings_borrowed_from_one_table), MT_CASE(test_every_byte_flip_fails),
         MT_CASE(test_every_truncation_fails), MT_CASE(test_hostile_counts_allocate_little),
         MT_CASE(test_newer_major_refused_newer_minor_ok), MT_CASE(test_unknown_section_and_keys_skipped),

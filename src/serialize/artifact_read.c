@@ -621,7 +621,7 @@ static magi_status dec_json(dec *d, const char **out, uint32_t *id_out, int obje
     if (st || !*out) return st;
     if (!d->json_canon && !(d->json_canon = calloc(d->nstr ? d->nstr : 1, sizeof *d->json_canon)))
         return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
-    if (!d->json_canon[id] && (st = magi_json_canon_opaque(d->ar, *out, object, what, &d->json_canon[id])))
+    if (!d->json_canon[id] && (st = magi_json_canon_opaque(d->ar, *out, object, d->lo->max_depth, what, &d->json_canon[id])))
         return st;
     *out = d->json_canon[id];
     return MAGI_OK;
