@@ -6,6 +6,7 @@
 #include "serialize/mpack_reader.h"
 #include "testlib.h"
 #include <malloc.h>
+#include <math.h>
 #include <stdarg.h>
 #include <msgpack.h>
 #include <signal.h>
@@ -1013,6 +1014,203 @@ static void test_long_forms_read_like_short_forms(void) {
     }
 }
 
+/* The artifact a (na bytes) with every section in its longest forms
+ * (widen): *b malloc'd, read by the general path only. */
+static void widen_artifact(const void *a, size_t na, void **b, size_t *nb) {
+    magi_artifact *h = NULL;
+    MT_OK(magi_artifact_open(&h, a, na, NULL));
+    magi_raw_section s[4];
+    msgpack_sbuffer wide[4];
+    for (uint32_t i = 0; i < 4; i++) {
+        magi_section_info si;
+        void *raw = NULL;
+        size_t rl = 0;
+        MT_OK(magi_artifact_get_section(&si, h, i));
+        MT_OK(magi_artifact_section_raw(h, i, &raw, &rl));
+        msgpack_sbuffer_init(&wide[i]);
+        widen(raw, rl, &wide[i]);
+        s[i] = (magi_raw_section){si.kind, wide[i].data, wide[i].size};
+        free(raw);
+    }
+    magi_artifact_free(h);
+    MT_OK(magi_artifact_assemble(b, nb, s, 4, 1, 0, 1));
+    for (int i = 0; i < 4; i++) msgpack_sbuffer_destroy(&wide[i]);
+}
+
+/* Load the artifact of r: its own bytes (wide = 0: the short forms, the
+ * fast paths) or widened (1: the general path). */
+static magi_status load_encoded(const magi_region *r, int wide, const magi_load_options *lo, magi_region **out) {
+    void *a = NULL, *b = NULL;
+    size_t na = 0, nb = 0;
+    *out = NULL;
+    encode(r, &a, &na);
+    if (wide) {
+        widen_artifact(a, na, &b, &nb);
+        free(a);
+        a = b;
+        na = nb;
+    }
+    magi_artifact *h = NULL;
+    magi_status st = magi_artifact_open(&h, a, na, lo);
+    if (!st) st = magi_artifact_load_region(out, h);
+    magi_artifact_free(h);
+    free(a);
+    return st;
+}
+
+static magi_region *read_json_text(const char *text) {
+    magi_region *r = NULL;
+    MT_OK(magi_json_read(&r, text, strlen(text), NULL));
+    return r;
+}
+
+static const char values_doc[] =
+    "{\"format\":\"magi-fx-json\",\"version\":1,\"graph\":{\"nodes\":["
+    "{\"name\":\"x\",\"op\":\"placeholder\",\"target\":\"x\"},"
+    "{\"name\":\"y\",\"op\":\"call_function\",\"target\":\"f\","
+    "\"args\":[{\"node\":\"x\"},1.5,{\"float\":\"inf\"},{\"dict\":{\"a\":1,\"b\":2}},"
+    "{\"dict\":{\"k0\":0,\"k1\":1,\"k2\":2,\"k3\":3,\"k4\":4,\"k5\":5,\"k6\":6,\"k7\":7,\"k8\":8,\"k9\":9,"
+    "\"k10\":10,\"k11\":11,\"k12\":12,\"k13\":13,\"k14\":14,\"k15\":15,\"k16\":16,\"k17\":17,\"k18\":18,\"k19\":19}}],"
+    "\"kwargs\":{\"p\":2.5,\"q\":{\"dict\":{\"c\":-0.5,\"d\":2}}},"
+    "\"meta\":{\"example_value\":{\"kind\":\"float\",\"value\":0.25}}},"
+    "{\"name\":\"output\",\"op\":\"output\",\"target\":\"output\",\"args\":[{\"node\":\"y\"}]}]}}";
+
+/* What the JSON reader refuses, the artifact reader refuses, by either
+ * path: a key twice in kwargs or in a dict value (small and large), a
+ * special float spelled other than "inf", "-inf", "nan"; the message names
+ * the node and the key. */
+static void test_values_refused_as_json_refuses_them(void) {
+    enum { KW_DUP, DICT_DUP, NESTED_DUP, LARGE_DUP, BAD_SPECIAL, N_CASES };
+    static const char *const msg[N_CASES] = {"kwargs hold key 'p' twice", "args[3]: dict at byte",
+                                             "kwargs['q']: dict at byte", "args[4]: dict at byte",
+                                             "special float 'infinity'"};
+    static const char *const key[N_CASES] = {"'p'", "key 'a' twice", "key 'c' twice", "key 'k3' twice",
+                                             "'infinity'"};
+    for (int c = 0; c < N_CASES; c++) {
+        magi_region *r = read_json_text(values_doc);
+        magi_node *y = &r->nodes[1];
+        switch (c) {
+        case KW_DUP: y->kwargs.u.seq.keys[1] = y->kwargs.u.seq.keys[0]; break;
+        case DICT_DUP: y->args.u.seq.items[3].u.seq.keys[1] = y->args.u.seq.items[3].u.seq.keys[0]; break;
+        case NESTED_DUP: y->kwargs.u.seq.items[1].u.seq.keys[1] = y->kwargs.u.seq.items[1].u.seq.keys[0]; break;
+        case LARGE_DUP: y->args.u.seq.items[4].u.seq.keys[19] = y->args.u.seq.items[4].u.seq.keys[3]; break;
+        case BAD_SPECIAL: y->args.u.seq.items[2].u.s = "infinity"; break;
+        }
+        /* the JSON reader refuses the same region's dump */
+        char *j = to_json(r);
+        magi_region *back = NULL;
+        MT_CHECK(magi_json_read(&back, j, strlen(j), NULL) == MAGI_ERR_FORMAT && !back, "case %d: the dump reads", c);
+        free(j);
+        for (int wide = 0; wide < 2; wide++) {
+            magi_region *got = NULL;
+            magi_status st = load_encoded(r, wide, NULL, &got);
+            MT_CHECK(st == MAGI_ERR_FORMAT && !got, "case %d (%s forms): the artifact reads (status %d)", c,
+                     wide ? "long" : "short", (int)st);
+            const char *e = magi_last_error();
+            MT_CHECK(strstr(e, "node 'y' (#1)") && strstr(e, msg[c]) && strstr(e, key[c]), "case %d (%s forms): %s",
+                     c, wide ? "long" : "short", e);
+            magi_region_free(got);
+        }
+        magi_region_free(r);
+    }
+}
+
+/* A float64 NaN or infinity in an artifact reads as the special float the
+ * dump writes for it ({"float": "nan"}), by either path: the artifact and
+ * its dump are one region (same JSON, fingerprint and cache key). */
+static void test_nonfinite_floats_read_as_their_dump(void) {
+    magi_region *r = read_json_text(values_doc);
+    magi_node *y = &r->nodes[1];
+    y->args.u.seq.items[1].u.f = NAN;
+    y->kwargs.u.seq.items[0].u.f = INFINITY;
+    y->kwargs.u.seq.items[1].u.seq.items[0].kind = MAGI_V_FLOAT;
+    y->kwargs.u.seq.items[1].u.seq.items[0].u.f = -INFINITY;
+    ((magi_example *)y->example)->u.scalar.u.f = -NAN;
+    for (int wide = 0; wide < 2; wide++) {
+        magi_region *art = NULL, *dump = NULL;
+        MT_OK(load_encoded(r, wide, NULL, &art));
+        char *j = to_json(art);
+        MT_OK(magi_json_read(&dump, j, strlen(j), NULL));
+        const magi_node *a = &art->nodes[1];
+        const magi_value *v[4] = {&a->args.u.seq.items[1], &a->kwargs.u.seq.items[0],
+                                  &a->kwargs.u.seq.items[1].u.seq.items[0], &a->example->u.scalar};
+        static const char *const want[4] = {"nan", "inf", "-inf", "nan"};
+        for (int i = 0; i < 4; i++)
+            MT_CHECK(v[i]->kind == MAGI_V_SPECIAL_FLOAT && !strcmp(v[i]->u.s, want[i]),
+                     "%s forms: value %d reads as kind %d, not the special float '%s'", wide ? "long" : "short", i,
+                     (int)v[i]->kind, want[i]);
+        char fa[65], fb[65], ka[65], kb[65];
+        MT_OK(magi_fingerprint_hex(fa, art));
+        MT_OK(magi_fingerprint_hex(fb, dump));
+        MT_CHECK(strcmp(fa, fb) == 0, "%s forms: the artifact's fingerprint %s, its dump's %s", wide ? "long" : "short",
+                 fa, fb);
+        MT_OK(magi_cache_region_key(ka, art));
+        MT_OK(magi_cache_region_key(kb, dump));
+        MT_CHECK(strcmp(ka, kb) == 0, "%s forms: cache keys differ", wide ? "long" : "short");
+        char *j2 = to_json(dump);
+        MT_CHECK(strcmp(j, j2) == 0, "%s forms: the dump reads back differently", wide ? "long" : "short");
+        free(j);
+        free(j2);
+        magi_region_free(art);
+        magi_region_free(dump);
+    }
+    magi_region_free(r);
+}
+
+/* Opaque JSON (compile_config, an example's extra members) is held to
+ * max_depth as values are, by the JSON and the artifact reader alike: a
+ * 200-deep extra-members object is refused naming the node, and reads under
+ * a raised limit. */
+static char *nested_object(int depth) {
+    size_t n = (size_t)depth * 6 + 2;
+    char *t = malloc(n);
+    size_t k = 0;
+    for (int i = 0; i < depth; i++) memcpy(t + k, "{\"a\":", 5), k += 5;
+    t[k++] = '1';
+    for (int i = 0; i < depth; i++) t[k++] = '}';
+    t[k] = '\0';
+    return t;
+}
+
+static void test_opaque_json_nesting_limited_like_values(void) {
+    const int depth = 200;
+    char *deep = nested_object(depth), *inner = nested_object(depth - 1);
+    static const char head[] =
+        "{\"format\":\"magi-fx-json\",\"version\":1,%s\"graph\":{\"nodes\":["
+        "{\"name\":\"x\",\"op\":\"placeholder\",\"target\":\"x\",\"meta\":{\"example_value\":"
+        "{\"kind\":\"int\",\"value\":3%s}}},"
+        "{\"name\":\"output\",\"op\":\"output\",\"target\":\"output\",\"args\":[{\"node\":\"x\"}]}]}}";
+    magi_load_options raised = MAGI_LOAD_OPTIONS_INIT;
+    raised.max_depth = depth + 10;
+    for (int which = 0; which < 2; which++) { /* 0: extra members, 1: compile_config */
+        size_t n = strlen(head) + strlen(deep) + 64;
+        char *doc = malloc(n), *part = malloc(strlen(deep) + 64);
+        if (which) snprintf(part, strlen(deep) + 64, "\"compile_config\":%s,", deep);
+        else snprintf(part, strlen(deep) + 64, ",\"deep\":%s", inner); /* the extra object: depth deep */
+        snprintf(doc, n, head, which ? part : "", which ? "" : part);
+        const char *what = which ? "compile_config" : "node 'x' (#0)";
+        magi_region *r = NULL;
+        MT_CHECK(magi_json_read(&r, doc, strlen(doc), NULL) == MAGI_ERR_LIMIT && !r, "%s: the JSON reader accepts it",
+                 what);
+        MT_CHECK(strstr(magi_last_error(), what) && strstr(magi_last_error(), "nested deeper than 128"), "%s: %s", what,
+                 magi_last_error());
+        MT_OK(magi_json_read(&r, doc, strlen(doc), &raised));
+        for (int wide = 0; wide < 2; wide++) {
+            magi_region *got = NULL;
+            MT_CHECK(load_encoded(r, wide, NULL, &got) == MAGI_ERR_LIMIT && !got, "%s: the artifact reads", what);
+            MT_CHECK(strstr(magi_last_error(), what) && strstr(magi_last_error(), "nested deeper than 128"), "%s: %s",
+                     what, magi_last_error());
+            MT_OK(load_encoded(r, wide, &raised, &got));
+            magi_region_free(got);
+        }
+        magi_region_free(r);
+        free(doc);
+        free(part);
+    }
+    free(deep);
+    free(inner);
+}
+
 /* Records of 4-16 KiB (a `cat` of hundreds of tensors) used to be carved
  * from a 4 or 8 KiB slab: the write ran past it and later records were
  * carved past the slab, overlapping other arena memory. Every list length
@@ -1086,7 +1284,9 @@ static void test_large_records_round_trip(void) {
     }
 }
 
-MT_MAIN(MT_CASE(test_roundtrip_fixtures), MT_CASE(test_large_records_round_trip), MT_CASE(test_example_fields_read_as_json_reads_them), MT_CASE(test_long_forms_read_like_short_forms), MT_CASE(test_deterministic_and_levels),
+MT_MAIN(MT_CASE(test_roundtrip_fixtures), MT_CASE(test_large_records_round_trip), MT_CASE(test_example_fields_read_as_json_reads_them), MT_CASE(test_long_forms_read_like_short_forms),
+        MT_CASE(test_values_refused_as_json_refuses_them), MT_CASE(test_nonfinite_floats_read_as_their_dump),
+        MT_CASE(test_opaque_json_nesting_limited_like_values), MT_CASE(test_deterministic_and_levels),
         MT_CASE(test_strings_borrowed_from_one_table), MT_CASE(test_every_byte_flip_fails),
         MT_CASE(test_every_truncation_fails), MT_CASE(test_hostile_counts_allocate_little),
         MT_CASE(test_newer_major_refused_newer_minor_ok), MT_CASE(test_unknown_section_and_keys_skipped),

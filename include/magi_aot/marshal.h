@@ -16,8 +16,10 @@
  * 32 bits use TYPE_LONG. Floats are IEEE binary64 (TYPE_BINARY_FLOAT).
  * compile_config and example "extra" members (kept as JSON text in the IR)
  * are converted from their JSON. Strings are written as UTF-8 (TYPE_UNICODE)
- * unless ASCII (TYPE_SHORT_ASCII / TYPE_ASCII); a string that is not valid
- * UTF-8 makes marshal.loads raise, never crash.
+ * unless ASCII (TYPE_SHORT_ASCII / TYPE_ASCII); a string of the region
+ * that is not UTF-8 (an encoded surrogate included, which marshal.loads
+ * would take) is refused, as the JSON writer refuses it under
+ * MAGI_JSON_STRICT_UTF8.
  *
  * Thread safety: reentrant; the region is only read.
  */
@@ -35,7 +37,7 @@ extern "C" {
  * *out_len bytes that Python's marshal.loads turns into the document.
  * Errors: MAGI_ERR_NOMEM; MAGI_ERR_FORMAT when compile_config or an
  * example's extra members are not valid JSON (not possible for a region
- * from the readers); MAGI_ERR_INVALID_ARG for NULL arguments. On failure
+ * from the readers) or a string is not UTF-8 (naming its node); MAGI_ERR_INVALID_ARG for NULL arguments. On failure
  * *out is NULL. */
 MAGI_API magi_status magi_marshal_write(void **out, size_t *out_len, const magi_region *r);
 

@@ -1,7 +1,9 @@
 """A loaded region's document as Python objects, without a JSON detour.
 
 Three paths give the same value (what json.loads gives for the text of
-magi_json_write), fastest first; document() takes the first available:
+magi_json_write), or the same refusal (a string that is not UTF-8, an
+encoded surrogate included: MagiError MAGI_ERR_FORMAT naming the node),
+fastest first; document() takes the first available:
 
   direct   the optional extension module magi_aot._docbuild builds the
            dicts, lists and strings straight from the C region, as one
@@ -139,12 +141,20 @@ def _addr(ptr):
 
 
 def document_direct(ptr):
-    """The document through the extension (MagiUnsupported when it is absent)."""
+    """The document through the extension (MagiUnsupported when it is absent).
+    A string that is not UTF-8 raises MagiError MAGI_ERR_FORMAT naming the
+    node, as document_marshal and document_json do."""
     fast = _fast()
     if fast is None:
         raise MagiUnsupported("document extension (%s)" % extension_missing())
     build, walk = fast
-    doc = build(walk, _addr(ptr))
+    try:
+        doc = build(walk, _addr(ptr))
+    except UnicodeDecodeError as e:
+        # the verdict of the marshal and JSON paths: MAGI_ERR_FORMAT naming the node
+        where = "; ".join(getattr(e, "__notes__", ())) or "the region's document"
+        raise MagiError(_ERR_FORMAT, "%s: a string is not UTF-8 (%s)" % (where, e),
+                        "magi_doc_walk") from e
     if isinstance(doc, int):  # the library refused the walk: its message says why
         msg = lib.magi_last_error() or b""
         raise MagiError(doc, msg.decode("utf-8", "replace"), "magi_doc_walk")
@@ -173,6 +183,7 @@ def document_marshal(ptr):
         lib.magi_free(p)
 
 
+_ERR_FORMAT = -4  # MAGI_ERR_FORMAT
 _JSON_STRICT_UTF8 = 0x2  # MAGI_JSON_STRICT_UTF8: refuse a string that is not UTF-8
 
 

@@ -217,6 +217,11 @@ class FuzzCorpus(unittest.TestCase):
         self.assertGreater(accepted, 10)
 
 
+class _NodeHead(ctypes.Structure):
+    """Leading fields of struct magi_node (graph.h, transparent)."""
+    _fields_ = [("name", c_void_p), ("op", ctypes.c_int), ("target", c_void_p)]
+
+
 class BadRegions(unittest.TestCase):
     """Regions the readers would not produce, made by editing a loaded one:
     every path raises an error naming what failed; nothing partial."""
@@ -234,15 +239,35 @@ class BadRegions(unittest.TestCase):
         keep = names[0]
         names[0] = ctypes.addressof(bad)
         try:
-            if HAS_DIRECT:
-                with self.assertRaises(UnicodeDecodeError) as cm:
-                    docio.document_direct(self.p)
-                if sys.version_info >= (3, 11):
-                    self.assertIn("while building node #0", " ".join(cm.exception.__notes__))
-            with self.assertRaises((UnicodeDecodeError, ValueError)):
-                docio.document_marshal(self.p)
+            for name, fn in [("json", docio.document_json)] + _paths():
+                with self.subTest(path=name):
+                    with self.assertRaises(MagiError) as cm:
+                        fn(self.p)
+                    self.assertEqual(cm.exception.status, "MAGI_ERR_FORMAT")
+                    self.assertIn("not UTF-8", cm.exception.message)
         finally:
             names[0] = keep
+
+    def test_a_surrogate_is_refused_by_every_path(self):
+        """UTF-8-encoded surrogates (which marshal.loads alone would take)
+        get one verdict: MagiError MAGI_ERR_FORMAT naming the node."""
+        for raw in (b"f\xed\xa0\x80", b"f\xed\xbf\xbfg"):
+            bad = ctypes.create_string_buffer(raw)
+            node = _NodeHead.from_address(self.r.nodes)
+            nm = ctypes.string_at(node.name).decode()
+            keep = node.target
+            node.target = ctypes.addressof(bad)
+            try:
+                for name, fn in [("json", docio.document_json)] + _paths():
+                    with self.subTest(raw=raw, path=name):
+                        with self.assertRaises(MagiError) as cm:
+                            fn(self.p)
+                        self.assertEqual(cm.exception.status, "MAGI_ERR_FORMAT")
+                        self.assertIn("not UTF-8", cm.exception.message)
+                        if name != "direct" or sys.version_info >= (3, 11):  # the node: a note from 3.11
+                            self.assertRegex(cm.exception.message, r"node (#0 )?'%s'" % nm)
+            finally:
+                node.target = keep
 
     def test_compile_config_that_is_not_json(self):
         bad = ctypes.create_string_buffer(b'{"a": [1,')
@@ -262,6 +287,43 @@ class BadRegions(unittest.TestCase):
         finally:
             slot.value = keep
             self.r.flags = keep_flags
+
+
+class DeepOpaqueJson(unittest.TestCase):
+    """An example's extra members nested deeper than the load's max_depth:
+    one verdict wherever the region comes from (JSON text, an artifact),
+    MagiError MAGI_ERR_LIMIT naming the node, never a region whose document
+    json.loads, marshal.loads or copy.deepcopy (localize) cannot follow."""
+
+    def test_a_2000_deep_extra_members_object_is_refused(self):
+        import magi_aot
+        depth = 2000
+        doc = {"format": "magi-fx-json", "version": 1, "graph": {"nodes": [
+            {"name": "x", "op": "placeholder", "target": "x",
+             "meta": {"example_value": {"kind": "int", "value": 3, "deep": "DEEP"}}},
+            {"name": "output", "op": "output", "target": "output", "args": [{"node": "x"}]}]}}
+        text = json.dumps(doc).replace('"DEEP"', '{"a":' * (depth - 1) + "1" + "}" * (depth - 1))
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "deep.json")
+            with open(path, "w") as f:
+                f.write(text)
+            p = _load(path, max_depth=depth + 10)  # under a raised limit it reads
+            try:
+                blob = CRegion(p).encode()
+            finally:
+                lib.magi_region_free(p)
+            art = os.path.join(d, "deep.magi")
+            with open(art, "wb") as fh:
+                fh.write(blob)
+            for what, call in [("json", lambda: magi_aot.load(path)), ("artifact", lambda: magi_aot.load(art)),
+                               ("bytes", lambda: magi_aot.load_bytes(blob)),
+                               ("file", lambda: lib.magi_region_free(_load(art)))]:
+                with self.subTest(what):
+                    with self.assertRaises(MagiError) as cm:
+                        call()
+                    self.assertEqual(cm.exception.status, "MAGI_ERR_LIMIT")
+                    self.assertIn("node 'x'", cm.exception.message)
+                    self.assertIn("nested deeper than 128", cm.exception.message)
 
 
 class Fallback(unittest.TestCase):

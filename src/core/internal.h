@@ -173,6 +173,9 @@ int magi_buf_printf(magi_buf *b, const char *fmt, ...) __attribute__((format(pri
  * UTF-8 subsequence becomes one U+FFFD, counted in b->n_invalid. (The canonical fingerprint
  * text keeps its own escaper: its bytes are hashed and must never change.) */
 void magi_buf_put_json_str(magi_buf *b, const char *s);
+/* Is the NUL-terminated `s` well-formed UTF-8 (no surrogates, overlong
+ * forms or code points past U+10FFFF: what Python's strict decoder takes)? */
+int magi_utf8_valid(const char *s);
 /* Append a whole JSON text (another encoder's output, e.g. jansson's pretty
  * printing, which writes DEL, C1 and U+2028 raw) with the code points
  * magi_buf_put_json_str escapes escaped the same way; structure, the usual

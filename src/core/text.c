@@ -105,6 +105,17 @@ size_t magi_text_escape(char *dst, size_t cap, const char *s) {
     return out;
 }
 
+int magi_utf8_valid(const char *s) {
+    const unsigned char *p = (const unsigned char *)s;
+    uint32_t cp;
+    while (*p) {
+        size_t n = utf8_len(p, &cp);
+        if (!n) return 0;
+        p += n;
+    }
+    return 1;
+}
+
 int magi_text_is_safe(const char *s) {
     const unsigned char *p = (const unsigned char *)(s ? s : "");
     while (*p) {

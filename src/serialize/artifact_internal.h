@@ -85,9 +85,11 @@ void magi_load_memory_free(magi_load_memory *m);
  * value (an object when `object`), without duplicate keys, and *out
  * (arena) gets jansson's compact, sorted text, the form the JSON reader
  * stores. So every reader (dump, the C loader, Python) sees one value, and
- * an artifact cannot splice extra JSON into dump's output. `what` names
- * the field in messages. (src/serialize/json_read.c) */
-magi_status magi_json_canon_opaque(magi_arena *a, const char *text, int object, const char *what, const char **out);
+ * an artifact cannot splice extra JSON into dump's output. Arrays and
+ * objects nested deeper than max_depth are refused (MAGI_ERR_LIMIT), as
+ * the JSON reader refuses them. `what` names the field in messages. (src/serialize/json_read.c) */
+magi_status magi_json_canon_opaque(magi_arena *a, const char *text, int object, uint32_t max_depth,
+                                   const char *what, const char **out);
 /* An example's extra members (canonical JSON object text): MAGI_ERR_FORMAT
  * naming the first member magi-fx defines for an example of `kind` (a dump
  * would print it twice). */

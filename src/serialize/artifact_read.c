@@ -396,6 +396,8 @@ typedef struct dec {
     uint32_t *name_owner; /* per string id: node index + 1 using it as name */
     uint8_t *device_ok; /* per string id: 0 not checked yet, 1 a valid device, 2 not one */
     const char **json_canon; /* per string id: its canonical JSON text (parsed once) */
+    uint8_t *key_seen;       /* per byte of the string table: dup_key() (all clear between calls) */
+    size_t strs_len;         /* bytes of the string table */
     uint16_t *extra_ok;      /* per string id: example kinds whose extra members it passed */
     int have_model_idx, have_traced; /* META stored these keys */
     size_t cap;                      /* the arena's cap while decoding */
@@ -549,6 +551,58 @@ MAGI_HOT_INLINE magi_status dec_str_id(dec *d, const char **out, uint32_t *id, i
 
 MAGI_HOT_INLINE magi_status dec_str(dec *d, const char **out, int nil_ok) { return dec_str_id(d, out, NULL, nil_ok); }
 
+/* The spellings of a float JSON cannot carry, as the JSON reader accepts
+ * them ({"float": "inf"}, "-inf", "nan"): a SPECIAL_FLOAT holding anything
+ * else is refused, and a non-finite float64 reads as the one the dump
+ * writes for it (so the artifact and its dump are one region: same
+ * fingerprint, same cache key). */
+static int special_float_ok(const char *s) {
+    return !strcmp(s, "inf") || !strcmp(s, "-inf") || !strcmp(s, "nan");
+}
+MAGI_HOT_INLINE void read_float(magi_value *v, double f) {
+    if (isfinite(f)) {
+        v->kind = MAGI_V_FLOAT;
+        v->u.f = f;
+    } else {
+        v->kind = MAGI_V_SPECIAL_FLOAT;
+        v->u.s = isnan(f) ? "nan" : f > 0 ? "inf" : "-inf";
+    }
+}
+
+/* A dict's or kwargs' keys, as JSON allows them: each at most once. The
+ * keys are string-table pointers and the table holds each string once, so
+ * equal keys are equal pointers. Returns the index of the first key seen
+ * before, or n. Small dicts pairwise; larger ones mark each key's offset in
+ * the table on a bitmap kept for the load (and cleared again). */
+static magi_status dup_key(dec *d, const char *const *keys, uint32_t n, uint32_t *dup) {
+    *dup = n;
+    if (n <= 12) {
+        for (uint32_t i = 1; i < n; i++)
+            for (uint32_t j = 0; j < i; j++)
+                if (keys[i] == keys[j]) {
+                    *dup = i;
+                    return MAGI_OK;
+                }
+        return MAGI_OK;
+    }
+    if (!d->key_seen && !(d->key_seen = calloc(d->strs_len / 8 + 1, 1)))
+        return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
+    const char *base = d->nstr ? d->strs[0] : NULL;
+    uint32_t i = 0;
+    for (; i < n; i++) {
+        size_t off = (size_t)(keys[i] - base);
+        uint8_t bit = (uint8_t)(1u << (off & 7));
+        if (d->key_seen[off / 8] & bit) break;
+        d->key_seen[off / 8] |= bit;
+    }
+    *dup = i;
+    for (uint32_t j = 0; j < i; j++) {
+        size_t off = (size_t)(keys[j] - base);
+        d->key_seen[off / 8] &= (uint8_t)~(1u << (off & 7));
+    }
+    return MAGI_OK;
+}
+
 /* Is string `id` (its text s) a device string? Checked once per id: equal
  * strings share one id. */
 static magi_status device_check(dec *d, uint32_t id, const char *s, int *ok) {
@@ -575,7 +629,7 @@ static magi_status dec_json(dec *d, const char **out, uint32_t *id_out, int obje
     if (st || !*out) return st;
     if (!d->json_canon && !(d->json_canon = calloc(d->nstr ? d->nstr : 1, sizeof *d->json_canon)))
         return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
-    if (!d->json_canon[id] && (st = magi_json_canon_opaque(d->ar, *out, object, what, &d->json_canon[id])))
+    if (!d->json_canon[id] && (st = magi_json_canon_opaque(d->ar, *out, object, d->lo->max_depth, what, &d->json_canon[id])))
         return st;
     *out = d->json_canon[id];
     return MAGI_OK;
@@ -716,8 +770,7 @@ MAGI_HOT_INLINE int dec_value_fast(dec *d, magi_value *v, magi_status *st) {
         for (int i = 1; i <= 8; i++) bits = (bits << 8) | p[i];
         memcpy(&f, &bits, sizeof f);
         zero_rec(v, sizeof *v);
-        v->kind = MAGI_V_FLOAT;
-        v->u.f = f;
+        read_float(v, f);
         d->m.p = p + 9;
         return 1;
     }
@@ -737,6 +790,7 @@ MAGI_HOT_INLINE int dec_value_fast(dec *d, magi_value *v, magi_status *st) {
         int ok = 1;
         if (!fast_str(d, &q, end, &s, &id) || !s) return 0;
         if (p[1] == MAGI_ART_TAG_DEVICE && (*st = device_ok(d, id, s, &ok))) return -1;
+        if (p[1] == MAGI_ART_TAG_SPECIAL_FLOAT) ok = special_float_ok(s);
         if (!ok) return 0; /* the general path says why */
         zero_rec(v, sizeof *v);
         v->kind = (magi_value_kind)p[1];
@@ -781,7 +835,7 @@ static magi_status dec_value(dec *d, magi_value *v, uint32_t depth) {
         if (!magi_mp_as_i64(&o, &v->u.i))
             return magi_set_error(MAGI_ERR_FORMAT, "integer out of int64 range at byte %zu", at);
         return MAGI_OK;
-    case MAGI_MP_FLOAT: v->kind = MAGI_V_FLOAT; v->u.f = o.v.f; return MAGI_OK;
+    case MAGI_MP_FLOAT: read_float(v, o.v.f); return MAGI_OK;
     case MAGI_MP_ARRAY: break;
     default:
         return magi_set_error(MAGI_ERR_FORMAT, "unexpected %s as a value at byte %zu", magi_mp_type_name(o.type), at);
@@ -801,6 +855,9 @@ static magi_status dec_value(dec *d, magi_value *v, uint32_t depth) {
         if (!ok)
             return magi_set_error(MAGI_ERR_FORMAT, "invalid device string '%s' at byte %zu (TYPE or TYPE:INDEX, as "
                                   "torch prints a device)", v->u.s, at);
+        if (tag == MAGI_ART_TAG_SPECIAL_FLOAT && !special_float_ok(v->u.s))
+            return magi_set_error(MAGI_ERR_FORMAT, "special float '%.100s' at byte %zu (\"inf\", \"-inf\" or \"nan\")",
+                                  v->u.s, at);
         return MAGI_OK;
     case MAGI_ART_TAG_PLACEMENT: {
         if (n != 2) break;
@@ -849,6 +906,13 @@ static magi_status dec_value(dec *d, magi_value *v, uint32_t depth) {
         for (uint32_t i = 0; i < cnt; i++) {
             if (dict && (st = dec_str(d, &v->u.seq.keys[i], 0))) return st;
             if ((st = dec_value(d, &v->u.seq.items[i], depth + 1))) return st;
+        }
+        if (dict) {
+            uint32_t dup;
+            if ((st = dup_key(d, v->u.seq.keys, cnt, &dup))) return st;
+            if (dup < cnt)
+                return magi_set_error(MAGI_ERR_FORMAT, "dict at byte %zu holds key '%.100s' twice", at,
+                                      v->u.seq.keys[dup]);
         }
         return MAGI_OK;
     }
@@ -1190,6 +1254,9 @@ static int dec_node_fast(dec *d, magi_node *nd, magi_status *st) {
                 return -1;
             }
         }
+        uint32_t dup;
+        if ((*st = dup_key(d, nd->kwargs.u.seq.keys, cnt, &dup))) return -1;
+        if (dup < cnt) goto general; /* the general path says which */
         seen++;
     }
     if (seen < nk && p < end && *p == MAGI_ART_NODE_EXAMPLE) {
@@ -1296,6 +1363,11 @@ static magi_status dec_node(dec *d, magi_node *nd) {
                 if ((st = dec_value(d, &nd->kwargs.u.seq.items[i], 2)))
                     return magi_error_prefix(st, "kwargs['%s']", nd->kwargs.u.seq.keys[i]);
             }
+            uint32_t dup;
+            if ((st = dup_key(d, nd->kwargs.u.seq.keys, cnt, &dup))) return st;
+            if (dup < cnt)
+                return magi_set_error(MAGI_ERR_FORMAT, "kwargs hold key '%.100s' twice at byte %zu",
+                                      nd->kwargs.u.seq.keys[dup], at);
             break;
         }
         case MAGI_ART_NODE_EXAMPLE:
@@ -1611,6 +1683,7 @@ static magi_status parse_strings(dec *d) {
     if (p != end) return magi_set_error(MAGI_ERR_FORMAT, "string table has more than %u strings", count);
     if (i1) return magi_set_error(MAGI_ERR_FORMAT, "string table holds '%.100s' twice (ids %u and %u)", d->strs[i1 - 1], i1 - 1, i2);
     d->nstr = count;
+    d->strs_len = blen;
     return MAGI_OK;
 }
 
@@ -1767,6 +1840,7 @@ cleanup:
     free(d.device_ok);
     free(d.json_canon);
     free(d.extra_ok);
+    free(d.key_seen);
     free(tmp);
     if (!mem) {
         ZSTD_freeDCtx(dctx);

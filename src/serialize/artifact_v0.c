@@ -131,7 +131,7 @@ magi_status magi_legacy_v0_read(magi_region **out, const uint8_t *data, size_t s
         if (s.type == MAGI_MP_STR) { /* JSON text, carried verbatim */
             const char *raw = magi_arena_strndup(a, (const char *)s.data, s.len);
             if (!raw) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
-            st = magi_json_canon_opaque(a, raw, 0, "legacy v0: compile_config", &r->compile_config_json);
+            st = magi_json_canon_opaque(a, raw, 0, lo.max_depth, "legacy v0: compile_config", &r->compile_config_json);
             if (st) goto cleanup;
             r->flags |= MAGI_REGION_HAS_COMPILE_CONFIG;
         } else if (s.type != MAGI_MP_NIL) {

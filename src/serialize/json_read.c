@@ -248,6 +248,28 @@ magi_status magi_json_example_extra_check(const char *canon, magi_example_kind k
     return st;
 }
 
+/* Does j nest arrays and objects more than `limit` deep (a container is one
+ * level, a scalar none)? Opaque JSON the IR keeps (compile_config, an
+ * example's extra members) is held to the load's max_depth like every
+ * value, by every reader: one verdict for a document and its artifact, and
+ * nothing deeper than the limit reaches a consumer of the document. The
+ * recursion stops at limit + 1 levels (and jansson parses at most 2048). */
+static int json_deeper(const json_t *j, uint32_t limit) {
+    if (!json_is_object(j) && !json_is_array(j)) return 0;
+    if (limit == 0) return 1;
+    if (json_is_array(j)) {
+        for (size_t i = 0; i < json_array_size(j); i++)
+            if (json_deeper(json_array_get(j, i), limit - 1)) return 1;
+        return 0;
+    }
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)j, k, v) {
+        if (json_deeper(v, limit - 1)) return 1;
+    }
+    return 0;
+}
+
 static magi_status read_example(reader *rd, json_t *j, magi_example *ex, uint32_t depth) {
     magi_status st = MAGI_OK;
     if (depth > rd->opts.max_depth) return fail(rd, MAGI_ERR_LIMIT, "nesting deeper than %u", rd->opts.max_depth);
@@ -350,6 +372,10 @@ static magi_status read_example(reader *rd, json_t *j, magi_example *ex, uint32_
         }
         if (!extra && !(extra = json_object())) return MAGI_ERR_NOMEM;
         json_object_set(extra, key, val);
+    }
+    if (extra && json_deeper(extra, rd->opts.max_depth)) {
+        json_decref(extra);
+        return fail(rd, MAGI_ERR_LIMIT, "extra members nested deeper than %u", rd->opts.max_depth);
     }
     if (extra) {
         char *text = json_dumps(extra, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
@@ -492,6 +518,8 @@ static magi_status read_document(reader *rd, json_t *root) {
             r->n_traced_files = (uint32_t)n;
             r->flags |= MAGI_REGION_HAS_TRACED_FILES;
         } else if (!strcmp(key, "compile_config")) {
+            if (json_deeper(val, rd->opts.max_depth))
+                return fail(rd, MAGI_ERR_LIMIT, "nested deeper than %u", rd->opts.max_depth);
             char *text = json_dumps(val, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
             if (!text) return fail(rd, MAGI_ERR_NOMEM, "out of memory");
             r->compile_config_json = dup(rd, text);
@@ -610,7 +638,8 @@ magi_status magi_json_read_file(magi_region **out, const char *path, const magi_
     return st;
 }
 
-magi_status magi_json_canon_opaque(magi_arena *a, const char *text, int object, const char *what, const char **out) {
+magi_status magi_json_canon_opaque(magi_arena *a, const char *text, int object, uint32_t max_depth,
+                                   const char *what, const char **out) {
     json_error_t err;
     /* exactly one value (jansson rejects trailing text); duplicate keys refused */
     json_t *j = json_loads(text, JSON_REJECT_DUPLICATES | (object ? 0 : JSON_DECODE_ANY), &err);
@@ -618,6 +647,10 @@ magi_status magi_json_canon_opaque(magi_arena *a, const char *text, int object, 
     if (object && !json_is_object(j)) {
         json_decref(j);
         return magi_set_error(MAGI_ERR_FORMAT, "%s is not a JSON object", what);
+    }
+    if (json_deeper(j, max_depth)) {
+        json_decref(j);
+        return magi_set_error(MAGI_ERR_LIMIT, "%s nested deeper than %u", what, max_depth);
     }
     char *s = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
     json_decref(j);

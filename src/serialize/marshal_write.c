@@ -65,6 +65,7 @@ static void ptr_map_free(ptr_map *m) {
 
 typedef struct mw {
     magi_buf b;
+    magi_status st;  /* a string refused (its message set); MAGI_OK else */
     ptr_map by_ptr;  /* stable string pointer -> reference index */
     magi_smap refs;  /* string bytes -> reference index (borrowed keys: stable strings only) */
     uint32_t n_refs;
@@ -166,6 +167,17 @@ static void put_str(mw *w, const char *s) {
     }
     /* a new pointer: the same bytes may have been written from another one */
     size_t n = strlen(s);
+    /* marshal.loads decodes with "surrogatepass": a string that is not
+     * UTF-8 (an encoded surrogate included) is refused here, as the JSON
+     * path (MAGI_JSON_STRICT_UTF8) and the direct path refuse it */
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)s[i] >= 0x80) {
+            if (!magi_utf8_valid(s)) {
+                w->st = magi_set_error(MAGI_ERR_FORMAT, "string '%s' is not UTF-8", s);
+                return;
+            }
+            break;
+        }
     uint32_t idx = w->n_refs;
     int ins = magi_smap_insert(&w->refs, s, n, idx, &idx);
     if (ins < 0) {
@@ -185,6 +197,7 @@ static void put_str(mw *w, const char *s) {
 /* ---- the emitter: every callback appends; out of memory stops the walk ---- */
 
 static magi_status status_of(mw *w) {
+    if (w->st) return w->st;
     return w->b.failed ? magi_set_error(MAGI_ERR_NOMEM, "marshal writer: out of memory") : MAGI_OK;
 }
 
