@@ -160,20 +160,63 @@ def key_differences(stored, running):
             if stored.get(f) != running.get(f)]
 
 
+MAX_TRACED_FILE = 16 << 20     # a traced source file larger than this counts as unreadable
+MAX_TRACED_TOTAL = 256 << 20   # bytes read for one call of file_checksums, all files together
+
+
+def _read_regular(path, limit):
+    """The bytes of `path` when it is a regular file of at most `limit`
+    bytes, else None. The path names come from a stored header, so nothing
+    else is ever read: a FIFO (whose open would wait for a writer), a
+    device (/dev/zero never ends), a directory. The type is checked before
+    the open and again on the descriptor, which is opened non-blocking and
+    read at most limit + 1 bytes (a file that grows is refused too)."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+                     | getattr(os, "O_CLOEXEC", 0))
+    except (OSError, TypeError, ValueError):
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+            return None
+        parts, n = [], 0
+        while n <= limit:
+            b = os.read(fd, min(1 << 20, limit + 1 - n))
+            if not b:
+                break
+            parts.append(b)
+            n += len(b)
+        return None if n > limit else b"".join(parts)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
 def file_checksums(paths):
-    """{path: sha256 hex or None when unreadable}."""
+    """{path: sha256 hex, or None when it is not a readable regular file of
+    at most MAX_TRACED_FILE bytes}. At most MAX_TRACED_TOTAL bytes are read
+    in all; files past that budget are None too."""
     out = {}
+    budget = MAX_TRACED_TOTAL
     for p in paths:
-        try:
-            with open(p, "rb") as f:
-                out[p] = hashlib.sha256(f.read()).hexdigest()
-        except OSError:
+        data = _read_regular(p, min(MAX_TRACED_FILE, budget)) if budget > 0 else None
+        if data is None:
             out[p] = None
+            continue
+        budget -= len(data)
+        out[p] = hashlib.sha256(data).hexdigest()
     return out
 
 
 def changed_files(recorded):
-    """Files whose content differs from the recorded SHA-256 (or vanished)."""
+    """Files whose content differs from the recorded SHA-256 (or vanished,
+    or are no longer a bounded regular file)."""
+    if not isinstance(recorded, dict):
+        raise _err("traced_files is not an object")
     now = file_checksums(recorded)
     return sorted(p for p, h in recorded.items() if now.get(p) != h)
 
@@ -293,7 +336,10 @@ def make_header(key, traced_files, placeholders, options=None, grad_enabled=Fals
 # ------------------------------------------------------------------ load side
 def _restore_so(blobs):
     """Put the region's C++ kernel libraries where Inductor looks for them
-    (its cache directory, same relative path), unless already there."""
+    (its cache directory, same relative path). A file already there is kept
+    only when it is a regular file holding exactly the verified bytes;
+    anything else (another file of the same size included) is replaced
+    atomically by them."""
     from torch._inductor.runtime.cache_dir_utils import cache_dir
     root = os.path.realpath(cache_dir())
     n = 0
@@ -304,14 +350,19 @@ def _restore_so(blobs):
         dst = os.path.realpath(os.path.join(root, rel))
         if os.path.isabs(rel) or not dst.startswith(root + os.sep):
             raise _err("kernel library path '%s' leaves the cache directory" % rel)
-        if os.path.exists(dst) and os.path.getsize(dst) == len(data):
+        if _read_regular(dst, len(data)) == data:
             continue
         os.makedirs(os.path.dirname(dst), exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(dst), prefix=".magi-")
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, 0o755)
-        os.replace(tmp, dst)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.chmod(tmp, 0o755)
+            os.replace(tmp, dst)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
         n += 1
     return n
 

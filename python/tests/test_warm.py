@@ -86,6 +86,78 @@ class Payload(unittest.TestCase):
         self.assertIn("compiled", cm.exception.message)
 
 
+_HOSTILE_FILES_CHILD = r"""
+import json, resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+from magi_aot import compiled
+print(json.dumps(compiled.file_checksums(sys.argv[1:])))
+"""
+
+
+class TracedFiles(unittest.TestCase):
+    """The header's traced_files are paths from the stored payload: only
+    bounded regular files are read. Run in a child with 1 GiB of address
+    space and a timeout, so reading /dev/zero or waiting on a FIFO fails
+    the test instead of the machine."""
+
+    def test_only_bounded_regular_files_are_read(self):
+        with tempfile.TemporaryDirectory() as d:
+            good = os.path.join(d, "model.py")
+            with open(good, "wb") as f:
+                f.write(b"x = 1\n")
+            fifo = os.path.join(d, "fifo")
+            os.mkfifo(fifo)
+            big = os.path.join(d, "big.py")
+            with open(big, "wb") as f:
+                f.truncate(1 << 30)   # sparse: costs no disk, but past any bound
+            paths = [good, fifo, "/dev/zero", big, d, os.path.join(d, "missing.py")]
+            env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+            proc = subprocess.Popen([sys.executable, "-c", _HOSTILE_FILES_CHILD] + paths,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                                    text=True)
+            try:
+                out, err = proc.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                # a reader waiting for a writer: open the FIFO once to let it go
+                w = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+                os.close(w)
+                proc.kill()
+                out, err = proc.communicate()
+                self.fail("file_checksums blocked on a FIFO")
+            self.assertEqual(proc.returncode, 0, err[-3000:])
+            got = json.loads(out)
+        self.assertEqual(got[good], hashlib.sha256(b"x = 1\n").hexdigest())
+        for p in paths[1:]:
+            self.assertIsNone(got[p], p)
+
+    def test_changed_files_refuses_a_malformed_record(self):
+        with self.assertRaises(MagiError):
+            compiled.changed_files(["no-such-file.py"])   # a list, not {path: sha256}
+
+
+@unittest.skipUnless(HAVE_TORCH, TORCH_REASON)
+class RestoreKernels(unittest.TestCase):
+    def test_verified_bytes_replace_a_file_of_the_same_size(self):
+        """A kernel library already in Inductor's cache directory is kept
+        only when it holds the verified bytes: one of the same size with
+        other bytes (a planted or stale .so) is replaced."""
+        from unittest import mock
+        good = os.urandom(4096)
+        with tempfile.TemporaryDirectory() as root:
+            dst = os.path.join(root, "ab", "k.so")
+            os.makedirs(os.path.dirname(dst))
+            with open(dst, "wb") as f:
+                f.write(b"\0" * len(good))
+            with mock.patch("torch._inductor.runtime.cache_dir_utils.cache_dir",
+                            return_value=root):
+                self.assertEqual(compiled._restore_so({"so/ab/k.so": good}), 1)
+                with open(dst, "rb") as f:
+                    self.assertEqual(f.read(), good)
+                # the right bytes already there: kept, nothing written
+                self.assertEqual(compiled._restore_so({"so/ab/k.so": good}), 0)
+            self.assertEqual(sorted(os.listdir(os.path.dirname(dst))), ["k.so"])
+
+
 class _FakeRegion:
     def __init__(self, fp, n_rewritten=0, transport="nccl"):
         self.doc = {"graph": {"nodes": []}}
