@@ -263,8 +263,10 @@ TORCH_MODULES = ("torch.nn.functional", "torch.functional", "torch._C._nn", "tor
                  "torch._C._linalg", "torch._C._special", "torch._C._VariableFunctions",
                  "torch._VariableFunctionsClass", "torch.fft", "torch.linalg", "torch.special",
                  "torch._refs", "torch._prims", "torch._prims_common", "torch._decomp",
-                 "torch._dynamo.polyfills", "torch.distributed._functional_collectives",
-                 "torch.distributed.tensor._api", "torch._higher_order_ops")
+                 "torch.distributed._functional_collectives", "torch.distributed.tensor._api")
+# not torch._dynamo.polyfills (its getattr_and_trace, attrgetter and
+# methodcaller stand-ins call any attribute) nor torch._higher_order_ops's
+# module functions: the operators themselves are torch.ops.higher_order.*
 TORCH_NAMES = {
     "torch.sym_max", "torch.sym_min", "torch.sym_int", "torch.sym_float", "torch.sym_not",
     "torch.sym_ite", "torch.sym_sum", "torch.sym_sqrt", "torch._sym_sqrt",

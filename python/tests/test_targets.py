@@ -292,6 +292,7 @@ class LoaderAllowList(unittest.TestCase):
         self.refused("builtins.__import__", ["os"])
         self.refused("operator.attrgetter", ["__class__"])
         self.refused("operator.methodcaller", ["__reduce_ex__", 2])
+        self.refused("torch._dynamo.polyfills.getattr_and_trace", [{"node": "x"}, "__class__"])
         # the steps from a value to arbitrary code
         self.refused("builtins.getattr", [{"node": "x"}, "__class__"])
         self.refused("__reduce_ex__", [{"node": "x"}, 2], op="call_method")
