@@ -219,6 +219,41 @@ static void test_keys(void) {
     free(dir);
 }
 
+/* magi_cache_check_owner: passes for a cache only this user can write
+ * (the default modes), fails naming the directory or file otherwise: a
+ * group-writable entry, a group-shared (g+ws) cache, and no entry. */
+static void test_check_owner(void) {
+    char *dir = mt_tmpdir();
+    char *root = mt_fmt("%s/c", dir);
+    magi_cache *c = NULL;
+    MT_OK(magi_cache_open(&c, root));
+    MT_OK(magi_cache_put(NULL, c, "k", "payload", 7, 0));
+    MT_OK(magi_cache_check_owner(c, "k"));
+    MT_CHECK(magi_cache_check_owner(c, "none") == MAGI_ERR_NOT_FOUND, "%s", magi_last_error());
+    MT_CHECK(magi_cache_check_owner(c, "../k") == MAGI_ERR_INVALID_ARG, "bad key accepted");
+    char *ent = mt_fmt("%s/v1/entries/k", root);
+    MT_REQUIRE(chmod(ent, 0664) == 0);
+    MT_CHECK(magi_cache_check_owner(c, "k") == MAGI_ERR_INVALID_ARG, "group-writable entry passed");
+    MT_CHECK(strstr(magi_last_error(), "entries/k") && strstr(magi_last_error(), "its group"), "message: %s",
+             magi_last_error());
+    MT_REQUIRE(chmod(ent, 0644) == 0);
+    MT_OK(magi_cache_check_owner(c, "k"));
+    magi_cache_free(c);
+    /* a group-shared cache: the root and the folders it makes are g+ws */
+    MT_REQUIRE(chmod(root, 02775) == 0);
+    MT_OK(magi_cache_open(&c, root));
+    MT_CHECK(magi_cache_check_owner(c, "k") == MAGI_ERR_INVALID_ARG, "group-shared cache passed");
+    MT_CHECK(strstr(magi_last_error(), "cache directory") && strstr(magi_last_error(), "2775"), "message: %s",
+             magi_last_error());
+    /* the handle checks the directories it opened, not the path again */
+    MT_CHECK(magi_cache_check_owner(NULL, "k") == MAGI_ERR_INVALID_ARG);
+    magi_cache_free(c);
+    free(ent);
+    free(root);
+    mt_rmtree(dir);
+    free(dir);
+}
+
 /* Flip one byte of the stored entry at `off` from the end (or start). */
 static void flip_byte(const char *path, long off_from_end) {
     size_t n = 0;
@@ -475,4 +510,4 @@ static void test_cli(void) {
 }
 
 MT_MAIN(MT_CASE(test_cli), MT_CASE(test_roundtrip), MT_CASE(test_keys), MT_CASE(test_corrupt_quarantine), MT_CASE(test_gc_lru),
-        MT_CASE(test_key_covers_compile_config))
+        MT_CASE(test_key_covers_compile_config), MT_CASE(test_check_owner))

@@ -208,12 +208,38 @@ static void test_hostile_sizes(void) {
     lo.max_decompressed_bytes = 1u << 20;
     MT_CHECK(magi_artifact_open(&h, a, n, &lo) == MAGI_ERR_LIMIT && !h, "limit not applied at open");
     MT_CHECK(strstr(magi_last_error(), "compiled") != NULL, "message: %s", magi_last_error());
+    /* one budget for the whole file: two 600 KiB sections, each under the
+     * 1 MiB limit, are 1.2 MiB together and refused at open, naming the
+     * second (a small file must not make verify or a reader of every
+     * compiled section decompress the limit once per section) */
+    {
+        size_t half = 600u << 10;
+        uint8_t *q1 = payload(half, 7), *q2 = payload(half, 8);
+        void *two = NULL;
+        size_t ntwo = 0;
+        encode2(r, q1, half, q2, half, &two, &ntwo);
+        magi_artifact *h2 = NULL;
+        MT_CHECK(magi_artifact_open(&h2, two, ntwo, &lo) == MAGI_ERR_LIMIT && !h2,
+                 "two sections over the file's budget opened");
+        MT_CHECK(strstr(magi_last_error(), "(#5)") && strstr(magi_last_error(), "whole file"), "message: %s",
+                 magi_last_error());
+        /* within a budget that holds them both: opened, verified, each read */
+        lo.max_decompressed_bytes = 2u << 20;
+        MT_OK(magi_artifact_open(&h2, two, ntwo, &lo));
+        MT_OK(magi_artifact_verify(h2));
+        magi_artifact_free(h2);
+        lo.max_decompressed_bytes = 1u << 20;
+        free(two);
+        free(q1);
+        free(q2);
+    }
 
     uint8_t *b = malloc(n);
-    /* table raw_size lies (1 GiB, within the default limit): the frame's
-     * content size disagrees, refused before allocating */
+    /* table raw_size lies (1 GiB less 1 MiB: with the region's sections,
+     * within the default limit): the frame's content size disagrees,
+     * refused before allocating */
     memcpy(b, a, n);
-    le64put(entry(b, 4) + 24, 1ull << 30);
+    le64put(entry(b, 4) + 24, (1ull << 30) - (1ull << 20));
     resign(b, 5);
     MT_OK(magi_artifact_open(&h, b, n, NULL));
     void *got = (void *)1;

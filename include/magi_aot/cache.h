@@ -108,6 +108,20 @@ MAGI_API magi_status magi_cache_get(void **out, size_t *out_len,
                                     magi_cache *c, const char *key, const char *expect_sha256_hex,
                                     uint64_t max_bytes);
 
+/* Whether only this user can have written the entry under `key`: MAGI_OK
+ * when DIR, DIR/v1/ and DIR/v1/entries/ (the directories the handle opened
+ * and holds, checked on those descriptors) and the entry file (opened
+ * without following a link, checked on its descriptor) are each owned by
+ * the effective uid and have no group or other write bit. A group-shared
+ * cache (g+ws) never passes. An entry's digest proves only that its bytes
+ * are intact; this is what tells a caller that they are its own, before it
+ * runs code stored in them (the Python package's compiled code,
+ * docs/CACHE.md "Trust"). Nothing is read or changed.
+ * Errors: MAGI_ERR_INVALID_ARG naming the directory or file and its owner
+ * or mode (or a non-regular entry); MAGI_ERR_NOT_FOUND when there is no
+ * entry; MAGI_ERR_IO. */
+MAGI_API magi_status magi_cache_check_owner(magi_cache *c, const char *key);
+
 /* List the entries (header check only; content not hashed), sorted by key.
  * *out is owned by the caller (magi_free()); *n may be 0. Entries that
  * cannot be listed (a name that is not a key, an entry that cannot be

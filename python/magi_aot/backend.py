@@ -40,8 +40,8 @@ from ._lib import (SECTION_COMPILED, CachePutResult, CRegion, MagiError, cstr, h
                    read_opaque_sections)
 from .region import _dumps, load_bytes
 
-__all__ = ["SaveBackend", "SavedRegion", "cache_get", "cache_get_bytes", "index_key",
-           "read_index"]
+__all__ = ["SaveBackend", "SavedRegion", "cache_get", "cache_get_bytes", "cache_get_entry",
+           "index_key", "read_index"]
 
 MAX_VARIANTS = 4  # compiled-code variants kept per region (one per key)
 
@@ -96,6 +96,18 @@ class _Cache:
         finally:
             lib.magi_free(p)
 
+    def owner_problem(self, key):
+        """None when only this user can have written the entry under key
+        (magi_cache_check_owner: the cache's directories and the entry file
+        are this user's and writable by nobody else), else why not."""
+        if not has("magi_cache_check_owner"):
+            return "this libmagi_aot cannot tell who wrote the cache (no magi_cache_check_owner)"
+        try:
+            lib.magi_cache_check_owner(self.ptr, key.encode())
+        except MagiError as e:
+            return e.message
+        return None
+
     def close(self):
         if self.ptr:
             lib.magi_cache_free(self.ptr)
@@ -112,6 +124,17 @@ def cache_get_bytes(cache_dir, key):
     """The verified bytes stored under `key`, or None when there is none."""
     with _Cache(os.fspath(cache_dir)) as c:
         return c.get_or_none(key)
+
+
+def cache_get_entry(cache_dir, key):
+    """(verified bytes or None, owner problem): the bytes stored under `key`
+    and None when only this user can have written them, else a sentence
+    saying why not (a group-shared cache, a file others can write; see
+    _Cache.owner_problem). Both come through one handle, so the check is
+    on the directories the read used."""
+    with _Cache(os.fspath(cache_dir)) as c:
+        data = c.get_or_none(key)
+        return data, (None if data is None else c.owner_problem(key))
 
 
 def cache_get(cache_dir, key, *, transport=None):
@@ -169,6 +192,7 @@ class SaveBackend:
         self.store_code = store_code
         self.inductor_options = inductor_options
         self.entries = []
+        self.stored_code = {}   # cache key -> the compiled-code payload this backend stored
         self._next = start_idx
         self._lock = threading.Lock()
         for fn in ("magi_cache_open", "magi_cache_put", "magi_cache_region_key"):
@@ -216,6 +240,9 @@ class SaveBackend:
                 data = r.encode(self.zstd_level)
         with _Cache(self.cache_dir) as c:
             res = c.put(key, data, replace=payload is not None)
+        if payload is not None:
+            with self._lock:
+                self.stored_code[key] = payload
         t2 = time.perf_counter()
         from .compiled import placeholder_sources
         return SavedRegion(model_tag=self.model_tag, model_idx=model_idx, key=key,

@@ -15,10 +15,15 @@ that input's size.
 
 How the forward is obtained, in order:
   1. the model's region list is in the cache and its one region's stored
-     code matches the running key and traced sources: loaded directly (no
+     code matches the running key and traced sources, and only this user
+     can have written the entry (the cache's directories and the entry file
+     are this user's, writable by nobody else) or the caller opted in
+     (trust_compiled=True, MAGI_AOT_TRUST_COMPILED=1): loaded directly (no
      Dynamo trace, no Inductor compile);
-  2. stored code exists but a key field differs (torch, GPU arch, ...): the
-     region is compiled from its stored graph and rebuilt fake inputs;
+  2. stored code exists but a key field differs (torch, GPU arch, ...), or
+     the entry is not known to be this user's own (a group-shared cache):
+     the region is compiled from its stored graph and rebuilt fake inputs
+     (its targets resolved against the loader's allow-list);
   3. nothing stored, or a traced source file changed (the stored graph may
      be stale): the first call traces the model with torch.compile and the
      save backend (store_code=True), which stores graph and code for the
@@ -129,8 +134,11 @@ class BoundForward:
     (magi_aot.Region or None before the first traced call), fn (the
     compiled callable)."""
 
-    def __init__(self, model, cache_dir, model_tag, transport, dynamic, store_code):
+    def __init__(self, model, cache_dir, model_tag, transport, dynamic, store_code,
+                 trust_compiled=None, allow_targets=()):
         self.model = model
+        self.trust_compiled = trust_compiled
+        self.allow_targets = tuple(allow_targets or ())
         self.cache_dir = cache_dir
         self.model_tag = model_tag
         self.transport = transport
@@ -181,8 +189,11 @@ class BoundForward:
         return out
 
     # -- obtaining the code
-    def _from_cache(self):
-        from .backend import cache_get_bytes, read_index
+    def _from_cache(self, own_code=None):
+        """None once loaded, else why the model must be traced. own_code:
+        {key: payload} this process has just compiled and stored (a
+        payload read back equal to one of them is this process's own)."""
+        from .backend import cache_get_entry, read_index
         from .compiled import load_region_code, transport_used
         from ._lib import read_opaque_sections
         from .region import load_bytes
@@ -194,12 +205,15 @@ class BoundForward:
             raise _err(-13, "model '%s' has %d regions (graph breaks); bind_model needs a "
                        "single region" % (self.model_tag, len(regions)))
         ent = regions[0]
-        data = cache_get_bytes(self.cache_dir, ent["key"])
+        data, untrusted = cache_get_entry(self.cache_dir, ent["key"])
         if data is None:
             return "region %s is listed but not in the cache" % ent["key"]
         t = time.perf_counter()
         region = load_bytes(data, transport=self.transport)
         payloads = read_opaque_sections(data)   # digest-verified first
+        mine = (own_code or {}).get(ent["key"])
+        if untrusted and mine is not None and mine in payloads:
+            payloads, untrusted = [mine], None   # the bytes this process compiled
         used = transport_used(region)
         load_s = time.perf_counter() - t
         from .compiled import choose
@@ -210,7 +224,9 @@ class BoundForward:
         from .compiled import region_device, use_triton_cache
         if region_device(region.doc) == "cuda":
             use_triton_cache(self.cache_dir)
-        fn, rep = load_region_code(region, payloads, transport_used=used)
+        fn, rep = load_region_code(region, payloads, transport_used=used, untrusted=untrusted,
+                                   trust_compiled=self.trust_compiled,
+                                   allow_targets=self.allow_targets)
         rep["timings"]["artifact_load_s"] = load_s
         self.region, self.fn = region, fn
         self.report.update(rep)
@@ -227,7 +243,7 @@ class BoundForward:
         if len(ents) != 1:
             raise _err(-13, "model '%s' traced into %d regions (graph breaks); bind_model "
                        "needs a single region" % (self.model_tag, len(ents)))
-        err = self._from_cache()
+        err = self._from_cache(own_code=dict(be.stored_code))
         if err:
             raise _err(-14, "region not found after tracing: %s" % err)
         self.report.update({"served": "traced", "reason": why,
@@ -241,12 +257,18 @@ class BoundForward:
         return self.fn(*self._args(inputs))
 
 
-def bind_model(model, cache_dir, model_tag, *, transport=None, dynamic=True, load_now=True):
+def bind_model(model, cache_dir, model_tag, *, transport=None, dynamic=True, load_now=True,
+               trust_compiled=None, allow_targets=()):
     """A BoundForward for `model` from the regions stored under model_tag in
     cache_dir (see the module doc). load_now: read and load the stored code
     now (errors such as a missing parameter surface here) rather than on
-    the first call."""
-    b = BoundForward(model, cache_dir, model_tag, transport, dynamic, True)
+    the first call. trust_compiled: load stored code even from a cache
+    others can write (default: MAGI_AOT_TRUST_COMPILED=1; otherwise such a
+    region is compiled from its graph and report["reason"] says why).
+    allow_targets: graph targets past the loader's allow-list
+    (magi_aot.targets)."""
+    b = BoundForward(model, cache_dir, model_tag, transport, dynamic, True, trust_compiled,
+                     allow_targets)
     if load_now:
         why = b._from_cache()
         if why:

@@ -36,6 +36,18 @@ stale: its graph may no longer be what Dynamo would trace) and the report
 names the field or file. The payload is parsed only after the library
 verified the section's digest; the header is JSON, so nothing is
 unpickled before the key and the blob digests match.
+
+Compiled code is code: loading it (CompiledArtifact.load unpickles, and
+the kernel libraries are dlopen'ed) runs whatever its writer put there, as
+the loading user, and a digest proves only that the bytes are intact, not
+who wrote them. So stored code is loaded only when the caller says the
+payloads can only be this user's own (bind_model: the cache directories
+and the entry file are owned by this user and writable by nobody else,
+magi_cache_check_owner) or when it opts in (trust_compiled=True, or the
+environment variable MAGI_AOT_TRUST_COMPILED=1). Otherwise the region is
+compiled from its graph, as on a key miss, and the report says why; the
+graph's targets are resolved against the loader's allow-list
+(magi_aot.targets).
 """
 import atexit
 import contextlib
@@ -61,6 +73,8 @@ MAX_HEADER = 64 << 20
 KEY_FIELDS = ("torch", "torch_git", "python", "cuda", "triton", "device", "fingerprint",
               "transport")
 SIMULATE_ENV = "MAGI_AOT_SIMULATE_KEY"   # "field=value,..." overrides the running key
+TRUST_ENV = "MAGI_AOT_TRUST_COMPILED"    # "1": load stored code whoever wrote it
+UNKNOWN_ORIGIN = "the caller did not say who wrote the compiled code"
 
 
 def _err(msg, code=-4):
@@ -160,20 +174,63 @@ def key_differences(stored, running):
             if stored.get(f) != running.get(f)]
 
 
+MAX_TRACED_FILE = 16 << 20     # a traced source file larger than this counts as unreadable
+MAX_TRACED_TOTAL = 256 << 20   # bytes read for one call of file_checksums, all files together
+
+
+def _read_regular(path, limit):
+    """The bytes of `path` when it is a regular file of at most `limit`
+    bytes, else None. The path names come from a stored header, so nothing
+    else is ever read: a FIFO (whose open would wait for a writer), a
+    device (/dev/zero never ends), a directory. The type is checked before
+    the open and again on the descriptor, which is opened non-blocking and
+    read at most limit + 1 bytes (a file that grows is refused too)."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+                     | getattr(os, "O_CLOEXEC", 0))
+    except (OSError, TypeError, ValueError):
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+            return None
+        parts, n = [], 0
+        while n <= limit:
+            b = os.read(fd, min(1 << 20, limit + 1 - n))
+            if not b:
+                break
+            parts.append(b)
+            n += len(b)
+        return None if n > limit else b"".join(parts)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
 def file_checksums(paths):
-    """{path: sha256 hex or None when unreadable}."""
+    """{path: sha256 hex, or None when it is not a readable regular file of
+    at most MAX_TRACED_FILE bytes}. At most MAX_TRACED_TOTAL bytes are read
+    in all; files past that budget are None too."""
     out = {}
+    budget = MAX_TRACED_TOTAL
     for p in paths:
-        try:
-            with open(p, "rb") as f:
-                out[p] = hashlib.sha256(f.read()).hexdigest()
-        except OSError:
+        data = _read_regular(p, min(MAX_TRACED_FILE, budget)) if budget > 0 else None
+        if data is None:
             out[p] = None
+            continue
+        budget -= len(data)
+        out[p] = hashlib.sha256(data).hexdigest()
     return out
 
 
 def changed_files(recorded):
-    """Files whose content differs from the recorded SHA-256 (or vanished)."""
+    """Files whose content differs from the recorded SHA-256 (or vanished,
+    or are no longer a bounded regular file)."""
+    if not isinstance(recorded, dict):
+        raise _err("traced_files is not an object")
     now = file_checksums(recorded)
     return sorted(p for p, h in recorded.items() if now.get(p) != h)
 
@@ -293,7 +350,10 @@ def make_header(key, traced_files, placeholders, options=None, grad_enabled=Fals
 # ------------------------------------------------------------------ load side
 def _restore_so(blobs):
     """Put the region's C++ kernel libraries where Inductor looks for them
-    (its cache directory, same relative path), unless already there."""
+    (its cache directory, same relative path). A file already there is kept
+    only when it is a regular file holding exactly the verified bytes;
+    anything else (another file of the same size included) is replaced
+    atomically by them."""
     from torch._inductor.runtime.cache_dir_utils import cache_dir
     root = os.path.realpath(cache_dir())
     n = 0
@@ -304,14 +364,19 @@ def _restore_so(blobs):
         dst = os.path.realpath(os.path.join(root, rel))
         if os.path.isabs(rel) or not dst.startswith(root + os.sep):
             raise _err("kernel library path '%s' leaves the cache directory" % rel)
-        if os.path.exists(dst) and os.path.getsize(dst) == len(data):
+        if _read_regular(dst, len(data)) == data:
             continue
         os.makedirs(os.path.dirname(dst), exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(dst), prefix=".magi-")
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, 0o755)
-        os.replace(tmp, dst)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.chmod(tmp, 0o755)
+            os.replace(tmp, dst)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
         n += 1
     return n
 
@@ -354,10 +419,11 @@ def load_standalone(blobs, timings):
     return art
 
 
-def compile_from_graph(region, timings, grad_enabled=False):
+def compile_from_graph(region, timings, grad_enabled=False, allow_targets=()):
     """Compile a region from its graph and rebuilt fake inputs (no Dynamo),
     for the grad mode the stored code was compiled under (an inference
-    graph when grad was off, as under torch.no_grad())."""
+    graph when grad was off, as under torch.no_grad()). allow_targets:
+    opt-ins past the loader's allow-list (magi_aot.targets)."""
     import torch
     from torch._inductor import standalone_compile
     from torch._subclasses.fake_tensor import FakeTensorMode
@@ -365,7 +431,7 @@ def compile_from_graph(region, timings, grad_enabled=False):
     t = time.perf_counter()
     fake_mode = FakeTensorMode(shape_env=ShapeEnv())
     args = region.fake_inputs(fake_mode)
-    gm = region.graph_module()
+    gm = region.graph_module(allow_targets=allow_targets)
     with torch.set_grad_enabled(grad_enabled):
         try:
             art = standalone_compile(gm, list(args), dynamic_shapes="from_example_inputs",
@@ -435,24 +501,47 @@ def choose(region, payloads, transport_used):
     return None, None, " | ".join(reasons)
 
 
-def load_region_code(region, payloads, *, transport_used="as_saved", allow_compile=True):
+def trust_opted_in(trust_compiled=None):
+    """The caller's opt-in to load stored code whoever wrote it:
+    trust_compiled when given, else MAGI_AOT_TRUST_COMPILED=1."""
+    if trust_compiled is not None:
+        return bool(trust_compiled)
+    return os.environ.get(TRUST_ENV, "") == "1"
+
+
+def load_region_code(region, payloads, *, transport_used="as_saved", allow_compile=True,
+                     untrusted=UNKNOWN_ORIGIN, trust_compiled=None, allow_targets=()):
     """A runnable callable for a loaded region plus a report.
 
     region          magi_aot.Region (as rewritten at load)
     payloads        the COMPILED sections' bytes (verified by the library)
     transport_used  "as_saved" when the load rewrote nothing, else the
                     transport whose rewrite changed the graph
+    untrusted       None when only this user can have written the payloads
+                    (bind_model checks the cache entry's owner and mode),
+                    else why not (default: nobody said). Untrusted stored
+                    code is not loaded (it is code) unless trust_compiled
+                    (or MAGI_AOT_TRUST_COMPILED=1): the region is compiled
+                    from its graph instead and the reason says why
+    allow_targets   opt-ins past the loader's allow-list of graph targets
     Returns (callable, report); report = {"served": "stored" | "compiled",
     "reason": None | why the stored code was not used, "stale_sources":
     [files] (then the graph itself may be stale: callers should re-trace),
-    "timings": {...}}."""
+    "untrusted": None | why the payloads' writer is not known to be this
+    user, "timings": {...}}."""
     t0 = time.perf_counter()
     timings = {}
     header, blobs, reason = choose(region, payloads, transport_used)
     report = {"served": None, "reason": reason, "stale_sources": [], "timings": timings,
-              "header": header}
+              "header": header, "untrusted": untrusted}
     if reason and reason.startswith("source changed"):
         report["stale_sources"] = reason.split(": ", 1)[1].split(", ")
+    if header is not None and untrusted and not trust_opted_in(trust_compiled):
+        reason = ("stored code not loaded: %s; compiled code runs as this user, so it is loaded "
+                  "only from a cache only this user can write (trust_compiled=True or %s=1 "
+                  "loads it anyway)" % (untrusted, TRUST_ENV))
+        report["reason"] = reason
+        header = blobs = None
     if header is not None:
         fn = load_standalone(blobs, timings)
         report["served"] = "stored"
@@ -462,7 +551,7 @@ def load_region_code(region, payloads, *, transport_used="as_saved", allow_compi
         grad = False
         if payloads:
             grad = bool(unpack(payloads[0])[0].get("grad_enabled"))
-        fn = compile_from_graph(region, timings, grad)
+        fn = compile_from_graph(region, timings, grad, allow_targets)
         report["served"] = "compiled"
     timings["total_s"] = time.perf_counter() - t0
     return fn, report

@@ -129,7 +129,7 @@ def _loader_resolves(text):
     function-local helpers included)."""
     from .rebuild import resolve_target
     try:
-        resolve_target(text)
+        resolve_target(text, allow=("*",))   # whether it names anything at all
         return True
     except Exception:  # noqa: BLE001 - any failure means the loader cannot
         return False

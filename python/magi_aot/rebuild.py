@@ -8,14 +8,20 @@ from the artifact alone:
     args = region.fake_inputs(fake_mode)
     compiled = my_backend(gm, args)
 
-Targets are resolved from their spec strings by magi_aot.targets.resolve:
-`torch.ops.NS.OP[.OVERLOAD]`, `torch.ops.higher_order.NAME`, and
-`module.path` callables (the longest importable module, then attribute
-lookups); the fx walk records names that resolve to the traced object
-(magi_aot.targets.name_of). An operator that a Python module registers
-(a model library's custom op, torchvision's kernels) is looked up again
-after importing its namespace and the modules of the region's traced
-source files. Dynamo's DTensor helper
+Targets are resolved from their spec strings by
+magi_aot.targets.resolve_allowed: `torch.ops.NS.OP[.OVERLOAD]`,
+`torch.ops.higher_order.NAME`, and `module.path` callables, each checked
+against the loader's allow-list (torch operators and tensor functions,
+operator, math, a few builtins, tensor methods; magi_aot.targets) before
+anything is imported, since a target string is data and calling it is
+code; `allow_targets` (or MAGI_AOT_ALLOW_TARGETS) opts more in. A target
+off the list is refused with MagiError MAGI_ERR_UNSUPPORTED naming the
+node and the target; so is a call_method of a private name
+(`__class__`, `__reduce_ex__`: only public methods and operator dunders)
+and a getattr of one. An operator that a Python module registers (a model
+library's custom op, torchvision's kernels) is looked up again after
+importing its namespace and the modules of the region's traced source
+files, when those modules are opted in. Dynamo's DTensor helper
 `...method_to_local.<locals>.to_local_fn_with_prim_types` (a closure over
 the constant arguments of `DTensor.to_local`) becomes `to_local` below, and
 `torch.ops.magi.*` (the rewritten gathers) registers magi_aot.ops first. Any
@@ -131,11 +137,14 @@ def _unsupported(node, why):
     return MagiError(-13, "node '%s': %s" % (node["name"], why), "graph_module")
 
 
-def resolve_target(text, import_files=()):
+def resolve_target(text, import_files=(), allow=()):
     """The callable a call_function target string names (see module doc and
     magi_aot.targets, which the fx walk uses to pick names that resolve).
     import_files: source files whose modules may register a missing
-    torch.ops operator (graph_module passes the region's traced_files)."""
+    torch.ops operator (graph_module passes the region's traced_files;
+    imported only when opted in). allow: opt-ins past the allow-list
+    (magi_aot.targets.resolve_allowed); a name off it raises
+    magi_aot.targets.TargetRefused (a LookupError)."""
     require_torch("magi_aot.resolve_target()")
     parts = text.split(".") if isinstance(text, str) else []
     if "<locals>" in parts and parts[-1].startswith("to_local") and any(
@@ -144,18 +153,20 @@ def resolve_target(text, import_files=()):
     if parts[:3] == ["torch", "ops", "magi"]:  # the rewritten gathers: magi_aot.ops
         from .ops import register
         register()
-    return _targets.resolve(text, import_files)
+    return _targets.resolve_allowed(text, import_files, allow)
 
 
-def graph_module(region, *, symbol_values=None):
+def graph_module(region, *, symbol_values=None, allow_targets=()):
     """A torch.fx.GraphModule equal to the region's graph (names, opcodes,
     targets, args, kwargs, and meta["example_value"] as the spec dict under
     meta["magi_example"]). {"sym": EXPR} arguments need symbol_values
-    (saved name -> SymInt/int; default region.symbol_map from fake_inputs)."""
+    (saved name -> SymInt/int; default region.symbol_map from fake_inputs).
+    allow_targets: opt-ins past the loader's allow-list (module doc)."""
     torch = require_torch("magi_aot.graph_module()")
     import torch.fx as fx
 
     syms = symbol_values if symbol_values is not None else (region.symbol_map or {})
+    everything = _targets.allows_everything(allow_targets)
     g = fx.Graph()
     env = {}
 
@@ -216,11 +227,23 @@ def graph_module(region, *, symbol_values=None):
             node = g.output(args[0] if args else None)
         elif op == "call_function":
             try:
-                fn = resolve_target(n["target"], region.traced_files)
+                fn = resolve_target(n["target"], region.traced_files, allow_targets)
+            except _targets.TargetRefused as e:
+                raise _unsupported(n, "target refused: %s" % e)
             except (LookupError, AttributeError) as e:
                 raise _unsupported(n, "target %s cannot be resolved: %s" % (n["target"], e))
+            if fn is getattr and not everything:
+                name = args[1] if len(args) > 1 else None
+                if not isinstance(name, str) or name.startswith("_"):
+                    raise _unsupported(n, "target refused: builtins.getattr of %r: only a public "
+                                       "attribute named by a constant (allow_targets=['*'] "
+                                       "allows any)" % (name,))
             node = g.create_node("call_function", fn, args, kwargs, name=n["name"])
         elif op == "call_method":
+            if not everything and not _targets.method_allowed(n["target"]):
+                raise _unsupported(n, "target refused: call_method %r: only public methods and "
+                                   "operator dunders (allow_targets=['*'] allows any)"
+                                   % (n["target"],))
             node = g.create_node("call_method", n["target"], args, kwargs, name=n["name"])
         else:
             raise _unsupported(n, "%s nodes need the module's attributes" % op)
@@ -233,7 +256,7 @@ def graph_module(region, *, symbol_values=None):
     return fx.GraphModule(torch.nn.Module(), g, class_name="MagiRegion_%s" % region.model_tag)
 
 
-def run_fake(region, fake_mode=None, *, device=None):
+def run_fake(region, fake_mode=None, *, device=None, allow_targets=()):
     """Rebuild the graph and its fake inputs from `region` alone and run it
     under the FakeTensorMode, with the Python dispatcher enabled as Dynamo
     and make_fx do (ops such as pad with SymInt arguments only reach their
@@ -246,7 +269,7 @@ def run_fake(region, fake_mode=None, *, device=None):
     if fake_mode is None:
         fake_mode = FakeTensorMode(shape_env=ShapeEnv())
     args = region.fake_inputs(fake_mode, device=device)
-    gm = graph_module(region)
+    gm = graph_module(region, allow_targets=allow_targets)
     with fake_mode, enable_python_dispatcher():
         out = gm(*args)
     return out, fake_mode, args

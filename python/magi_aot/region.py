@@ -120,10 +120,11 @@ class Region:
         from .fake import fake_inputs
         return fake_inputs(self, fake_mode, device=device)
 
-    def graph_module(self, *, symbol_values=None):
-        """Rebuild the graph as a torch.fx.GraphModule (see magi_aot.rebuild)."""
+    def graph_module(self, *, symbol_values=None, allow_targets=()):
+        """Rebuild the graph as a torch.fx.GraphModule (see magi_aot.rebuild;
+        allow_targets: targets past the allow-list, magi_aot.targets)."""
         from .rebuild import graph_module
-        return graph_module(self, symbol_values=symbol_values)
+        return graph_module(self, symbol_values=symbol_values, allow_targets=allow_targets)
 
     def __repr__(self):
         return "<magi_aot.Region %s#%s %d nodes fp=%s>" % (

@@ -188,3 +188,144 @@ class TorchTargets(unittest.TestCase):
         self.assertEqual(targets["getitem"], "operator.getitem")
         self.assertIs(resolve_target(targets["max_pool2d"]), F.max_pool2d)
         self.assertIn("<locals>", targets["helper"])
+
+
+_EVIL_MOD = """
+import os
+with open(os.environ["MAGI_EVIL_MARKER"], "w") as f:
+    f.write("imported")
+def f(x):
+    return x
+"""
+
+
+@unittest.skipUnless(torch_available(), TORCH_REASON)
+class LoaderAllowList(unittest.TestCase):
+    """A target string read from an artifact is data: the loader calls only
+    what its allow-list names, and imports no module a name chose, unless
+    the caller opts in."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.marker = os.path.join(cls.tmp.name, "marker")
+        with open(os.path.join(cls.tmp.name, "magi_evil_mod.py"), "w") as f:
+            f.write(_EVIL_MOD)
+        sys.path.insert(0, cls.tmp.name)
+        os.environ["MAGI_EVIL_MARKER"] = cls.marker
+
+    @classmethod
+    def tearDownClass(cls):
+        sys.path.remove(cls.tmp.name)
+        sys.modules.pop("magi_evil_mod", None)
+        os.environ.pop("MAGI_EVIL_MARKER", None)
+        cls.tmp.cleanup()
+
+    def region(self, target, args, op="call_function"):
+        """A region x -> target(*args) -> output, as an artifact would hold it."""
+        import torch
+        import torch.fx as fx
+        from magi_aot.fx import graph_to_doc
+        g = fx.Graph()
+        x = g.placeholder("x")
+        y = g.call_function(operator.add, (x, 1), name="node_under_test")
+        g.output((y,))
+        gm = fx.GraphModule(torch.nn.Module(), g)
+        gm.graph.nodes.__iter__  # noqa: B018 - the graph as fx made it
+        for n in gm.graph.nodes:
+            if n.op == "placeholder":
+                n.meta["example_value"] = torch.empty(2, 3)
+            if n.op == "call_function":
+                n.meta["example_value"] = torch.empty(2, 3)
+        doc = graph_to_doc(gm, model_tag="t")
+        for n in doc["graph"]["nodes"]:
+            if n["name"] == "node_under_test":
+                n["op"], n["target"], n["args"] = op, target, args
+        return magi_aot.region_from_doc(doc)
+
+    def refused(self, target, args, op="call_function", word="refused", **kw):
+        from unittest import mock
+        r = self.region(target, args, op)
+        with mock.patch("os.system") as system, mock.patch("subprocess.run") as run:
+            with self.assertRaises(magi_aot.MagiError) as cm:
+                r.graph_module(**kw)
+        system.assert_not_called()
+        run.assert_not_called()
+        msg = cm.exception.message
+        self.assertEqual(cm.exception.status, "MAGI_ERR_UNSUPPORTED")
+        self.assertIn("node 'node_under_test'", msg)
+        self.assertIn(word, msg)
+        return msg
+
+    def test_os_system_is_refused(self):
+        from unittest import mock
+        from magi_aot.rebuild import run_fake
+        msg = self.refused("os.system", ["echo pwned"])
+        self.assertIn("os.system", msg)
+        self.assertIn("allow_targets", msg)
+        self.refused("posix.system", ["echo pwned"])
+        self.refused("subprocess.run", [["true"]])
+        r = self.region("os.system", ["echo pwned"])
+        with mock.patch("os.system") as system:
+            with self.assertRaises(magi_aot.MagiError):
+                run_fake(r)
+        system.assert_not_called()
+
+    def test_no_module_named_by_data_is_imported(self):
+        sys.modules.pop("magi_evil_mod", None)
+        msg = self.refused("magi_evil_mod.f", [{"node": "x"}])
+        self.assertIn("magi_evil_mod.f", msg)
+        self.assertNotIn("magi_evil_mod", sys.modules)
+        self.assertFalse(os.path.exists(self.marker), "the module named by the target was imported")
+        # an operator namespace is not imported either: the operator is missing
+        msg = self.refused("torch.ops.magi_evil_mod.f.default", [{"node": "x"}],
+                           word="imported nothing")
+        self.assertNotIn("magi_evil_mod", sys.modules)
+
+    def test_what_is_not_an_operator_or_a_tensor_function(self):
+        self.refused("torch.ops.load_library", ["/tmp/x.so"])
+        self.refused("torch.ops.import_module", ["os"])
+        self.refused("torch.load", ["/tmp/x.pt"])
+        self.refused("torch.hub.load", ["a", "b"])
+        self.refused("builtins.eval", ["1"])
+        self.refused("builtins.exec", ["1"])
+        self.refused("builtins.__import__", ["os"])
+        self.refused("operator.attrgetter", ["__class__"])
+        self.refused("operator.methodcaller", ["__reduce_ex__", 2])
+        self.refused("torch._dynamo.polyfills.getattr_and_trace", [{"node": "x"}, "__class__"])
+        # the steps from a value to arbitrary code
+        self.refused("builtins.getattr", [{"node": "x"}, "__class__"])
+        self.refused("__reduce_ex__", [{"node": "x"}, 2], op="call_method")
+        self.refused("__class__", [{"node": "x"}], op="call_method")
+
+    def test_the_list_still_rebuilds_what_graphs_hold(self):
+        import torch
+        for target, args in [("operator.mul", [{"node": "x"}, 2]),
+                             ("torch._C._nn.linear", [{"node": "x"}, {"node": "x"}]),
+                             ("torch.nn.functional.silu", [{"node": "x"}]),
+                             ("torch._VariableFunctionsClass.rsqrt", [{"node": "x"}]),
+                             ("torch.ops.aten.relu.default", [{"node": "x"}]),
+                             ("torch._C.TensorBase.add", [{"node": "x"}, 1]),
+                             ("builtins.getattr", [{"node": "x"}, "shape"])]:
+            with self.subTest(target):
+                self.region(target, args).graph_module()
+        gm = self.region("__add__", [{"node": "x"}, 1], op="call_method").graph_module()
+        self.assertTrue(torch.equal(gm(torch.ones(2, 3))[0], torch.full((2, 3), 2.0)))
+
+    def test_opt_in(self):
+        sys.modules.pop("magi_evil_mod", None)
+        r = self.region("magi_evil_mod.f", [{"node": "x"}])
+        gm = r.graph_module(allow_targets=["magi_evil_mod"])
+        self.assertTrue(os.path.exists(self.marker))
+        self.assertIn("magi_evil_mod", sys.modules)
+        os.unlink(self.marker)
+        old = os.environ.get("MAGI_AOT_ALLOW_TARGETS")
+        os.environ["MAGI_AOT_ALLOW_TARGETS"] = "magi_evil_mod.f"
+        try:
+            r.graph_module()
+        finally:
+            if old is None:
+                del os.environ["MAGI_AOT_ALLOW_TARGETS"]
+            else:
+                os.environ["MAGI_AOT_ALLOW_TARGETS"] = old
+        self.assertIsNotNone(gm)

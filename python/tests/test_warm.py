@@ -86,6 +86,78 @@ class Payload(unittest.TestCase):
         self.assertIn("compiled", cm.exception.message)
 
 
+_HOSTILE_FILES_CHILD = r"""
+import json, resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+from magi_aot import compiled
+print(json.dumps(compiled.file_checksums(sys.argv[1:])))
+"""
+
+
+class TracedFiles(unittest.TestCase):
+    """The header's traced_files are paths from the stored payload: only
+    bounded regular files are read. Run in a child with 1 GiB of address
+    space and a timeout, so reading /dev/zero or waiting on a FIFO fails
+    the test instead of the machine."""
+
+    def test_only_bounded_regular_files_are_read(self):
+        with tempfile.TemporaryDirectory() as d:
+            good = os.path.join(d, "model.py")
+            with open(good, "wb") as f:
+                f.write(b"x = 1\n")
+            fifo = os.path.join(d, "fifo")
+            os.mkfifo(fifo)
+            big = os.path.join(d, "big.py")
+            with open(big, "wb") as f:
+                f.truncate(1 << 30)   # sparse: costs no disk, but past any bound
+            paths = [good, fifo, "/dev/zero", big, d, os.path.join(d, "missing.py")]
+            env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+            proc = subprocess.Popen([sys.executable, "-c", _HOSTILE_FILES_CHILD] + paths,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                                    text=True)
+            try:
+                out, err = proc.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                # a reader waiting for a writer: open the FIFO once to let it go
+                w = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+                os.close(w)
+                proc.kill()
+                out, err = proc.communicate()
+                self.fail("file_checksums blocked on a FIFO")
+            self.assertEqual(proc.returncode, 0, err[-3000:])
+            got = json.loads(out)
+        self.assertEqual(got[good], hashlib.sha256(b"x = 1\n").hexdigest())
+        for p in paths[1:]:
+            self.assertIsNone(got[p], p)
+
+    def test_changed_files_refuses_a_malformed_record(self):
+        with self.assertRaises(MagiError):
+            compiled.changed_files(["no-such-file.py"])   # a list, not {path: sha256}
+
+
+@unittest.skipUnless(HAVE_TORCH, TORCH_REASON)
+class RestoreKernels(unittest.TestCase):
+    def test_verified_bytes_replace_a_file_of_the_same_size(self):
+        """A kernel library already in Inductor's cache directory is kept
+        only when it holds the verified bytes: one of the same size with
+        other bytes (a planted or stale .so) is replaced."""
+        from unittest import mock
+        good = os.urandom(4096)
+        with tempfile.TemporaryDirectory() as root:
+            dst = os.path.join(root, "ab", "k.so")
+            os.makedirs(os.path.dirname(dst))
+            with open(dst, "wb") as f:
+                f.write(b"\0" * len(good))
+            with mock.patch("torch._inductor.runtime.cache_dir_utils.cache_dir",
+                            return_value=root):
+                self.assertEqual(compiled._restore_so({"so/ab/k.so": good}), 1)
+                with open(dst, "rb") as f:
+                    self.assertEqual(f.read(), good)
+                # the right bytes already there: kept, nothing written
+                self.assertEqual(compiled._restore_so({"so/ab/k.so": good}), 0)
+            self.assertEqual(sorted(os.listdir(os.path.dirname(dst))), ["k.so"])
+
+
 class _FakeRegion:
     def __init__(self, fp, n_rewritten=0, transport="nccl"):
         self.doc = {"graph": {"nodes": []}}
@@ -171,6 +243,133 @@ class Sources(unittest.TestCase):
         for bad in ("G['torch'].x", "L['x'].foo()", "", None):
             with self.assertRaises(MagiError):
                 parse_source(bad)
+
+
+@unittest.skipUnless(HAVE_TORCH, TORCH_REASON)
+class Trust(unittest.TestCase):
+    """Stored code is code: bind_model loads it only from a cache entry
+    only this user can have written, or on an explicit opt-in; otherwise it
+    compiles the region from its graph and says why. The region is traced
+    by Dynamo for real; the compiled code is a stand-in payload, and
+    CompiledArtifact.load (the unpickler) and the compile from the graph are
+    replaced by recorders, so the test shows which one would run."""
+
+    def setUp(self):
+        import torch
+        self.torch = torch
+        torch._dynamo.reset()
+        self.tmp = tempfile.mkdtemp(prefix="magi-trust-")
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+        self.saved_env = os.environ.pop("MAGI_AOT_TRUST_COMPILED", None)
+        self.addCleanup(self._restore_env)
+
+    def _restore_env(self):
+        os.environ.pop("MAGI_AOT_TRUST_COMPILED", None)
+        if self.saved_env is not None:
+            os.environ["MAGI_AOT_TRUST_COMPILED"] = self.saved_env
+
+    def model(self):
+        torch = self.torch
+
+        class M(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = torch.nn.Linear(4, 4)
+
+            def forward(self, x):
+                return torch.relu(self.fc(x))
+        torch.manual_seed(0)
+        return M()
+
+    def store(self, cache, shared=False):
+        """Trace the model into `cache` with a stand-in payload under the
+        running key (group-shared first when asked: chmod 2775)."""
+        from unittest import mock
+        from magi_aot.backend import SaveBackend
+        torch = self.torch
+        if shared:
+            os.makedirs(cache)
+            os.chmod(cache, 0o2775)
+        be = SaveBackend(cache, "trust", store_code=True, strict=True)
+
+        def fake_compile(gm, example_inputs):
+            def build(doc, fp, traced):
+                key = compiled.environment_key(compiled.region_device(doc), fp, "as_saved")
+                return compiled.pack(compiled.make_header(key, traced, []),
+                                     [("standalone", b"stand-in for the attacker's pickle")])
+            return gm.forward, (build, 0.0)
+        with mock.patch.object(be, "_compile", fake_compile):
+            torch.compile(self.model(), backend=be)(torch.ones(2, 4))
+        self.assertEqual(len(be.entries), 1, be.entries)
+        self.assertIsNone(be.entries[0].error)
+        return be.entries[0].key
+
+    def bind(self, cache, **kw):
+        from unittest import mock
+        loads, compiles = [], []
+
+        def fake_load(path, format):
+            loads.append(path)
+            return lambda *a: ("stored",)
+
+        def fake_compile_from_graph(region, timings, grad_enabled=False, allow_targets=()):
+            compiles.append(region)
+            return lambda *a: ("compiled",)
+        with mock.patch("torch._inductor.standalone_compile.CompiledArtifact.load", fake_load), \
+                mock.patch("magi_aot.compiled.compile_from_graph", fake_compile_from_graph):
+            fwd = magi_aot.bind_model(self.model(), cache, "trust", **kw)
+        return fwd.report, loads, compiles
+
+    def test_own_cache_serves_stored_code(self):
+        cache = os.path.join(self.tmp, "own")
+        self.store(cache)
+        rep, loads, compiles = self.bind(cache)
+        self.assertEqual(rep["served"], "stored", rep)
+        self.assertIsNone(rep["untrusted"])
+        self.assertEqual((len(loads), len(compiles)), (1, 0))
+
+    def test_group_shared_cache_compiles_from_the_graph(self):
+        cache = os.path.join(self.tmp, "shared")
+        self.store(cache, shared=True)
+        rep, loads, compiles = self.bind(cache)
+        self.assertEqual(loads, [], "stored code from a group-shared cache was unpickled")
+        self.assertEqual(rep["served"], "compiled", rep)
+        self.assertEqual(len(compiles), 1)
+        self.assertIn("stored code not loaded", rep["reason"])
+        self.assertIn("2775", rep["reason"])
+        self.assertIn("trust_compiled", rep["reason"])
+        # an explicit opt-in loads it: the argument, or the environment
+        rep, loads, _ = self.bind(cache, trust_compiled=True)
+        self.assertEqual((rep["served"], len(loads)), ("stored", 1))
+        os.environ["MAGI_AOT_TRUST_COMPILED"] = "1"
+        rep, loads, _ = self.bind(cache)
+        self.assertEqual((rep["served"], len(loads)), ("stored", 1))
+        rep, loads, _ = self.bind(cache, trust_compiled=False)
+        self.assertEqual((rep["served"], len(loads)), ("compiled", 0))
+
+    def test_entry_others_can_write_is_not_loaded(self):
+        cache = os.path.join(self.tmp, "own")
+        key = self.store(cache)
+        os.chmod(os.path.join(cache, "v1", "entries", key), 0o666)
+        rep, loads, compiles = self.bind(cache)
+        self.assertEqual(loads, [])
+        self.assertEqual(rep["served"], "compiled", rep)
+        self.assertIn("every user", rep["reason"])
+        self.assertIn(key, rep["reason"])
+
+    def test_payloads_of_unknown_origin_are_not_loaded(self):
+        """load_region_code's default: nobody said who wrote them."""
+        from unittest import mock
+        region = _FakeRegion("f" * 64)
+        key = compiled.environment_key("cpu", "f" * 64, "as_saved")
+        p = compiled.pack(compiled.make_header(key, [], []), [("standalone", b"x")])
+        with mock.patch("magi_aot.compiled.load_standalone") as ls, \
+                mock.patch("magi_aot.compiled.compile_from_graph", return_value="fn") as cg:
+            fn, rep = compiled.load_region_code(region, [p])
+        ls.assert_not_called()
+        cg.assert_called_once()
+        self.assertEqual(rep["served"], "compiled")
+        self.assertIn("stored code not loaded", rep["reason"])
 
 
 def _run_child(cache, model_py, state, out, *extra):

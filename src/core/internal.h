@@ -146,6 +146,10 @@ enum { MAGI_DIR_PRIVATE = 0, MAGI_DIR_SHARED = 1 };
 magi_status magi_dir_open(const char *path, int create, int policy, int *fd_out);
 magi_status magi_dir_open_at(int parent, const char *name, const char *what, int create, int policy,
                              int *fd_out);
+/* Whether what is open on fd (a directory or a file) is this user's own:
+ * owned by the effective uid and without a group or other write bit.
+ * MAGI_ERR_INVALID_ARG naming `what`, its owner or its mode, otherwise. */
+magi_status magi_fd_check_own(int fd, const char *what);
 
 /* magi_arena_alloc() without zeroing: for a caller that writes every byte
  * it reads (same limits, messages and alignment). */

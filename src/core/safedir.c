@@ -43,6 +43,20 @@ static magi_status check_dir(int fd, const char *what, int policy) {
     return MAGI_OK;
 }
 
+magi_status magi_fd_check_own(int fd, const char *what) {
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) return magi_set_error(MAGI_ERR_IO, "%s: cannot stat: %s", what, strerror(errno));
+    uid_t me = geteuid();
+    unsigned mode = (unsigned)sb.st_mode & 07777u;
+    if (sb.st_uid != me)
+        return magi_set_error(MAGI_ERR_INVALID_ARG, "%s: owned by uid %u, not by this user (uid %u)", what,
+                              (unsigned)sb.st_uid, (unsigned)me);
+    if (mode & 022u)
+        return magi_set_error(MAGI_ERR_INVALID_ARG, "%s: mode %04o lets %s write it", what, mode,
+                              (mode & 002u) ? "every user" : "its group");
+    return MAGI_OK;
+}
+
 magi_status magi_dir_open_at(int parent, const char *name, const char *what, int create, int policy,
                              int *fd_out) {
     *fd_out = -1;

@@ -42,11 +42,12 @@
  * (magi_dir_open: ours or group-shared, never other-writable), so a
  * symlink planted inside the cache can never send gc or verify elsewhere. */
 struct magi_cache {
+    char *dir;        /* DIR */
     char *root;       /* DIR/v1 */
     char *entries;    /* DIR/v1/entries */
     char *tmp;        /* DIR/v1/tmp */
     char *quarantine; /* DIR/v1/quarantine */
-    int root_fd, entries_fd, tmp_fd, q_fd;
+    int dir_fd, root_fd, entries_fd, tmp_fd, q_fd;
 };
 
 /* ---- small helpers ---- */
@@ -173,12 +174,13 @@ static magi_status cache_open(magi_cache **out, const char *dir, int create) {
     *out = NULL;
     c = calloc(1, sizeof *c);
     if (!c) return magi_set_error(MAGI_ERR_NOMEM, "cache: out of memory");
-    c->root_fd = c->entries_fd = c->tmp_fd = c->q_fd = -1;
+    c->dir_fd = c->root_fd = c->entries_fd = c->tmp_fd = c->q_fd = -1;
+    c->dir = strdup(dir);
     c->root = path_join(dir, "v1");
     if (c->root) c->entries = path_join(c->root, "entries");
     if (c->root) c->tmp = path_join(c->root, "tmp");
     if (c->root) c->quarantine = path_join(c->root, "quarantine");
-    if (!c->root || !c->entries || !c->tmp || !c->quarantine)
+    if (!c->dir || !c->root || !c->entries || !c->tmp || !c->quarantine)
         MAGI_FAIL(MAGI_ERR_NOMEM, "cache: out of memory");
     if (create && mkdir_p(dir) != 0)
         MAGI_FAIL(MAGI_ERR_IO, "cache %s: cannot create it: %s", dir, strerror(errno));
@@ -194,7 +196,7 @@ static magi_status cache_open(magi_cache **out, const char *dir, int create) {
     struct stat tsb;
     int shared = fstat(top, &tsb) == 0 && (tsb.st_mode & 020) && (tsb.st_mode & S_ISGID);
     st = magi_dir_open_at(top, "v1", c->root, create, MAGI_DIR_SHARED, &c->root_fd);
-    close(top);
+    c->dir_fd = top; /* kept: magi_cache_check_owner() checks the directory opened here */
     const char *names[] = {"entries", "tmp", "quarantine"};
     const char *paths[] = {c->entries, c->tmp, c->quarantine};
     int *fds[] = {&c->entries_fd, &c->tmp_fd, &c->q_fd};
@@ -225,9 +227,10 @@ magi_status magi_cache_open_existing(magi_cache **out, const char *dir) { return
 
 void magi_cache_free(magi_cache *c) {
     if (!c) return;
-    int fds[] = {c->root_fd, c->entries_fd, c->tmp_fd, c->q_fd};
-    for (int i = 0; i < 4; i++)
+    int fds[] = {c->dir_fd, c->root_fd, c->entries_fd, c->tmp_fd, c->q_fd};
+    for (int i = 0; i < 5; i++)
         if (fds[i] >= 0) close(fds[i]);
+    free(c->dir);
     free(c->root);
     free(c->entries);
     free(c->tmp);
@@ -629,6 +632,36 @@ magi_status magi_cache_get(void **out, size_t *out_len, magi_cache_entry *info,
 cleanup:
     if (fd >= 0) close(fd);
     free(buf);
+    free(path);
+    return st;
+}
+
+magi_status magi_cache_check_owner(magi_cache *c, const char *key) {
+    magi_status st = MAGI_OK;
+    char *path = NULL;
+    int fd = -1;
+    if (!c) return magi_set_error(MAGI_ERR_INVALID_ARG, "cache check owner: NULL handle");
+    MAGI_CHECK(magi_cache_key_check(key));
+    const int fds[] = {c->dir_fd, c->root_fd, c->entries_fd};
+    const char *what[] = {c->dir, c->root, c->entries};
+    for (int i = 0; i < 3; i++)
+        if ((st = magi_fd_check_own(fds[i], what[i]))) {
+            magi_error_prefix(st, "cache directory");
+            goto cleanup;
+        }
+    path = path_join(c->entries, key);
+    if (!path) MAGI_FAIL(MAGI_ERR_NOMEM, "cache: out of memory");
+    fd = openat(c->entries_fd, key, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0) {
+        if (errno == ENOENT) MAGI_FAIL(MAGI_ERR_NOT_FOUND, "cache miss: no entry for key '%s'", key);
+        MAGI_FAIL(MAGI_ERR_IO, "cache entry %s: cannot open: %s", path, strerror(errno));
+    }
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) MAGI_FAIL(MAGI_ERR_IO, "cache entry %s: cannot stat: %s", path, strerror(errno));
+    if (!S_ISREG(sb.st_mode)) MAGI_FAIL(MAGI_ERR_INVALID_ARG, "cache entry %s: not a regular file", path);
+    if ((st = magi_fd_check_own(fd, path))) magi_error_prefix(st, "cache entry");
+cleanup:
+    if (fd >= 0) close(fd);
     free(path);
     return st;
 }

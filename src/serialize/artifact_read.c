@@ -114,14 +114,20 @@ static magi_status open_v1(magi_artifact *a) {
             raw_total += s->raw_size;
         } else if (s->kind == MAGI_SECTION_COMPILED) {
             /* opaque and optional, possibly repeated: decoded only on request
-             * (magi_artifact_read_section), each bounded by itself */
+             * (magi_artifact_read_section), but counted in the same total as
+             * the region's sections, so the file as a whole (verify, a reader
+             * of every compiled section) stays within one budget */
             if (a->codec[i] != MAGI_ART_CODEC_ZSTD)
                 return magi_set_error(MAGI_ERR_UNSUPPORTED, "section %s (#%u): unknown codec %u", s->kind_name,
                                       i, a->codec[i]);
-            if (s->raw_size > a->lo.max_decompressed_bytes)
-                return magi_set_error(MAGI_ERR_LIMIT, "section %s (#%u): %llu raw bytes pass the decompression limit of %llu",
+            if (s->raw_size > a->lo.max_decompressed_bytes - raw_total)
+                return magi_set_error(MAGI_ERR_LIMIT,
+                                      "section %s (#%u): %llu raw bytes after %llu in the sections before it pass "
+                                      "the decompression limit of %llu for the whole file",
                                       s->kind_name, i, (unsigned long long)s->raw_size,
+                                      (unsigned long long)raw_total,
                                       (unsigned long long)a->lo.max_decompressed_bytes);
+            raw_total += s->raw_size;
         }
     }
     if (prev_end != size)
