@@ -25,10 +25,13 @@ static char *fixture(void) {
     return p;
 }
 
+static int g_keep_cast_pad; /* the loader option of the next load_rank() */
+
 static magi_loader *load_rank(const char *text, uint32_t rank, uint32_t world, magi_load_transport tr,
                               const magi_symm_group *groups, uint32_t n_groups, magi_status *st_out) {
     magi_loader_options o = MAGI_LOADER_OPTIONS_INIT;
     o.transport = tr;
+    o.keep_cast_pad = g_keep_cast_pad;
     o.bind.rank = rank;
     o.bind.world = world;
     o.bind.groups = groups;
@@ -66,8 +69,10 @@ static const magi_node *input0(const magi_region *r, const magi_node *n) {
     return &r->nodes[n->args.u.seq.items[0].u.node];
 }
 
-static void test_lowered_sequences(void) {
+/* keep_cast_pad: MagiCompiler's sequence, the cast and pad in the graph (on NCCL). */
+static void test_lowered_sequences_cast_pad_kept(void) {
     char *text = fixture();
+    g_keep_cast_pad = 1;
     for (uint32_t rank = 0; rank < 2; rank++) {
         magi_loader *ld = load_rank(text, rank, 2, MAGI_LOAD_TRANSPORT_COPY_ENGINE, NULL, 0, NULL);
         const magi_region *r = magi_loader_region(ld, 0);
@@ -117,7 +122,56 @@ static void test_lowered_sequences(void) {
         magi_free(rep);
         magi_loader_free(ld);
     }
+    g_keep_cast_pad = 0;
     free(text);
+}
+
+/* The copy-engine default: the cast and the pad are done once at bind; the
+ * weight's example is the bound form and records what the caller binds. */
+static void test_cast_and_pad_at_bind(void) {
+    char *text = fixture();
+    for (uint32_t rank = 0; rank < 2; rank++) {
+        magi_loader *ld = load_rank(text, rank, 2, MAGI_LOAD_TRANSPORT_COPY_ENGINE, NULL, 0, NULL);
+        const magi_region *r = magi_loader_region(ld, 0);
+        const magi_lowered *e = record(ld, "redistribute");
+        MT_CHECK(e->lowered && e->cast && e->padded && e->at_bind, "tok_embeddings: at_bind %d", e->at_bind);
+        const magi_node *sl = node(r, "to_local");
+        MT_CHECK(!strcmp(sl->target, "torch.ops.aten.slice.Tensor"), "to_local is %s", sl->target);
+        const magi_node *wt = input0(r, sl), *ga = input0(r, wt), *p = input0(r, ga);
+        MT_CHECK(strstr(ga->target, "magi.symm_all_gather") != NULL, "the folded gather is not rewritten: %s",
+                 ga->target);
+        MT_CHECK(p->op == MAGI_OP_PLACEHOLDER, "the gather reads '%s', not the weight", p->name);
+        MT_CHECK(!strcmp(p->example->u.tensor.dtype, "bfloat16") && p->example->u.tensor.shape[0].value == 501,
+                 "the bound form is %s [%lld]", p->example->u.tensor.dtype,
+                 (long long)p->example->u.tensor.shape[0].value);
+        char want[96];
+        snprintf(want, sizeof want, "{\"bind_transform\":{\"dtype\":\"float32\",\"rows\":%d}}", rank ? 500 : 501);
+        MT_CHECK(p->example->extra_json && !strcmp(p->example->extra_json, want), "bind_transform: %s",
+                 p->example->extra_json ? p->example->extra_json : "(none)");
+        MT_CHECK(magi_region_find_node(r, "to_local__cast") < 0 && magi_region_find_node(r, "to_local__pad") < 0,
+                 "a cast or pad node is left in the graph");
+        char *rep = NULL;
+        MT_OK(magi_loader_report(&rep, NULL, ld, MAGI_LOADER_REPORT_TEXT));
+        MT_CHECK(strstr(rep, "cast at bind") && strstr(rep, "padded at bind"), "text report: %s", rep);
+        magi_free(rep);
+        magi_loader_free(ld);
+    }
+    free(text);
+}
+
+/* A loader options struct of revision 1 (built against the header before
+ * keep_cast_pad) is accepted, the new field read as 0. */
+static void test_revision_1_options_accepted(void) {
+    unsigned char buf[sizeof(magi_loader_options) + 16];
+    memset(buf, 0x5a, sizeof buf); /* what follows a revision-1 struct is not the caller's */
+    magi_loader_options o = MAGI_LOADER_OPTIONS_INIT;
+    o.version = (uint32_t)(1u << 16 | MAGI_LOADER_OPTIONS_V1_SIZE);
+    memcpy(buf, &o, MAGI_LOADER_OPTIONS_V1_SIZE);
+    magi_loader *ld = NULL;
+    MT_OK(magi_loader_new(&ld, (const magi_loader_options *)(void *)buf));
+    magi_loader_free(ld);
+    o.version = (uint32_t)(1u << 16 | (MAGI_LOADER_OPTIONS_V1_SIZE + 4));
+    MT_CHECK(magi_loader_new(&ld, &o) == MAGI_ERR_VERSION, "a revision-1 struct of another size was accepted");
 }
 
 /* Uneven shards: both ranks get the same node sequence and the same plan. */
@@ -243,6 +297,7 @@ static void test_artifact_round_trip(void) {
     free(text);
 }
 
-MT_MAIN(MT_CASE(test_lowered_sequences), MT_CASE(test_uneven_same_plan_every_rank),
+MT_MAIN(MT_CASE(test_lowered_sequences_cast_pad_kept), MT_CASE(test_cast_and_pad_at_bind),
+        MT_CASE(test_revision_1_options_accepted), MT_CASE(test_uneven_same_plan_every_rank),
         MT_CASE(test_no_rank_world_keeps_with_reason), MT_CASE(test_mesh_group_mismatch_named),
         MT_CASE(test_readers_check_placements_and_specs), MT_CASE(test_artifact_round_trip))

@@ -59,7 +59,7 @@ typedef enum magi_transport_source {
 /* "option", "compile_config", "default"; NULL when out of range. */
 MAGI_API const char *magi_transport_source_name(magi_transport_source s);
 
-#define MAGI_LOADER_OPTIONS_VERSION MAGI_STRUCT_VERSION(1, magi_loader_options)
+#define MAGI_LOADER_OPTIONS_VERSION MAGI_STRUCT_VERSION(2, magi_loader_options)
 
 typedef struct magi_loader_options {
     uint32_t version;                 /* MAGI_LOADER_OPTIONS_VERSION */
@@ -72,10 +72,16 @@ typedef struct magi_loader_options {
      * a backend), rendezvous directory, timeout, device; its version field is
      * checked too. */
     magi_symm_backend_config bind;
+    /* revision 2 (a revision-1 struct is accepted, this field read as 0): */
+    int keep_cast_pad;                /* 1: a lowered DTensor gather keeps its cast and pad in the
+                                         graph (on NCCL, as traced); 0: a copy-engine load does
+                                         them once at bind (magi_aot/lower.h) */
 } magi_loader_options;
 
 #define MAGI_LOADER_OPTIONS_INIT \
-    { MAGI_LOADER_OPTIONS_VERSION, MAGI_LOAD_TRANSPORT_AUTO, 0, NULL, NULL, MAGI_SYMM_BACKEND_CONFIG_INIT }
+    { MAGI_LOADER_OPTIONS_VERSION, MAGI_LOAD_TRANSPORT_AUTO, 0, NULL, NULL, MAGI_SYMM_BACKEND_CONFIG_INIT, 0 }
+/* The size of a revision-1 magi_loader_options (before keep_cast_pad). */
+#define MAGI_LOADER_OPTIONS_V1_SIZE offsetof(magi_loader_options, keep_cast_pad)
 
 typedef struct magi_loader magi_loader;
 
@@ -110,9 +116,9 @@ typedef struct magi_loaded_info {
     uint32_t n_rewritten;             /* gathers changed to magi.symm_* */
     uint32_t n_restored;              /* magi.symm_* gathers changed back to c10d */
     uint32_t n_inputs;                /* placeholders */
-    uint32_t n_lowered;               /* DTensor redistributes lowered to gathers (magi_aot/lower.h) */
     uint32_t sections_decoded;        /* artifact sections decompressed (once each) */
     uint32_t sections_hashed;         /* artifact sections whose digest was checked */
+    uint32_t n_lowered;               /* DTensor redistributes lowered to gathers (magi_aot/lower.h) */
 } magi_loaded_info;
 
 /* Queries that take a non-const loader compute on first use and cache. */

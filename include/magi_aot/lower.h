@@ -21,6 +21,14 @@
  * a rank whose shard is already a full chunk pads by zero rows. The
  * symmetric-buffer plan then sees the gathers as any other (magi_aot/symm.h).
  *
+ * With MAGI_LOWER_AT_BIND (the copy-engine load's default) a static weight's
+ * cast and pad are done once, when its shard is bound, instead of every
+ * step: W's example becomes the bound form (the forward dtype, the chunk's
+ * rows) and records what the caller binds in its "bind_transform" member
+ * ({"dtype": W's own dtype, "rows": this rank's rows}); the sequence is the
+ * gather, its wait and (uneven) the slice. A cast once equals a cast every
+ * step, and the pad's rows are zeros either way, so the output is the same.
+ *
  * A redistribute the pass does not lower (another placement or shard
  * dimension, a mesh of two or more dimensions, _StridedShard, an activation,
  * a DTensor used other than by one to_local, no recorded spec) stays as it is
@@ -47,6 +55,7 @@ typedef struct magi_lowered {
     int lowered;          /* 1: replaced by the gather sequence */
     int cast;             /* lowered with a cast to the forward dtype */
     int padded;           /* lowered with a pad to the chunk and a slice */
+    int at_bind;          /* the cast / pad is done once at bind (MAGI_LOWER_AT_BIND) */
     const char *gather;   /* lowered: the all_gather node's name */
     const char *group;    /* the mesh dimension's process group, or NULL */
     int64_t global_rows;  /* F, the weight's global size on dimension 0 (lowered) */
@@ -64,8 +73,9 @@ typedef struct magi_lowered {
  * dimension whose size does not match its process group's, naming both, or
  * a group that does not hold this rank), MAGI_ERR_FORMAT (a malformed
  * DTensor spec, naming the node), MAGI_ERR_NOMEM. */
+#define MAGI_LOWER_AT_BIND 0x1u /* fold a static weight's cast and pad into its bound shard */
 MAGI_API magi_status magi_lower_redistribute(const magi_lowered **out, uint32_t *n_out, magi_region *r,
-                                             const magi_symm_backend_config *c);
+                                             const magi_symm_backend_config *c, unsigned flags);
 
 #ifdef __cplusplus
 }

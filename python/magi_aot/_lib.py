@@ -156,11 +156,11 @@ class SymmBackendConfig(Structure):
 
 
 class LoaderOptions(Structure):
-    """magi_loader_options (load.h), revision 1."""
-    REVISION = 1
+    """magi_loader_options (load.h), revision 2."""
+    REVISION = 2
     _fields_ = [("version", c_uint32), ("transport", c_int), ("window_cap_bytes", c_uint64),
                 ("limits", POINTER(LoadOptions)), ("backend", c_char_p),
-                ("bind", SymmBackendConfig)]
+                ("bind", SymmBackendConfig), ("keep_cast_pad", c_int)]
 
     def __init__(self, **kw):
         super().__init__(version=struct_version(self.REVISION, type(self)), **kw)
@@ -178,7 +178,14 @@ class LoadedInfo(Structure):
     _fields_ = [("path", c_char_p), ("fingerprint", c_char * 65), ("artifact_v1", c_int),
                 ("legacy_v0", c_int), ("transport", c_int), ("transport_source", c_int),
                 ("n_rewritten", c_uint32), ("n_restored", c_uint32), ("n_inputs", c_uint32),
-                ("sections_decoded", c_uint32), ("sections_hashed", c_uint32)]
+                ("sections_decoded", c_uint32), ("sections_hashed", c_uint32), ("n_lowered", c_uint32)]
+
+
+class Lowered(Structure):
+    """magi_lowered (lower.h): one DTensor redistribute and the lowering's decision."""
+    _fields_ = [("node", c_char_p), ("weight", c_char_p), ("lowered", c_int), ("cast", c_int),
+                ("padded", c_int), ("at_bind", c_int), ("gather", c_char_p), ("group", c_char_p), ("global_rows", c_int64),
+                ("chunk_rows", c_int64), ("local_rows", c_int64), ("reason", c_char_p)]
 
 
 class SymmGather(Structure):
@@ -278,6 +285,7 @@ _PROTOS = {
     "magi_loader_inputs_json": (c_char_p, [c_void_p, c_uint32]),
     "magi_loader_inputs_status": (c_int, [POINTER(c_char_p), c_void_p, c_uint32]),
     "magi_loader_plan": (c_void_p, [c_void_p]),
+    "magi_loader_lowered": (POINTER(Lowered), [POINTER(c_uint32), c_void_p, c_uint32]),
     "magi_loader_backend": (c_void_p, [c_void_p]),
     "magi_loader_report": (_STATUS, [POINTER(c_void_p), POINTER(c_size_t), c_void_p, c_uint]),
     "magi_loader_save": (_STATUS, [c_void_p, c_uint32, c_char_p]),

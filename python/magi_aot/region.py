@@ -53,6 +53,10 @@ class Region:
       transport       "copy_engine" | "nccl" as decided for this region, and
       transport_source "option" | "compile_config" | "default"
       load_seconds    wall time of load() (read + verify + fingerprint + report)
+      redistributes   per DTensor redistribute: {"node", "weight", "lowered", and
+                      "gather", "group", "cast", "padded", "global_rows", "chunk_rows",
+                      "local_rows" when lowered, else "reason"}
+      n_lowered       redistributes lowered to gathers for this rank
     """
 
     def __init__(self, doc, *, path=None, fingerprint=None, inputs=None,
@@ -74,6 +78,8 @@ class Region:
         self.transport = None
         self.transport_source = None
         self.sections_decoded = 0
+        self.redistributes = []  # DTensor redistributes and the lowering's decisions
+        self.n_lowered = 0
 
     # -- document views
     @property
@@ -174,6 +180,24 @@ def _plan_report(plan, i):
                      "plan_sha256": bytes(digest).hex()}
 
 
+def _lowered_report(loader, i):
+    """The DTensor redistributes of region i and the lowering's decisions
+    (magi_loader_lowered): [{"node", "weight", "lowered", ...}]."""
+    n = c_uint32()
+    lw = lib.magi_loader_lowered(byref(n), loader, i)
+    out = []
+    for k in range(n.value):
+        e = {"node": _str(lw[k].node), "weight": _str(lw[k].weight), "lowered": bool(lw[k].lowered)}
+        if lw[k].lowered:
+            e.update(gather=_str(lw[k].gather), group=_str(lw[k].group), cast=bool(lw[k].cast),
+                     padded=bool(lw[k].padded), at_bind=bool(lw[k].at_bind), global_rows=lw[k].global_rows,
+                     chunk_rows=lw[k].chunk_rows, local_rows=lw[k].local_rows)
+        else:
+            e["reason"] = _str(lw[k].reason)
+        out.append(e)
+    return out
+
+
 def _regions_of(loader, t0):
     """Region objects for everything the C loader holds."""
     out = []
@@ -196,6 +220,8 @@ def _regions_of(loader, t0):
                    rewrite_report=gathers, bind_report=bind,
                    n_rewritten=info.n_rewritten, inputs_error=ins_err)
         r.n_restored = info.n_restored
+        r.redistributes = _lowered_report(loader, i)
+        r.n_lowered = info.n_lowered
         r.transport = SYMM_TRANSPORTS.get(info.transport)
         r.transport_source = TRANSPORT_SOURCES.get(info.transport_source)
         r.sections_decoded = info.sections_decoded
@@ -206,8 +232,10 @@ def _regions_of(loader, t0):
     return out
 
 
-def _run_loader(transport, window_cap_bytes, fill):
+def _run_loader(transport, window_cap_bytes, fill, rank=None, world=None):
     opts = LoaderOptions(transport=LOAD_TRANSPORTS[transport], window_cap_bytes=int(window_cap_bytes))
+    if world is not None:
+        opts.bind.rank, opts.bind.world = int(rank or 0), int(world)
     loader = c_void_p()
     t0 = time.perf_counter()
     lib.magi_loader_new(byref(loader), byref(opts))
@@ -218,7 +246,7 @@ def _run_loader(transport, window_cap_bytes, fill):
         lib.magi_loader_free(loader)
 
 
-def load_many(paths, *, transport=None, window_cap_bytes=0):
+def load_many(paths, *, transport=None, window_cap_bytes=0, rank=None, world=None):
     """Load several region files as one set through the C loader
     (magi_aot/load.h), the way `magi-aot load A B ...` does: every file
     verified (each artifact section hashed and decompressed once), one
@@ -229,19 +257,23 @@ def load_many(paths, *, transport=None, window_cap_bytes=0):
     compile_config["fsdp_config"]["transport"], else "nccl"; "nccl" keeps the
     NCCL gathers (and turns magi.symm_* gathers of an earlier rewrite back);
     "copy_engine" rewrites the gathers of static weights.
+    rank, world: this process's rank and the world size (process groups of
+    consecutive ranks); with them the DTensor weight gathers of a SimpleFSDP
+    region are lowered for this rank (docs/SYMM.md), and each Region's
+    `redistributes` lists every redistribute with its decision.
     Raises MagiError naming the file on any failure."""
     _check_transport(transport)
     paths = [os.fspath(p) for p in paths]
     arr = (c_char_p * max(1, len(paths)))(*[cstr(p) for p in paths])
     return _run_loader(transport, window_cap_bytes,
-                       lambda ld: lib.magi_loader_load(ld, arr, len(paths)))
+                       lambda ld: lib.magi_loader_load(ld, arr, len(paths)), rank, world)
 
 
-def load(path, *, transport=None):
+def load(path, *, transport=None, rank=None, world=None):
     """Load one region file (magi-fx JSON, artifact v1 or legacy v0; the C
     library picks by content and verifies every digest before parsing).
-    Same as load_many([path], transport=transport)[0]."""
-    return load_many([path], transport=transport)[0]
+    Same as load_many([path], transport=transport, rank=rank, world=world)[0]."""
+    return load_many([path], transport=transport, rank=rank, world=world)[0]
 
 
 def load_bytes(data, *, transport=None, name="artifact"):

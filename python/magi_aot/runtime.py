@@ -86,6 +86,13 @@ def _rendezvous_prefix(job_id):
     return "magi-symm-%s-" % hashlib.sha256(job_id.encode()).hexdigest()[:16]
 
 
+def _n_lowered(ld, i):
+    from ._lib import LoadedInfo
+    info = LoadedInfo()
+    lib.magi_loader_info(byref(info), ld, i)
+    return info.n_lowered
+
+
 def dynamo_param_name(fqn):
     """The placeholder target Dynamo gives a module parameter/buffer
     reached from `self` ("layers.0.wq" -> "L_self_modules_layers_modules_0_parameters_wq_")."""
@@ -335,6 +342,8 @@ class SymmRuntime:
                             "give one runtime regions of one transport" % sorted(kinds))
         self.transport = kinds.pop() if kinds else "copy_engine"
         opts = LoaderOptions(transport=LOAD_TRANSPORTS[self.transport], window_cap_bytes=int(cap))
+        # this rank's view: DTensor weight gathers are lowered for it in the loader
+        opts.bind.rank, opts.bind.world = self.rank, self.world
         ld = c_void_p()
         lib.magi_loader_new(byref(ld), byref(opts))
         self._handles.loader = ld
@@ -347,6 +356,7 @@ class SymmRuntime:
                                      (ctypes.c_char_p * n)(*names), n)
         plan = lib.magi_loader_plan(ld)
         self._plan = c_void_p(plan)
+        self._take_lowered(ld)
         n = c_uint32()
         w = lib.magi_symm_plan_windows(byref(n), plan)
         self.windows = [{"dtype": w[i].dtype.decode(), "group": w[i].group.decode(),
@@ -367,6 +377,20 @@ class SymmRuntime:
         finally:
             lib.magi_free(p)
         self._slot_of = {sl["weight"]: i for i, sl in enumerate(self.slots)}
+
+    def _take_lowered(self, ld):
+        """Regions whose DTensor redistributes the loader lowered for this
+        rank: the runtime runs the loader's graph (explicit gathers, local
+        shards), read back from the C region once."""
+        from .region import _regions_of
+        if not any(lib.magi_loader_count(ld) and _n_lowered(ld, i) for i in range(len(self.regions))):
+            return
+        fresh = _regions_of(ld, time.perf_counter())
+        for i, (old, new) in enumerate(zip(self.regions, fresh)):
+            if new.n_lowered:
+                new.source = getattr(old, "source", None) or old
+                new.path = old.path
+                self.regions[i] = new
 
     def _resolve_groups(self, groups):
         """self.groups: {name: ranks of the caller's block}; self.partitions:

@@ -66,12 +66,17 @@ magi_status magi_loader_new(magi_loader **out, const magi_loader_options *opts) 
     *out = NULL;
     magi_loader_options o = MAGI_LOADER_OPTIONS_INIT;
     if (opts) {
-        if ((st = magi_check_struct_version("magi_loader_options", opts->version, MAGI_LOADER_OPTIONS_VERSION)))
+        /* a revision-1 struct (built against the header before keep_cast_pad) is read up to its size */
+        size_t have = sizeof o;
+        if (opts->version == (uint32_t)(1u << 16 | (MAGI_LOADER_OPTIONS_V1_SIZE & 0xffffu)))
+            have = MAGI_LOADER_OPTIONS_V1_SIZE;
+        else if ((st = magi_check_struct_version("magi_loader_options", opts->version, MAGI_LOADER_OPTIONS_VERSION)))
             return st;
         if ((st = magi_check_struct_version("magi_loader_options.bind", opts->bind.version,
                                             MAGI_SYMM_BACKEND_CONFIG_VERSION)))
             return st;
-        o = *opts;
+        memcpy(&o, opts, have);
+        o.version = MAGI_LOADER_OPTIONS_VERSION;
     }
     if (o.transport != MAGI_LOAD_TRANSPORT_AUTO && o.transport != MAGI_LOAD_TRANSPORT_NCCL &&
         o.transport != MAGI_LOAD_TRANSPORT_COPY_ENGINE)
@@ -192,7 +197,8 @@ static magi_status lower_region(magi_loader *ld, entry *e) {
     magi_status st = magi_fingerprint_hex(e->info.fingerprint, r);
     if (st) return magi_error_prefix(st, "%s", e->path);
     e->fp_done = 1;
-    st = magi_lower_redistribute(&e->lowered, &e->n_lowered, r, &ld->o.bind);
+    unsigned flags = e->info.transport == MAGI_SYMM_TRANSPORT_COPY_ENGINE && !ld->o.keep_cast_pad ? MAGI_LOWER_AT_BIND : 0;
+    st = magi_lower_redistribute(&e->lowered, &e->n_lowered, r, &ld->o.bind, flags);
     if (st) return magi_error_prefix(st, "%s", e->path);
     for (uint32_t k = 0; k < e->n_lowered; k++) e->info.n_lowered += e->lowered[k].lowered != 0;
     return MAGI_OK;
@@ -242,8 +248,8 @@ static magi_status load_set(magi_loader *ld, const char *const *paths, const voi
         }
         MAGI_CHECK(read_region(ld, e));
         e->info.n_inputs = magi_region_count_placeholders(e->region);
-        MAGI_CHECK(lower_region(ld, e));
         MAGI_CHECK(decide_transport(ld, e));
+        MAGI_CHECK(lower_region(ld, e));
     }
 
     /* one plan over every region, then the rewrite */

@@ -22,6 +22,7 @@ typedef struct plan_entry {
     const char *fwd_dtype; /* cast target, or NULL */
     int64_t rows, chunk, local_rows, world;
     const char *group;
+    int at_bind; /* cast and pad folded into the bound shard */
 } plan_entry;
 
 static const char *afmt(magi_arena *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -241,13 +242,19 @@ static magi_example *tensor_like(magi_arena *a, const magi_example *g, const cha
     return x;
 }
 
-/* The example's extra members without "dtensor" (NULL when none remain). */
-static magi_status extra_without_spec(magi_arena *a, const char *extra, const char **out) {
+/* The example's extra members without "dtensor" (NULL when none remain),
+ * with "bind_transform" {"dtype", "rows"} when from_dtype is given. */
+static magi_status extra_without_spec(magi_arena *a, const char *extra, const char *from_dtype, int64_t rows,
+                                      const char **out) {
     *out = NULL;
-    if (!extra) return MAGI_OK;
-    json_t *j = json_loads(extra, 0, NULL);
+    json_t *j = extra ? json_loads(extra, 0, NULL) : json_object();
     if (!j) return magi_set_error(MAGI_ERR_FORMAT, "example extra members are not JSON");
     json_object_del(j, "dtensor");
+    if (from_dtype && json_object_set_new(j, "bind_transform",
+                                          json_pack("{s:s,s:I}", "dtype", from_dtype, "rows", (json_int_t)rows))) {
+        json_decref(j);
+        return MAGI_ERR_NOMEM;
+    }
     if (json_object_size(j)) {
         char *t = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
         if (t) *out = magi_arena_strdup(a, t);
@@ -305,7 +312,7 @@ static uint32_t emit_chain(builder *b, const plan_entry *e, uint32_t weight_new,
     int uneven = e->world * e->chunk != e->rows;
     uint32_t x = weight_new, nd = gex->u.tensor.ndim;
     magi_value *av;
-    if (e->fwd_dtype) {
+    if (e->fwd_dtype && !e->at_bind) {
         magi_example *cx = tensor_like(a, gex, dtype, e->local_rows);
         if (!(av = vals(a, 1)) || !cx) return UINT32_MAX;
         v_node(&av[0], x);
@@ -321,7 +328,7 @@ static uint32_t emit_chain(builder *b, const plan_entry *e, uint32_t weight_new,
         cn->kwargs.u.seq.n = 1;
         x = b->n - 1;
     }
-    if (uneven) {
+    if (uneven && !e->at_bind) {
         magi_example *px = tensor_like(a, gex, dtype, e->chunk);
         magi_value *pads = vals(a, 2 * nd);
         if (!(av = vals(a, 2)) || !px || !pads) return UINT32_MAX;
@@ -360,7 +367,7 @@ static uint32_t emit_chain(builder *b, const plan_entry *e, uint32_t weight_new,
 }
 
 magi_status magi_lower_redistribute(const magi_lowered **out, uint32_t *n_out, magi_region *r,
-                                    const magi_symm_backend_config *c) {
+                                    const magi_symm_backend_config *c, unsigned flags) {
     if (!out || !n_out || !r || !c)
         return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_lower_redistribute: NULL argument");
     *out = NULL;
@@ -412,6 +419,18 @@ magi_status magi_lower_redistribute(const magi_lowered **out, uint32_t *n_out, m
                                   r->nodes[e->weight].name);
         }
     }
+    /* At bind: a static weight whose lowered gathers all want one forward
+     * dtype is bound in that dtype, padded to the chunk. */
+    for (uint32_t q = 0; q < k && (flags & MAGI_LOWER_AT_BIND); q++) {
+        plan_entry *e = &pe[q];
+        if (!e->rec->lowered || (!e->fwd_dtype && e->world * e->chunk == e->rows)) continue;
+        int same = !r->nodes[e->weight].example->u.tensor.requires_grad;
+        for (uint32_t j = 0; j < k && same; j++)
+            if (pe[j].rec->lowered && pe[j].weight == e->weight)
+                same = (!pe[j].fwd_dtype && !e->fwd_dtype) ||
+                       (pe[j].fwd_dtype && e->fwd_dtype && !strcmp(pe[j].fwd_dtype, e->fwd_dtype));
+        e->at_bind = e->rec->at_bind = same;
+    }
     for (uint32_t q = 0; q < k; q++) {
         if (!pe[q].rec->lowered) continue;
         nlow++;
@@ -443,13 +462,17 @@ magi_status magi_lower_redistribute(const magi_lowered **out, uint32_t *n_out, m
             n->kwargs = *kv;
             if (role[i] == 3) {
                 const magi_example *g = o->example;
-                int64_t rows = 0;
+                const plan_entry *we = NULL;
                 for (uint32_t q = 0; q < k; q++)
-                    if (pe[q].rec->lowered && pe[q].weight == i) rows = pe[q].local_rows;
-                magi_example *lx = tensor_like(r->arena, g, g->u.tensor.dtype, rows);
+                    if (pe[q].rec->lowered && pe[q].weight == i) we = &pe[q];
+                int fold = we->at_bind;
+                const char *dtype = fold && we->fwd_dtype ? we->fwd_dtype : g->u.tensor.dtype;
+                int64_t rows = fold && we->world * we->chunk != we->rows ? we->chunk : we->local_rows;
+                magi_example *lx = tensor_like(r->arena, g, dtype, rows);
                 if (!lx) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
                 lx->u.tensor.requires_grad = g->u.tensor.requires_grad;
-                MAGI_CHECK(extra_without_spec(r->arena, g->extra_json, &lx->extra_json));
+                MAGI_CHECK(extra_without_spec(r->arena, g->extra_json, fold ? g->u.tensor.dtype : NULL,
+                                              we->local_rows, &lx->extra_json));
                 n->example = lx;
             }
             map[i] = b.n++;

@@ -57,9 +57,10 @@ static void put_lowered_json(magi_buf *o, magi_loader *ld, uint32_t i) {
             magi_buf_put_json_str(o, l[k].gather);
             magi_buf_puts(o, ", \"group\": ");
             magi_buf_put_json_str(o, l[k].group);
-            magi_buf_printf(o, ", \"cast\": %s, \"padded\": %s, \"global_rows\": %lld, \"chunk_rows\": %lld, "
-                               "\"local_rows\": %lld",
-                            l[k].cast ? "true" : "false", l[k].padded ? "true" : "false", (long long)l[k].global_rows,
+            magi_buf_printf(o, ", \"cast\": %s, \"padded\": %s, \"at_bind\": %s, \"global_rows\": %lld, "
+                               "\"chunk_rows\": %lld, \"local_rows\": %lld",
+                            l[k].cast ? "true" : "false", l[k].padded ? "true" : "false",
+                            l[k].at_bind ? "true" : "false", (long long)l[k].global_rows,
                             (long long)l[k].chunk_rows, (long long)l[k].local_rows);
         } else {
             magi_buf_puts(o, ", \"reason\": ");
@@ -191,8 +192,10 @@ static magi_status report_text(magi_buf *o, magi_loader *ld) {
             if (l[k].lowered)
                 magi_buf_printf(o, "  lower    %s (%s): gather '%s' over group '%s'%s%s\n", MAGI_TEXT(l[k].node),
                                 MAGI_TEXT(l[k].weight), MAGI_TEXT(l[k].gather), MAGI_TEXT(l[k].group),
-                                l[k].cast ? ", cast to the forward dtype" : "",
-                                l[k].padded ? ", uneven: padded to the chunk and sliced" : "");
+                                l[k].cast ? (l[k].at_bind ? ", cast at bind" : ", cast every step") : "",
+                                l[k].padded ? (l[k].at_bind ? ", uneven: padded at bind, sliced"
+                                                            : ", uneven: padded every step, sliced")
+                                            : "");
             else
                 magi_buf_printf(o, "  keep     %s: redistribute (%s)\n", MAGI_TEXT(l[k].node), MAGI_TEXT(l[k].reason));
         }
