@@ -7,7 +7,8 @@
 #      copy engine and which stay on NCCL (and why), then 4 rank processes
 #      bind one SymmBuffer and check every rewritten gather byte for byte.
 # Usage: bash scripts/demo.sh [BUILD_DIR]   (default: build; configured and
-# built here if needed, quietly: only the magi-aot program). Output goes to
+# built here if needed, quietly: only the magi-aot program and libmagi_aot,
+# which the Python package of the checkout loads from BUILD_DIR). Output goes to
 # ./demo-out (MAGI_DEMO_OUT overrides it; the test suite runs the demo so).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,7 +30,7 @@ printf 'building magi-aot in %s (log: %s/build.log) ... ' "$build" "$out"
   if [ ! -f "$build/CMakeCache.txt" ]; then
     cmake -S . -B "$build" -DMAGI_BUILD_TESTS=OFF -DMAGI_BUILD_BENCHMARKS=OFF -DMAGI_BUILD_FUZZ=OFF
   fi
-  cmake --build "$build" --target magi-aot -j"$(nproc)"
+  cmake --build "$build" --target magi-aot magi_aot -j"$(nproc)"
 } >"$out/build.log" 2>&1 || { echo "failed"; tail -n 30 "$out/build.log"; exit 1; }
 echo "done"
 fi

@@ -38,6 +38,15 @@ if(Python3_Interpreter_FOUND AND NOT MAGI_SANITIZE)
     LABELS "python;nosan"
     TIMEOUT 900
     ENVIRONMENT "MAGI_AOT_LIB=$<TARGET_FILE:magi_aot>;MAGI_CLI=$<TARGET_FILE:magi-aot>;MAGI_FIXTURES_REAL=${MAGI_FIXTURES_REAL};PYTHONDONTWRITEBYTECODE=1")
+  # `pip install ./python` in a fresh virtual environment, no MAGI_AOT_LIB:
+  # the package builds and bundles the library and the extension
+  # (tests/pip_install_test.sh; it needs the package index for its build
+  # requirements).
+  add_test(NAME install_pip_package
+    COMMAND bash ${PROJECT_SOURCE_DIR}/tests/pip_install_test.sh ${PROJECT_SOURCE_DIR} ${Python3_EXECUTABLE})
+  set_tests_properties(install_pip_package PROPERTIES
+    LABELS "python;install;nosan"
+    TIMEOUT 600)
 elseif(NOT Python3_Interpreter_FOUND)
   message(STATUS "magi-aot: python3 not found, Python tests not registered")
 endif()

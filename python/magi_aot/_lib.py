@@ -1,11 +1,17 @@
 """ctypes binding of libmagi_aot (no compiled extension).
 
 The library is found, in this order:
-  1. the file named by the environment variable MAGI_AOT_LIB;
-  2. a build tree next to this package's source checkout
+  1. the file named by the environment variable MAGI_AOT_LIB (an override:
+     when set, nothing else is tried);
+  2. this package's directory (libmagi_aot.so, bundled by
+     `pip install ./python` and by a wheel built from the checkout);
+  3. a build tree next to this package's source checkout
      (<repo>/build*/libmagi_aot.so*, newest first; sanitizer builds skipped,
      since an ASan library cannot be loaded into a plain python3);
-  3. ctypes.util.find_library("magi_aot") (an installed library).
+  4. the bundled library of an installed copy of the package elsewhere on
+     sys.path (the checkout's package imported first, with the wheel
+     installed);
+  5. ctypes.util.find_library("magi_aot") (an installed library).
 
 Only functions the loaded library exports are bound. A function that is
 missing (an older library, or a module not built in) raises
@@ -20,6 +26,7 @@ import ctypes
 import ctypes.util
 import glob
 import os
+import sys
 import threading
 
 from ctypes import (POINTER, Structure, byref, c_char, c_char_p, c_double, c_int,
@@ -308,26 +315,62 @@ _PROTOS = {
 }
 
 
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_SANITIZER_TAGS = ("asan", "tsan", "ubsan", "msan", "sanit")
+
+_NOT_FOUND_HELP = (
+    "libmagi_aot not found. Install the package with its library: "
+    "`pip install ./python` from the repository root (it compiles libmagi_aot "
+    "and bundles it in the package); or build it in the checkout: "
+    "`cmake -S . -B build && cmake --build build --target magi_aot`; "
+    "or set MAGI_AOT_LIB to the path of a libmagi_aot.so")
+
+
+def _bundled(d):
+    """The library a wheel puts in a package directory d, if any."""
+    for pattern in ("libmagi_aot.so", "libmagi_aot.so.*"):
+        hits = sorted(glob.glob(os.path.join(d, pattern)))
+        if hits:
+            return hits[:1]
+    return []
+
+
 def _candidates():
+    """(paths to try in order, the places looked in)."""
     env = os.environ.get("MAGI_AOT_LIB")
     if env:
-        return [env]
-    out = []
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        return [env], ["MAGI_AOT_LIB=" + env]
+    out, looked = [], []
+    # 2. bundled in this package
+    out.extend(_bundled(_HERE))
+    looked.append(_HERE)
+    # 3. build trees of the checkout this package sits in
+    root = os.path.dirname(os.path.dirname(_HERE))
     found = []
     for d in glob.glob(os.path.join(root, "build*")):
         base = os.path.basename(d).lower()
-        if any(t in base for t in ("asan", "tsan", "ubsan", "msan", "sanit")):
+        if any(t in base for t in _SANITIZER_TAGS):
             continue
         for f in sorted(glob.glob(os.path.join(d, "libmagi_aot.so*"))):
             found.append(f)
             break
     found.sort(key=lambda f: os.path.getmtime(f), reverse=True)
     out.extend(found)
+    looked.append(os.path.join(root, "build*"))
+    # 4. another copy of the package on sys.path (an installed wheel)
+    here = os.path.realpath(_HERE)
+    for entry in sys.path:
+        d = os.path.join(entry or os.getcwd(), "magi_aot")
+        if os.path.isdir(d) and os.path.realpath(d) != here:
+            out.extend(_bundled(d))
+    looked.append("magi_aot/ on sys.path")
+    # 5. the system's library search
     sysname = ctypes.util.find_library("magi_aot")
     if sysname:
         out.append(sysname)
-    return out
+    looked.append("the system library path")
+    seen = set()
+    return [p for p in out if not (p in seen or seen.add(p))], looked
 
 
 class _Lib:
@@ -344,7 +387,8 @@ class _Lib:
             if self._dll is not None:
                 return
             errors = []
-            for path in _candidates():
+            paths, looked = _candidates()
+            for path in paths:
                 try:
                     dll = ctypes.CDLL(path)
                 except OSError as e:
@@ -353,9 +397,13 @@ class _Lib:
                 self._dll, self._path = dll, path
                 break
             if self._dll is None:
-                raise OSError("libmagi_aot not found: set MAGI_AOT_LIB to libmagi_aot.so, build "
-                              "the repository (cmake -S . -B build), or install it"
-                              + ("; tried: " + "; ".join(errors) if errors else ""))
+                env = os.environ.get("MAGI_AOT_LIB")
+                if env:
+                    raise OSError("libmagi_aot not found at MAGI_AOT_LIB=%s (%s); point it "
+                                  "at a libmagi_aot.so, or unset it to use the package's own "
+                                  "library" % (env, "; ".join(errors)))
+                raise OSError(_NOT_FOUND_HELP + ". Looked in: " + ", ".join(looked)
+                              + ("; could not load: " + "; ".join(errors) if errors else ""))
             for name, (res, args) in _PROTOS.items():
                 try:
                     f = getattr(self._dll, name)
