@@ -705,8 +705,33 @@ class SymmRuntime:
             self._plain[name] = t
             return t, None
         sl = self.slots[slot]
+        t = self._bind_transform(name, sl, t, torch)
         self._check_shard(name, sl, self.windows[sl["window"]], t, torch)
         return t, slot
+
+    def _bind_transform(self, name, sl, t, torch):
+        """A weight whose lowered gather casts or pads it (docs/SYMM.md,
+        "at bind"): the caller gives its own shard, which is cast to the
+        slot's dtype and padded with zero rows to the chunk here, once."""
+        bt = None
+        for r in self.regions:
+            for p in r.placeholders:
+                if p["target"] == sl["weight"]:
+                    bt = (p["example_value"] or {}).get("bind_transform")
+        if bt is None:
+            return t
+        want = _dtype_of(torch, bt["dtype"])
+        rows = int(bt["rows"])
+        if t.dtype != want or t.dim() != len(sl["shape"]) or t.shape[0] != rows or \
+                list(t.shape[1:]) != list(sl["shape"][1:]):
+            raise MagiError(-4, "SymmRuntime.bind: '%s' should be this rank's shard, %s of %d rows "
+                            "x %s (it is cast and padded here, once); got %s %s"
+                            % (name, bt["dtype"], rows, list(sl["shape"][1:]), str(t.dtype).replace("torch.", ""),
+                               list(t.shape)))
+        win = self.windows[sl["window"]]
+        out = torch.zeros(sl["shape"], dtype=_dtype_of(torch, win["dtype"]), device=t.device)
+        out[:rows].copy_(t)
+        return out
 
     def _check_shard(self, name, sl, win, t, torch):
         want = _dtype_of(torch, win["dtype"])
