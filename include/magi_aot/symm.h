@@ -157,13 +157,14 @@ MAGI_API magi_status magi_symm_plan_build(magi_symm_plan **out,
 /* NULL is a no-op. */
 MAGI_API void magi_symm_plan_free(magi_symm_plan *p);
 
-/* Borrowed arrays, valid until the plan is freed; *n their length. NULL
- * with *n = 0 for a NULL p; NULL (nothing written) for a NULL n. */
+/* Borrowed arrays, valid until the plan is freed; *n (n may be NULL)
+ * their length. NULL with *n = 0 for a NULL p. */
 MAGI_API const magi_symm_window *magi_symm_plan_windows(uint32_t *n, const magi_symm_plan *p);
 MAGI_API const magi_symm_slot *magi_symm_plan_slots(uint32_t *n, const magi_symm_plan *p);
 MAGI_API uint32_t magi_symm_plan_region_count(const magi_symm_plan *p); /* 0 for NULL */
-/* Gathers / bindings of region `region` (index in the build call); NULL with
- * *n = 0 when the index is out of range or p is NULL; NULL for a NULL n. */
+/* Gathers / bindings of region `region` (index in the build call); *n (n
+ * may be NULL) their count. NULL with *n = 0 when the index is out of
+ * range or p is NULL. */
 MAGI_API const magi_symm_gather *magi_symm_plan_gathers(uint32_t *n, const magi_symm_plan *p,
                                                         uint32_t region);
 MAGI_API const magi_symm_binding *magi_symm_plan_bindings(uint32_t *n,

@@ -738,34 +738,26 @@ void magi_symm_plan_free(magi_symm_plan *p) {
 }
 
 const magi_symm_window *magi_symm_plan_windows(uint32_t *n, const magi_symm_plan *p) {
-    if (!n) return NULL;
-    *n = p ? p->n_windows : 0;
+    if (n) *n = p ? p->n_windows : 0;
     return p ? p->windows : NULL;
 }
 const magi_symm_slot *magi_symm_plan_slots(uint32_t *n, const magi_symm_plan *p) {
-    if (!n) return NULL;
-    *n = p ? p->n_slots : 0;
+    if (n) *n = p ? p->n_slots : 0;
     return p ? p->slots : NULL;
 }
 uint32_t magi_symm_plan_region_count(const magi_symm_plan *p) { return p ? p->n_regions : 0; }
 const magi_symm_gather *magi_symm_plan_gathers(uint32_t *n, const magi_symm_plan *p,
                                                uint32_t region) {
-    if (!n) return NULL;
-    if (!p || region >= p->n_regions) {
-        *n = 0;
-        return NULL;
-    }
-    *n = p->regions[region].n_gathers;
+    if (n) *n = 0;
+    if (!p || region >= p->n_regions) return NULL;
+    if (n) *n = p->regions[region].n_gathers;
     return p->regions[region].gathers;
 }
 const magi_symm_binding *magi_symm_plan_bindings(uint32_t *n, const magi_symm_plan *p,
                                                  uint32_t region) {
-    if (!n) return NULL;
-    if (!p || region >= p->n_regions) {
-        *n = 0;
-        return NULL;
-    }
-    *n = p->regions[region].n_bindings;
+    if (n) *n = 0;
+    if (!p || region >= p->n_regions) return NULL;
+    if (n) *n = p->regions[region].n_bindings;
     return p->regions[region].bindings;
 }
 const magi_symm_gather *magi_symm_plan_find_gather(const magi_symm_plan *p, uint32_t region,
