@@ -2,10 +2,14 @@
 unstable API"): out-parameters first in every MAGI_API function; a
 NAME_VERSION macro built by MAGI_STRUCT_VERSION for every struct with a
 version field; the transparent IR structs, the expression tree and the
-backend vtable inside UNSTABLE API BEGIN / END fences. Exit status 1 and
-one line per violation when a habit is broken.
+backend vtable inside UNSTABLE API BEGIN / END fences; and, given the
+bad-argument test (tests/test_api_args.c), that every public function has
+a case there (an ARGS_CASE row whose ARGS body calls it) and no case names
+a function the headers do not declare. Exit status 1 and one line per
+violation when a habit is broken.
 
-usage: python3 tests/api_habits.py INCLUDE_DIR
+usage: python3 tests/api_habits.py INCLUDE_DIR [ARGS_TEST_SOURCE]
+       python3 tests/api_habits.py --list INCLUDE_DIR   (the public functions)
 """
 import glob
 import os
@@ -59,26 +63,34 @@ def is_out(p):
     return name in ("cap", "dst_bytes") and False
 
 
-def audit_outputs_first(headers):
-    bad = []
+def declarations(headers):
+    """(header, function name, parameter text) of every MAGI_API function."""
+    out = []
     for f in headers:
         s = strip_comments(open(f).read())
         for m in re.finditer(r"MAGI_API\s+[^;{]*?\b(magi_\w+)\s*\(([^)]*)\)\s*;", s, re.S):
-            name, ps = m.group(1), params(m.group(2))
-            if name in EXCEPTIONS:
-                continue
-            flags = [is_out(p) for p in ps]
-            # the size of a destination buffer travels with it: (dst, cap) pairs
-            for i, p in enumerate(ps):
-                if i and flags[i - 1] and re.search(r"\b(cap|dst_bytes|out_cap)$", p):
-                    flags[i] = True
-            seen_input = False
-            for p, o in zip(ps, flags):
-                if not o:
-                    seen_input = True
-                elif seen_input:
-                    bad.append("%s: %s: out-parameter '%s' after an input" % (os.path.basename(f), name, p))
-                    break
+            out.append((f, m.group(1), m.group(2)))
+    return out
+
+
+def audit_outputs_first(headers):
+    bad = []
+    for f, name, text in declarations(headers):
+        ps = params(text)
+        if name in EXCEPTIONS:
+            continue
+        flags = [is_out(p) for p in ps]
+        # the size of a destination buffer travels with it: (dst, cap) pairs
+        for i, p in enumerate(ps):
+            if i and flags[i - 1] and re.search(r"\b(cap|dst_bytes|out_cap)$", p):
+                flags[i] = True
+        seen_input = False
+        for p, o in zip(ps, flags):
+            if not o:
+                seen_input = True
+            elif seen_input:
+                bad.append("%s: %s: out-parameter '%s' after an input" % (os.path.basename(f), name, p))
+                break
     return bad
 
 
@@ -115,16 +127,51 @@ def audit_unstable(include):
     return bad
 
 
+def audit_args_test(headers, test_path):
+    """Every public function has a case in the bad-argument test."""
+    declared = {name for _, name, _ in declarations(headers)}
+    s = strip_comments(open(test_path).read())
+    rows = re.findall(r"\bARGS_CASE\((magi_\w+)\)", s)
+    bodies = {}
+    heads = list(re.finditer(r"^ARGS\((magi_\w+)\)\s*\{", s, re.M))
+    for k, m in enumerate(heads):
+        end = heads[k + 1].start() if k + 1 < len(heads) else len(s)
+        bodies[m.group(1)] = s[m.end():end]
+    test = os.path.basename(test_path)
+    bad = []
+    for name in sorted(declared - set(rows)):
+        bad.append("%s: public function %s has no ARGS_CASE (not checked with bad arguments)" % (test, name))
+    for name in sorted(set(rows) - declared):
+        bad.append("%s: ARGS_CASE(%s) names no function declared in the headers" % (test, name))
+    for name in sorted({n for n in rows if rows.count(n) > 1}):
+        bad.append("%s: ARGS_CASE(%s) is listed twice" % (test, name))
+    for name in sorted(set(rows) & declared):
+        if not re.search(r"\b%s\s*\(" % name, bodies.get(name, "")):
+            bad.append("%s: the ARGS(%s) case never calls %s" % (test, name, name))
+    return bad
+
+
 def main():
-    include = sys.argv[1]
+    args = sys.argv[1:]
+    listing = args[:1] == ["--list"]
+    if listing:
+        args = args[1:]
+    include = args[0]
     headers = sorted(glob.glob(os.path.join(include, "magi_aot", "*.h")))
     if not headers:
         print("no headers under %s" % include)
         return 1
+    if listing:
+        for f, name, _ in declarations(headers):
+            print("%s %s" % (os.path.basename(f), name))
+        return 0
     bad = audit_outputs_first(headers) + audit_versions(headers) + audit_unstable(include)
+    if len(args) > 1:
+        bad += audit_args_test(headers, args[1])
     for b in bad:
         print(b)
-    print("%d headers audited, %d violations" % (len(headers), len(bad)))
+    print("%d headers audited%s, %d violations" % (len(headers), ", %d public functions" %
+                                                   len(declarations(headers)) if len(args) > 1 else "", len(bad)))
     return 1 if bad else 0
 
 

@@ -26,20 +26,24 @@ MAGI_API void magi_arena_free(magi_arena *a);
 
 /* Allocate `size` bytes, 16-aligned, zeroed. NULL on out of memory or when
  * the cap would be passed (MAGI_ERR_NOMEM / MAGI_ERR_LIMIT set as the last
- * error). size 0 returns a valid unique pointer. */
+ * error). size 0 returns a valid unique pointer. These allocators return
+ * NULL with MAGI_ERR_INVALID_ARG set for a NULL arena or string. */
 MAGI_API void *magi_arena_alloc(magi_arena *a, size_t size);
 /* n * size bytes, overflow-checked, zeroed. */
 MAGI_API void *magi_arena_calloc(magi_arena *a, size_t n, size_t size);
-/* Copy a NUL-terminated string / n bytes (NUL added) into the arena. */
+/* Copy a NUL-terminated string / n bytes (NUL added) into the arena
+ * (strndup: s may be NULL when n is 0). */
 MAGI_API char *magi_arena_strdup(magi_arena *a, const char *s);
 MAGI_API char *magi_arena_strndup(magi_arena *a, const char *s, size_t n);
-/* Bytes handed out so far. */
+/* Bytes handed out so far (0 for NULL). */
 MAGI_API size_t magi_arena_bytes(const magi_arena *a);
 /* Status of the most recent failed allocation: MAGI_ERR_LIMIT (the cap),
  * MAGI_ERR_NOMEM (malloc failed), or MAGI_OK when none failed. Lets a
- * caller that got NULL return the right code (the message is already set). */
+ * caller that got NULL return the right code (the message is already set).
+ * MAGI_OK for NULL. */
 MAGI_API magi_status magi_arena_status(const magi_arena *a);
-/* Change the cap (0 = none); the readers set it from their load limits. */
+/* Change the cap (0 = none); the readers set it from their load limits.
+ * NULL is a no-op. */
 MAGI_API void magi_arena_set_cap(magi_arena *a, size_t cap_bytes);
 
 #ifdef __cplusplus

@@ -123,7 +123,8 @@ typedef struct magi_artifact_info {
 } magi_artifact_info;
 
 MAGI_API magi_status magi_artifact_get_info(magi_artifact_info *out, const magi_artifact *a);
-/* Section i (< n_sections). Strings borrowed from the handle. */
+/* Section i (< n_sections; MAGI_ERR_NOT_FOUND otherwise). Strings borrowed
+ * from the handle. */
 MAGI_API magi_status magi_artifact_get_section(magi_section_info *out, const magi_artifact *a,
                                                uint32_t i);
 

@@ -6,6 +6,19 @@
  * last failure on the calling thread is returned by magi_last_error(); it
  * says what failed and where ("node 'tensor_1' (#17): args[0]: ...").
  *
+ * Bad arguments never crash: every public function checks its pointer and
+ * index arguments. One that returns a magi_status refuses a NULL pointer
+ * its header does not allow, or an index out of range, with
+ * MAGI_ERR_INVALID_ARG and a message naming the function and the argument
+ * ("magi_json_read: text is NULL") - or with the code its header names
+ * (MAGI_ERR_NOT_FOUND for a section index past an artifact's table, say);
+ * a handle or buffer it returns through a first `**out` argument is NULL
+ * then. Every *_free function takes NULL as a no-op. A function that
+ * returns a pointer, a count or a name gives NULL, 0 or the fallback its
+ * header states for a NULL handle or an index out of range; the arena
+ * allocators and magi_expr_to_string also set MAGI_ERR_INVALID_ARG as the
+ * last error.
+ *
  * Thread safety: all functions here are thread-safe; the error slot is
  * thread-local, so each thread sees only its own last error.
  */

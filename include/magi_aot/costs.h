@@ -66,7 +66,8 @@ MAGI_API magi_status magi_cost_keys(magi_cost_keyset **out, const magi_region *r
 MAGI_API void magi_cost_keyset_free(magi_cost_keyset *ks);
 
 /* Per node: the key of node i, or NULL (no key: placeholder, get_attr,
- * output, or i out of range). Borrowed from ks. */
+ * output, or i out of range). Borrowed from ks. Counts are 0 and keys NULL
+ * for a NULL ks. */
 MAGI_API uint32_t magi_cost_keyset_node_count(const magi_cost_keyset *ks);
 MAGI_API const char *magi_cost_keyset_node_key(const magi_cost_keyset *ks, uint32_t i);
 
@@ -75,7 +76,7 @@ MAGI_API uint32_t magi_cost_keyset_size(const magi_cost_keyset *ks);
 MAGI_API const char *magi_cost_keyset_get(const magi_cost_keyset *ks, uint32_t i);
 
 /* Serialize the set as the key-set JSON above. *out owned by the caller
- * (magi_free()), NUL-terminated. */
+ * (magi_free()), NUL-terminated; out_len may be NULL. */
 MAGI_API magi_status magi_cost_keyset_write_json(char **out, size_t *out_len,
                                                  const magi_cost_keyset *ks);
 /* Read a key-set document (either form). Errors: MAGI_ERR_FORMAT naming
@@ -110,9 +111,10 @@ typedef struct magi_cost_table magi_cost_table;
 MAGI_API magi_status magi_cost_table_read(magi_cost_table **out, const char *text, size_t len);
 MAGI_API magi_status magi_cost_table_read_file(magi_cost_table **out, const char *path);
 MAGI_API void magi_cost_table_free(magi_cost_table *t);
-/* 1 and *us set when the table has `key`, else 0. */
+/* 1 and *us set (us may be NULL) when the table has `key`, else 0 (also
+ * for a NULL t or key). */
 MAGI_API int magi_cost_table_lookup(double *us, const magi_cost_table *t, const char *key);
-MAGI_API uint32_t magi_cost_table_size(const magi_cost_table *t);
+MAGI_API uint32_t magi_cost_table_size(const magi_cost_table *t); /* 0 for NULL */
 
 /* ---- analytical model ---- */
 
@@ -185,7 +187,7 @@ typedef struct magi_cost_estimate magi_cost_estimate;
 
 /* Estimate every node of `r`. `keys` may be NULL (computed here); `table`
  * may be NULL (all analytical); peers[0..n_peers) are other ranks' key
- * sets (peer_names, optional, name them in the note); `model` may be NULL
+ * sets, none NULL (peer_names, optional, name them in the note); `model` may be NULL
  * (H200 defaults). When a peer's set differs from ours, the table is not
  * used and magi_cost_estimate_note() says why. Owned by the caller. */
 MAGI_API magi_status magi_costs_estimate(magi_cost_estimate **out, const magi_region *r,
@@ -199,7 +201,7 @@ MAGI_API uint32_t magi_cost_estimate_node_count(const magi_cost_estimate *e);
 MAGI_API magi_status magi_cost_estimate_node(magi_node_cost *out, const magi_cost_estimate *e,
                                              uint32_t i);
 /* 1 when some peer's key set differs from ours (a table, if given, was
- * then set aside). */
+ * then set aside). For a NULL e the queries give 0, "" and 0.0. */
 MAGI_API int magi_cost_estimate_degraded(const magi_cost_estimate *e);
 /* Why the table was set aside (names the first differing key and the
  * peer), or "" when it was not. Borrowed. */

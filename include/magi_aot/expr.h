@@ -120,9 +120,10 @@ MAGI_API magi_status magi_expr_parse(magi_expr **out, magi_arena *arena,
                                      const magi_expr_limits *limits);
 
 /* Print a tree in sympy style into dst (capacity cap, always NUL-terminated
- * when cap > 0). Returns the length the full text needs (excluding NUL), so
- * a caller can size a buffer with a first call of cap 0, or (size_t)-1 on
- * error (malformed tree, deeper than MAGI_EXPR_MAX_DEPTH). Parsing the
+ * when cap > 0; a NULL dst counts as cap 0). Returns the length the full
+ * text needs (excluding NUL), so a caller can size a buffer with a first
+ * call of cap 0, or (size_t)-1 on error (NULL or malformed tree, deeper
+ * than MAGI_EXPR_MAX_DEPTH). Parsing the
  * output of a tree in normal form (as the parser builds) gives an equal
  * tree. Style: "a + b - c", "2*a", "(a + b)//2", "a % b", "a**2",
  * "Mod(a, 3)", "a >= 0", floats as the shortest text that reads back to
@@ -132,17 +133,18 @@ MAGI_API size_t magi_expr_print(char *dst, size_t cap, const magi_expr *e);
 
 /* The text the printer writes for a FLOAT of value f ("0.5", "1.0",
  * "1e-05", "oo", "-oo", "nan"): snprintf semantics (returns the length the
- * full text needs; dst NUL-terminated when cap > 0). At most 32 bytes. */
+ * full text needs; dst NUL-terminated when cap > 0; a NULL dst counts as
+ * cap 0). At most 32 bytes. */
 MAGI_API size_t magi_expr_float_text(char *dst, size_t cap, double f);
 
 /* Print into a NUL-terminated string allocated from `arena` (lives as long
- * as the arena). NULL on error (last error set). */
+ * as the arena). NULL on error (last error set), a NULL arena or e included. */
 MAGI_API char *magi_expr_to_string(magi_arena *arena, const magi_expr *e);
 
 /* Deep structural equality (names compared as strings; floats compared bit
  * for bit, so nan equals nan and 0.0 differs from -0.0; kids in order, no
  * commutativity). 1 if equal, 0 if not (or deeper than
- * MAGI_EXPR_MAX_DEPTH). */
+ * MAGI_EXPR_MAX_DEPTH). NULL equals only NULL. */
 MAGI_API int magi_expr_equal(const magi_expr *a, const magi_expr *b);
 
 /* A number produced by evaluation. */
@@ -201,9 +203,9 @@ MAGI_API magi_status magi_expr_eval_int_num(int64_t *out, const magi_expr *e,
                                             magi_expr_lookup_num_fn lookup, void *ctx);
 
 /* Collect the distinct symbol names of a tree in first-occurrence order
- * (left to right, depth first). Fills up to cap names (names may be NULL
- * when cap is 0); returns the total number of distinct symbols, or
- * (size_t)-1 on a malformed tree, one deeper than MAGI_EXPR_MAX_DEPTH, or
+ * (left to right, depth first). Fills up to cap names (a NULL names counts
+ * as cap 0); returns the total number of distinct symbols, or
+ * (size_t)-1 on a NULL or malformed tree, one deeper than MAGI_EXPR_MAX_DEPTH, or
  * out of memory. Names are borrowed from the tree. */
 MAGI_API size_t magi_expr_symbols(const char **names, size_t cap, const magi_expr *e);
 

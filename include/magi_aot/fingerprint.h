@@ -73,10 +73,13 @@ MAGI_API magi_status magi_canon_build(magi_canon **out, const magi_region *r);
 /* NULL is a no-op. */
 MAGI_API void magi_canon_free(magi_canon *c);
 
-/* SHA-256 of the canonical text (what magi_fingerprint() returns). */
+/* SHA-256 of the canonical text (what magi_fingerprint() returns); 32 zero
+ * bytes for a NULL c, nothing written for a NULL out. */
 MAGI_API void magi_canon_digest(uint8_t out[32], const magi_canon *c);
-/* The whole canonical text that is hashed; borrowed from `c`. */
+/* The whole canonical text that is hashed; borrowed from `c`. len may be
+ * NULL. A NULL c gives NULL (and *len 0). */
 MAGI_API const char *magi_canon_text(size_t *len, const magi_canon *c);
+/* Flags, node and symbol counts: 0 for a NULL c. */
 MAGI_API unsigned magi_canon_flags(const magi_canon *c);
 
 MAGI_API uint32_t magi_canon_node_count(const magi_canon *c);
@@ -84,7 +87,8 @@ MAGI_API uint32_t magi_canon_node_count(const magi_canon *c);
  * `c`, never NULL for valid arguments (NULL otherwise). */
 MAGI_API const char *magi_canon_node_field(const magi_canon *c, uint32_t i,
                                            magi_canon_field f);
-/* The node's original name (a label); borrowed. */
+/* The node's original name (a label); borrowed. NULL for a NULL c or i
+ * out of range. */
 MAGI_API const char *magi_canon_node_name(const magi_canon *c, uint32_t i);
 
 /* Canonical symbols, in canonical order: i-th has canonical name "c<i>". */
@@ -101,7 +105,8 @@ MAGI_API uint32_t magi_canon_symbol_count(const magi_canon *c);
 MAGI_API magi_status magi_canon_symbol_get(magi_canon_symbol *out, const magi_canon *c,
                                            uint32_t i);
 /* The canonical text of the symbol table part (hints in canonical order
- * and the multiset of hints of table symbols no expression uses). */
+ * and the multiset of hints of table symbols no expression uses); NULL for
+ * a NULL c. */
 MAGI_API const char *magi_canon_symbols_text(const magi_canon *c);
 
 /* Canonicalise one expression text of the region's vocabulary under the

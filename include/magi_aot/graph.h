@@ -218,7 +218,7 @@ MAGI_API int magi_symbol_is_float(const magi_symbol *s);
 
 /* A magi_expr_lookup_num_fn over a region's symbol table: ctx is a
  * const magi_region *. 1 and *out (int or float) for a hinted symbol;
- * 0 for an unknown symbol or a null hint. */
+ * 0 for an unknown symbol or a null hint (and for a NULL ctx, name or out). */
 MAGI_API int magi_region_hint_lookup(void *ctx, const char *name, magi_num *out);
 
 /* Region presence flags for optional top-level keys. */
@@ -256,16 +256,16 @@ MAGI_API magi_status magi_region_new(magi_region **out);
 /* Free a region and everything in its arena. NULL is a no-op. */
 MAGI_API void magi_region_free(magi_region *r);
 
-/* Index of the node called `name`, or -1. O(n). */
+/* Index of the node called `name`, or -1 (also for a NULL r or name). O(n). */
 MAGI_API int64_t magi_region_find_node(const magi_region *r, const char *name);
-/* The symbol called `name`, or NULL. */
+/* The symbol called `name`, or NULL (also for a NULL r or name). */
 MAGI_API const magi_symbol *magi_region_find_symbol(const magi_region *r,
                                                     const char *name);
-/* Number of placeholder nodes. */
+/* Number of placeholder nodes (0 for NULL). */
 MAGI_API uint32_t magi_region_count_placeholders(const magi_region *r);
 
 /* Deep-copy a region into a fresh arena (passes work on copies).
- * Owned by the caller. */
+ * Owned by the caller; on failure *out is NULL. */
 MAGI_API magi_status magi_region_clone(magi_region **out, const magi_region *src);
 
 #ifdef __cplusplus

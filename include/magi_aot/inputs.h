@@ -96,12 +96,13 @@ MAGI_API magi_status magi_inputs_build(magi_inputs **out, const magi_region *r, 
 /* NULL is a no-op. */
 MAGI_API void magi_inputs_free(magi_inputs *in);
 MAGI_API uint32_t magi_inputs_count(const magi_inputs *in);
-/* Descriptor i (< count), borrowed from `in`; NULL when out of range. */
+/* Descriptor i (< count), borrowed from `in`; NULL when out of range.
+ * Count 0 and NULL for a NULL in. */
 MAGI_API const magi_input *magi_inputs_at(const magi_inputs *in, uint32_t i);
 
 /* Node indices of the placeholders lacking meta.example_value, in graph
- * order: fills up to cap entries of `nodes` (may be NULL when cap is 0) and
- * returns how many there are in total. */
+ * order: fills up to cap entries of `nodes` (a NULL nodes counts as cap 0)
+ * and returns how many there are in total (0 for a NULL r). */
 MAGI_API uint32_t magi_inputs_missing(uint32_t *nodes, uint32_t cap, const magi_region *r);
 
 /* Evaluate one dim of `r` (a magi_dim from any node's example value) with

@@ -38,7 +38,7 @@ MAGI_API magi_status magi_json_read_file(magi_region **out, const char *path,
 #define MAGI_JSON_STRICT_UTF8 0x2u /* refuse strings that are not UTF-8 */
 
 /* Serialize a region. *out_text is NUL-terminated, owned by the caller,
- * free with magi_free(). The text is always valid UTF-8 JSON: strings are
+ * free with magi_free(); out_len may be NULL. The text is always valid UTF-8 JSON: strings are
  * written by magi_text_fput_json's rule (text.h), exact for every string
  * that is UTF-8. A string that is not (an artifact can hold any bytes; JSON
  * input cannot) has each maximal ill-formed subsequence written as one

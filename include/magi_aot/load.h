@@ -94,7 +94,8 @@ MAGI_API magi_status magi_loader_new(magi_loader **out, const magi_loader_option
 MAGI_API void magi_loader_free(magi_loader *ld);
 
 /* Load `n` region files as one set (see the top of this file). Replaces the
- * previous result. On failure the loader holds no regions. */
+ * previous result. On failure the loader holds no regions (a NULL paths
+ * or paths[i] is MAGI_ERR_INVALID_ARG, checked before any file is read). */
 MAGI_API magi_status magi_loader_load(magi_loader *ld, const char *const *paths, uint32_t n);
 
 /* The same for region bytes held in memory (`n` buffers, copied; names[i]
@@ -134,7 +135,9 @@ MAGI_API magi_status magi_loader_info(magi_loaded_info *out, magi_loader *ld, ui
  * loads); magi_loader_inputs_status() then says why. */
 MAGI_API const char *magi_loader_inputs_json(magi_loader *ld, uint32_t i);
 /* MAGI_OK when region i's input descriptors were built, else the status
- * they failed with and (in *message, borrowed, may be NULL) the message. */
+ * they failed with and (in *message, borrowed, may be NULL) the message.
+ * MAGI_ERR_INVALID_ARG (the last error says why, *message NULL) for a NULL
+ * ld or i out of range. */
 MAGI_API magi_status magi_loader_inputs_status(const char **message, magi_loader *ld, uint32_t i);
 /* The plan over all regions (region index = position in `paths`); borrowed. */
 MAGI_API const magi_symm_plan *magi_loader_plan(const magi_loader *ld);

@@ -39,7 +39,8 @@ typedef enum magi_sched_class {
 } magi_sched_class;
 
 /* The default classifier (targets as Dynamo records them; overload suffixes
- * such as ".default" accepted). */
+ * such as ".default" accepted). MAGI_SCHED_FREE for a NULL r or a node
+ * index past its nodes. */
 MAGI_API magi_sched_class magi_sched_classify(const magi_region *r, uint32_t node);
 
 /* Costs of one node, in microseconds. The pass asks once per node, before
@@ -71,7 +72,7 @@ typedef struct magi_sched_options {
     magi_sched_classify_fn classify; /* NULL: magi_sched_classify */
     void *classify_ctx;
     /* Cross-rank guard: when n_peer_fingerprints > 0, the pass runs only if
-     * every peer hex equals this region's canonical fingerprint. */
+     * every peer hex (none NULL) equals this region's canonical fingerprint. */
     const char *const *peer_fingerprints;
     uint32_t n_peer_fingerprints;
 } magi_sched_options;

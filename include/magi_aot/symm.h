@@ -142,7 +142,7 @@ typedef struct magi_symm_binding {
 
 typedef struct magi_symm_plan magi_symm_plan;
 
-/* Analyse `n_regions` regions (in the order given) and plan the windows.
+/* Analyse `n_regions` regions (in the order given, none NULL) and plan the windows.
  * Deterministic: the same regions and options give the same plan (and the
  * same digest) in any process. Regions are borrowed only during the call.
  * A weight used by several regions (same target, dtype, group) gets one slot;
@@ -157,20 +157,23 @@ MAGI_API magi_status magi_symm_plan_build(magi_symm_plan **out,
 /* NULL is a no-op. */
 MAGI_API void magi_symm_plan_free(magi_symm_plan *p);
 
-/* Borrowed arrays, valid until the plan is freed. */
+/* Borrowed arrays, valid until the plan is freed; *n (n may be NULL)
+ * their length. NULL with *n = 0 for a NULL p. */
 MAGI_API const magi_symm_window *magi_symm_plan_windows(uint32_t *n, const magi_symm_plan *p);
 MAGI_API const magi_symm_slot *magi_symm_plan_slots(uint32_t *n, const magi_symm_plan *p);
-MAGI_API uint32_t magi_symm_plan_region_count(const magi_symm_plan *p);
-/* Gathers / bindings of region `region` (index in the build call); NULL with
- * *n = 0 when the index is out of range. */
+MAGI_API uint32_t magi_symm_plan_region_count(const magi_symm_plan *p); /* 0 for NULL */
+/* Gathers / bindings of region `region` (index in the build call); *n (n
+ * may be NULL) their count. NULL with *n = 0 when the index is out of
+ * range or p is NULL. */
 MAGI_API const magi_symm_gather *magi_symm_plan_gathers(uint32_t *n, const magi_symm_plan *p,
                                                         uint32_t region);
 MAGI_API const magi_symm_binding *magi_symm_plan_bindings(uint32_t *n,
                                                           const magi_symm_plan *p, uint32_t region);
-/* The gather planned for node `node` of region `region`, or NULL. */
+/* The gather planned for node `node` of region `region`, or NULL (also for
+ * a NULL p or an index out of range). */
 MAGI_API const magi_symm_gather *magi_symm_plan_find_gather(const magi_symm_plan *p,
                                                             uint32_t region, uint32_t node);
-/* The slot alignment in use. */
+/* The slot alignment in use (0 for NULL). */
 MAGI_API uint32_t magi_symm_plan_slot_align(const magi_symm_plan *p);
 
 /* Canonical encoding of the windows and slots (what ranks must agree on;

@@ -34,7 +34,7 @@ extern "C" {
 #endif
 
 /* Write the escaped form of `s` (NULL: "") into dst, like snprintf: at
- * most cap - 1 bytes and a NUL (nothing when cap is 0), never cutting an
+ * most cap - 1 bytes and a NUL (nothing when cap is 0 or dst is NULL), never cutting an
  * escape or a UTF-8 sequence in two. Returns the length of the whole
  * escaped text (not counting the NUL); >= cap means it was cut. */
 MAGI_API size_t magi_text_escape(char *dst, size_t cap, const char *s);
@@ -55,7 +55,7 @@ MAGI_API const char *magi_text_safe(char *buf, size_t cap, const char *s);
 #endif
 
 /* Write the escaped form of `s` (NULL: nothing) to f. 0, or EOF on a
- * write error. */
+ * write error or a NULL f. */
 MAGI_API int magi_text_fputs(FILE *f, const char *s);
 
 /* Write `s` as a JSON string literal (NULL: null) to f, the one rule of
@@ -66,7 +66,7 @@ MAGI_API int magi_text_fputs(FILE *f, const char *s);
  * terminal); ill-formed UTF-8 cannot be carried by JSON: each maximal
  * ill-formed subsequence is written as one U+FFFD (\ufffd), as Python
  * decodes with errors="replace". Returns the number of U+FFFD so written
- * (0: the literal is exact), or -1 on a write error. */
+ * (0: the literal is exact), or -1 on a write error or a NULL f. */
 MAGI_API long magi_text_fput_json(FILE *f, const char *s);
 
 #ifdef __cplusplus

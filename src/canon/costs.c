@@ -309,8 +309,9 @@ magi_status magi_cost_keys(magi_cost_keyset **out, const magi_region *r) {
     const char **tmp = NULL;
     magi_buf o = {0};
     int kinit = 0;
-    if (!out || !r) return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_cost_keys: NULL argument");
+    MAGI_ARG_NONNULL(out);
     *out = NULL;
+    MAGI_ARG_NONNULL(r);
     MAGI_CHECK(key_ctx_init(&k, r, 0));
     kinit = 1;
     MAGI_CHECK(magi_arena_new(&a, 0));
@@ -357,7 +358,9 @@ const char *magi_cost_keyset_get(const magi_cost_keyset *ks, uint32_t i) {
 }
 
 magi_status magi_cost_keyset_write_json(char **out, size_t *out_len, const magi_cost_keyset *ks) {
-    if (!out || !ks) return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_cost_keyset_write_json: NULL argument");
+    MAGI_ARG_NONNULL(out);
+    *out = NULL;
+    MAGI_ARG_NONNULL(ks);
     magi_buf o = {0};
     magi_buf_puts(&o, "{\"format\": \"magi-cost-keys\", \"version\": 1, \"keys\": [");
     for (uint32_t i = 0; i < ks->n_keys; i++) {
@@ -380,8 +383,9 @@ magi_status magi_cost_keyset_read_json(magi_cost_keyset **out, const char *text,
     json_t *root = NULL;
     magi_arena *a = NULL;
     const char **tmp = NULL;
-    if (!out || !text) return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_cost_keyset_read_json: NULL argument");
+    MAGI_ARG_NONNULL(out);
     *out = NULL;
+    MAGI_ARG_NONNULL(text);
     root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &err);
     if (!root) MAGI_FAIL(MAGI_ERR_FORMAT, "cost key set: line %d: %s", err.line, err.text);
     json_t *arr = root;
@@ -434,12 +438,16 @@ static magi_status read_json_file(const char *path, magi_status (*parse)(void *o
 static magi_status parse_keyset(void *out, const char *t, size_t n) { return magi_cost_keyset_read_json(out, t, n); }
 
 magi_status magi_cost_keyset_read_file(magi_cost_keyset **out, const char *path) {
+    MAGI_ARG_NONNULL(out);
+    *out = NULL;
+    MAGI_ARG_NONNULL(path);
     return read_json_file(path, parse_keyset, out);
 }
 
 magi_status magi_cost_keyset_compare(const char **first_diff, int *in_a,
                                      const magi_cost_keyset *a, const magi_cost_keyset *b) {
-    if (!a || !b) return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_cost_keyset_compare: NULL argument");
+    MAGI_ARG_NONNULL(a);
+    MAGI_ARG_NONNULL(b);
     uint32_t i = 0, j = 0;
     while (i < a->n_keys || j < b->n_keys) {
         int c = i >= a->n_keys ? 1 : j >= b->n_keys ? -1 : strcmp(a->keys[i], b->keys[j]);
@@ -470,8 +478,9 @@ magi_status magi_cost_table_read(magi_cost_table **out, const char *text, size_t
     json_t *root = NULL;
     magi_arena *a = NULL;
     magi_cost_table *t = NULL;
-    if (!out || !text) return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_cost_table_read: NULL argument");
+    MAGI_ARG_NONNULL(out);
     *out = NULL;
+    MAGI_ARG_NONNULL(text);
     root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &err);
     if (!root) MAGI_FAIL(MAGI_ERR_FORMAT, "cost table: line %d: %s", err.line, err.text);
     if (!json_is_object(root)) MAGI_FAIL(MAGI_ERR_FORMAT, "cost table: not a JSON object");
@@ -520,6 +529,9 @@ cleanup:
 static magi_status parse_table(void *out, const char *t, size_t n) { return magi_cost_table_read(out, t, n); }
 
 magi_status magi_cost_table_read_file(magi_cost_table **out, const char *path) {
+    MAGI_ARG_NONNULL(out);
+    *out = NULL;
+    MAGI_ARG_NONNULL(path);
     return read_json_file(path, parse_table, out);
 }
 
@@ -679,8 +691,9 @@ static magi_status analytical(key_ctx *k, uint32_t i, const magi_cost_model *m, 
 
 magi_status magi_cost_analytical(double *us, const magi_region *r, uint32_t node, const magi_cost_model *model) {
     static const magi_cost_model h200 = MAGI_COST_MODEL_H200;
-    if (!us || !r || node >= r->n_nodes)
-        return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_cost_analytical: bad argument");
+    MAGI_ARG_NONNULL(us);
+    MAGI_ARG_NONNULL(r);
+    MAGI_ARG_CHECK(node < r->n_nodes, "node %u out of range (%u nodes)", node, r->n_nodes);
     if (model) {
         magi_status vst = magi_check_struct_version("magi_cost_model", model->version, MAGI_COST_MODEL_VERSION);
         if (vst) return vst;
@@ -721,8 +734,11 @@ magi_status magi_costs_estimate(magi_cost_estimate **out, const magi_region *r, 
     magi_cost_estimate *e = NULL;
     key_ctx k;
     int kinit = 0;
-    if (!out || !r || (n_peers && !peers)) return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_costs_estimate: bad argument");
+    MAGI_ARG_NONNULL(out);
     *out = NULL;
+    MAGI_ARG_NONNULL(r);
+    MAGI_ARG_CHECK(peers || !n_peers, "peers is NULL (%u peers)", n_peers);
+    for (uint32_t p = 0; p < n_peers; p++) MAGI_ARG_CHECK(peers[p], "peers[%u] is NULL", p);
     if (model) MAGI_CHECK(magi_check_struct_version("magi_cost_model", model->version, MAGI_COST_MODEL_VERSION));
     const magi_cost_model *m = model ? model : &h200;
     e = calloc(1, sizeof *e);
@@ -736,7 +752,6 @@ magi_status magi_costs_estimate(magi_cost_estimate **out, const magi_region *r, 
     for (uint32_t p = 0; p < n_peers && !e->degraded; p++) {
         const char *diff = NULL;
         int in_mine = 0;
-        if (!peers[p]) MAGI_FAIL(MAGI_ERR_INVALID_ARG, "costs: peer %u is NULL", p);
         if (magi_cost_keyset_compare(&diff, &in_mine, keys, peers[p]) == MAGI_OK) continue;
         e->degraded = 1;
         const char *pn = peer_names && peer_names[p] ? peer_names[p] : "";
@@ -790,8 +805,9 @@ void magi_cost_estimate_free(magi_cost_estimate *e) {
 uint32_t magi_cost_estimate_node_count(const magi_cost_estimate *e) { return e ? e->n : 0; }
 
 magi_status magi_cost_estimate_node(magi_node_cost *out, const magi_cost_estimate *e, uint32_t i) {
-    if (!e || !out || i >= e->n)
-        return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_cost_estimate_node: index %u out of range", i);
+    MAGI_ARG_NONNULL(out);
+    MAGI_ARG_NONNULL(e);
+    MAGI_ARG_CHECK(i < e->n, "i %u out of range (%u nodes)", i, e->n);
     *out = e->nodes[i];
     return MAGI_OK;
 }

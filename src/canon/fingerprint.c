@@ -1156,8 +1156,9 @@ magi_status magi_canon_build(magi_canon **out, const magi_region *r) {
     size_t *spans = NULL;
     const sym_info **order = NULL;
     magi_arena *ca = NULL;
-    if (!out || !r) return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_canon_build: NULL argument");
+    MAGI_ARG_NONNULL(out);
     *out = NULL;
+    MAGI_ARG_NONNULL(r);
     b.r = r;
     MAGI_CHECK(magi_arena_new(&b.tmp, 0));
     for (uint32_t i = 0; i < r->n_symbols; i++) {
@@ -1284,15 +1285,19 @@ void magi_canon_free(magi_canon *c) {
     magi_arena_free(c->arena);
 }
 
-void magi_canon_digest(uint8_t out[32], const magi_canon *c) { memcpy(out, c->digest, 32); }
-
-const char *magi_canon_text(size_t *len, const magi_canon *c) {
-    if (len) *len = c->text_len;
-    return c->text;
+void magi_canon_digest(uint8_t out[32], const magi_canon *c) {
+    if (!out) return;
+    if (c) memcpy(out, c->digest, 32);
+    else memset(out, 0, 32);
 }
 
-unsigned magi_canon_flags(const magi_canon *c) { return c->flags; }
-uint32_t magi_canon_node_count(const magi_canon *c) { return c->n_nodes; }
+const char *magi_canon_text(size_t *len, const magi_canon *c) {
+    if (len) *len = c ? c->text_len : 0;
+    return c ? c->text : NULL;
+}
+
+unsigned magi_canon_flags(const magi_canon *c) { return c ? c->flags : 0; }
+uint32_t magi_canon_node_count(const magi_canon *c) { return c ? c->n_nodes : 0; }
 
 const char *magi_canon_field_name(magi_canon_field f) {
     static const char *names[] = {"op", "target", "args", "kwargs", "example"};
@@ -1308,16 +1313,17 @@ const char *magi_canon_node_name(const magi_canon *c, uint32_t i) {
     return c && i < c->n_nodes ? c->node_names[i] : NULL;
 }
 
-uint32_t magi_canon_symbol_count(const magi_canon *c) { return c->n_syms; }
+uint32_t magi_canon_symbol_count(const magi_canon *c) { return c ? c->n_syms : 0; }
 
 magi_status magi_canon_symbol_get(magi_canon_symbol *out, const magi_canon *c, uint32_t i) {
-    if (!c || !out || i >= c->n_syms)
-        return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_canon_symbol_get: index %u out of range", i);
+    MAGI_ARG_NONNULL(out);
+    MAGI_ARG_NONNULL(c);
+    MAGI_ARG_CHECK(i < c->n_syms, "i %u out of range (%u symbols)", i, c->n_syms);
     *out = c->syms[i];
     return MAGI_OK;
 }
 
-const char *magi_canon_symbols_text(const magi_canon *c) { return c->symbols_text; }
+const char *magi_canon_symbols_text(const magi_canon *c) { return c ? c->symbols_text : NULL; }
 
 static void resolve_names(const magi_canon *c, magi_expr *e) {
     if (e->kind == MAGI_E_SYM) {
@@ -1333,8 +1339,10 @@ magi_status magi_canon_expr(char **out, const magi_canon *c, const char *text) {
     magi_status st = MAGI_OK;
     magi_arena *a = NULL;
     magi_buf o = {0};
-    if (!out || !c || !text) return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_canon_expr: NULL argument");
+    MAGI_ARG_NONNULL(out);
     *out = NULL;
+    MAGI_ARG_NONNULL(c);
+    MAGI_ARG_NONNULL(text);
     MAGI_CHECK(magi_arena_new(&a, 0));
     magi_expr *e = NULL;
     MAGI_CHECK(magi_expr_parse(&e, a, text, strlen(text), NULL));
@@ -1353,6 +1361,8 @@ cleanup:
 
 magi_status magi_fingerprint(uint8_t out[32], const magi_region *r) {
     magi_canon *c = NULL;
+    MAGI_ARG_NONNULL(out);
+    MAGI_ARG_NONNULL(r);
     magi_status st = magi_canon_build(&c, r);
     if (st != MAGI_OK) return st;
     magi_canon_digest(out, c);
@@ -1362,6 +1372,8 @@ magi_status magi_fingerprint(uint8_t out[32], const magi_region *r) {
 
 magi_status magi_fingerprint_hex(char out[65], const magi_region *r) {
     uint8_t d[32];
+    MAGI_ARG_NONNULL(out);
+    MAGI_ARG_NONNULL(r);
     magi_status st = magi_fingerprint(d, r);
     if (st != MAGI_OK) return st;
     magi_hex(out, d, 32);

@@ -151,9 +151,11 @@ const char *magi_unbacked_source_name(magi_unbacked_source s) {
 
 magi_status magi_cost_unbacked_guesses(magi_unbacked_guess **out, uint32_t *n_out, const magi_region *r,
                                        int64_t fallback) {
-    if (!out || !n_out || !r) return magi_set_error(MAGI_ERR_INVALID_ARG, "unbacked guesses: NULL argument");
+    MAGI_ARG_NONNULL(out);
     *out = NULL;
+    MAGI_ARG_CHECK(n_out, "n is NULL");
     *n_out = 0;
+    MAGI_ARG_NONNULL(r);
     magi_status st = MAGI_OK;
     ub_ctx u = {r, NULL, NULL, NULL};
     uint32_t ns = r->n_symbols ? r->n_symbols : 1, n = 0;

@@ -22,6 +22,8 @@ struct magi_arena {
 #define ARENA_MAX_CHUNK (4u * 1024u * 1024u)
 
 magi_status magi_arena_new(magi_arena **out, size_t cap_bytes) {
+    MAGI_ARG_NONNULL(out);
+    *out = NULL;
     magi_arena *a = calloc(1, sizeof *a);
     if (!a) return magi_set_error(MAGI_ERR_NOMEM, "arena: out of memory");
     a->cap = cap_bytes;
@@ -74,7 +76,9 @@ static arena_chunk *take_spare(magi_arena *a, size_t need) {
     return NULL;
 }
 
-void magi_arena_set_cap(magi_arena *a, size_t cap_bytes) { a->cap = cap_bytes; }
+void magi_arena_set_cap(magi_arena *a, size_t cap_bytes) {
+    if (a) a->cap = cap_bytes;
+}
 size_t magi_arena_bytes(const magi_arena *a) { return a ? a->total : 0; }
 magi_status magi_arena_status(const magi_arena *a) { return a ? a->failed : MAGI_OK; }
 
@@ -121,6 +125,7 @@ static void *arena_take(magi_arena *a, size_t size, size_t *got) {
 }
 
 void *magi_arena_alloc(magi_arena *a, size_t size) {
+    MAGI_ARG_NONNULL_RET(a, NULL);
     size_t need = 0;
     void *p = arena_take(a, size, &need);
     if (p) memset(p, 0, size);
@@ -133,6 +138,7 @@ void *magi_arena_alloc_uninit(magi_arena *a, size_t size) {
 }
 
 void *magi_arena_calloc(magi_arena *a, size_t n, size_t size) {
+    MAGI_ARG_NONNULL_RET(a, NULL);
     size_t t;
     if (!magi_mul_ok(n, size, &t)) {
         a->failed = magi_set_error(MAGI_ERR_LIMIT, "arena: %zu x %zu bytes overflows", n, size);
@@ -142,6 +148,9 @@ void *magi_arena_calloc(magi_arena *a, size_t n, size_t size) {
 }
 
 char *magi_arena_strndup(magi_arena *a, const char *s, size_t n) {
+    MAGI_ARG_NONNULL_RET(a, NULL);
+    if (!s && !n) s = "";
+    MAGI_ARG_NONNULL_RET(s, NULL);
     if (n == SIZE_MAX) {
         a->failed = magi_set_error(MAGI_ERR_LIMIT, "arena: string too long");
         return NULL;
@@ -154,5 +163,7 @@ char *magi_arena_strndup(magi_arena *a, const char *s, size_t n) {
 }
 
 char *magi_arena_strdup(magi_arena *a, const char *s) {
+    MAGI_ARG_NONNULL_RET(a, NULL);
+    MAGI_ARG_NONNULL_RET(s, NULL);
     return magi_arena_strndup(a, s, strlen(s));
 }

@@ -25,7 +25,7 @@ unsigned magi_features(void) {
 
 magi_status magi_load_options_resolve(magi_load_options *out, const magi_load_options *in) {
     magi_load_options d = MAGI_LOAD_OPTIONS_INIT;
-    if (!out) return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_load_options_resolve: NULL argument");
+    MAGI_ARG_NONNULL(out);
     if (in) {
         magi_status st = magi_check_struct_version("magi_load_options", in->version, MAGI_LOAD_OPTIONS_VERSION);
         if (st) return st;

@@ -110,6 +110,8 @@ void magi_atomic_abort(magi_atomic_file *f) {
 
 magi_status magi_write_file_atomic(const char *path, const void *data, size_t len) {
     magi_atomic_file f;
+    MAGI_ARG_NONNULL(path);
+    MAGI_ARG_CHECK(data || !len, "data is NULL (%zu bytes)", len);
     magi_status st = magi_atomic_begin(&f, path);
     if (st) return st;
     st = magi_atomic_write(&f, data, len);

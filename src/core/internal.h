@@ -20,6 +20,27 @@ void magi_clear_error(void);
  * MAGI_STRUCT_VERSION macro), else MAGI_ERR_VERSION naming `what`. */
 magi_status magi_check_struct_version(const char *what, uint32_t got, uint32_t want);
 
+/* Argument checks at the top of a public function: MAGI_ERR_INVALID_ARG
+ * with a message naming the function and the argument ("magi_json_read:
+ * text is NULL", "magi_canon_symbol_get: i out of range: ..."), returned
+ * at once. The _RET forms return `ret` instead, for a function that hands
+ * back a pointer or a count and sets the last error. */
+#define MAGI_ARG_NONNULL(p)                                                                       \
+    do {                                                                                          \
+        if (!(p)) return magi_set_error(MAGI_ERR_INVALID_ARG, "%s: %s is NULL", __func__, #p);     \
+    } while (0)
+#define MAGI_ARG_CHECK(cond, fmt, ...)                                                            \
+    do {                                                                                          \
+        if (!(cond)) return magi_set_error(MAGI_ERR_INVALID_ARG, "%s: " fmt, __func__, ##__VA_ARGS__); \
+    } while (0)
+#define MAGI_ARG_NONNULL_RET(p, ret)                                                              \
+    do {                                                                                          \
+        if (!(p)) {                                                                               \
+            magi_set_error(MAGI_ERR_INVALID_ARG, "%s: %s is NULL", __func__, #p);                 \
+            return ret;                                                                           \
+        }                                                                                         \
+    } while (0)
+
 /* One error-exit idiom: jump to the function's single `cleanup:` label. */
 #define MAGI_FAIL(code, ...)                                  \
     do {                                                      \

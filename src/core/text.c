@@ -82,6 +82,7 @@ static void put_esc(char *d, unsigned char c) {
 
 size_t magi_text_escape(char *dst, size_t cap, const char *s) {
     const unsigned char *p = (const unsigned char *)(s ? s : "");
+    if (!dst) cap = 0;
     size_t out = 0;   /* length of the whole escaped text */
     size_t room = cap ? cap - 1 : 0, w = 0; /* bytes written */
     int cut = 0;
@@ -140,6 +141,7 @@ const char *magi_text_safe(char *buf, size_t cap, const char *s) {
 
 int magi_text_fputs(FILE *f, const char *s) {
     const unsigned char *p = (const unsigned char *)(s ? s : "");
+    if (!f) return EOF;
     while (*p) {
         size_t len;
         if (next_unit(p, &len)) {
@@ -246,6 +248,7 @@ void magi_buf_put_json_str(magi_buf *b, const char *s) {
 
 long magi_text_fput_json(FILE *f, const char *s) {
     magi_buf b = {0};
+    if (!f) return -1;
     magi_buf_put_json_str(&b, s);
     long r = b.failed ? -1 : (long)b.n_invalid;
     if (r >= 0 && fwrite(b.data, 1, b.len, f) != b.len) r = -1;

@@ -22,7 +22,8 @@ static int take_uint(const char **p, int64_t max, int64_t *out) {
 }
 
 magi_status magi_placement_parse(magi_placement *out, const char *text) {
-    if (!out || !text) return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_placement_parse: NULL argument");
+    MAGI_ARG_NONNULL(out);
+    MAGI_ARG_NONNULL(text);
     magi_placement p;
     memset(&p, 0, sizeof p);
     const char *s = text;
@@ -156,7 +157,7 @@ magi_status magi_dtensor_member_check(const void *member, uint32_t ndim) {
 }
 
 magi_status magi_dtensor_spec_check_json(const char *json_text, uint32_t ndim) {
-    if (!json_text) return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_dtensor_spec_check_json: NULL argument");
+    MAGI_ARG_NONNULL(json_text);
     json_error_t err;
     json_t *j = json_loads(json_text, JSON_REJECT_DUPLICATES, &err);
     if (!j) return magi_set_error(MAGI_ERR_FORMAT, "dtensor: not JSON: %s", err.text);
@@ -166,7 +167,8 @@ magi_status magi_dtensor_spec_check_json(const char *json_text, uint32_t ndim) {
 }
 
 magi_status magi_dtensor_spec_get(magi_dtensor_spec *out, const magi_example *ex) {
-    if (!out || !ex) return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_dtensor_spec_get: NULL argument");
+    MAGI_ARG_NONNULL(out);
+    MAGI_ARG_NONNULL(ex);
     if (ex->kind != MAGI_EX_TENSOR || !ex->extra_json || !strstr(ex->extra_json, "\"dtensor\""))
         return MAGI_ERR_NOT_FOUND;
     json_error_t err;
@@ -180,8 +182,11 @@ magi_status magi_dtensor_spec_get(magi_dtensor_spec *out, const magi_example *ex
 
 magi_status magi_dtensor_extent(int64_t *start, int64_t *len, const magi_dtensor_spec *s, uint32_t dim,
                                 int64_t global, const uint32_t *coords) {
-    if (!start || !len || !s || !coords || global < 0)
-        return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_dtensor_extent: NULL argument or negative size");
+    MAGI_ARG_CHECK(start, "out_start is NULL");
+    MAGI_ARG_CHECK(len, "out_len is NULL");
+    MAGI_ARG_NONNULL(s);
+    MAGI_ARG_NONNULL(coords);
+    MAGI_ARG_CHECK(global >= 0, "global %lld is negative", (long long)global);
     if (s->mesh_ndim < 1 || s->mesh_ndim > MAGI_DTENSOR_MAX_MESH_DIMS)
         return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_dtensor_extent: mesh of %u dimensions", s->mesh_ndim);
     int64_t lo = 0, n = global;

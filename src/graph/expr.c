@@ -621,9 +621,10 @@ magi_status magi_expr_parse(magi_expr **out, magi_arena *arena, const char *text
                             const magi_expr_limits *limits) {
     magi_status st = MAGI_OK;
     parser P;
-    if (!out || !arena || (!text && len))
-        return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_expr_parse: NULL argument");
+    MAGI_ARG_NONNULL(out);
     *out = NULL;
+    MAGI_ARG_NONNULL(arena);
+    MAGI_ARG_CHECK(text || !len, "text is NULL (%zu bytes)", len);
     size_t max_len = limits && limits->max_len ? limits->max_len : EXPR_DEFAULT_MAX_LEN;
     P.s = text;
     P.len = len;
@@ -699,7 +700,7 @@ size_t magi_expr_float_text(char *dst, size_t cap, double f) {
             memcpy(tmp + n, ".0", 3);
         }
     }
-    return (size_t)snprintf(dst, cap, "%s", tmp);
+    return (size_t)snprintf(dst, dst ? cap : 0, "%s", tmp);
 }
 
 /* Binding levels, loosest first; a node printed where a tighter level is
@@ -905,10 +906,8 @@ size_t magi_expr_print(char *dst, size_t cap, const magi_expr *e) {
 }
 
 char *magi_expr_to_string(magi_arena *arena, const magi_expr *e) {
-    if (!arena) {
-        magi_set_error(MAGI_ERR_INVALID_ARG, "magi_expr_to_string: NULL arena");
-        return NULL;
-    }
+    MAGI_ARG_NONNULL_RET(arena, NULL);
+    MAGI_ARG_NONNULL_RET(e, NULL);
     size_t n = magi_expr_print(NULL, 0, e);
     if (n == (size_t)-1) return NULL;
     char *s = magi_arena_alloc(arena, n + 1);
@@ -1533,7 +1532,8 @@ static magi_status eval_rec(const magi_expr *e, const evctx *c, magi_num *out, u
 
 magi_status magi_expr_eval(magi_num *out, const magi_expr *e, magi_expr_lookup_fn lookup,
                            void *ctx) {
-    if (!e || !out) return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_expr_eval: NULL argument");
+    MAGI_ARG_NONNULL(out);
+    MAGI_ARG_NONNULL(e);
     evctx c = {lookup, NULL, ctx};
     magi_num r = {0, 0, 0.0};
     magi_status st = eval_rec(e, &c, &r, 1);
@@ -1543,8 +1543,8 @@ magi_status magi_expr_eval(magi_num *out, const magi_expr *e, magi_expr_lookup_f
 
 magi_status magi_expr_eval_num(magi_num *out, const magi_expr *e, magi_expr_lookup_num_fn lookup,
                                void *ctx) {
-    if (!e || !out)
-        return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_expr_eval_num: NULL argument");
+    MAGI_ARG_NONNULL(out);
+    MAGI_ARG_NONNULL(e);
     evctx c = {NULL, lookup, ctx};
     magi_num r = {0, 0, 0.0};
     magi_status st = eval_rec(e, &c, &r, 1);
@@ -1557,6 +1557,8 @@ static magi_status num_to_int(const magi_expr *e, magi_num r, int64_t *out);
 magi_status magi_expr_eval_int(int64_t *out, const magi_expr *e, magi_expr_lookup_fn lookup,
                                void *ctx) {
     magi_num r = {0, 0, 0.0};
+    MAGI_ARG_NONNULL(out);
+    MAGI_ARG_NONNULL(e);
     magi_status st = magi_expr_eval(&r, e, lookup, ctx);
     if (st) return st;
     return num_to_int(e, r, out);
@@ -1565,6 +1567,8 @@ magi_status magi_expr_eval_int(int64_t *out, const magi_expr *e, magi_expr_looku
 magi_status magi_expr_eval_int_num(int64_t *out, const magi_expr *e, magi_expr_lookup_num_fn lookup,
                                    void *ctx) {
     magi_num r = {0, 0, 0.0};
+    MAGI_ARG_NONNULL(out);
+    MAGI_ARG_NONNULL(e);
     magi_status st = magi_expr_eval_num(&r, e, lookup, ctx);
     if (st) return st;
     return num_to_int(e, r, out);

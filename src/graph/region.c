@@ -11,6 +11,8 @@ const char *magi_opcode_name(magi_opcode op) {
 }
 
 magi_status magi_opcode_parse(magi_opcode *out, const char *name) {
+    MAGI_ARG_NONNULL(out);
+    MAGI_ARG_NONNULL(name);
     for (int i = 0; i < MAGI_OP_COUNT_; i++)
         if (strcmp(name, opcode_names[i]) == 0) {
             *out = (magi_opcode)i;
@@ -26,13 +28,14 @@ const char *magi_input_kind_name(magi_input_kind k) {
 }
 
 magi_status magi_input_kind_parse(magi_input_kind *out, const char *name) {
+    MAGI_ARG_NONNULL(out);
+    MAGI_ARG_NONNULL(name);
     for (int i = 1; i < MAGI_INPUT_KIND_COUNT_; i++)
-        if (name && !strcmp(name, input_kind_names[i])) {
+        if (!strcmp(name, input_kind_names[i])) {
             *out = (magi_input_kind)i;
             return MAGI_OK;
         }
-    return magi_set_error(MAGI_ERR_FORMAT, "unknown input_kind '%s' (expected param, buffer or input)",
-                          name ? name : "(null)");
+    return magi_set_error(MAGI_ERR_FORMAT, "unknown input_kind '%s' (expected param, buffer or input)", name);
 }
 
 static const char *const example_names[MAGI_EX_KIND_COUNT_] = {
@@ -86,6 +89,8 @@ int magi_device_valid(const char *s) {
 
 magi_status magi_region_new(magi_region **out) {
     magi_arena *a = NULL;
+    MAGI_ARG_NONNULL(out);
+    *out = NULL;
     magi_status st = magi_arena_new(&a, 0);
     if (st) return st;
     magi_region *r = magi_arena_alloc(a, sizeof *r);
@@ -103,14 +108,16 @@ void magi_region_free(magi_region *r) {
 }
 
 int64_t magi_region_find_node(const magi_region *r, const char *name) {
+    if (!r || !name) return -1;
     for (uint32_t i = 0; i < r->n_nodes; i++)
-        if (strcmp(r->nodes[i].name, name) == 0) return i;
+        if (r->nodes[i].name && strcmp(r->nodes[i].name, name) == 0) return i;
     return -1;
 }
 
 const magi_symbol *magi_region_find_symbol(const magi_region *r, const char *name) {
+    if (!r || !name) return NULL;
     for (uint32_t i = 0; i < r->n_symbols; i++)
-        if (strcmp(r->symbols[i].name, name) == 0) return &r->symbols[i];
+        if (r->symbols[i].name && strcmp(r->symbols[i].name, name) == 0) return &r->symbols[i];
     return NULL;
 }
 
@@ -128,7 +135,7 @@ int magi_symbol_is_float(const magi_symbol *s) {
 
 int magi_region_hint_lookup(void *ctx, const char *name, magi_num *out) {
     const magi_symbol *s = magi_region_find_symbol((const magi_region *)ctx, name);
-    if (!s || !s->has_hint) return 0;
+    if (!s || !s->has_hint || !out) return 0;
     if (s->hint_is_float) *out = (magi_num){1, 0, s->hint_f};
     else *out = (magi_num){0, s->hint, 0.0};
     return 1;
@@ -136,6 +143,7 @@ int magi_region_hint_lookup(void *ctx, const char *name, magi_num *out) {
 
 uint32_t magi_region_count_placeholders(const magi_region *r) {
     uint32_t n = 0;
+    if (!r) return 0;
     for (uint32_t i = 0; i < r->n_nodes; i++) n += r->nodes[i].op == MAGI_OP_PLACEHOLDER;
     return n;
 }
@@ -232,6 +240,9 @@ static void dup_example(magi_arena *a, magi_example *dst, const magi_example *sr
 
 magi_status magi_region_clone(magi_region **out, const magi_region *src) {
     magi_region *r = NULL;
+    MAGI_ARG_NONNULL(out);
+    *out = NULL;
+    MAGI_ARG_NONNULL(src);
     magi_status st = magi_region_new(&r);
     if (st) return st;
     magi_arena *a = r->arena;

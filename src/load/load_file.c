@@ -6,8 +6,9 @@ magi_status magi_load_file(magi_region **out, const char *path, const magi_load_
     magi_status st = MAGI_OK;
     magi_mapped mf;
     magi_load_options lo;
-    if (!out || !path) return magi_set_error(MAGI_ERR_INVALID_ARG, "load: NULL argument");
+    MAGI_ARG_NONNULL(out);
     *out = NULL;
+    MAGI_ARG_NONNULL(path);
     if ((st = magi_load_options_resolve(&lo, opts))) return st;
     MAGI_CHECK(magi_map_file(&mf, path, UINT64_MAX)); /* mapping reads nothing; each format applies the limit */
     size_t i = 0;

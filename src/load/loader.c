@@ -206,13 +206,18 @@ static magi_status lower_region(magi_loader *ld, entry *e) {
 
 /* ---------------------------------------------------------------- load */
 
-static magi_status load_set(magi_loader *ld, const char *const *paths, const void *const *data,
+static magi_status load_set(magi_loader *ld, const char *fn, const char *const *paths, const void *const *data,
                             const size_t *sizes, uint32_t n) {
     magi_status st = MAGI_OK;
     const magi_region **regs = NULL;
     const char **names = NULL;
     magi_symm_transport *tr = NULL;
     clear(ld);
+    for (uint32_t i = 0; i < n; i++) { /* every argument before any work */
+        if (!paths[i]) MAGI_FAIL(MAGI_ERR_INVALID_ARG, "%s: %s[%u] is NULL", fn, data ? "names" : "paths", i);
+        if (data && !data[i] && sizes[i])
+            MAGI_FAIL(MAGI_ERR_INVALID_ARG, "%s: data[%u] is NULL (%zu bytes)", fn, i, sizes[i]);
+    }
     if (n > ld->cap) {
         entry *ne = realloc(ld->e, (size_t)n * sizeof *ne);
         if (!ne) return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
@@ -221,14 +226,12 @@ static magi_status load_set(magi_loader *ld, const char *const *paths, const voi
         ld->cap = n;
     }
     for (uint32_t i = 0; i < n; i++) {
-        if (!paths[i]) MAGI_FAIL(MAGI_ERR_INVALID_ARG, "magi_loader_load: path %u is NULL", i);
         entry *e = &ld->e[i]; /* cleared by clear(), memory kept */
         ld->n = i + 1;
         e->path = strdup(paths[i]);
         if (!e->path) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
         e->info.path = e->path;
         if (data) {
-            if (!data[i] && sizes[i]) MAGI_FAIL(MAGI_ERR_INVALID_ARG, "magi_loader_load_buffers: data %u is NULL", i);
             e->copy = malloc(sizes[i] ? sizes[i] : 1);
             if (!e->copy) MAGI_FAIL(MAGI_ERR_NOMEM, "%s: out of memory", e->path);
             if (sizes[i]) memcpy(e->copy, data[i], sizes[i]);
@@ -308,15 +311,20 @@ cleanup:
 }
 
 magi_status magi_loader_load(magi_loader *ld, const char *const *paths, uint32_t n) {
-    if (!ld || (n && !paths)) return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_loader_load: NULL argument");
-    return load_set(ld, paths, NULL, NULL, n);
+    MAGI_ARG_NONNULL(ld);
+    if (n && !paths) clear(ld); /* a failed load leaves the loader empty */
+    MAGI_ARG_CHECK(paths || !n, "paths is NULL (%u files)", n);
+    return load_set(ld, __func__, paths, NULL, NULL, n);
 }
 
 magi_status magi_loader_load_buffers(magi_loader *ld, const void *const *data, const size_t *sizes,
                                      const char *const *names, uint32_t n) {
-    if (!ld || (n && (!data || !sizes || !names)))
-        return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_loader_load_buffers: NULL argument");
-    return load_set(ld, names, data, sizes, n);
+    MAGI_ARG_NONNULL(ld);
+    if (n && (!data || !sizes || !names)) clear(ld); /* a failed load leaves the loader empty */
+    MAGI_ARG_CHECK(data || !n, "data is NULL (%u buffers)", n);
+    MAGI_ARG_CHECK(sizes || !n, "sizes is NULL (%u buffers)", n);
+    MAGI_ARG_CHECK(names || !n, "names is NULL (%u buffers)", n);
+    return load_set(ld, __func__, names, data, sizes, n);
 }
 
 /* ------------------------------------------------------------- queries */
@@ -338,7 +346,8 @@ static void swap_targets(magi_loader *ld, uint32_t i, int to_original) {
 }
 
 magi_status magi_loader_info(magi_loaded_info *out, magi_loader *ld, uint32_t i) {
-    if (!out || !ld) return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_loader_info: NULL argument");
+    MAGI_ARG_NONNULL(out);
+    MAGI_ARG_NONNULL(ld);
     if (i >= ld->n) return magi_set_error(MAGI_ERR_NOT_FOUND, "magi_loader_info: region %u of %u", i, ld->n);
     entry *e = &ld->e[i];
     if (!e->fp_done) {
@@ -371,7 +380,9 @@ const char *magi_loader_inputs_json(magi_loader *ld, uint32_t i) {
 }
 
 magi_status magi_loader_inputs_status(const char **message, magi_loader *ld, uint32_t i) {
-    if (!ld || i >= ld->n) return MAGI_ERR_INVALID_ARG;
+    if (message) *message = NULL;
+    MAGI_ARG_NONNULL(ld);
+    MAGI_ARG_CHECK(i < ld->n, "i %u out of range (%u regions)", i, ld->n);
     build_inputs(&ld->e[i]);
     if (message) *message = ld->e[i].inputs_error;
     return ld->e[i].inputs_status;
@@ -390,7 +401,8 @@ magi_symm_backend *magi_loader_backend(const magi_loader *ld) { return ld ? ld->
 const magi_loader_options *magi_loader_opts(const magi_loader *ld) { return &ld->o; }
 
 magi_status magi_loader_save(const magi_loader *ld, uint32_t i, const char *path) {
-    if (!ld || !path) return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_loader_save: NULL argument");
+    MAGI_ARG_NONNULL(ld);
+    MAGI_ARG_NONNULL(path);
     if (i >= ld->n) return magi_set_error(MAGI_ERR_NOT_FOUND, "magi_loader_save: region %u of %u", i, ld->n);
     const entry *e = &ld->e[i];
     /* Nothing changed in a v1 artifact: the same bytes. */

@@ -368,10 +368,12 @@ static uint32_t emit_chain(builder *b, const plan_entry *e, uint32_t weight_new,
 
 magi_status magi_lower_redistribute(const magi_lowered **out, uint32_t *n_out, magi_region *r,
                                     const magi_symm_backend_config *c, unsigned flags) {
-    if (!out || !n_out || !r || !c)
-        return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_lower_redistribute: NULL argument");
+    MAGI_ARG_NONNULL(out);
     *out = NULL;
+    MAGI_ARG_NONNULL(n_out);
     *n_out = 0;
+    MAGI_ARG_NONNULL(r);
+    MAGI_ARG_NONNULL(c);
     magi_status st = MAGI_OK;
     uint32_t nn = r->n_nodes, nred = 0, nlow = 0;
     for (uint32_t i = 0; i < nn; i++) nred += has_flag(&r->nodes[i], MAGI_OPF_REDISTRIBUTE);

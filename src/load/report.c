@@ -226,8 +226,9 @@ static magi_status report_text(magi_buf *o, magi_loader *ld) {
 }
 
 magi_status magi_loader_report(char **out, size_t *len, magi_loader *ld, unsigned flags) {
-    if (!out || !ld) return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_loader_report: NULL argument");
+    MAGI_ARG_NONNULL(out);
     *out = NULL;
+    MAGI_ARG_NONNULL(ld);
     if (len) *len = 0;
     if (!magi_loader_plan(ld)) return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_loader_report: nothing loaded");
     magi_buf b = {0};

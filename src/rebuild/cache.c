@@ -146,7 +146,8 @@ static int write_full(int fd, const void *buf, size_t n, uint64_t off) {
 }
 
 magi_status magi_cache_key_check(const char *key) {
-    if (!key || !*key) return magi_set_error(MAGI_ERR_INVALID_ARG, "cache key is empty");
+    MAGI_ARG_NONNULL(key);
+    if (!*key) return magi_set_error(MAGI_ERR_INVALID_ARG, "cache key is empty");
     size_t n = strlen(key);
     if (n > MAGI_CACHE_KEY_MAX)
         return magi_set_error(MAGI_ERR_INVALID_ARG, "cache key is %zu characters (at most %d)", n,
@@ -221,9 +222,19 @@ cleanup:
     return st;
 }
 
-magi_status magi_cache_open(magi_cache **out, const char *dir) { return cache_open(out, dir, 1); }
+magi_status magi_cache_open(magi_cache **out, const char *dir) {
+    MAGI_ARG_NONNULL(out);
+    *out = NULL;
+    MAGI_ARG_NONNULL(dir);
+    return cache_open(out, dir, 1);
+}
 
-magi_status magi_cache_open_existing(magi_cache **out, const char *dir) { return cache_open(out, dir, 0); }
+magi_status magi_cache_open_existing(magi_cache **out, const char *dir) {
+    MAGI_ARG_NONNULL(out);
+    *out = NULL;
+    MAGI_ARG_NONNULL(dir);
+    return cache_open(out, dir, 0);
+}
 
 void magi_cache_free(magi_cache *c) {
     if (!c) return;
@@ -377,7 +388,9 @@ static magi_status fill_from_mem(void *ctx, uint8_t *buf, size_t len, uint64_t o
 
 magi_status magi_cache_put(magi_cache_put_result *res, magi_cache *c, const char *key, const void *data,
                            size_t len, unsigned flags) {
-    if (!data && len) return magi_set_error(MAGI_ERR_INVALID_ARG, "cache put: NULL data");
+    MAGI_ARG_NONNULL(c);
+    MAGI_ARG_NONNULL(key);
+    MAGI_ARG_CHECK(data || !len, "data is NULL (%zu bytes)", len);
     return magi_cache_put_stream(res, c, key, len, fill_from_mem, (void *)data, flags);
 }
 
@@ -398,7 +411,9 @@ magi_status magi_cache_put_stream(magi_cache_put_result *res, magi_cache *c, con
     uint8_t *chunk = NULL, *head = NULL;
     EVP_MD_CTX *md = NULL;
     memset(&r, 0, sizeof r);
-    if (!c || !fill) return magi_set_error(MAGI_ERR_INVALID_ARG, "cache put: NULL argument");
+    MAGI_ARG_NONNULL(c);
+    MAGI_ARG_NONNULL(key);
+    MAGI_ARG_NONNULL(fill);
     MAGI_CHECK(magi_cache_key_check(key));
     if (len > ENTRY_MAX_CONTENT)
         MAGI_FAIL(MAGI_ERR_LIMIT, "cache put '%s': %llu bytes exceeds the entry limit of %llu", key,
@@ -573,9 +588,12 @@ magi_status magi_cache_get(void **out, size_t *out_len, magi_cache_entry *info,
     uint8_t *buf = NULL, want[32];
     int fd = -1;
     if (quarantined) *quarantined = 0;
-    if (!c || !out || !out_len) return magi_set_error(MAGI_ERR_INVALID_ARG, "cache get: NULL argument");
+    MAGI_ARG_NONNULL(out);
     *out = NULL;
+    MAGI_ARG_NONNULL(out_len);
     *out_len = 0;
+    MAGI_ARG_NONNULL(c);
+    MAGI_ARG_NONNULL(key);
     MAGI_CHECK(magi_cache_key_check(key));
     if (expect_sha256_hex && hex_to_bytes(expect_sha256_hex, want) != 0)
         MAGI_FAIL(MAGI_ERR_INVALID_ARG, "cache get: '%s' is not a SHA-256 in hex", expect_sha256_hex);
@@ -640,7 +658,8 @@ magi_status magi_cache_check_owner(magi_cache *c, const char *key) {
     magi_status st = MAGI_OK;
     char *path = NULL;
     int fd = -1;
-    if (!c) return magi_set_error(MAGI_ERR_INVALID_ARG, "cache check owner: NULL handle");
+    MAGI_ARG_NONNULL(c);
+    MAGI_ARG_NONNULL(key);
     MAGI_CHECK(magi_cache_key_check(key));
     const int fds[] = {c->dir_fd, c->root_fd, c->entries_fd};
     const char *what[] = {c->dir, c->root, c->entries};
@@ -724,9 +743,11 @@ magi_status magi_cache_list(magi_cache_entry **out, size_t *n, size_t *n_bad, ma
     size_t nn = 0, len = 0, bad = 0;
     char first_bad[512] = "";
     magi_cache_entry *v = NULL;
-    if (!c || !out || !n) return magi_set_error(MAGI_ERR_INVALID_ARG, "cache list: NULL argument");
+    MAGI_ARG_NONNULL(out);
     *out = NULL;
+    MAGI_ARG_NONNULL(n);
     *n = 0;
+    MAGI_ARG_NONNULL(c);
     MAGI_CHECK(list_names(c->entries_fd, c->entries, &names, &nn));
     v = calloc(nn ? nn : 1, sizeof *v);
     if (!v) MAGI_FAIL(MAGI_ERR_NOMEM, "cache: out of memory");
@@ -772,7 +793,7 @@ magi_status magi_cache_verify(magi_cache_report *rep, magi_cache *c) {
     magi_cache_report r;
     char first[1536] = "", first_skip[1024] = "";
     memset(&r, 0, sizeof r);
-    if (!c) return magi_set_error(MAGI_ERR_INVALID_ARG, "cache verify: NULL cache");
+    MAGI_ARG_NONNULL(c);
     MAGI_CHECK(list_names(c->entries_fd, c->entries, &names, &nn));
     for (size_t i = 0; i < nn; i++) {
         entry_head h;
@@ -858,7 +879,7 @@ magi_status magi_cache_gc(magi_cache_report *rep, magi_cache *c, const magi_cach
     size_t nn = 0, ni = 0;
     gc_item *items = NULL;
     memset(&r, 0, sizeof r);
-    if (!c) return magi_set_error(MAGI_ERR_INVALID_ARG, "cache gc: NULL cache");
+    MAGI_ARG_NONNULL(c);
     if (opts) {
         if ((st = magi_check_struct_version("magi_cache_gc_options", opts->version,
                                             MAGI_CACHE_GC_OPTIONS_VERSION)))

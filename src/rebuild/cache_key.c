@@ -9,7 +9,8 @@
 #define KEY_TAG "magi-aot cache key 2"
 
 magi_status magi_cache_region_key(char out[65], const magi_region *r) {
-    if (!out || !r) return magi_set_error(MAGI_ERR_INVALID_ARG, "cache key: NULL argument");
+    MAGI_ARG_NONNULL(out);
+    MAGI_ARG_NONNULL(r);
     /* The canonical structural fingerprint: symbol and node names are noise,
      * so ranks whose Dynamo numbered symbols differently share one entry,
      * and it does not depend on the form (JSON, v1, legacy v0) the region

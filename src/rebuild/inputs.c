@@ -117,7 +117,9 @@ static magi_status eval_text(const magi_region *r, magi_arena *scratch, const ch
 }
 
 magi_status magi_inputs_eval_dim(int64_t *out, const magi_region *r, const magi_dim *d) {
-    if (!out || !r || !d) return magi_set_error(MAGI_ERR_INVALID_ARG, "inputs: NULL argument");
+    MAGI_ARG_NONNULL(out);
+    MAGI_ARG_NONNULL(r);
+    MAGI_ARG_NONNULL(d);
     if (!d->expr) {
         *out = d->value;
         return MAGI_OK;
@@ -355,8 +357,9 @@ magi_status magi_inputs_build(magi_inputs **out, const magi_region *r, unsigned 
     magi_inputs *in = NULL;
     build_ctx c;
     memset(&c, 0, sizeof c);
-    if (!out || !r) return magi_set_error(MAGI_ERR_INVALID_ARG, "inputs: NULL argument");
+    MAGI_ARG_NONNULL(out);
     *out = NULL;
+    MAGI_ARG_NONNULL(r);
     uint32_t n_missing = magi_inputs_missing(NULL, 0, r);
     if (n_missing) return missing_error(r, n_missing);
 
@@ -433,8 +436,9 @@ magi_status magi_inputs_write_json(char **out_text, size_t *out_len, const magi_
     magi_inputs *in = NULL;
     magi_buf b = {0};
     char *ex = NULL;
-    if (!out_text || !r) return magi_set_error(MAGI_ERR_INVALID_ARG, "inputs: NULL argument");
+    MAGI_ARG_NONNULL(out_text);
     *out_text = NULL;
+    MAGI_ARG_NONNULL(r);
     MAGI_CHECK(magi_inputs_build(&in, r, flags));
     magi_buf_puts(&b, "[");
     for (uint32_t i = 0; i < in->n; i++) {

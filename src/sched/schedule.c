@@ -8,6 +8,7 @@
 /* ---- classification (the operator table, magi_aot/ops.h) ---- */
 
 magi_sched_class magi_sched_classify(const magi_region *r, uint32_t i) {
+    if (!r || i >= r->n_nodes) return MAGI_SCHED_FREE;
     const magi_node *n = &r->nodes[i];
     switch (magi_op_classify(n->op, n->target)) {
     case MAGI_OP_CLASS_FREE: return MAGI_SCHED_FREE;
@@ -287,8 +288,9 @@ static void remap_value(magi_value *v, const uint32_t *newpos) {
 }
 
 magi_status magi_sched_gather_timing(magi_sched_timing *out, const magi_sched_report *rep, uint32_t g) {
-    if (!rep || !out || g >= rep->n_gathers)
-        return magi_set_error(MAGI_ERR_INVALID_ARG, "schedule: no gather #%u in the report", g);
+    MAGI_ARG_NONNULL(out);
+    MAGI_ARG_NONNULL(rep);
+    MAGI_ARG_CHECK(g < rep->n_gathers, "g: no gather #%u in the report (%u gathers)", g, rep->n_gathers);
     const magi_sched_gather *G = &rep->gathers[g];
     memset(out, 0, sizeof *out);
     out->launch_us = G->launch_index < rep->n_nodes ? rep->start_us[G->launch_index] : 0;
@@ -394,13 +396,18 @@ magi_status magi_schedule(magi_sched_report **out, magi_region *r, const magi_sc
     memset(&p, 0, sizeof p);
     uint32_t *members = NULL, *tmp = NULL;
     magi_sched_options o = MAGI_SCHED_OPTIONS_INIT;
-    if (!out || !r) return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_schedule: NULL argument");
+    MAGI_ARG_NONNULL(out);
     *out = NULL;
+    MAGI_ARG_NONNULL(r);
     if (opts) {
         if ((st = magi_check_struct_version("magi_sched_options", opts->version, MAGI_SCHED_OPTIONS_VERSION)))
             return st;
         o = *opts;
     }
+    MAGI_ARG_CHECK(o.peer_fingerprints || !o.n_peer_fingerprints, "opts->peer_fingerprints is NULL (%u peers)",
+                   o.n_peer_fingerprints);
+    for (uint32_t i = 0; i < o.n_peer_fingerprints; i++)
+        MAGI_ARG_CHECK(o.peer_fingerprints[i], "opts->peer_fingerprints[%u] is NULL", i);
     if (!o.cost) return magi_set_error(MAGI_ERR_INVALID_ARG, "schedule: no cost source given");
     if (!isfinite(o.scale) || o.scale > MAGI_SCHED_SCALE_MAX || !isfinite(o.margin_us) ||
         o.margin_us > MAGI_COST_US_MAX)

@@ -62,7 +62,10 @@ static const char *const labels[C_COUNT] = {"compute", "stall: compute waits for
 
 magi_status magi_sched_timeline_svg(char **out, const magi_region *r, const magi_sched_report *rep) {
     magi_buf b = {0};
+    MAGI_ARG_NONNULL(out);
     *out = NULL;
+    MAGI_ARG_NONNULL(r);
+    MAGI_ARG_NONNULL(rep);
     /* Costs are bounded (MAGI_COST_US_MAX, MAGI_SCHED_SCALE_MAX), so the
      * simulated times are finite; a report that is not is refused rather
      * than drawn with NaN coordinates. A span too small to divide is drawn

@@ -176,8 +176,9 @@ static magi_status new_handle(magi_artifact **out, const char *name, const magi_
 magi_status magi_artifact_open(magi_artifact **out, const void *data, size_t size,
                                const magi_load_options *opts) {
     magi_artifact *a = NULL;
-    if (!out || (!data && size)) return magi_set_error(MAGI_ERR_INVALID_ARG, "artifact open: NULL argument");
+    MAGI_ARG_NONNULL(out);
     *out = NULL;
+    MAGI_ARG_CHECK(data || !size, "data is NULL (%zu bytes)", size);
     magi_status st = new_handle(&a, "artifact", opts);
     if (st) return st;
     static const uint8_t empty[1];
@@ -194,8 +195,9 @@ magi_status magi_artifact_open(magi_artifact **out, const void *data, size_t siz
 
 magi_status magi_artifact_open_file(magi_artifact **out, const char *path, const magi_load_options *opts) {
     magi_artifact *a = NULL;
-    if (!out || !path) return magi_set_error(MAGI_ERR_INVALID_ARG, "artifact open: NULL argument");
+    MAGI_ARG_NONNULL(out);
     *out = NULL;
+    MAGI_ARG_NONNULL(path);
     magi_status st = new_handle(&a, path, opts);
     if (st) return st;
     st = magi_map_file(&a->map, path, UINT64_MAX); /* limits: open_common() */
@@ -214,7 +216,8 @@ magi_status magi_artifact_open_file(magi_artifact **out, const char *path, const
 }
 
 magi_status magi_artifact_get_info(magi_artifact_info *out, const magi_artifact *a) {
-    if (!a || !out) return magi_set_error(MAGI_ERR_INVALID_ARG, "artifact info: NULL argument");
+    MAGI_ARG_NONNULL(out);
+    MAGI_ARG_NONNULL(a);
     memset(out, 0, sizeof *out);
     out->major = a->major;
     out->minor = a->minor;
@@ -228,7 +231,8 @@ magi_status magi_artifact_get_info(magi_artifact_info *out, const magi_artifact 
 }
 
 magi_status magi_artifact_get_section(magi_section_info *out, const magi_artifact *a, uint32_t i) {
-    if (!a || !out) return magi_set_error(MAGI_ERR_INVALID_ARG, "artifact section: NULL argument");
+    MAGI_ARG_NONNULL(out);
+    MAGI_ARG_NONNULL(a);
     if (i >= a->n) return magi_set_error(MAGI_ERR_NOT_FOUND, "%s: no section #%u", a->name, i);
     *out = a->secs[i];
     return MAGI_OK;
@@ -306,7 +310,9 @@ magi_status magi_artifact_section_raw(magi_artifact *a, uint32_t i, void **out, 
 magi_status magi_artifact_read_section(void **out, size_t *len, magi_artifact *a, uint32_t i) {
     if (out) *out = NULL;
     if (len) *len = 0;
-    if (!a || !out || !len) return magi_set_error(MAGI_ERR_INVALID_ARG, "read section: NULL argument");
+    MAGI_ARG_NONNULL(out);
+    MAGI_ARG_NONNULL(len);
+    MAGI_ARG_NONNULL(a);
     if (a->legacy || i >= a->n)
         return magi_set_error(MAGI_ERR_NOT_FOUND, "%s: no section #%u", a->name, i);
     const magi_section_info *s = &a->secs[i];
@@ -330,7 +336,7 @@ magi_status magi_artifact_verify(magi_artifact *a) {
     magi_status st = MAGI_OK;
     ZSTD_DCtx *dctx = NULL;
     void *buf = NULL;
-    if (!a) return magi_set_error(MAGI_ERR_INVALID_ARG, "artifact verify: NULL handle");
+    MAGI_ARG_NONNULL(a);
     if (a->legacy) {
         magi_region *r = NULL;
         st = magi_legacy_v0_read(&r, a->data, a->size, &a->lo);
@@ -1746,6 +1752,9 @@ void magi_load_memory_free(magi_load_memory *m) {
 }
 
 magi_status magi_artifact_load_region(magi_region **out, magi_artifact *a) {
+    MAGI_ARG_NONNULL(out);
+    *out = NULL;
+    MAGI_ARG_NONNULL(a);
     return magi_artifact_load_region_reuse(out, a, NULL);
 }
 

@@ -169,7 +169,8 @@ magi_status magi_legacy_v0_write(const magi_region *r, const char *path, uint64_
     magi_atomic_file f = {-1, NULL, NULL};
     msgpack_sbuffer_init(&head);
     msgpack_sbuffer_init(&tail);
-    if (!r || !path) return magi_set_error(MAGI_ERR_INVALID_ARG, "legacy v0 write: NULL argument");
+    MAGI_ARG_NONNULL(r);
+    MAGI_ARG_NONNULL(path);
     if (example_inputs_len > UINT32_MAX)
         return magi_set_error(MAGI_ERR_INVALID_ARG, "legacy v0 write: example_inputs of %llu bytes exceeds bin32",
                               (unsigned long long)example_inputs_len);

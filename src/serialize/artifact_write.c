@@ -448,6 +448,10 @@ cleanup:
 
 magi_status magi_artifact_encode(void **out, size_t *out_len, const magi_region *r,
                                  const magi_save_options *opts) {
+    MAGI_ARG_NONNULL(out);
+    *out = NULL;
+    MAGI_ARG_NONNULL(out_len);
+    MAGI_ARG_NONNULL(r);
     return magi_artifact_encode_with(out, out_len, r, opts, NULL, 0);
 }
 
@@ -463,10 +467,12 @@ magi_status magi_artifact_encode_with(void **out, size_t *out_len, const magi_re
     enc_init(&es, &tab);
     enc_init(&eg, &tab);
     enc_init(&estr, &tab);
-    if (!out || !out_len || !r || (n_extra && !extra))
-        return magi_set_error(MAGI_ERR_INVALID_ARG, "artifact encode: NULL argument");
+    MAGI_ARG_NONNULL(out);
     *out = NULL;
+    MAGI_ARG_NONNULL(out_len);
     *out_len = 0;
+    MAGI_ARG_NONNULL(r);
+    MAGI_ARG_CHECK(extra || !n_extra, "extra is NULL (%u sections)", n_extra);
     if (n_extra > MAGI_ART_MAX_SECTIONS - 4)
         return magi_set_error(MAGI_ERR_LIMIT, "artifact encode: %u extra sections (at most %u)", n_extra,
                               MAGI_ART_MAX_SECTIONS - 4);
@@ -524,7 +530,8 @@ cleanup:
 magi_status magi_artifact_save(const magi_region *r, const char *path, const magi_save_options *opts) {
     void *data = NULL;
     size_t len = 0;
-    if (!path) return magi_set_error(MAGI_ERR_INVALID_ARG, "artifact save: NULL path");
+    MAGI_ARG_NONNULL(r);
+    MAGI_ARG_NONNULL(path);
     magi_status st = magi_artifact_encode(&data, &len, r, opts);
     if (st) return magi_error_prefix(st, "%s", path);
     st = magi_write_file_atomic(path, data, len);

@@ -340,7 +340,8 @@ magi_status magi_doc_walk_example(const magi_example *ex, const magi_doc_emitter
 magi_status magi_doc_walk(const magi_region *r, const magi_doc_emitter *e, void *ctx,
                           uint32_t *node_out) {
     if (node_out) *node_out = UINT32_MAX;
-    if (!r || !e) return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_doc_walk: NULL argument");
+    MAGI_ARG_NONNULL(r);
+    MAGI_ARG_NONNULL(e);
     magi_status st = check_emitter(e);
     if (st != MAGI_OK) return st;
     walker w = {.e = e, .ctx = ctx, .r = r, .st = MAGI_OK};

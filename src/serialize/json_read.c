@@ -597,7 +597,9 @@ magi_status magi_json_read(magi_region **out, const char *text, size_t len, cons
     json_t *root = NULL;
     reader rd;
     memset(&rd, 0, sizeof rd);
+    MAGI_ARG_NONNULL(out);
     *out = NULL;
+    MAGI_ARG_NONNULL(text);
     if ((st = magi_load_options_resolve(&rd.opts, opts))) return st;
     if (len > rd.opts.max_input_bytes)
         return magi_set_error(MAGI_ERR_LIMIT, "JSON input of %zu bytes exceeds the limit of %llu bytes", len,
@@ -627,7 +629,9 @@ magi_status magi_json_read_file(magi_region **out, const char *path, const magi_
     magi_load_options o;
     char *text = NULL;
     size_t len = 0;
+    MAGI_ARG_NONNULL(out);
     *out = NULL;
+    MAGI_ARG_NONNULL(path);
     magi_status st = magi_load_options_resolve(&o, opts);
     if (st) return st;
     st = magi_read_file(path, o.max_input_bytes, &text, &len);

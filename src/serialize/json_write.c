@@ -192,8 +192,9 @@ static magi_status finish(jw *w, magi_status st, char **out_text, size_t *out_le
 }
 
 magi_status magi_json_write(char **out_text, size_t *out_len, const magi_region *r, unsigned flags) {
-    if (!out_text || !r) return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_json_write: NULL argument");
+    MAGI_ARG_NONNULL(out_text);
     *out_text = NULL;
+    MAGI_ARG_NONNULL(r);
     jw w;
     memset(&w, 0, sizeof w);
     w.flags = flags;
@@ -208,8 +209,9 @@ magi_status magi_json_write(char **out_text, size_t *out_len, const magi_region 
 }
 
 magi_status magi_json_write_example(char **out_text, const magi_example *ex) {
-    if (!out_text || !ex) return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_json_write_example: NULL argument");
+    MAGI_ARG_NONNULL(out_text);
     *out_text = NULL;
+    MAGI_ARG_NONNULL(ex);
     jw w;
     memset(&w, 0, sizeof w);
     return finish(&w, magi_doc_walk_example(ex, &JSON_EMITTER, &w), out_text, NULL, 0);

@@ -242,10 +242,11 @@ static magi_status e_none(void *c) {
 }
 
 magi_status magi_marshal_write(void **out, size_t *out_len, const magi_region *r) {
-    if (!out || !out_len || !r)
-        return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_marshal_write: NULL argument");
+    MAGI_ARG_NONNULL(out);
     *out = NULL;
+    MAGI_ARG_NONNULL(out_len);
     *out_len = 0;
+    MAGI_ARG_NONNULL(r);
     static const magi_doc_emitter emit = {
         .version = MAGI_DOC_EMITTER_VERSION, .begin_dict = e_begin_dict, .end_dict = e_end_dict,
         .begin_list = e_begin_list, .end_list = e_end_list, .cstr = e_cstr, .str = e_str,

@@ -117,7 +117,8 @@ cleanup:
 }
 
 magi_status magi_symm_backend_group(magi_symm_group_view *out, const magi_symm_backend *b, uint32_t window) {
-    if (!out || !b) return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_symm_backend_group: NULL argument");
+    MAGI_ARG_NONNULL(out);
+    MAGI_ARG_NONNULL(b);
     uint32_t nw;
     magi_symm_plan_windows(&nw, b->plan);
     if (window >= nw)
@@ -131,14 +132,20 @@ magi_status magi_symm_backend_create(magi_symm_backend **out, const magi_symm_ba
                                      const magi_symm_backend_config *cfg) {
     magi_status st = MAGI_OK;
     magi_symm_backend *b = NULL;
-    if (!out || !ops || !plan || !cfg)
-        return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_symm_backend_create: NULL argument");
+    MAGI_ARG_NONNULL(out);
     *out = NULL;
+    MAGI_ARG_NONNULL(ops);
+    MAGI_ARG_NONNULL(plan);
+    MAGI_ARG_NONNULL(cfg);
     if ((st = magi_check_struct_version("magi_symm_backend_config", cfg->version,
                                         MAGI_SYMM_BACKEND_CONFIG_VERSION)))
         return st;
     if ((st = magi_check_struct_version("magi_symm_backend_ops", ops->version, MAGI_SYMM_BACKEND_OPS_VERSION)))
         return st;
+    const char *hole = !ops->create ? "create" : !ops->rendezvous ? "rendezvous" : !ops->barrier ? "barrier"
+                     : !ops->bind ? "bind" : !ops->local_slot_ptr ? "local_slot_ptr" : !ops->gather ? "gather"
+                     : !ops->gather_coalesced ? "gather_coalesced" : !ops->destroy ? "destroy" : NULL;
+    MAGI_ARG_CHECK(!hole, "ops->%s is NULL", hole);
     if (cfg->world == 0 || cfg->rank >= cfg->world)
         return magi_set_error(MAGI_ERR_INVALID_ARG, "rank %u is not in world %u", cfg->rank, cfg->world);
     if (cfg->world > MAGI_SYMM_MAX_WORLD)
@@ -177,7 +184,7 @@ cleanup:
 }
 
 magi_status magi_symm_backend_rendezvous(magi_symm_backend *b) {
-    if (!b) return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_symm_backend_rendezvous: NULL backend");
+    MAGI_ARG_NONNULL(b);
     if (b->ready) return MAGI_OK;
     magi_status st = b->ops->rendezvous(b->state);
     if (st == MAGI_OK) b->ready = 1;
@@ -185,7 +192,7 @@ magi_status magi_symm_backend_rendezvous(magi_symm_backend *b) {
 }
 
 magi_status magi_symm_backend_barrier(magi_symm_backend *b, void *stream) {
-    if (!b) return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_symm_backend_barrier: NULL backend");
+    MAGI_ARG_NONNULL(b);
     if (!b->ready)
         return magi_set_error(MAGI_ERR_INVALID_ARG,
                               "magi_symm_backend_barrier: the backend has not completed its rendezvous");
@@ -214,7 +221,8 @@ magi_status magi_symm_bind(magi_symm_backend *b, uint32_t slot, const void *src,
                            void *stream) {
     const magi_symm_slot *s = NULL;
     magi_status st;
-    if (!b || !src) return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_symm_bind: NULL argument");
+    MAGI_ARG_NONNULL(b);
+    MAGI_ARG_NONNULL(src);
     if ((st = check_slot(b, slot, "magi_symm_bind", &s))) return st;
     if (nbytes != s->nbytes)
         return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_symm_bind: slot %u ('%s') holds %llu bytes, got %llu",
@@ -225,7 +233,9 @@ magi_status magi_symm_bind(magi_symm_backend *b, uint32_t slot, const void *src,
 magi_status magi_symm_local_slot_ptr(void **out, magi_symm_backend *b, uint32_t slot) {
     const magi_symm_slot *s = NULL;
     magi_status st;
-    if (!b || !out) return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_symm_local_slot_ptr: NULL argument");
+    MAGI_ARG_NONNULL(out);
+    *out = NULL;
+    MAGI_ARG_NONNULL(b);
     if ((st = check_slot(b, slot, "magi_symm_local_slot_ptr", &s))) return st;
     return b->ops->local_slot_ptr(b->state, slot, out);
 }
@@ -237,7 +247,7 @@ static magi_status check_gather(const magi_symm_backend *b, uint32_t slot, const
     if (!b->ready)
         return magi_set_error(MAGI_ERR_INVALID_ARG, "%s: the backend has not completed its rendezvous", fn);
     if ((st = check_slot(b, slot, fn, &s))) return st;
-    if (!dst) return magi_set_error(MAGI_ERR_INVALID_ARG, "%s: NULL destination", fn);
+    if (!dst) return magi_set_error(MAGI_ERR_INVALID_ARG, "%s: dst is NULL", fn);
     uint64_t need;
     if (__builtin_mul_overflow(s->nbytes, (uint64_t)b->views[s->window].size, &need) || dst_bytes != need)
         return magi_set_error(MAGI_ERR_INVALID_ARG,
@@ -250,7 +260,7 @@ static magi_status check_gather(const magi_symm_backend *b, uint32_t slot, const
 magi_status magi_symm_all_gather(void *dst, uint64_t dst_bytes, magi_symm_backend *b, uint32_t slot,
                                  void *stream) {
     magi_status st;
-    if (!b) return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_symm_all_gather: NULL backend");
+    MAGI_ARG_NONNULL(b);
     if ((st = check_gather(b, slot, dst, dst_bytes, "magi_symm_all_gather"))) return st;
     return b->ops->gather(b->state, slot, dst, stream);
 }
@@ -259,8 +269,10 @@ magi_status magi_symm_all_gather_coalesced(void *const *dsts, const uint64_t *ds
                                            uint32_t n, const uint32_t *slots,
                                            void *stream) {
     magi_status st;
-    if (!b || (n && (!slots || !dsts || !dst_bytes)))
-        return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_symm_all_gather_coalesced: NULL argument");
+    MAGI_ARG_CHECK(dsts || !n, "dsts is NULL (%u gathers)", n);
+    MAGI_ARG_CHECK(dst_bytes || !n, "dst_bytes is NULL (%u gathers)", n);
+    MAGI_ARG_NONNULL(b);
+    MAGI_ARG_CHECK(slots || !n, "slots is NULL (%u gathers)", n);
     for (uint32_t i = 0; i < n; i++)
         if ((st = check_gather(b, slots[i], dsts[i], dst_bytes[i], "magi_symm_all_gather_coalesced")))
             return magi_error_prefix(st, "input %u", i);

@@ -139,8 +139,10 @@ uint32_t magi_symm_bucket_runs(uint32_t n, const magi_symm_piece *in, const uint
 
 magi_status magi_symm_output_layout(const magi_symm_plan *p, uint32_t n, const uint32_t *slots, uint64_t *offsets,
                                     uint64_t *total) {
-    if (!p || !total || (n && (!slots || !offsets)))
-        return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_symm_output_layout: NULL argument");
+    MAGI_ARG_NONNULL(p);
+    MAGI_ARG_CHECK(slots || !n, "slots is NULL (%u inputs)", n);
+    MAGI_ARG_CHECK(offsets || !n, "offsets is NULL (%u inputs)", n);
+    MAGI_ARG_NONNULL(total);
     magi_symm_piece *in = malloc(sizeof *in * (n ? n : 1));
     if (!in) return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
     for (uint32_t i = 0; i < n; i++) {

@@ -681,10 +681,10 @@ magi_status magi_symm_plan_build(magi_symm_plan **out, const magi_region *const 
     magi_status st = MAGI_OK;
     magi_symm_plan *p = NULL;
     build_ctx b = {0};
-    if (!out) return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_symm_plan_build: out is NULL");
+    MAGI_ARG_NONNULL(out);
     *out = NULL;
-    if (n_regions && !regions)
-        return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_symm_plan_build: regions is NULL");
+    MAGI_ARG_CHECK(regions || !n_regions, "regions is NULL (%u regions)", n_regions);
+    for (uint32_t i = 0; i < n_regions; i++) MAGI_ARG_CHECK(regions[i], "regions[%u] is NULL", i);
     magi_symm_plan_options o = MAGI_SYMM_PLAN_OPTIONS_INIT;
     if (opts) {
         if ((st = magi_check_struct_version("magi_symm_plan_options", opts->version,
@@ -738,30 +738,26 @@ void magi_symm_plan_free(magi_symm_plan *p) {
 }
 
 const magi_symm_window *magi_symm_plan_windows(uint32_t *n, const magi_symm_plan *p) {
-    *n = p ? p->n_windows : 0;
+    if (n) *n = p ? p->n_windows : 0;
     return p ? p->windows : NULL;
 }
 const magi_symm_slot *magi_symm_plan_slots(uint32_t *n, const magi_symm_plan *p) {
-    *n = p ? p->n_slots : 0;
+    if (n) *n = p ? p->n_slots : 0;
     return p ? p->slots : NULL;
 }
 uint32_t magi_symm_plan_region_count(const magi_symm_plan *p) { return p ? p->n_regions : 0; }
 const magi_symm_gather *magi_symm_plan_gathers(uint32_t *n, const magi_symm_plan *p,
                                                uint32_t region) {
-    if (!p || region >= p->n_regions) {
-        *n = 0;
-        return NULL;
-    }
-    *n = p->regions[region].n_gathers;
+    if (n) *n = 0;
+    if (!p || region >= p->n_regions) return NULL;
+    if (n) *n = p->regions[region].n_gathers;
     return p->regions[region].gathers;
 }
 const magi_symm_binding *magi_symm_plan_bindings(uint32_t *n, const magi_symm_plan *p,
                                                  uint32_t region) {
-    if (!p || region >= p->n_regions) {
-        *n = 0;
-        return NULL;
-    }
-    *n = p->regions[region].n_bindings;
+    if (n) *n = 0;
+    if (!p || region >= p->n_regions) return NULL;
+    if (n) *n = p->regions[region].n_bindings;
     return p->regions[region].bindings;
 }
 const magi_symm_gather *magi_symm_plan_find_gather(const magi_symm_plan *p, uint32_t region,
@@ -794,7 +790,10 @@ static void put_str(magi_buf *b, const char *s) {
 }
 
 magi_status magi_symm_plan_encode(void **out, size_t *len, const magi_symm_plan *p) {
-    if (!p || !out || !len) return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_symm_plan_encode: NULL argument");
+    MAGI_ARG_NONNULL(out);
+    *out = NULL;
+    MAGI_ARG_NONNULL(len);
+    MAGI_ARG_NONNULL(p);
     magi_buf b = {0};
     magi_buf_append(&b, PLAN_MAGIC, 8);
     put_u32(&b, PLAN_ENC_VERSION);
@@ -833,6 +832,8 @@ magi_status magi_symm_plan_encode(void **out, size_t *len, const magi_symm_plan 
 magi_status magi_symm_plan_digest(uint8_t out[32], const magi_symm_plan *p) {
     void *enc;
     size_t len;
+    MAGI_ARG_NONNULL(out);
+    MAGI_ARG_NONNULL(p);
     magi_status st = magi_symm_plan_encode(&enc, &len, p);
     if (st) return st;
     magi_sha256(enc, len, out);
@@ -880,6 +881,8 @@ typedef struct dec_window {
 } dec_window;
 
 magi_status magi_symm_plan_compare(const void *a, size_t a_len, const void *b, size_t b_len) {
+    MAGI_ARG_NONNULL(a);
+    MAGI_ARG_NONNULL(b);
     rd ra = {a, a_len, 0, 0}, rb = {b, b_len, 0, 0};
     if (a_len == b_len && !memcmp(a, b, a_len)) return MAGI_OK;
     if (a_len < 8 || b_len < 8 || memcmp(a, PLAN_MAGIC, 8) || memcmp(b, PLAN_MAGIC, 8))

@@ -7,10 +7,9 @@
 magi_status magi_symm_rewrite(uint32_t *n_rewritten, magi_region *r, const magi_symm_plan *p,
                               uint32_t region) {
     if (n_rewritten) *n_rewritten = 0;
-    if (!r || !p) return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_symm_rewrite: NULL argument");
-    if (region >= p->n_regions)
-        return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_symm_rewrite: region %u out of range (%u planned)",
-                              region, p->n_regions);
+    MAGI_ARG_NONNULL(r);
+    MAGI_ARG_NONNULL(p);
+    MAGI_ARG_CHECK(region < p->n_regions, "region %u out of range (%u planned)", region, p->n_regions);
     const magi_symm_region_plan *rp = &p->regions[region];
     if (r->n_nodes != rp->n_nodes)
         return magi_set_error(MAGI_ERR_INVALID_ARG,
