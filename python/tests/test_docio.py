@@ -162,8 +162,8 @@ class DocumentPaths(unittest.TestCase):
         self.assertEqual(len({id(n["op"]) for n in nodes if n["op"] == "call_function"}), 1)
 
     def test_deep_nesting(self):
-        # deeper than json.loads can follow, within the loader's raised limit
-        depth = 1500
+        # deeper than json.loads can follow, within the loader's ceiling (MAGI_MAX_DEPTH_CEILING)
+        depth = 1010
         doc = json.loads(json.dumps(KINDS))
         doc["graph"]["nodes"][1]["args"] = ["DEEP"]
         text = json.dumps(doc).replace('"DEEP"', "[" * depth + "1" + "]" * depth)
@@ -171,7 +171,7 @@ class DocumentPaths(unittest.TestCase):
             path = os.path.join(d, "deep.json")
             with open(path, "w") as f:
                 f.write(text)
-            p = _load(path, max_depth=depth + 100)
+            p = _load(path, max_depth=1024)
         try:
             docs = [fn(p) for _, fn in _paths()]
         finally:
