@@ -24,7 +24,8 @@ Per variant, DIR/VARIANT/ holds for every rank r:
   rank<r>.region<i>.json    the region's magi-fx JSON document
   rank<r>.region<i>.fx.txt  the raw graph dump
 `all` runs the variants below and, with --notes, copies rank 0's dumps to
-NOTES/titan_graph_<variant>.txt; with --fixtures, rank 0's documents to
+NOTES/titan_graph_<variant>.txt (and the last rank's to
+titan_graph_<variant>.rank<N-1>.txt where its shards differ); with --fixtures, rank 0's documents to
 FIXTURES/<variant>.json (FIXTURES/<variant>.region<i>.json when Dynamo
 split the model into several regions).
 """
@@ -464,13 +465,18 @@ def main():
             bad += not v.get("ok")
         print("%s: %.1fs" % (name, time.monotonic() - t))
         regs0 = (res.get(0) or {}).get("regions") or []
+        last = world - 1
+        uneven = (res.get(last) or {}).get("local_shapes") != (res.get(0) or {}).get("local_shapes")
         for reg in regs0:
             i = reg["model_idx"]
             suffix = "" if len(regs0) == 1 else ".region%d" % i
-            src = os.path.join(d, "rank0.region%d.fx.txt" % i)
-            if a.notes and os.path.exists(src):
-                os.makedirs(a.notes, exist_ok=True)
-                shutil.copyfile(src, os.path.join(a.notes, "titan_graph_%s%s.txt" % (name, suffix)))
+            # rank 0, and the last rank where its shards differ (uneven Shard(0))
+            for r, tail in [(0, "")] + ([(last, ".rank%d" % last)] if uneven else []):
+                src = os.path.join(d, "rank%d.region%d.fx.txt" % (r, i))
+                if a.notes and os.path.exists(src):
+                    os.makedirs(a.notes, exist_ok=True)
+                    shutil.copyfile(src, os.path.join(a.notes, "titan_graph_%s%s%s.txt"
+                                                      % (name, suffix, tail)))
             src = os.path.join(d, "rank0.region%d.json" % i)
             if a.fixtures and os.path.exists(src):
                 os.makedirs(a.fixtures, exist_ok=True)
