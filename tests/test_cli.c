@@ -447,6 +447,75 @@ static void test_schedule_one_model(void) {
     free(fx);
 }
 
+/* A copy-engine gather priced above an NCCL one says why; "applied" is not
+ * the verdict while gathers stay exposed; the SVG names every gather whole
+ * and every compute block with room for it in the picture, not only in a
+ * tooltip. */
+static void test_schedule_says_why(void) {
+    char *fx = mt_fixture("fsdp_block.json"), *ce = mt_fmt("%s/ce.magi", tmp), *svg = mt_fmt("%s/ce.svg", tmp);
+    char *txt = NULL, *nccl = NULL, *js = NULL, *err = NULL;
+    MT_REQUIRE(RUN(NULL, &err, "load", fx, "--transport", "copy_engine", "--emit", ce) == 0, "%s", err);
+    MT_REQUIRE(RUN(&txt, NULL, "schedule", ce, "--timeline", svg) == 0 && txt);
+    MT_REQUIRE(RUN(&js, NULL, "schedule", ce, "--json") == 0 && js);
+    MT_REQUIRE(RUN(&nccl, NULL, "schedule", fx) == 0 && nccl);
+    /* this region keeps two gathers on NCCL and prices its copy-engine ones higher */
+    MT_CHECK(strstr(txt, " symm ") && strstr(txt, " nccl "), "%s", txt);
+    MT_CHECK(strstr(txt, "why copy-engine (symm) gathers cost more than NCCL ones") &&
+                 strstr(txt, "20.0 us issue latency") && strstr(txt, "SM contention"),
+             "no reason for the copy-engine price: %s", txt);
+    MT_CHECK(!strstr(nccl, "why copy-engine"), "the note is printed without copy-engine gathers: %s", nccl);
+    /* every gather is exposed in both: the first line must not say "applied" */
+    const char *outs[] = {txt, nccl};
+    for (int k = 0; k < 2; k++) {
+        const char *eol = strchr(outs[k], '\n');
+        char *first = strndup(outs[k], eol ? (size_t)(eol - outs[k]) : strlen(outs[k]));
+        MT_CHECK(strstr(outs[k], "6 of 6 gathers exposed"), "%s", outs[k]);
+        MT_CHECK(!strstr(first, "applied") && strstr(first, "6 of 6 gathers still exposed"), "first line: %s", first);
+        free(first);
+    }
+    /* the SVG: each gather's row label is its whole name */
+    char *s = mt_read(svg, NULL);
+    MT_REQUIRE(s);
+    json_error_t je;
+    json_t *rep = json_loads(js, 0, &je), *g;
+    MT_REQUIRE(rep, "%s", je.text);
+    size_t i;
+    json_array_foreach(json_object_get(rep, "gathers"), i, g) {
+        char *label = mt_fmt("%zu  %s</text>", i + 1, json_string_value(json_object_get(g, "node")));
+        MT_CHECK(strstr(s, label), "the SVG lacks the row label '%s'", label);
+        free(label);
+    }
+    MT_CHECK(strstr(s, "  all_gather_into_tensor_coalesced</text>"), "a long gather name is cut");
+    /* compute blocks (rects with a tooltip that is not a transfer's "#N"):
+     * each one 20 px wide or more has its name drawn as text */
+    int blocks = 0, wide = 0;
+    for (const char *p = s; (p = strstr(p, "<rect x=\"")) != NULL; p++) {
+        double x, y, w;
+        if (sscanf(p, "<rect x=\"%lf\" y=\"%lf\" width=\"%lf\"", &x, &y, &w) != 3) continue;
+        const char *end = strstr(p, "</rect>"), *t = strstr(p, "<title>"), *close = strchr(p, '>');
+        if (!end || !t || t > end || t != close + 1 || t[7] == '#') continue;
+        const char *colon = strstr(t, ": ");
+        MT_REQUIRE(colon && colon < end);
+        char *text = mt_fmt(">%.*s</text>", (int)(colon - t - 7), t + 7);
+        blocks++;
+        if (w >= 20) {
+            wide++;
+            MT_CHECK(strstr(s, text), "compute block %s (%.1f px) is named only in its tooltip", text, w);
+        }
+        free(text);
+    }
+    MT_CHECK(blocks >= 10 && wide >= 5, "%d compute blocks, %d wide", blocks, wide);
+    free(s);
+    json_decref(rep);
+    free(js);
+    free(txt);
+    free(nccl);
+    free(err);
+    free(svg);
+    free(ce);
+    free(fx);
+}
+
 /* A bound load without --world says what to pass. */
 static void test_load_backend_without_world(void) {
     char *fx = mt_fixture("fsdp_block.json"), *err = NULL;
@@ -478,7 +547,8 @@ int main(int argc, char **argv) {
         MT_CASE(test_cache_readers_create_nothing), MT_CASE(test_fingerprint_goes_on),
         MT_CASE(test_save_onto_input_refused), MT_CASE(test_stdin_and_double_dash),
         MT_CASE(test_cache_get_refuses_terminal), MT_CASE(test_schedule_peer_fingerprints),
-        MT_CASE(test_schedule_one_model), MT_CASE(test_load_backend_without_world), MT_CASE(test_old_spellings)};
+        MT_CASE(test_schedule_one_model), MT_CASE(test_schedule_says_why),
+        MT_CASE(test_load_backend_without_world), MT_CASE(test_old_spellings)};
     tmp = mt_tmpdir();
     int rc = mt_run_cases(cases, sizeof cases / sizeof cases[0], argc, argv);
     mt_rmtree(tmp);
