@@ -30,8 +30,8 @@ stage="release build"; say "stage 1: RelWithDebInfo build (-Werror) and every CT
 cmake -S . -B build-ci -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMAGI_WERROR=ON \
   -DMAGI_PYTHON_EXT=ON -DPython3_EXECUTABLE="$pyexe" >/dev/null
 cmake --build build-ci -j"$jobs"
-ctest --test-dir build-ci --output-on-failure -j"$jobs"
-summary="stage 1: $(ctest --test-dir build-ci -N | awk '/Total Tests/{print $3}') tests passed"
+ctest --test-dir build-ci --output-on-failure -j"$jobs" --output-junit ctest-junit.xml
+summary="stage 1: $(python3 scripts/ctest_verdict.py build-ci/ctest-junit.xml)"
 
 if [ "${MAGI_SKIP_SANITIZE:-0}" != 1 ]; then
   stage="sanitizer build"; say "stage 2: AddressSanitizer + UndefinedBehaviorSanitizer build"
@@ -42,8 +42,8 @@ if [ "${MAGI_SKIP_SANITIZE:-0}" != 1 ]; then
   cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DMAGI_SANITIZE=ON -DMAGI_WERROR=ON >/dev/null
   cmake --build build-asan -j"$jobs"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --test-dir build-asan --output-on-failure -j"$jobs" -LE "nosan"
-  summary="$summary; stage 2: $(ctest --test-dir build-asan -N -LE nosan | awk '/Total Tests/{print $3}') tests passed"
+    ctest --test-dir build-asan --output-on-failure -j"$jobs" -LE "nosan" --output-junit ctest-junit.xml
+  summary="$summary; stage 2: $(python3 scripts/ctest_verdict.py build-asan/ctest-junit.xml)"
 else
   summary="$summary; stage 2 (sanitizers) skipped: MAGI_SKIP_SANITIZE=1"
 fi

@@ -447,14 +447,172 @@ static void test_schedule_one_model(void) {
     free(fx);
 }
 
-/* A bound load without --world says what to pass. */
-static void test_load_backend_without_world(void) {
-    char *fx = mt_fixture("fsdp_block.json"), *err = NULL;
-    int rc = RUN(NULL, &err, "load", fx, "--transport", "copy_engine", "--backend", "host");
-    MT_CHECK(rc == MAGI_EXIT_USAGE, "exit %d", rc);
-    MT_CHECK(err && strstr(err, "--rank R --world N --rendezvous DIR"), "%s", err);
+/* A copy-engine gather priced above an NCCL one says why; "applied" is not
+ * the verdict while gathers stay exposed; the SVG names every gather whole
+ * and every compute block with room for it in the picture, not only in a
+ * tooltip. */
+static void test_schedule_says_why(void) {
+    char *fx = mt_fixture("fsdp_block.json"), *ce = mt_fmt("%s/ce.magi", tmp), *svg = mt_fmt("%s/ce.svg", tmp);
+    char *txt = NULL, *nccl = NULL, *js = NULL, *err = NULL;
+    MT_REQUIRE(RUN(NULL, &err, "load", fx, "--transport", "copy_engine", "--emit", ce) == 0, "%s", err);
+    MT_REQUIRE(RUN(&txt, NULL, "schedule", ce, "--timeline", svg) == 0 && txt);
+    MT_REQUIRE(RUN(&js, NULL, "schedule", ce, "--json") == 0 && js);
+    MT_REQUIRE(RUN(&nccl, NULL, "schedule", fx) == 0 && nccl);
+    /* this region keeps two gathers on NCCL and prices its copy-engine ones higher */
+    MT_CHECK(strstr(txt, " symm ") && strstr(txt, " nccl "), "%s", txt);
+    MT_CHECK(strstr(txt, "why copy-engine (symm) gathers cost more than NCCL ones") &&
+                 strstr(txt, "20.0 us issue latency") && strstr(txt, "SM contention"),
+             "no reason for the copy-engine price: %s", txt);
+    MT_CHECK(!strstr(nccl, "why copy-engine"), "the note is printed without copy-engine gathers: %s", nccl);
+    /* every gather is exposed in both: the first line must not say "applied" */
+    const char *outs[] = {txt, nccl};
+    for (int k = 0; k < 2; k++) {
+        const char *eol = strchr(outs[k], '\n');
+        char *first = strndup(outs[k], eol ? (size_t)(eol - outs[k]) : strlen(outs[k]));
+        MT_CHECK(strstr(outs[k], "6 of 6 gathers exposed"), "%s", outs[k]);
+        MT_CHECK(!strstr(first, "applied") && strstr(first, "6 of 6 gathers still exposed"), "first line: %s", first);
+        free(first);
+    }
+    /* the SVG: each gather's row label is its whole name */
+    char *s = mt_read(svg, NULL);
+    MT_REQUIRE(s);
+    json_error_t je;
+    json_t *rep = json_loads(js, 0, &je), *g;
+    MT_REQUIRE(rep, "%s", je.text);
+    size_t i;
+    json_array_foreach(json_object_get(rep, "gathers"), i, g) {
+        char *label = mt_fmt("%zu  %s</text>", i + 1, json_string_value(json_object_get(g, "node")));
+        MT_CHECK(strstr(s, label), "the SVG lacks the row label '%s'", label);
+        free(label);
+    }
+    MT_CHECK(strstr(s, "  all_gather_into_tensor_coalesced</text>"), "a long gather name is cut");
+    /* compute blocks (rects with a tooltip that is not a transfer's "#N"):
+     * each one 20 px wide or more has its name drawn as text */
+    int blocks = 0, wide = 0;
+    for (const char *p = s; (p = strstr(p, "<rect x=\"")) != NULL; p++) {
+        double x, y, w;
+        if (sscanf(p, "<rect x=\"%lf\" y=\"%lf\" width=\"%lf\"", &x, &y, &w) != 3) continue;
+        const char *end = strstr(p, "</rect>"), *t = strstr(p, "<title>"), *close = strchr(p, '>');
+        if (!end || !t || t > end || t != close + 1 || t[7] == '#') continue;
+        const char *colon = strstr(t, ": ");
+        MT_REQUIRE(colon && colon < end);
+        char *text = mt_fmt(">%.*s</text>", (int)(colon - t - 7), t + 7);
+        blocks++;
+        if (w >= 20) {
+            wide++;
+            MT_CHECK(strstr(s, text), "compute block %s (%.1f px) is named only in its tooltip", text, w);
+        }
+        free(text);
+    }
+    MT_CHECK(blocks >= 10 && wide >= 5, "%d compute blocks, %d wide", blocks, wide);
+    free(s);
+    json_decref(rep);
+    free(js);
+    free(txt);
+    free(nccl);
     free(err);
+    free(svg);
+    free(ce);
     free(fx);
+}
+
+/* A bound load without --world (--backend, or --check-gathers, which binds)
+ * gives one hint, first and alone: how to start the job's ranks, with the
+ * number the region's process group needs; not the --group advice meant
+ * for a world that is given. */
+static void test_load_backend_without_world(void) {
+    char *fx = mt_fixture("fsdp_block.json");
+    const char *flag[] = {"--backend", "--check-gathers"};
+    for (int k = 0; k < 2; k++) {
+        char *err = NULL;
+        int rc = k == 0 ? RUN(NULL, &err, "load", fx, "--transport", "copy_engine", "--backend", "host")
+                        : RUN(NULL, &err, "load", fx, "--transport", "copy_engine", "--check-gathers");
+        MT_CHECK(rc == MAGI_EXIT_USAGE, "%s: exit %d", flag[k], rc);
+        MT_CHECK(err && count_lines(err) == 1, "%s: not one line: %s", flag[k], err);
+        MT_CHECK(err && strstr(err, flag[k]) && strstr(err, "--rank R --world 4 --rendezvous DIR") &&
+                     strstr(err, "R = 0..3") && !strstr(err, "--group"),
+                 "%s: %s", flag[k], err);
+        free(err);
+    }
+    free(fx);
+}
+
+/* What a new user meets first at the command line: `save IN OUT` says -o
+ * is missing; `inspect` of a cache entry file names the `cache get` that
+ * writes its artifact; `cache ls` has a header and says when each entry
+ * was last used in words; `gc` counts "1 entry", "2 entries"; a missing
+ * cache directory is named once. */
+static void test_doorstep_messages(void) {
+    char *fx = mt_fixture("block.json"), *fx2 = mt_fixture("mixed.json"), *out = mt_fmt("%s/door.magi", tmp);
+    char *dir = mt_fmt("%s/door-cache", tmp), *o = NULL, *err = NULL;
+    /* save IN OUT */
+    MT_CHECK(RUN(NULL, &err, "save", fx, out) == MAGI_EXIT_USAGE);
+    MT_CHECK(err && strstr(err, "-o is missing") && strstr(err, "-o ") && strstr(err, "door.magi"), "%s", err);
+    MT_CHECK(!exists(out), "save wrote %s", out);
+    free(err);
+    err = NULL;
+    MT_CHECK(RUN(NULL, &err, "save", fx) == MAGI_EXIT_USAGE);
+    MT_CHECK(err && strstr(err, "-o is missing"), "%s", err);
+    free(err);
+    err = NULL;
+    /* inspect (and verify) of an entry file */
+    MT_REQUIRE(RUN(&o, NULL, "cache", "put", dir, fx) == 0 && o);
+    char *key = strndup(o, strcspn(o, " "));
+    char *entry = mt_fmt("%s/v1/entries/%s", dir, key), *want = mt_fmt("cache get %s %s -o OUT", dir, key);
+    free(o);
+    o = NULL;
+    MT_CHECK(RUN(NULL, &err, "inspect", entry) == MAGI_EXIT_INPUT);
+    MT_CHECK(err && strstr(err, "a cache entry, not an artifact") && strstr(err, want) && count_lines(err) == 1,
+             "%s", err);
+    free(err);
+    err = NULL;
+    MT_CHECK(RUN(NULL, &err, "verify", entry) == MAGI_EXIT_INPUT);
+    MT_CHECK(err && strstr(err, want), "%s", err);
+    free(err);
+    err = NULL;
+    /* ls: a header, then rows whose last use reads as a date and an age */
+    MT_REQUIRE(RUN(NULL, NULL, "cache", "put", dir, fx2) == 0);
+    MT_CHECK(RUN(&o, NULL, "cache", "ls", dir) == 0 && o);
+    MT_CHECK(o && !strncmp(o, "key ", 4) && strstr(o, "sha256") && strstr(o, "bytes") && strstr(o, "last use\n"),
+             "no header: %s", o);
+    MT_CHECK(count_lines(o) == 3, "%s", o);
+    char *row = o ? strstr(o, key) : NULL;
+    int y, mo, d, h, mi, sec;
+    const char *date = row ? strstr(row, " 20") : NULL;
+    MT_CHECK(date && sscanf(date, " %4d-%2d-%2d %2d:%2d:%2d (", &y, &mo, &d, &h, &mi, &sec) == 6 &&
+                 strstr(date, " ago)\n"),
+             "last use is not a date and an age: %s", row ? row : "(no row)");
+    free(o);
+    o = NULL;
+    /* gc: singular and plural */
+    MT_CHECK(RUN(&o, NULL, "cache", "gc", dir, "--max-bytes", "0") == 0);
+    MT_CHECK(o && strstr(o, "evicted 2 entries (") && strstr(o, "0 bytes left") &&
+                 strstr(o, "0 dead temporaries") && strstr(o, "0 quarantined files"),
+             "%s", o);
+    free(o);
+    o = NULL;
+    MT_REQUIRE(RUN(NULL, NULL, "cache", "put", dir, fx) == 0);
+    MT_CHECK(RUN(&o, NULL, "cache", "gc", dir, "--max-bytes", "0") == 0);
+    MT_CHECK(o && strstr(o, "evicted 1 entry (") && !strstr(o, "1 entries"), "%s", o);
+    free(o);
+    o = NULL;
+    MT_CHECK(RUN(&o, NULL, "cache", "ls", dir) == 0);
+    MT_CHECK(o && !strcmp(o, "no entries\n"), "%s", o);
+    free(o);
+    /* a missing cache directory: said once */
+    char *missing = mt_fmt("%s/no-such-cache", tmp);
+    MT_CHECK(RUN(NULL, &err, "cache", "ls", missing) == MAGI_EXIT_DIFFERENT);
+    MT_CHECK(err && count_str(err, "no-such-cache") == 1 && strstr(err, "no cache here") && count_lines(err) == 1,
+             "%s", err);
+    free(err);
+    free(missing);
+    free(want);
+    free(entry);
+    free(key);
+    free(dir);
+    free(out);
+    free(fx);
+    free(fx2);
 }
 
 /* The older spelling --peers still works in `costs` (as --table does). */
@@ -478,7 +636,8 @@ int main(int argc, char **argv) {
         MT_CASE(test_cache_readers_create_nothing), MT_CASE(test_fingerprint_goes_on),
         MT_CASE(test_save_onto_input_refused), MT_CASE(test_stdin_and_double_dash),
         MT_CASE(test_cache_get_refuses_terminal), MT_CASE(test_schedule_peer_fingerprints),
-        MT_CASE(test_schedule_one_model), MT_CASE(test_load_backend_without_world), MT_CASE(test_old_spellings)};
+        MT_CASE(test_schedule_one_model), MT_CASE(test_schedule_says_why),
+        MT_CASE(test_load_backend_without_world), MT_CASE(test_doorstep_messages), MT_CASE(test_old_spellings)};
     tmp = mt_tmpdir();
     int rc = mt_run_cases(cases, sizeof cases / sizeof cases[0], argc, argv);
     mt_rmtree(tmp);

@@ -826,7 +826,7 @@ static void test_cache_gc_removal_fails(void) {
     g.how = 0;
     rc = run_child(gc_child, &g, 20);
     char *o = mt_read(out, NULL);
-    char *ev = mt_fmt("evicted 1 entries (%lld bytes), 0 bytes left;", size);
+    char *ev = mt_fmt("evicted 1 entry (%lld bytes), 0 bytes left;", size);
     MT_CHECK(rc == 0 && o && strstr(o, ev), "gc after: %d %s", rc, o ? o : "");
     free(ev);
     free(o);

@@ -942,9 +942,6 @@ int main(int argc, char **argv) {
     }
     int wst = 0;
     waitpid(pid, &wst, 0);
-    if (!WIFEXITED(wst) || WEXITSTATUS(wst) != 0) {
-        printf("no CUDA device: skipping the cuda backend tests\n");
-        return 77;
-    }
+    if (!WIFEXITED(wst) || WEXITSTATUS(wst) != 0) return mt_skip("no CUDA device");
     return mt_run_cases(k_cases, sizeof k_cases / sizeof k_cases[0], argc, argv);
 }

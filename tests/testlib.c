@@ -30,6 +30,12 @@ int mt_run_cases(const mt_case *cases, size_t n, int argc, char **argv) {
     return mt_failures ? 1 : 0;
 }
 
+int mt_skip(const char *reason) {
+    printf("skipped: %s\n", reason);
+    fflush(stdout);
+    return 77;
+}
+
 static char *drain(int fd) {
     size_t cap = 4096, len = 0;
     char *buf = malloc(cap);

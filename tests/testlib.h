@@ -53,6 +53,11 @@ int mt_run_cases(const mt_case *cases, size_t n, int argc, char **argv);
     }
 #define MT_CASE(fn) {#fn, fn}
 
+/* Skip the whole test: print "skipped: REASON" (one line, stdout; the
+ * test verdict of scripts/test.sh reads it) and return 77, the exit status
+ * CTest counts as skipped (SKIP_RETURN_CODE). `return mt_skip("...");` */
+int mt_skip(const char *reason);
+
 /* Run argv (argv[0] is a path) with optional stdin text; capture stdout and
  * stderr into malloc'd strings (NULL pointers: discard). Returns the exit
  * status, 128+signal when killed, -1 on spawn failure. */

@@ -125,6 +125,11 @@ magi_status magi_cli_read_region(magi_region **out, const char *path);
  * print why (naming `what`) and how to redirect, and return MAGI_EXIT_USAGE;
  * otherwise 0. */
 int magi_cli_refuse_tty(const char *cmd, const char *what);
+/* A cache entry file (MAGI_CACHE_ENTRY_MAGIC) where an artifact is
+ * expected: print one line saying so and naming the `cache get` command
+ * that writes its artifact (DIR and KEY from a DIR/v1/entries/KEY path),
+ * and return 1; otherwise print nothing and return 0. */
+int magi_cli_cache_entry_hint(const char *cmd, const char *path);
 /* Are two paths the same existing file (same device and inode)? */
 int magi_cli_same_file(const char *a, const char *b);
 /* The command tables, one per command, each next to its command's code. */

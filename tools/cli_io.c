@@ -1,5 +1,6 @@
 /* Standard input/output operands ("-"), the terminal guard for binary
- * output, and same-file detection (declarations in cli.h). */
+ * output, same-file detection and the cache-entry hint (declarations in
+ * cli.h). */
 #include "cli.h"
 #include <errno.h>
 #include <stdlib.h>
@@ -78,4 +79,25 @@ int magi_cli_same_file(const char *a, const char *b) {
     if (!a || !b || magi_cli_is_stdio(a) || magi_cli_is_stdio(b)) return 0;
     if (stat(a, &sa) != 0 || stat(b, &sb) != 0) return 0;
     return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+int magi_cli_cache_entry_hint(const char *cmd, const char *path) {
+    if (!path || magi_cli_is_stdio(path)) return 0;
+    FILE *f = fopen(path, "rb");
+    char head[8];
+    size_t n = f ? fread(head, 1, sizeof head, f) : 0;
+    if (f) fclose(f);
+    if (n != 8 || memcmp(head, MAGI_CACHE_ENTRY_MAGIC, 8) != 0) return 0;
+    /* DIR/v1/entries/KEY */
+    const char *key = strrchr(path, '/'), *mark = "/v1/entries/";
+    size_t ml = strlen(mark), dl = 0;
+    key = key ? key + 1 : path;
+    int shaped = (size_t)(key - path) >= ml && !strncmp(key - ml, mark, ml);
+    if (shaped) dl = (size_t)(key - path) - ml;
+    char *dir = shaped ? (dl ? strndup(path, dl) : strdup("/")) : NULL;
+    fprintf(stderr, "magi-aot %s: %s: a cache entry, not an artifact: 'magi-aot cache get %s %s -o OUT' "
+                    "writes its artifact\n", cmd, MAGI_TEXT(path), dir ? MAGI_TEXT(dir) : "DIR",
+            shaped ? MAGI_TEXT(key) : "KEY");
+    free(dir);
+    return 1;
 }

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static int parse_u64(const char *s, uint64_t *out) {
     char *end = NULL;
@@ -134,6 +135,19 @@ static int cmd_get(int argc, char **argv) {
     return rc;
 }
 
+/* Last use for people: local time to the second, and how long ago. */
+static void last_use(char *when, size_t wcap, char *age, size_t acap, int64_t atime_ns, int64_t now_s) {
+    time_t t = (time_t)(atime_ns / 1000000000);
+    struct tm tm;
+    if (!localtime_r(&t, &tm) || !strftime(when, wcap, "%Y-%m-%d %H:%M:%S", &tm)) snprintf(when, wcap, "?");
+    int64_t d = now_s - (int64_t)t;
+    if (d < 0) snprintf(age, acap, "in the future");
+    else if (d < 60) snprintf(age, acap, "%lld s ago", (long long)d);
+    else if (d < 3600) snprintf(age, acap, "%lld min ago", (long long)(d / 60));
+    else if (d < 86400) snprintf(age, acap, "%lld h ago", (long long)(d / 3600));
+    else snprintf(age, acap, "%lld day%s ago", (long long)(d / 86400), d / 86400 == 1 ? "" : "s");
+}
+
 static int cmd_ls(int argc, char **argv);
 static const magi_cli_opt ls_opts[] = {
     {"--json", NULL, NULL, NULL, 0, "machine-readable output"},
@@ -159,15 +173,25 @@ static int cmd_ls(int argc, char **argv) {
     magi_cache_free(c);
     if (st) return magi_cli_fail(cmd, st);
     if (json) printf("[");
+    /* text: a header, then one row per entry, last use as local time and age */
+    int kw = 3;
+    for (size_t i = 0; !json && i < n; i++)
+        if ((int)strlen(v[i].key) > kw) kw = (int)strlen(v[i].key);
+    if (!json && n) printf("%-*s  %-64s  %10s  %s\n", kw, "key", "sha256", "bytes", "last use");
+    if (!json && !n) printf("no entries\n");
+    int64_t now = (int64_t)time(NULL);
     for (size_t i = 0; i < n; i++) {
         if (json)
             printf("%s\n  {\"key\": \"%s\", \"sha256\": \"%s\", \"size\": %llu, \"file_bytes\": %llu, "
                    "\"atime_ns\": %lld, \"mtime_ns\": %lld}",
                    i ? "," : "", v[i].key, v[i].sha256_hex, (unsigned long long)v[i].size,
                    (unsigned long long)v[i].file_bytes, (long long)v[i].atime_ns, (long long)v[i].mtime_ns);
-        else
-            printf("%s %s %llu %lld.%09lld\n", v[i].key, v[i].sha256_hex, (unsigned long long)v[i].size,
-                   (long long)(v[i].atime_ns / 1000000000), (long long)(v[i].atime_ns % 1000000000));
+        else {
+            char when[64], age[32];
+            last_use(when, sizeof when, age, sizeof age, v[i].atime_ns, now);
+            printf("%-*s  %-64s  %10llu  %s (%s)\n", kw, v[i].key, v[i].sha256_hex, (unsigned long long)v[i].size,
+                   when, age);
+        }
     }
     if (json) printf(n ? "\n]\n" : "]\n");
     if (bad) fprintf(stderr, "magi-aot %s: %s\n", cmd, magi_last_error()); /* names the first */
@@ -242,9 +266,11 @@ static int cmd_gc(int argc, char **argv) {
     st = magi_cache_gc(&rep, c, &o);
     magi_cache_free(c);
     /* The report is true even when an entry could not be removed. */
-    printf("evicted %zu entries (%llu bytes), %llu bytes left; removed %zu dead temporaries, %zu quarantined files",
-           rep.evicted, (unsigned long long)rep.evicted_bytes, (unsigned long long)rep.bytes_after,
-           rep.temps_removed, rep.quarantine_removed);
+    printf("evicted %zu entr%s (%llu byte%s), %llu byte%s left; removed %zu dead temporar%s, %zu quarantined file%s",
+           rep.evicted, rep.evicted == 1 ? "y" : "ies", (unsigned long long)rep.evicted_bytes,
+           rep.evicted_bytes == 1 ? "" : "s", (unsigned long long)rep.bytes_after, rep.bytes_after == 1 ? "" : "s",
+           rep.temps_removed, rep.temps_removed == 1 ? "y" : "ies", rep.quarantine_removed,
+           rep.quarantine_removed == 1 ? "" : "s");
     if (rep.unreadable) printf("; %zu entr%s not removed", rep.unreadable, rep.unreadable == 1 ? "y" : "ies");
     printf("\n");
     if (fflush(stdout) != 0) return MAGI_EXIT_IO;

@@ -46,6 +46,7 @@ static int magi_cmd_inspect(int argc, char **argv) {
     }
     if (st) {
         magi_artifact_free(a);
+        if (!json_doc && magi_cli_cache_entry_hint(argv[0], in)) return MAGI_EXIT_INPUT;
         return magi_cli_fail(argv[0], st);
     }
     const char *fmt = json_doc ? "magi-fx-json" : info.legacy_v0 ? "legacy-v0" : "artifact";

@@ -95,6 +95,26 @@ static int parse_u64_pos(const char *s, uint64_t *out) {
     return 1;
 }
 
+/* The largest process group of the windows these regions need, planned
+ * without binding (the same options, no backend): its size and name (into
+ * name, cap bytes); 0 when the plan cannot be made or has no window. */
+static uint32_t largest_group(char *name, size_t cap, const char **paths, int n, const magi_loader_options *lo) {
+    magi_loader_options plan_only = *lo;
+    plan_only.backend = NULL;
+    magi_loader *ld = NULL;
+    uint32_t best = 0, nw = 0;
+    if (!magi_loader_new(&ld, &plan_only) && !magi_loader_load(ld, paths, (uint32_t)n)) {
+        const magi_symm_window *w = magi_symm_plan_windows(&nw, magi_loader_plan(ld));
+        for (uint32_t i = 0; w && i < nw; i++)
+            if (w[i].group_size > best) {
+                best = w[i].group_size;
+                snprintf(name, cap, "%s", w[i].group ? MAGI_TEXT(w[i].group) : "?");
+            }
+    }
+    magi_loader_free(ld);
+    return best;
+}
+
 int magi_cmd_load(int argc, char **argv) {
     const char *cmd = argv[0];
     const char *transport = NULL, *emit = NULL, *backend = NULL, *rdv = NULL;
@@ -164,6 +184,7 @@ int magi_cmd_load(int argc, char **argv) {
         rc = magi_cli_usage(cmd, "--rank %u is not below --world %u", rank, world);
         goto done;
     }
+    int backend_given = backend != NULL;
     if (!backend && (rdv || world > 1 || check)) backend = "host";
     if (backend && transport && !strcmp(transport, "nccl")) {
         rc = magi_cli_usage(cmd, "--backend needs --transport copy_engine");
@@ -198,12 +219,28 @@ int magi_cmd_load(int argc, char **argv) {
     lo.bind.job_id = job_id;
     lo.bind.max_window_bytes = max_win;
     if ((st = magi_loader_new(&ld, &lo)) || (st = magi_loader_load(ld, paths, (uint32_t)n))) {
+        /* A bound load without --world is one rank of one, which a group of
+         * several ranks does not fit: the one thing to say is how a job of
+         * that many ranks is started (not the library's --group advice,
+         * which is for a world that is given). */
+        if (backend && !have_world && !n_groups && st == MAGI_ERR_INVALID_ARG &&
+            strstr(magi_last_error(), "does not fit world")) {
+            char gname[128] = "?";
+            uint32_t gs = largest_group(gname, sizeof gname, paths, n, &lo);
+            const char *why = check ? "--check-gathers binds the SymmBuffer windows"
+                              : backend_given ? "--backend binds the SymmBuffer windows"
+                                                                          : "--rendezvous binds the SymmBuffer windows";
+            if (gs > 1)
+                fprintf(stderr, "magi-aot %s: %s, one process per rank, and process group '%s' has %u ranks: start "
+                                "%u processes, each with --rank R --world %u --rendezvous DIR (R = 0..%u, the same "
+                                "DIR on every rank)\n", cmd, why, gname, gs, gs, gs, gs - 1);
+            else
+                fprintf(stderr, "magi-aot %s: %s, one process per rank: start each with --rank R --world N "
+                                "--rendezvous DIR (the same DIR and N on every rank)\n", cmd, why);
+            rc = MAGI_EXIT_USAGE;
+            goto done;
+        }
         rc = magi_cli_fail(cmd, st);
-        /* A bound load without --world is one rank of one: say how a job
-         * of several ranks is started. */
-        if (backend && !have_world && st == MAGI_ERR_INVALID_ARG && strstr(magi_last_error(), "does not fit world"))
-            fprintf(stderr, "magi-aot %s: hint: a bound load is one process per rank; start each with "
-                            "--rank R --world N --rendezvous DIR (the same DIR and N on every rank)\n", cmd);
         goto done;
     }
     for (int i = 0; i < n; i++) {

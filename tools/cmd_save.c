@@ -26,7 +26,12 @@ static int magi_cmd_save(int argc, char **argv) {
     const char *cmd = magi_cli_save.name, *out = magi_cli_value(&a, "-o", NULL);
     magi_save_options so = MAGI_SAVE_OPTIONS_INIT;
     long level = so.zstd_level;
-    if (a.n_pos != 1 || !out) rc = magi_cli_usage(cmd, "usage: save IN -o OUT [--level N] [-f]");
+    if (a.n_pos == 0) rc = magi_cli_usage(cmd, "no IN given (usage: save IN -o OUT)");
+    else if (a.n_pos == 2 && !out)
+        rc = magi_cli_usage(cmd, "-o is missing: OUT is named with -o ('magi-aot save %s -o %s')", MAGI_TEXT(a.pos[0]),
+                            MAGI_TEXT(a.pos[1]));
+    else if (!out) rc = magi_cli_usage(cmd, "-o is missing: where should the artifact go? (save IN -o OUT)");
+    else if (a.n_pos != 1) rc = magi_cli_usage(cmd, "one IN at a time, not %d (save IN -o OUT)", a.n_pos);
     if (!rc) rc = magi_cli_long(&a, "--level", -7, 22, &level);
     const char *in = rc ? NULL : a.pos[0];
     if (!rc && !magi_cli_has(&a, "-f") && magi_cli_same_file(in, out)) {

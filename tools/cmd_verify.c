@@ -33,7 +33,7 @@ static int magi_cmd_verify(int argc, char **argv) {
         magi_region_free(r);
         magi_artifact_free(art);
         if (st) {
-            int c = magi_cli_fail(cmd, st);
+            int c = magi_cli_cache_entry_hint(cmd, a.pos[i]) ? MAGI_EXIT_INPUT : magi_cli_fail(cmd, st);
             if (rc == MAGI_EXIT_OK) rc = c;
         } else {
             printf("%s: ok\n", MAGI_TEXT(a.pos[i]));

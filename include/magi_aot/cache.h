@@ -42,6 +42,10 @@ extern "C" {
 
 /* Longest key accepted, excluding the NUL. */
 #define MAGI_CACHE_KEY_MAX 200
+/* The first 8 bytes of every entry file (DIR/v1/entries/KEY; docs/CACHE.md),
+ * which holds a header before the artifact: tools that meet one where an
+ * artifact is expected can say to use `magi-aot cache get`. */
+#define MAGI_CACHE_ENTRY_MAGIC "MAGICENT"
 
 typedef struct magi_cache magi_cache;
 

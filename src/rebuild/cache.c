@@ -28,7 +28,7 @@
  *  16  u64 LE content length
  *  24  32 bytes SHA-256 of the content
  *  56  key bytes, then content */
-#define ENTRY_MAGIC "MAGICENT"
+#define ENTRY_MAGIC MAGI_CACHE_ENTRY_MAGIC
 #define ENTRY_VERSION 1u
 #define ENTRY_FIXED 56u
 #define IO_CHUNK (1u << 20)
@@ -190,7 +190,8 @@ static magi_status cache_open(magi_cache **out, const char *dir, int create) {
     int top = -1;
     st = magi_dir_open(dir, 0, MAGI_DIR_SHARED, &top);
     if (st) {
-        if (st == MAGI_ERR_NOT_FOUND) magi_error_prefix(st, "cache %s: no cache here", dir);
+        /* said once: the message of magi_dir_open names the path again */
+        if (st == MAGI_ERR_NOT_FOUND) magi_set_error(st, "cache %s: no cache here (no such directory)", dir);
         else magi_error_prefix(st, "cache");
         goto cleanup;
     }
@@ -201,9 +202,15 @@ static magi_status cache_open(magi_cache **out, const char *dir, int create) {
     const char *names[] = {"entries", "tmp", "quarantine"};
     const char *paths[] = {c->entries, c->tmp, c->quarantine};
     int *fds[] = {&c->entries_fd, &c->tmp_fd, &c->q_fd};
-    for (int i = 0; i < 3 && !st; i++) st = magi_dir_open_at(c->root_fd, names[i], paths[i], create, MAGI_DIR_SHARED, fds[i]);
+    const char *missing = st == MAGI_ERR_NOT_FOUND ? "v1/" : NULL;
+    for (int i = 0; i < 3 && !st; i++) {
+        st = magi_dir_open_at(c->root_fd, names[i], paths[i], create, MAGI_DIR_SHARED, fds[i]);
+        if (st == MAGI_ERR_NOT_FOUND) missing = names[i];
+    }
     if (st) {
-        if (st == MAGI_ERR_NOT_FOUND) magi_error_prefix(st, "cache %s: no cache here", dir);
+        if (st == MAGI_ERR_NOT_FOUND)
+            magi_set_error(st, "cache %s: no cache here (no %s%s in it)", dir, strcmp(missing, "v1/") ? "v1/" : "",
+                           missing);
         else magi_error_prefix(st, "cache");
         goto cleanup;
     }

@@ -1,7 +1,9 @@
-/* SVG rendering of a schedule: compute lane, transfer lane (numbered
- * blocks), one row per gather (launch to first use, stall in red) labelled
- * from magi_sched_gather_timing() - the same numbers as the CLI's report -
- * a legend of what is drawn and a time axis with round ticks. */
+/* SVG rendering of a schedule: compute lane (each block's node name written
+ * above it, upright text turned a quarter, where it has room), transfer
+ * lane (numbered blocks), one row per gather (launch to first use, stall in
+ * red) labelled with the gather's whole name and the numbers of
+ * magi_sched_gather_timing() - the same numbers as the CLI's report - a
+ * legend of what is drawn and a time axis with round ticks. */
 #include "../core/internal.h"
 #include <math.h>
 #include <stdio.h>
@@ -55,6 +57,27 @@ static double tick_step(double span, int max_ticks) {
 /* The gather's name, shortened to `max` bytes with "..." */
 static void esc_short(magi_buf *b, const char *s, size_t max) { esc_max(b, s, max); }
 
+/* Names drawn in the picture: a gather's row label is its whole name up to
+ * GATHER_NAME_MAX bytes (longer ones, which no producer writes, are
+ * shortened; the tooltip keeps them whole), a compute block's label up to
+ * COMPUTE_NAME_MAX. CHAR_W: the width budgeted for one character at font
+ * size 11 (sans-serif runs narrower); LABEL_GAP: the least distance between
+ * two compute labels' baselines (font size 10), closer ones are left out
+ * (their tooltip names them). */
+#define GATHER_NAME_MAX 96
+#define COMPUTE_NAME_MAX 24
+#define CHAR_W 6.5
+#define LABEL_GAP 11.0
+
+/* Bytes of s as the picture shows it (terminal-safe form, capped). */
+static size_t shown_len(const char *s, size_t max) {
+    magi_buf t = {0};
+    magi_buf_put_text(&t, s);
+    size_t n = t.failed ? 0 : t.len;
+    magi_buf_free(&t);
+    return max && n > max ? max : n;
+}
+
 enum { C_COMPUTE, C_STALL, C_NCCL, C_SYMM, C_WINDOW, C_COUNT };
 static const char *const colors[C_COUNT] = {"#4c78a8", "#d62728", "#f58518", "#54a24b", "#c8c8c8"};
 static const char *const labels[C_COUNT] = {"compute", "stall: compute waits for a transfer (exposed)",
@@ -73,13 +96,30 @@ magi_status magi_sched_timeline_svg(char **out, const magi_region *r, const magi
     if (!isfinite(rep->total_us) || rep->total_us < 0)
         return magi_set_error(MAGI_ERR_INVALID_ARG, "timeline: the simulated time (%g us) is not finite",
                               rep->total_us);
-    const double W = 1400, left = 230, right = 430;
+    const uint32_t ng = rep->n_gathers;
+    /* The left margin holds each gather's row label, "N  NAME", whole. */
+    size_t longest = 0;
+    for (uint32_t g = 0; g < ng; g++) {
+        size_t n = shown_len(rep->gathers[g].node, GATHER_NAME_MAX);
+        if (n > longest) longest = n;
+    }
+    double left = 16 + CHAR_W * (double)(longest + 5);
+    if (left < 230) left = 230;
+    const double axis_w = 740, right = 430, W = left + axis_w + right;
     const double total = rep->total_us > 1e-6 ? rep->total_us : 1;
     const double step = tick_step(total, 10), axis_max = ceil(total / step - 1e-9) * step;
-    const double sx = (W - left - right) / axis_max;
-    const double y_comp = 44, y_xfer = 96, lane_h = 30;
-    const uint32_t ng = rep->n_gathers;
-    const double y_win = 150, win_h = 14;
+    const double sx = axis_w / axis_max;
+    /* Above the compute lane, a band for its blocks' names (as tall as the
+     * longest one drawn). */
+    size_t longest_c = 0;
+    for (uint32_t i = 0; i < rep->n_nodes && i < r->n_nodes; i++)
+        if (rep->end_us[i] > rep->start_us[i]) {
+            size_t n = shown_len(r->nodes[i].name, COMPUTE_NAME_MAX);
+            if (n > longest_c) longest_c = n;
+        }
+    const double band = longest_c ? 8 + 6.0 * (double)longest_c : 0;
+    const double y_comp = 44 + band, y_xfer = y_comp + 52, lane_h = 30;
+    const double y_win = y_xfer + 54, win_h = 14;
     const double H = y_win + (ng ? ng : 1) * (win_h + 6) + 50;
     int used[C_COUNT] = {0};
     used[C_COMPUTE] = 1;
@@ -107,7 +147,9 @@ magi_status magi_sched_timeline_svg(char **out, const magi_region *r, const magi
     }
     magi_buf_printf(&b, "<text x=\"8\" y=\"%.0f\">compute</text><text x=\"8\" y=\"%.0f\">transfers</text>\n",
                     y_comp + 19, y_xfer + 19);
-    /* compute lane: node intervals; stalls (waits on a transfer) in red */
+    /* compute lane: node intervals; stalls (waits on a transfer) in red;
+     * each block's name above it where it does not crowd the last one */
+    double last_label = -1e300;
     for (uint32_t i = 0; i < rep->n_nodes && i < r->n_nodes; i++) {
         double s = rep->start_us[i], e = rep->end_us[i];
         if (e <= s) continue;
@@ -118,6 +160,14 @@ magi_status magi_sched_timeline_svg(char **out, const magi_region *r, const magi
                         left + s * sx, y_comp, (e - s) * sx, lane_h, colors[stall ? C_STALL : C_COMPUTE]);
         esc(&b, r->nodes[i].name);
         magi_buf_printf(&b, ": %.1f-%.1f us%s</title></rect>\n", s, e, stall ? " (waiting for a transfer)" : "");
+        double cx = left + (s + e) / 2 * sx + 3.5; /* the baseline of upright text */
+        if (cx - last_label >= LABEL_GAP) {
+            magi_buf_printf(&b, "<text transform=\"translate(%.2f %.0f) rotate(-90)\" font-size=\"10\" fill=\"%s\">",
+                            cx, y_comp - 4, stall ? colors[C_STALL] : "#333333");
+            esc_short(&b, r->nodes[i].name, COMPUTE_NAME_MAX);
+            magi_buf_puts(&b, "</text>\n");
+            last_label = cx;
+        }
     }
     /* transfer lane (numbered blocks) and one row per gather, same numbers */
     for (uint32_t g = 0; g < ng; g++) {
@@ -149,7 +199,7 @@ magi_status magi_sched_timeline_svg(char **out, const magi_region *r, const magi
             magi_buf_printf(&b, "<rect x=\"%.2f\" y=\"%.0f\" width=\"%.2f\" height=\"%.0f\" fill=\"%s\"/>\n",
                             left + (we - stall) * sx, y, stall * sx > 1 ? stall * sx : 1, win_h, colors[C_STALL]);
         magi_buf_printf(&b, "<text x=\"8\" y=\"%.0f\">%u  ", y + 11, g + 1);
-        esc_short(&b, G->node, 30);
+        esc_short(&b, G->node, GATHER_NAME_MAX);
         magi_buf_printf(&b, "</text><text x=\"%.2f\" y=\"%.0f\" fill=\"%s\">", left + we * sx + 4, y + 11,
                         t.exposed ? colors[C_STALL] : "#333333");
         if (t.exposed)
