@@ -273,6 +273,9 @@ TORCH_NAMES = {
     "torch._check", "torch._check_is_size", "torch._check_index", "torch._check_value",
     "torch._check_type", "torch._check_with", "torch._assert", "torch._assert_async",
     "torch._C._set_grad_enabled", "torch._C._log_api_usage_once", "torch._C._get_tracing_state",
+    # sdpa_kernel(...) as Dynamo records it (torchtitan's attention)
+    "torch.nn.attention._backend_from_string", "torch.nn.attention._sdpa_kernel",
+    "torch.nn.attention._cur_sdpa_kernel_backends",
     "torch.is_grad_enabled", "torch.is_inference_mode_enabled", "torch.is_autocast_enabled",
     "torch.get_default_dtype", "torch.is_tensor", "torch.is_floating_point", "torch.is_complex",
     "torch.broadcast_shapes", "torch.finfo", "torch.iinfo", "torch.Size", "torch.device",
