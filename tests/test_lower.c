@@ -9,10 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static char *fixture(void) {
+static char *read_text(const char *path) {
     char *p = NULL;
     size_t n = 0;
-    const char *path = MAGI_TESTS_DIR "/lower_data/titan_like.json";
     FILE *f = fopen(path, "rb");
     MT_REQUIRE(f != NULL, "cannot open %s", path);
     fseek(f, 0, SEEK_END);
@@ -24,6 +23,7 @@ static char *fixture(void) {
     fclose(f);
     return p;
 }
+static char *fixture(void) { return read_text(MAGI_TESTS_DIR "/lower_data/titan_like.json"); }
 
 static int g_keep_cast_pad; /* the loader option of the next load_rank() */
 
@@ -297,7 +297,61 @@ static void test_artifact_round_trip(void) {
     free(text);
 }
 
-MT_MAIN(MT_CASE(test_lowered_sequences_cast_pad_kept), MT_CASE(test_cast_and_pad_at_bind),
+/* torch 2.11's form: the redistribute is a closure (prim_redistribute)
+ * without arguments; the target placement and the forward dtype come from
+ * the DTensor it returned. */
+static void test_closure_form(void) {
+    char *text = read_text(MAGI_TESTS_DIR "/lower_data/closure_form.json");
+    for (uint32_t rank = 0; rank < 2; rank++) {
+        magi_loader *ld = load_rank(text, rank, 2, MAGI_LOAD_TRANSPORT_COPY_ENGINE, NULL, 0, NULL);
+        const magi_lowered *e = record(ld, "redistribute");
+        MT_CHECK(e->lowered && e->cast && e->padded && e->at_bind && e->local_rows == (rank ? 16 : 17),
+                 "rank %u: lowered %d cast %d padded %d rows %lld (%s)", rank, e->lowered, e->cast, e->padded,
+                 (long long)e->local_rows, e->reason);
+        const magi_region *r = magi_loader_region(ld, 0);
+        const magi_node *sl = node(r, "local"), *ga = input0(r, input0(r, sl));
+        MT_CHECK(strstr(ga->target, "magi.symm_all_gather") != NULL, "closure-form gather: %s", ga->target);
+        magi_loader_free(ld);
+    }
+    free(text);
+}
+
+/* The real thing: torchtitan 0.3.0's SimpleFSDP Llama3 (bf16 policy, vocab
+ * 1001 over 4 ranks), as the save backend stored it. */
+static void test_torchtitan_region(void) {
+    char *text = read_text(MAGI_FIXTURES_DIR "/titan/bf16_v1001_w4.json");
+    uint8_t d[4][32];
+    for (int keep = 0; keep < 2; keep++) {
+        g_keep_cast_pad = keep;
+        for (uint32_t rank = 0; rank < 4; rank++) {
+            magi_loader *ld = load_rank(text, rank, 4, MAGI_LOAD_TRANSPORT_COPY_ENGINE, NULL, 0, NULL);
+            uint32_t n = 0, ng = 0, rewritten = 0, cast = 0, pad = 0;
+            const magi_lowered *l = magi_loader_lowered(&n, ld, 0);
+            MT_CHECK(n == 18, "%u redistributes", n);
+            for (uint32_t k = 0; k < n; k++) MT_CHECK(l[k].lowered, "'%s' kept: %s", l[k].node, l[k].reason);
+            const magi_symm_gather *g = magi_symm_plan_gathers(&ng, magi_loader_plan(ld), 0);
+            for (uint32_t k = 0; k < ng; k++) {
+                rewritten += g[k].reason == MAGI_SYMM_REWRITTEN;
+                cast += g[k].reason == MAGI_SYMM_KEEP_CAST;
+                pad += g[k].reason == MAGI_SYMM_KEEP_PAD;
+            }
+            MT_CHECK(ng == 18, "%u gathers", ng);
+            if (!keep)
+                MT_CHECK(rewritten == 18, "rank %u: %u of 18 gathers rewritten with the cast and pad at bind", rank,
+                         rewritten);
+            else
+                MT_CHECK(rewritten == 0 && cast + pad == 18, "rank %u kept: %u cast %u pad", rank, cast, pad);
+            MT_OK(magi_symm_plan_digest(d[rank], magi_loader_plan(ld)));
+            magi_loader_free(ld);
+        }
+        for (uint32_t rank = 1; rank < 4; rank++)
+            MT_CHECK(!memcmp(d[0], d[rank], 32), "keep %d: rank %u's plan differs from rank 0's", keep, rank);
+    }
+    g_keep_cast_pad = 0;
+    free(text);
+}
+
+MT_MAIN(MT_CASE(test_lowered_sequences_cast_pad_kept), MT_CASE(test_closure_form), MT_CASE(test_torchtitan_region), MT_CASE(test_cast_and_pad_at_bind),
         MT_CASE(test_revision_1_options_accepted), MT_CASE(test_uneven_same_plan_every_rank),
         MT_CASE(test_no_rank_world_keeps_with_reason), MT_CASE(test_mesh_group_mismatch_named),
         MT_CASE(test_readers_check_placements_and_specs), MT_CASE(test_artifact_round_trip))

@@ -264,11 +264,15 @@ class SymmRuntime:
                its wait runs beside them; "call": the current stream waits
                at the call (nothing overlaps it). The host backend's gathers
                are complete when the call returns, either way.
+    keep_cast_pad  a SimpleFSDP region's lowered gathers keep their cast and
+               pad in the graph, on NCCL (as traced); default False: a
+               static weight is cast and padded once, at bind, and its
+               gather leaves NCCL (docs/SYMM.md, "DTensor regions")
     """
 
     def __init__(self, regions, *, device="cpu", groups=None, store=None, rank=None, world=None,
                  timeout=60.0, job="magi_symm", new_groups=None, window_cap_bytes=0,
-                 rendezvous_base=None, join="wait"):
+                 rendezvous_base=None, join="wait", keep_cast_pad=False):
         import torch
         import torch.distributed as dist
         from .rebuild import localize
@@ -293,6 +297,7 @@ class SymmRuntime:
         if join not in ("wait", "call"):
             raise MagiError(-1, "SymmRuntime: join must be 'wait' or 'call', not %r" % (join,))
         self.join = join
+        self.keep_cast_pad = bool(keep_cast_pad)
         self._gather_stream = None  # the cuda gathers' stream (join="wait"), made on first use
         self._reg_work = None       # torch's _register_work, looked up on first use
         self.timeout = float(timeout)
@@ -344,6 +349,7 @@ class SymmRuntime:
         opts = LoaderOptions(transport=LOAD_TRANSPORTS[self.transport], window_cap_bytes=int(cap))
         # this rank's view: DTensor weight gathers are lowered for it in the loader
         opts.bind.rank, opts.bind.world = self.rank, self.world
+        opts.keep_cast_pad = int(self.keep_cast_pad)
         ld = c_void_p()
         lib.magi_loader_new(byref(ld), byref(opts))
         self._handles.loader = ld

@@ -137,16 +137,32 @@ static magi_status classify(magi_region *r, uint32_t i, const uint32_t *uses, co
         *reason = afmt(a, "'%s' is placed %s (only Shard(0) is lowered)", p->name, pl);
         return MAGI_OK;
     }
+    /* The target placements and forward dtype: the call's arguments, or -
+     * where Dynamo keeps them in a closure (prim_redistribute stand-ins) -
+     * the redistributed DTensor's own example (its spec and dtype). */
     const magi_value *to = arg_or_kw(n, 1, "placements");
-    if (!to || (to->kind != MAGI_V_LIST && to->kind != MAGI_V_TUPLE) || to->u.seq.n != 1 ||
-        to->u.seq.items[0].kind != MAGI_V_PLACEMENT || strcmp(to->u.seq.items[0].u.s, "Replicate()")) {
-        *reason = "its target placements are not [Replicate()]";
+    magi_dtensor_spec out_spec;
+    int out_has_spec = n->example && magi_dtensor_spec_get(&out_spec, n->example) == MAGI_OK;
+    if (to) {
+        if ((to->kind != MAGI_V_LIST && to->kind != MAGI_V_TUPLE) || to->u.seq.n != 1 ||
+            to->u.seq.items[0].kind != MAGI_V_PLACEMENT || strcmp(to->u.seq.items[0].u.s, "Replicate()")) {
+            *reason = "its target placements are not [Replicate()]";
+            return MAGI_OK;
+        }
+    } else if (!out_has_spec || out_spec.mesh_ndim != 1 || out_spec.placements[0].kind != MAGI_PLACEMENT_REPLICATE) {
+        *reason = "its target placements are not recorded as [Replicate()] (no argument, no DTensor example)";
         return MAGI_OK;
     }
     const magi_value *fd = arg_or_kw(n, 99, "forward_dtype");
+    magi_value fd_ex;
     if (fd && fd->kind != MAGI_V_NONE && fd->kind != MAGI_V_DTYPE) {
         *reason = "its forward_dtype is not a dtype";
         return MAGI_OK;
+    }
+    if (!fd && !to && n->example && n->example->kind == MAGI_EX_TENSOR && n->example->u.tensor.dtype) {
+        fd_ex.kind = MAGI_V_DTYPE; /* the closure's forward dtype: the DTensor it returned */
+        fd_ex.u.s = n->example->u.tensor.dtype;
+        fd = &fd_ex;
     }
     const magi_value *as = arg_or_kw(n, 99, "async_op");
     if (as && !(as->kind == MAGI_V_BOOL && !as->u.b) && as->kind != MAGI_V_NONE) {
