@@ -38,6 +38,15 @@ if(Python3_Interpreter_FOUND AND NOT MAGI_SANITIZE)
     LABELS "python;nosan"
     TIMEOUT 900
     ENVIRONMENT "MAGI_AOT_LIB=$<TARGET_FILE:magi_aot>;MAGI_CLI=$<TARGET_FILE:magi-aot>;MAGI_FIXTURES_REAL=${MAGI_FIXTURES_REAL};PYTHONDONTWRITEBYTECODE=1")
+  # torchtitan's SimpleFSDP saved and run from the artifact in fresh rank
+  # processes (python/tests/titan_ci.py; torchtitan from requirements-titan.txt).
+  add_test(NAME test_python_titan
+    COMMAND ${Python3_EXECUTABLE} -m unittest -v titan_ci
+    WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}/python/tests)
+  set_tests_properties(test_python_titan PROPERTIES
+    LABELS "python;nosan"
+    TIMEOUT 900
+    ENVIRONMENT "MAGI_AOT_LIB=$<TARGET_FILE:magi_aot>;PYTHONDONTWRITEBYTECODE=1")
   # `pip install ./python` in a fresh virtual environment, no MAGI_AOT_LIB:
   # the package builds and bundles the library and the extension
   # (tests/pip_install_test.sh; it needs the package index for its build
