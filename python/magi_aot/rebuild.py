@@ -165,6 +165,15 @@ def graph_module(region, *, symbol_values=None, allow_targets=()):
     torch = require_torch("magi_aot.graph_module()")
     import torch.fx as fx
 
+    for p in region.nodes:
+        ex = (p.get("meta") or {}).get("example_value") or {}
+        if p["op"] == "placeholder" and isinstance(ex, dict) and "dtensor" in ex:
+            raise _unsupported(p, "a DTensor (global shape %s, placements %s on mesh %s): the graph as "
+                               "traced needs its device mesh and cannot be rebuilt faithfully alone; "
+                               "rebuild the rank-local form: rebuild.localize(region), a load with "
+                               "rank= and world=, or a SymmRuntime"
+                               % (ex.get("shape"), ex["dtensor"].get("placements"),
+                                  ex["dtensor"].get("mesh_shape")))
     syms = symbol_values if symbol_values is not None else (region.symbol_map or {})
     everything = _targets.allows_everything(allow_targets)
     g = fx.Graph()

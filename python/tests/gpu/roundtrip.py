@@ -187,6 +187,11 @@ def load(d):
                 check(tag + ": graph rebuild " + ("refused as documented" if ok else "failed"),
                       ok, str(e))
                 res["rebuild"] = str(e)
+                if ok:  # the rank-local form rebuilds and runs
+                    from magi_aot.rebuild import localize
+                    probs, n_out = tc.run_rebuilt(localize(magi_aot.load(reg["file"], transport=None)))
+                    check(tag + ": rank-local graph rebuilt from the artifact runs on its fake inputs",
+                          not probs and n_out > 0, "; ".join(probs[:6]) or "no output checked")
             except Exception:
                 check(tag + ": graph rebuilt from the artifact runs", False,
                       traceback.format_exc()[-1200:])
