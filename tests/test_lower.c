@@ -351,7 +351,38 @@ static void test_torchtitan_region(void) {
     free(text);
 }
 
-MT_MAIN(MT_CASE(test_lowered_sequences_cast_pad_kept), MT_CASE(test_closure_form), MT_CASE(test_torchtitan_region), MT_CASE(test_cast_and_pad_at_bind),
+/* Two ranks whose plans differ (one saw another global shape of wq): the
+ * mismatch names the weight whose slot differs, not only the window. */
+static void test_plan_mismatch_names_the_weight(void) {
+    char *text = fixture(), *other = NULL;
+    size_t olen = 0;
+    magi_region *r = NULL;
+    MT_OK(magi_json_read(&r, text, strlen(text), NULL));
+    int64_t w = magi_region_find_node(r, "l_self_modules_wq_parameters_weight_");
+    MT_REQUIRE(w >= 0, "no wq");
+    ((magi_example *)r->nodes[w].example)->u.tensor.shape[0].value = 34;
+    MT_OK(magi_json_write(&other, &olen, r, 0));
+    magi_loader *a = load_rank(text, 0, 2, MAGI_LOAD_TRANSPORT_COPY_ENGINE, NULL, 0, NULL);
+    magi_loader *b = load_rank(other, 0, 2, MAGI_LOAD_TRANSPORT_COPY_ENGINE, NULL, 0, NULL);
+    void *ea = NULL, *eb = NULL;
+    size_t la = 0, lb = 0;
+    MT_OK(magi_symm_plan_encode(&ea, &la, magi_loader_plan(a)));
+    MT_OK(magi_symm_plan_encode(&eb, &lb, magi_loader_plan(b)));
+    MT_CHECK(magi_symm_plan_compare(ea, la, eb, lb) == MAGI_ERR_MISMATCH, "plans compare equal");
+    const char *m = magi_last_error();
+    MT_CHECK(strstr(m, "weights whose slots differ") && strstr(m, "'L_self_modules_wq_parameters_weight_' [16, 16]") &&
+                 strstr(m, "vs [17, 16]"),
+             "message: %s", m);
+    magi_free(ea);
+    magi_free(eb);
+    magi_loader_free(a);
+    magi_loader_free(b);
+    magi_free(other);
+    magi_region_free(r);
+    free(text);
+}
+
+MT_MAIN(MT_CASE(test_lowered_sequences_cast_pad_kept), MT_CASE(test_plan_mismatch_names_the_weight), MT_CASE(test_closure_form), MT_CASE(test_torchtitan_region), MT_CASE(test_cast_and_pad_at_bind),
         MT_CASE(test_revision_1_options_accepted), MT_CASE(test_uneven_same_plan_every_rank),
         MT_CASE(test_no_rank_world_keeps_with_reason), MT_CASE(test_mesh_group_mismatch_named),
         MT_CASE(test_readers_check_placements_and_specs), MT_CASE(test_artifact_round_trip))

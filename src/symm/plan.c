@@ -880,6 +880,65 @@ typedef struct dec_window {
     uint64_t bytes;
 } dec_window;
 
+typedef struct dec_slot {
+    char name[256];
+    uint32_t window, ndim;
+    uint64_t offset, nbytes;
+    int64_t shape[64];
+} dec_slot;
+
+static int decode_slots(rd *r, dec_slot *s, uint32_t n) {
+    for (uint32_t k = 0; k < n; k++) {
+        get_str(r, s[k].name, sizeof s[k].name);
+        s[k].window = get_u32(r);
+        s[k].offset = get_u64(r);
+        s[k].nbytes = get_u64(r);
+        s[k].ndim = get_u32(r);
+        if (r->bad || s[k].ndim > 64) return 0;
+        for (uint32_t i = 0; i < s[k].ndim; i++) s[k].shape[i] = (int64_t)get_u64(r);
+    }
+    return !r->bad;
+}
+
+/* The weights whose slots differ between the two sides (size, shape,
+ * window, or present on one side only), up to a few, as text. */
+static void slot_differences(char *dst, size_t cap, const dec_slot *sa, uint32_t na, const dec_slot *sb, uint32_t nb) {
+    size_t o = 0;
+    int shown = 0, more = 0;
+    dst[0] = '\0';
+    for (int side = 0; side < 2; side++) {
+        const dec_slot *x = side ? sb : sa, *y = side ? sa : sb;
+        uint32_t nx = side ? nb : na, ny = side ? na : nb;
+        for (uint32_t i = 0; i < nx; i++) {
+            const dec_slot *m = NULL;
+            for (uint32_t k = 0; k < ny && !m; k++)
+                if (!strcmp(x[i].name, y[k].name)) m = &y[k];
+            char d[400];
+            if (!m) {
+                snprintf(d, sizeof d, "'%s' only on the %s side", x[i].name, side ? "other" : "first");
+            } else if (side) {
+                continue; /* pairs are reported once, from the first side */
+            } else {
+                int same = m->ndim == x[i].ndim && m->nbytes == x[i].nbytes && m->window == x[i].window;
+                for (uint32_t k = 0; same && k < m->ndim; k++) same = m->shape[k] == x[i].shape[k];
+                if (same) continue;
+                char s1[160], s2[160];
+                fmt_shape(s1, sizeof s1, x[i].shape, x[i].ndim);
+                fmt_shape(s2, sizeof s2, m->shape, m->ndim);
+                snprintf(d, sizeof d, "'%s' %s (%llu bytes, window %u) vs %s (%llu bytes, window %u)", x[i].name, s1,
+                         (unsigned long long)x[i].nbytes, x[i].window, s2, (unsigned long long)m->nbytes, m->window);
+            }
+            if (shown < 6 && o + strlen(d) + 3 < cap) {
+                o += (size_t)snprintf(dst + o, cap - o, "%s%s", shown ? "; " : "", d);
+                shown++;
+            } else {
+                more++;
+            }
+        }
+    }
+    if (more && o + 24 < cap) snprintf(dst + o, cap - o, " (+%d more)", more);
+}
+
 magi_status magi_symm_plan_compare(const void *a, size_t a_len, const void *b, size_t b_len) {
     MAGI_ARG_NONNULL(a);
     MAGI_ARG_NONNULL(b);
@@ -902,8 +961,10 @@ magi_status magi_symm_plan_compare(const void *a, size_t a_len, const void *b, s
     if (nwa > a_len || nwb > b_len || nsa > a_len || nsb > b_len)
         return magi_set_error(MAGI_ERR_FORMAT, "symm plan encoding counts exceed its size");
     dec_window *wa = calloc(nwa ? nwa : 1, sizeof *wa), *wb = calloc(nwb ? nwb : 1, sizeof *wb);
+    dec_slot *sa = calloc(nsa ? nsa : 1, sizeof *sa), *sb = calloc(nsb ? nsb : 1, sizeof *sb);
+    char diff[1600];
     magi_status st = MAGI_OK;
-    if (!wa || !wb) {
+    if (!wa || !wb || !sa || !sb) {
         st = magi_set_error(MAGI_ERR_NOMEM, "out of memory");
         goto done;
     }
@@ -921,18 +982,21 @@ magi_status magi_symm_plan_compare(const void *a, size_t a_len, const void *b, s
             w[i].n = get_u32(r);
         }
     }
-    if (ra.bad || rb.bad) {
+    if (ra.bad || rb.bad || !decode_slots(&ra, sa, nsa) || !decode_slots(&rb, sb, nsb)) {
         st = magi_set_error(MAGI_ERR_FORMAT, "truncated symm plan encoding");
         goto done;
     }
+    /* every mismatch names the weights whose slots differ, where any do */
+    slot_differences(diff, sizeof diff, sa, nsa, sb, nsb);
 #define WNAME(w, i) (w)[i].dtype, (w)[i].group, (w)[i].part
+#define WHO diff[0] ? "; weights whose slots differ: " : "", diff
     for (uint32_t i = 0; i < nwa && i < nwb; i++) {
         const char *f = NULL;
         unsigned long long x = 0, y = 0;
         if (strcmp(wa[i].dtype, wb[i].dtype) || strcmp(wa[i].group, wb[i].group)) {
             st = magi_set_error(MAGI_ERR_MISMATCH,
-                                "window %u: (%s, group '%s', part %u) vs (%s, group '%s', part %u)",
-                                i, WNAME(wa, i), WNAME(wb, i));
+                                "window %u: (%s, group '%s', part %u) vs (%s, group '%s', part %u)%s%s",
+                                i, WNAME(wa, i), WNAME(wb, i), WHO);
             goto done;
         }
         if (wa[i].gs != wb[i].gs) f = "group_size", x = wa[i].gs, y = wb[i].gs;
@@ -941,8 +1005,8 @@ magi_status magi_symm_plan_compare(const void *a, size_t a_len, const void *b, s
         else if (wa[i].n != wb[i].n) f = "slots", x = wa[i].n, y = wb[i].n;
         else if (wa[i].first != wb[i].first) f = "first_slot", x = wa[i].first, y = wb[i].first;
         if (f) {
-            st = magi_set_error(MAGI_ERR_MISMATCH, "window %u (%s, group '%s', part %u): %s %llu vs %llu",
-                                i, WNAME(wa, i), f, x, y);
+            st = magi_set_error(MAGI_ERR_MISMATCH, "window %u (%s, group '%s', part %u): %s %llu vs %llu%s%s",
+                                i, WNAME(wa, i), f, x, y, WHO);
             goto done;
         }
     }
@@ -950,60 +1014,50 @@ magi_status magi_symm_plan_compare(const void *a, size_t a_len, const void *b, s
         uint32_t i = nwa < nwb ? nwa : nwb;
         dec_window *w = nwa > nwb ? wa : wb;
         st = magi_set_error(MAGI_ERR_MISMATCH, "window count %u vs %u (window %u (%s, group '%s', part %u) "
-                            "exists on one side only)", nwa, nwb, i, WNAME(w, i));
+                            "exists on one side only)%s%s", nwa, nwb, i, WNAME(w, i), WHO);
         goto done;
     }
     for (uint32_t s = 0; s < nsa && s < nsb; s++) {
-        char na[256], nb[256];
-        get_str(&ra, na, sizeof na);
-        get_str(&rb, nb, sizeof nb);
-        uint32_t wia = get_u32(&ra), wib = get_u32(&rb);
-        uint64_t oa = get_u64(&ra), ob = get_u64(&rb);
-        uint64_t ba = get_u64(&ra), bb = get_u64(&rb);
-        uint32_t da = get_u32(&ra), db = get_u32(&rb);
-        if (ra.bad || rb.bad || da > 64 || db > 64) {
-            st = magi_set_error(MAGI_ERR_FORMAT, "truncated symm plan encoding");
-            goto done;
-        }
-        int64_t sa[64], sb[64];
-        for (uint32_t i = 0; i < da; i++) sa[i] = (int64_t)get_u64(&ra);
-        for (uint32_t i = 0; i < db; i++) sb[i] = (int64_t)get_u64(&rb);
-        const char *where = wia < nwa ? wa[wia].dtype : "?";
-        const char *grp = wia < nwa ? wa[wia].group : "?";
-        if (strcmp(na, nb)) {
+        const dec_slot *x = &sa[s], *y = &sb[s];
+        const char *where = x->window < nwa ? wa[x->window].dtype : "?";
+        const char *grp = x->window < nwa ? wa[x->window].group : "?";
+        if (strcmp(x->name, y->name)) {
             st = magi_set_error(MAGI_ERR_MISMATCH, "slot %u (window %u (%s, group '%s')): weight '%s' vs '%s'",
-                                s, wia, where, grp, na, nb);
+                                s, x->window, where, grp, x->name, y->name);
             goto done;
         }
         const char *f = NULL;
-        unsigned long long x = 0, y = 0;
-        if (wia != wib) f = "window", x = wia, y = wib;
-        else if (oa != ob) f = "offset", x = oa, y = ob;
-        else if (ba != bb) f = "nbytes", x = ba, y = bb;
+        unsigned long long vx = 0, vy = 0;
+        if (x->window != y->window) f = "window", vx = x->window, vy = y->window;
+        else if (x->offset != y->offset) f = "offset", vx = x->offset, vy = y->offset;
+        else if (x->nbytes != y->nbytes) f = "nbytes", vx = x->nbytes, vy = y->nbytes;
         if (f) {
             st = magi_set_error(MAGI_ERR_MISMATCH, "slot %u '%s' (window %u (%s, group '%s')): %s %llu vs %llu",
-                                s, na, wia, where, grp, f, x, y);
+                                s, x->name, x->window, where, grp, f, vx, vy);
             goto done;
         }
-        int same = da == db;
-        for (uint32_t i = 0; same && i < da; i++) same = sa[i] == sb[i];
+        int same = x->ndim == y->ndim;
+        for (uint32_t i = 0; same && i < x->ndim; i++) same = x->shape[i] == y->shape[i];
         if (!same) {
             char s1[256], s2[256];
-            fmt_shape(s1, sizeof s1, sa, da);
-            fmt_shape(s2, sizeof s2, sb, db);
+            fmt_shape(s1, sizeof s1, x->shape, x->ndim);
+            fmt_shape(s2, sizeof s2, y->shape, y->ndim);
             st = magi_set_error(MAGI_ERR_MISMATCH, "slot %u '%s' (window %u (%s, group '%s')): shape %s vs %s",
-                                s, na, wia, where, grp, s1, s2);
+                                s, x->name, x->window, where, grp, s1, s2);
             goto done;
         }
     }
     if (nsa != nsb) {
-        st = magi_set_error(MAGI_ERR_MISMATCH, "slot count %u vs %u", nsa, nsb);
+        st = magi_set_error(MAGI_ERR_MISMATCH, "slot count %u vs %u%s%s", nsa, nsb, WHO);
         goto done;
     }
     st = magi_set_error(MAGI_ERR_MISMATCH, "plan encodings differ in trailing bytes");
 done:
+#undef WHO
 #undef WNAME
     free(wa);
     free(wb);
+    free(sa);
+    free(sb);
     return st;
 }
