@@ -150,6 +150,16 @@ static void test_cast_and_pad_at_bind(void) {
                  p->example->extra_json ? p->example->extra_json : "(none)");
         MT_CHECK(magi_region_find_node(r, "to_local__cast") < 0 && magi_region_find_node(r, "to_local__pad") < 0,
                  "a cast or pad node is left in the graph");
+        /* the fingerprint is the region's as read, not the lowered one's */
+        magi_region *as_read = NULL;
+        char want_fp[65];
+        magi_loaded_info info;
+        MT_OK(magi_json_read(&as_read, text, strlen(text), NULL));
+        MT_OK(magi_fingerprint_hex(want_fp, as_read));
+        MT_OK(magi_loader_info(&info, ld, 0));
+        MT_CHECK(!strcmp(info.fingerprint, want_fp) && info.n_lowered == 2, "rank %u: fingerprint %s vs %s, %u lowered",
+                 rank, info.fingerprint, want_fp, info.n_lowered);
+        magi_region_free(as_read);
         char *rep = NULL;
         MT_OK(magi_loader_report(&rep, NULL, ld, MAGI_LOADER_REPORT_TEXT));
         MT_CHECK(strstr(rep, "cast at bind") && strstr(rep, "padded at bind"), "text report: %s", rep);

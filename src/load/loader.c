@@ -21,6 +21,8 @@ typedef struct entry {
     magi_loaded_info info;
     const magi_lowered *lowered; /* the redistributes seen by the lowering (region's arena) */
     uint32_t n_lowered;
+    magi_node *read_nodes;       /* the node array as read, when the lowering replaced it (arena) */
+    uint32_t n_read_nodes;
     /* kept across loads: the arena, zstd context and scratch buffer of the
      * i-th region, so repeated loads reuse their memory */
     magi_load_memory mem;
@@ -186,21 +188,26 @@ static magi_status decide_transport(magi_loader *ld, entry *e) {
 /* --------------------------------------------------------------- lower */
 
 /* DTensor redistributes of sharded weights -> explicit gathers, for this
- * rank (magi_aot/lower.h). The fingerprint is of the region as read, so it
- * is taken first when the lowering may change the graph. */
+ * rank (magi_aot/lower.h). The lowering builds a new node array and leaves
+ * the one as read untouched in the region's arena: the fingerprint (of the
+ * region as read) is taken on that one, on first request. */
 static magi_status lower_region(magi_loader *ld, entry *e) {
     magi_region *r = e->region;
     int any = 0;
     for (uint32_t k = 0; k < r->n_nodes && !any; k++)
         any = (magi_op_lookup(NULL, r->nodes[k].op, r->nodes[k].target)->flags & MAGI_OPF_REDISTRIBUTE) != 0;
     if (!any) return MAGI_OK;
-    magi_status st = magi_fingerprint_hex(e->info.fingerprint, r);
-    if (st) return magi_error_prefix(st, "%s", e->path);
-    e->fp_done = 1;
+    magi_node *read_nodes = r->nodes;
+    uint32_t n_read = r->n_nodes;
+    magi_status st;
     unsigned flags = e->info.transport == MAGI_SYMM_TRANSPORT_COPY_ENGINE && !ld->o.keep_cast_pad ? MAGI_LOWER_AT_BIND : 0;
     st = magi_lower_redistribute(&e->lowered, &e->n_lowered, r, &ld->o.bind, flags);
     if (st) return magi_error_prefix(st, "%s", e->path);
     for (uint32_t k = 0; k < e->n_lowered; k++) e->info.n_lowered += e->lowered[k].lowered != 0;
+    if (r->nodes != read_nodes) {
+        e->read_nodes = read_nodes;
+        e->n_read_nodes = n_read;
+    }
     return MAGI_OK;
 }
 
@@ -350,6 +357,15 @@ magi_status magi_loader_info(magi_loaded_info *out, magi_loader *ld, uint32_t i)
     MAGI_ARG_NONNULL(ld);
     if (i >= ld->n) return magi_set_error(MAGI_ERR_NOT_FOUND, "magi_loader_info: region %u of %u", i, ld->n);
     entry *e = &ld->e[i];
+    if (!e->fp_done && e->read_nodes) {
+        /* lowered: the node array as read is intact beside the new one */
+        magi_region as_read = *e->region;
+        as_read.nodes = e->read_nodes;
+        as_read.n_nodes = e->n_read_nodes;
+        magi_status st = magi_fingerprint_hex(e->info.fingerprint, &as_read);
+        if (st) return magi_error_prefix(st, "%s", e->path);
+        e->fp_done = 1;
+    }
     if (!e->fp_done) {
         /* of the region as read: the rewrite undone for the moment (the
          * plan's strings outlive the call) */

@@ -142,7 +142,7 @@ static magi_status classify(magi_region *r, uint32_t i, const uint32_t *uses, co
      * the redistributed DTensor's own example (its spec and dtype). */
     const magi_value *to = arg_or_kw(n, 1, "placements");
     magi_dtensor_spec out_spec;
-    int out_has_spec = n->example && magi_dtensor_spec_get(&out_spec, n->example) == MAGI_OK;
+    int out_has_spec = !to && n->example && magi_dtensor_spec_get(&out_spec, n->example) == MAGI_OK;
     if (to) {
         if ((to->kind != MAGI_V_LIST && to->kind != MAGI_V_TUPLE) || to->u.seq.n != 1 ||
             to->u.seq.items[0].kind != MAGI_V_PLACEMENT || strcmp(to->u.seq.items[0].u.s, "Replicate()")) {

@@ -411,6 +411,7 @@ typedef struct dec {
     uint8_t *key_seen;       /* per byte of the string table: dup_key() (all clear between calls) */
     size_t strs_len;         /* bytes of the string table */
     uint16_t *extra_ok;      /* per string id: example kinds whose extra members it passed */
+    uint8_t *dtensor_ok;     /* per string id: 1 + the tensor rank its "dtensor" member passed for */
     int have_model_idx, have_traced; /* META stored these keys */
     size_t cap;                      /* the arena's cap while decoding */
     uint8_t *slab, *slab_end;        /* zeroed arena memory not handed out yet (dec_calloc) */
@@ -1098,8 +1099,15 @@ static magi_status dec_example(dec *d, magi_example *x, uint32_t depth) {
         if ((st = note_ignored(d, "graph: example field %s", "(trailing)"))) return st;
     }
     if (x->kind == MAGI_EX_TENSOR && x->extra_json && strstr(x->extra_json, "\"dtensor\"")) {
-        magi_dtensor_spec spec; /* its shard dimensions against this tensor's rank, as the JSON reader */
-        if ((st = magi_dtensor_spec_get(&spec, x)) && st != MAGI_ERR_NOT_FOUND) return st;
+        /* its shard dimensions against this tensor's rank, as the JSON reader; once per (text, rank) */
+        if (!d->dtensor_ok && !(d->dtensor_ok = calloc(d->nstr ? d->nstr : 1, 1)))
+            return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
+        uint32_t nd = x->u.tensor.ndim;
+        if (extra_id >= d->nstr || d->dtensor_ok[extra_id] != (uint8_t)(nd + 1)) {
+            magi_dtensor_spec spec;
+            if ((st = magi_dtensor_spec_get(&spec, x)) && st != MAGI_ERR_NOT_FOUND) return st;
+            if (extra_id < d->nstr && nd < 255) d->dtensor_ok[extra_id] = (uint8_t)(nd + 1);
+        }
     }
     return MAGI_OK;
 }
@@ -1855,6 +1863,7 @@ cleanup:
     free(d.device_ok);
     free(d.json_canon);
     free(d.extra_ok);
+    free(d.dtensor_ok);
     free(d.key_seen);
     free(tmp);
     if (!mem) {
