@@ -4,10 +4,10 @@
 # committed corpus, with its dictionary and input-length cap; any finding
 # (a crash, a sanitizer report, a leak, an out-of-memory) fails the run and
 # leaves the input under build-fuzz/findings/<target>/.
-#   bash scripts/fuzz_ci.sh [SECONDS_PER_TARGET]   (default 20; MAGI_FUZZ_SECONDS)
+#   bash scripts/fuzz_ci.sh [SECONDS_PER_TARGET]   (default 12; MAGI_FUZZ_SECONDS)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-secs=${1:-${MAGI_FUZZ_SECONDS:-20}}
+secs=${1:-${MAGI_FUZZ_SECONDS:-12}}
 build=${MAGI_FUZZ_BUILD:-build-fuzz}
 jobs=$(nproc)
 CC=clang cmake -S . -B "$build" -DCMAKE_C_COMPILER=clang -DMAGI_FUZZ=ON -DBUILD_TESTING=OFF \

@@ -6,7 +6,7 @@
 #   2. an AddressSanitizer+UndefinedBehaviorSanitizer build of the same suite
 #      (fuzz corpora replayed: label fuzz-regress);
 #   3. every libFuzzer target for a bounded time (clang; scripts/fuzz_ci.sh,
-#      MAGI_FUZZ_SECONDS per target, default 20);
+#      MAGI_FUZZ_SECONDS per target, default 12);
 #   4. with MAGI_MEMCHECK=1, valgrind memcheck of the unit tests
 #      (scripts/memcheck.sh).
 # Set MAGI_SKIP_SANITIZE=1 to skip the second, MAGI_SKIP_FUZZ=1 the third.
@@ -49,7 +49,7 @@ else
 fi
 
 if [ "${MAGI_SKIP_FUZZ:-0}" != 1 ]; then
-  stage="fuzzing"; say "stage 3: every libFuzzer target, ${MAGI_FUZZ_SECONDS:-20} s each (clang)"
+  stage="fuzzing"; say "stage 3: every libFuzzer target, ${MAGI_FUZZ_SECONDS:-12} s each (clang)"
   bash scripts/fuzz_ci.sh
   summary="$summary; stage 3: libFuzzer targets clean"
 else
