@@ -123,6 +123,7 @@ int magi_cmd_load(int argc, char **argv) {
     const char *job_id = NULL;
     int json = 0, n = 0, n_groups = 0, rc = MAGI_EXIT_OK;
     int check = 0;       /* --check-gathers (load_check.h) */
+    int keep_cast_pad = 0; /* --keep-cast-pad */
     uint32_t device = 0; /* --device (cuda backend) */
     magi_status st = MAGI_OK;
     const char **paths = calloc((size_t)argc, sizeof *paths);
@@ -137,6 +138,7 @@ int magi_cmd_load(int argc, char **argv) {
     if ((rc = magi_cli_parse(&magi_cli_load, argc, argv, &args)) != 0) goto done;
     json = magi_cli_has(&args, "--json");
     check = magi_cli_has(&args, "--check-gathers");
+    keep_cast_pad = magi_cli_has(&args, "--keep-cast-pad");
     transport = magi_cli_value(&args, "--transport", NULL);
     emit = magi_cli_value(&args, "--emit", NULL);
     backend = magi_cli_value(&args, "--backend", NULL);
@@ -208,6 +210,7 @@ int magi_cmd_load(int argc, char **argv) {
                    : !strcmp(transport, "nccl") ? MAGI_LOAD_TRANSPORT_NCCL
                                                 : MAGI_LOAD_TRANSPORT_COPY_ENGINE;
     lo.window_cap_bytes = cap;
+    lo.keep_cast_pad = keep_cast_pad;
     lo.backend = backend;
     lo.bind.rank = rank;
     lo.bind.world = world;

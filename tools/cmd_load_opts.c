@@ -15,6 +15,8 @@ static const magi_cli_opt load_opts[] = {
     {"--device", NULL, NULL, "D", 0, "CUDA device ordinal (cuda backend)"},
     {"--job-id", NULL, NULL, "ID", 0, "the job's identity, the same on every rank (refuses other jobs' ranks)"},
     {"--max-window-bytes", NULL, NULL, "BYTES", 0, "most window bytes one rank maps (default 1 GiB)"},
+    {"--keep-cast-pad", NULL, NULL, NULL, 0,
+     "a lowered DTensor gather keeps its cast and pad in the graph, on NCCL (default: done once at bind)"},
     {"--check-gathers", NULL, NULL, NULL, 0, "run every rewritten gather once and check every byte"},
     {"--emit", NULL, NULL, "OUT", 0, "write the loaded regions (a file for one, a directory for several)"},
     {"--json", NULL, NULL, NULL, 0, "machine-readable report"},
@@ -23,7 +25,8 @@ static const magi_cli_opt load_opts[] = {
 const magi_cli_command magi_cli_load = {
     "load", "REGION...", "verify, parse, plan windows, rewrite gathers, bind, report",
     "The library's loader (magi_aot/load.h): verify + parse (each section once) ->\n"
-    "fingerprint + inputs -> transport -> plan over all REGIONs -> rewrite ->\n"
+    "fingerprint + inputs -> transport -> DTensor redistributes lowered for --rank\n"
+    "(cast and pad at bind unless --keep-cast-pad) -> plan over all REGIONs -> rewrite ->\n"
     "bind (--backend; implied by --world > 1 or --rendezvous) -> --emit -> report.\n"
     "nccl also turns magi.symm_* gathers of an earlier load back into NCCL gathers.\n"
     "--emit OUT: a file for one REGION, a directory (<base>.magi) for several.\n"
