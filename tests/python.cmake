@@ -31,13 +31,33 @@ if(Python3_Interpreter_FOUND AND NOT MAGI_SANITIZE)
   # The SymmBuffer runtime (python/tests/runtime_ci.py: 4 thread ranks, and
   # examples/fsdp_e2e.py as 4 rank processes with one Inductor compile): its
   # own test, so its process start-up and compile have their own budget.
+  # The operators run through the C++ kernels (magi_aot/_C) where the
+  # build made them (MAGI_AOT_OPS=c++: the run fails if they do not load),
+  # and the operator tests run once more through the Python fallback
+  # (test_python_runtime_pyops).
+  if(MAGI_HAVE_TORCH_OPS)
+    set(MAGI_RUNTIME_OPS "c++")
+    set(MAGI_TORCH_OPS_EXPECTED 1)
+  else()
+    set(MAGI_RUNTIME_OPS "auto")
+    set(MAGI_TORCH_OPS_EXPECTED 0)
+  endif()
   add_test(NAME test_python_runtime
     COMMAND ${Python3_EXECUTABLE} -m unittest -v runtime_ci
     WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}/python/tests)
   set_tests_properties(test_python_runtime PROPERTIES
     LABELS "python;nosan"
     TIMEOUT 900
-    ENVIRONMENT "MAGI_AOT_LIB=$<TARGET_FILE:magi_aot>;MAGI_CLI=$<TARGET_FILE:magi-aot>;MAGI_FIXTURES_REAL=${MAGI_FIXTURES_REAL};PYTHONDONTWRITEBYTECODE=1")
+    ENVIRONMENT "MAGI_AOT_LIB=$<TARGET_FILE:magi_aot>;MAGI_CLI=$<TARGET_FILE:magi-aot>;MAGI_FIXTURES_REAL=${MAGI_FIXTURES_REAL};PYTHONDONTWRITEBYTECODE=1;MAGI_AOT_OPS=${MAGI_RUNTIME_OPS};MAGI_TORCH_OPS_EXPECTED=${MAGI_TORCH_OPS_EXPECTED}")
+  add_test(NAME test_python_runtime_pyops
+    COMMAND ${Python3_EXECUTABLE} -m unittest -v runtime_ci.OperatorImplementation runtime_ci.RuntimeThreads
+      runtime_ci.ViewsOfBoundShards runtime_ci.AliasLifetime runtime_ci.MixedBucketFourProcesses
+      runtime_ci.DeferredJoin
+    WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}/python/tests)
+  set_tests_properties(test_python_runtime_pyops PROPERTIES
+    LABELS "python;nosan"
+    TIMEOUT 600
+    ENVIRONMENT "MAGI_AOT_LIB=$<TARGET_FILE:magi_aot>;MAGI_FIXTURES_REAL=${MAGI_FIXTURES_REAL};PYTHONDONTWRITEBYTECODE=1;MAGI_AOT_OPS=python")
   # torchtitan's SimpleFSDP saved and run from the artifact in fresh rank
   # processes (python/tests/titan_ci.py; torchtitan from requirements-titan.txt).
   add_test(NAME test_python_titan

@@ -13,6 +13,26 @@ the rewrite changes only the target. The output is
 `[group_size * input.shape[0], *input.shape[1:]]`, the concatenation of
 every group member's shard in group order, like the NCCL op.
 
+Two implementations of the kernels, one per process (IMPLEMENTATION):
+
+  "c++"     the torch extension magi_aot/_C (python/magi_aot/csrc, built
+            by the root CMakeLists.txt with MAGI_TORCH_OPS): TORCH_LIBRARY
+            kernels that call libmagi_aot's gathers directly; the registry
+            of bound tensors lives in the extension (magi_torch_ops.h), so
+            a runtime that binds from C or C++ uses the same kernels.
+  "python"  the torch.library kernels of this module, with REGISTRY.
+
+register() loads the extension when it finds one (MAGI_AOT_TORCH_OPS_LIB,
+else _C.so next to the loaded libmagi_aot, else in the package) and falls
+back to the Python kernels when there is none or it fails to load
+(FALLBACK_REASON says why). MAGI_AOT_OPS=python selects the Python kernels,
+MAGI_AOT_OPS=c++ requires the extension (import fails, naming the reason,
+when it does not load). Both behave alike: the same schemas, outputs,
+layout, lookup rules and messages; a refusal is a MagiError from the Python
+kernels and a RuntimeError whose message starts with the status name
+("MAGI_ERR_NOT_FOUND: ...") from the C++ ones: catch OP_ERRORS and read it
+with as_magi_error(). The fake kernels are this module's in both.
+
 Kernels:
   Meta / fake   the output's shape and dtype (Dynamo, AOTAutograd and
                 Inductor trace and compile graphs that contain the ops;
@@ -64,12 +84,25 @@ reach the runtime objects only through it. It holds weak references and
 each runtime removes its entries when it is closed (or collected), so it
 never keeps a runtime alive; the runtime stays an object the user holds.
 """
+import ctypes
+import glob
+import os
+import re
 import threading
 import weakref
+from ctypes import byref, c_char_p, c_double, c_int, c_int64, c_size_t, c_uint32, c_uint64, c_void_p
 
-from ._lib import MagiError
+from ._lib import STATUS_NAMES, MagiError
 
-__all__ = ["REGISTRY", "SymmRegistry", "register", "OPS"]
+__all__ = ["REGISTRY", "SymmRegistry", "register", "OPS", "IMPLEMENTATION", "FALLBACK_REASON",
+           "EXTENSION_PATH", "OP_ERRORS", "as_magi_error", "bound_count"]
+
+IMPLEMENTATION = None   # "c++" or "python", set by register()
+FALLBACK_REASON = None  # why the Python kernels serve (None under "c++")
+EXTENSION_PATH = None   # the loaded extension (None under "python")
+OP_ERRORS = (MagiError, RuntimeError)  # what the kernels raise when they refuse
+_STATUS_CODES = {v: k for k, v in STATUS_NAMES.items()}
+_ERR_PREFIX = re.compile(r"(MAGI_ERR_[A-Z_]+): (.*)", re.S)
 
 # torch op name -> the _c10d_functional op whose schema it copies
 OPS = {
@@ -341,26 +374,174 @@ def _fake_coalesced(ts, group_size, group_name):
     return [t.new_empty(_out_shape(t, group_size)) for t in ts]
 
 
+def as_magi_error(e):
+    """The MagiError of an operator's refusal: `e` itself from the Python
+    kernels, or one made from the C++ kernels' RuntimeError
+    ("MAGI_ERR_NOT_FOUND: message"); None for another exception."""
+    if isinstance(e, MagiError):
+        return e
+    if isinstance(e, RuntimeError):
+        m = _ERR_PREFIX.match(str(e))
+        if m:
+            return MagiError(_STATUS_CODES.get(m.group(1), -1), m.group(2).rstrip())
+    return None
+
+
+class MagiOpsStats(ctypes.Structure):
+    """magi_ops_stats (magi_torch_ops.h)."""
+    _fields_ = [("gather_calls", c_uint64), ("gathered_tensors", c_uint64),
+                ("deferred_joins", c_uint64), ("host_seconds", c_double)]
+
+
+class _Extension:
+    """The C entry points of the loaded extension (magi_torch_ops.h)."""
+
+    def __init__(self, path):
+        dll = ctypes.CDLL(path)
+        self.new = dll.magi_ops_runtime_new
+        self.new.argtypes = [ctypes.POINTER(c_void_p), c_void_p, c_void_p, c_int, c_int, c_int, c_char_p, c_size_t]
+        self.bind = dll.magi_ops_runtime_bind
+        self.bind.argtypes = [c_void_p, c_uint32, c_void_p, c_char_p, c_uint32, ctypes.POINTER(c_int64),
+                              ctypes.POINTER(c_int64), c_char_p, c_size_t]
+        self.close = dll.magi_ops_runtime_close
+        self.close.argtypes = [c_void_p]
+        self.free = dll.magi_ops_runtime_free
+        self.free.argtypes = [c_void_p]
+        self.stats = dll.magi_ops_runtime_stats
+        self.stats.argtypes = [ctypes.POINTER(MagiOpsStats), c_void_p]
+        self.count = dll.magi_ops_bound_count
+        self.count.argtypes = []
+        self.count.restype = c_uint64
+        for f in (self.new, self.bind, self.stats):
+            f.restype = c_int
+        self.close.restype = self.free.restype = None
+
+
+_EXT = []  # the loaded extension's entry points (one, when IMPLEMENTATION is "c++")
+
+
+def _candidates():
+    """Where the extension may be, in order (docio finds _docbuild alike)."""
+    env = os.environ.get("MAGI_AOT_TORCH_OPS_LIB")
+    if env:
+        return [env]
+    out = []
+    try:
+        from .docio import _lib_dir
+        d = _lib_dir()
+    except Exception:  # noqa: BLE001 - no library: the package directory only
+        d = ""
+    for base in ([d] if d else []) + [os.path.dirname(os.path.abspath(__file__))]:
+        out += sorted(glob.glob(os.path.join(base, "_C.so")) + glob.glob(os.path.join(base, "_C.*.so")))
+    return out
+
+
+def _load_extension(torch):
+    """The path of the loaded extension, or None and why not."""
+    paths = _candidates()
+    if not paths:
+        return None, "no _C.so next to the library nor in the package (built with MAGI_TORCH_OPS)"
+    why = []
+    for path in paths:
+        if not os.path.isfile(path):
+            why.append("%s: no such file" % path)
+            continue
+        try:
+            torch.ops.load_library(path)
+            ext = _Extension(path)
+        except (OSError, RuntimeError, AttributeError) as e:
+            why.append("%s: %s" % (path, str(e).splitlines()[0] if str(e) else type(e).__name__))
+            continue
+        if not hasattr(torch.ops.magi, "symm_all_gather_coalesced"):
+            why.append("%s: loaded but registered no magi::symm_all_gather_coalesced" % path)
+            continue
+        _EXT.append(ext)
+        return path, None
+    return None, "; ".join(why)
+
+
 def register():
     """Define the two operators once per process (idempotent; called when
-    magi_aot.ops or magi_aot.runtime is imported). Returns torch.ops.magi."""
+    magi_aot.ops or magi_aot.runtime is imported): the extension's kernels
+    where it loads, else the Python ones (the module docstring says how
+    the choice is made). Returns torch.ops.magi."""
+    global IMPLEMENTATION, FALLBACK_REASON, EXTENSION_PATH
     import torch
     if _LIBS:
         return torch.ops.magi
+    want = os.environ.get("MAGI_AOT_OPS", "auto").strip().lower() or "auto"
+    if want not in ("auto", "c++", "python"):
+        raise MagiError(-1, "MAGI_AOT_OPS=%s: give auto, c++ or python" % want)
+    path, why = (None, "MAGI_AOT_OPS=python") if want == "python" else _load_extension(torch)
+    if path is None and want == "c++":
+        raise MagiError(-13, "MAGI_AOT_OPS=c++ but the operator extension did not load: %s" % why)
     lib = torch.library.Library("magi", "FRAGMENT")
     impls = {"symm_all_gather": (_gather, _fake),
              "symm_all_gather_coalesced": (_gather_coalesced, _fake_coalesced)}
     for name, c10d in OPS.items():
-        schema = str(getattr(torch.ops._c10d_functional, c10d).default._schema)
-        # "_c10d_functional::all_gather_into_tensor(Tensor input, ...) -> Tensor"
-        sig = schema[schema.index("("):]
-        lib.define(name + sig)
         kernel, fake = impls[name]
-        lib.impl(name, kernel, "CPU")
-        lib.impl(name, kernel, "CUDA")
+        if path is None:
+            schema = str(getattr(torch.ops._c10d_functional, c10d).default._schema)
+            # "_c10d_functional::all_gather_into_tensor(Tensor input, ...) -> Tensor"
+            sig = schema[schema.index("("):]
+            lib.define(name + sig)
+            lib.impl(name, kernel, "CPU")
+            lib.impl(name, kernel, "CUDA")
         torch.library.register_fake("magi::" + name, fake, lib=lib)
     _LIBS.append(lib)
+    IMPLEMENTATION, FALLBACK_REASON, EXTENSION_PATH = ("c++", None, path) if path else ("python", why, None)
     return torch.ops.magi
+
+
+# ------------------------------------------------ the runtime's registrations
+def attach(rt):
+    """The extension's runtime over `rt`'s backend and plan (an opaque
+    handle), or None under the Python kernels (then REGISTRY serves)."""
+    if IMPLEMENTATION != "c++":
+        return None
+    ext = _EXT[0]
+    h, err = c_void_p(), ctypes.create_string_buffer(512)
+    dev = rt.device
+    rc = ext.new(byref(h), rt._b, rt._plan, 0 if dev.type == "cpu" else 1, dev.index or 0,
+                 0 if rt.join == "wait" else 1, err, len(err))
+    if rc:
+        raise MagiError(rc, err.value.decode(errors="replace"))
+    return h
+
+
+def bind_tensor(handle, slot, t):
+    """Register tensor t as bound to `slot` with the extension's runtime."""
+    ext = _EXT[0]
+    n = t.dim()
+    shape, strides = (c_int64 * max(n, 1))(*t.shape), (c_int64 * max(n, 1))(*t.stride())
+    err = ctypes.create_string_buffer(512)
+    rc = ext.bind(handle, slot, c_void_p(t.data_ptr()), str(t.dtype).replace("torch.", "").encode(), n,
+                  shape, strides, err, len(err))
+    if rc:
+        raise MagiError(rc, err.value.decode(errors="replace"))
+
+
+def runtime_stats(handle):
+    """{gather_calls, gathered_tensors, deferred_joins, host_seconds} of the
+    extension's runtime."""
+    st = MagiOpsStats()
+    _EXT[0].stats(byref(st), handle)
+    return {k: getattr(st, k) for k, _ in MagiOpsStats._fields_}
+
+
+def detach(handle):
+    """Close and free the extension's runtime (its tensors unregistered,
+    queued CUDA copies waited for); its last stats."""
+    st = runtime_stats(handle)
+    _EXT[0].free(handle)
+    return st
+
+
+def bound_count():
+    """Tensors registered by open runtimes with the kernels in use."""
+    if IMPLEMENTATION == "c++":
+        return int(_EXT[0].count())
+    return len(REGISTRY)
 
 
 register()

@@ -48,8 +48,10 @@ What one runtime does, in order:
    store, so several runtimes in one job do not collide; that prefix is
    also the backend's job_id, so ranks of another job in the directory are
    refused by the C handshake.
-4. bind() / alias() register the bound tensors in magi_aot.ops.REGISTRY,
-   where the operator kernels find them (see magi_aot.ops).
+4. bind() / alias() register the bound tensors where the operator kernels
+   find them (see magi_aot.ops): with the extension's runtime over this
+   backend under the C++ kernels, in magi_aot.ops.REGISTRY under the
+   Python ones.
 
 Thread safety: one lock per runtime around the backend (a backend handle is
 single-threaded). close() (or the with-block, or collecting the runtime)
@@ -281,6 +283,7 @@ class SymmRuntime:
         self._b = None       # the backend handle (hot path); owned by self._handles
         self._plan = None
         self._handles = _Handles()
+        self._ops_h = None   # the C++ kernels' runtime over the backend (magi_aot.ops.attach)
         self.device = torch.device(device)
         self.backend_name = "host" if self.device.type == "cpu" else "cuda"
         if self.device.type == "cuda" and self.device.index is None:
@@ -304,7 +307,7 @@ class SymmRuntime:
         self._rdzv_base = rendezvous_base
         loaded = [r if isinstance(r, Region) else _load(r) for r in regions]
         self.regions = [localize(r) for r in loaded]
-        self.stats = {"gather_calls": 0, "gathered_tensors": 0, "host_seconds": 0.0, "deferred_joins": 0}
+        self._stats = {"gather_calls": 0, "gathered_tensors": 0, "host_seconds": 0.0, "deferred_joins": 0}
         self._fn_gather = lib.magi_symm_all_gather          # bound once: the hot path
         self._fn_gather_n = lib.magi_symm_all_gather_coalesced
         try:
@@ -327,6 +330,7 @@ class SymmRuntime:
                     if "gloo" in str(dist.get_backend(pg)).lower():
                         self.host_staged_groups.add(name)
             self._rendezvous(job)
+            self._ops_h = ops.attach(self)
         except BaseException:
             self._free()
             raise
@@ -655,7 +659,21 @@ class SymmRuntime:
             mine = t.detach().contiguous().reshape(-1).view(torch.uint8)
             return mine.numel() == raw.numel() and bool(torch.equal(mine, raw.to(mine.device)))
 
+    @property
+    def stats(self):
+        """{gather_calls, gathered_tensors, deferred_joins, host_seconds} of
+        the operator calls that gathered through this runtime (by the C++
+        or the Python kernels)."""
+        out = dict(self._stats)
+        if self._ops_h is not None:
+            for k, v in ops.runtime_stats(self._ops_h).items():
+                out[k] += v
+        return out
+
     def _register(self, slot, t):
+        if self._ops_h is not None:
+            ops.bind_tensor(self._ops_h, slot, t)
+            return
         win = self.windows[self.slots[slot]["window"]]
         ops.REGISTRY.add(self, t.device, t.data_ptr(), win["group"], slot, self.slots[slot]["nbytes"],
                          layout=ops._layout(t))
@@ -849,7 +867,7 @@ class SymmRuntime:
                 work = _GatherWork.for_event(done, self.device)
                 for o in outs:
                     reg(o, work)
-            st = self.stats
+            st = self._stats
             st["gather_calls"] += 1
             st["gathered_tensors"] += len(outs)
             st["deferred_joins"] += bool(deferred)
@@ -960,6 +978,11 @@ class SymmRuntime:
     # -------------------------------------------------------------- teardown
     def _free(self):
         ops.REGISTRY.remove_runtime(self)
+        if self._ops_h is not None:
+            # unregistered, queued copies waited for: before the windows go
+            h, self._ops_h = self._ops_h, None
+            for k, v in ops.detach(h).items():
+                self._stats[k] += v
         if self._gather_stream is not None:
             # copies queued on the gather stream (join="wait") still read
             # the windows and write their outputs: done before the windows go

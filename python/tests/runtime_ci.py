@@ -17,6 +17,9 @@
   - a mixed bucket (4 size classes, 2 windows) through the coalesced
     operator by 4 rank processes: bit-exact, the outputs in one flat
     class-grouped buffer, each with a storage of its own, lifetime.
+  - which kernels serve (the C++ extension or the Python fallback, as
+    MAGI_AOT_OPS selects; CI runs the operator tests under both) and that
+    both register the schemas of the c10d ops.
   - examples/fsdp_e2e.py as 4 rank processes: a SimpleFSDP-style model
     traced with the save backend, loaded from its artifact with the
     copy_engine transport, bound, run eagerly (bit-exact against the
@@ -64,7 +67,8 @@ class _ThreadRanks:
         import torch
         import magi_aot
         from magi_aot import runtime
-        cls.torch, cls.magi, cls.runtime = torch, magi_aot, runtime
+        from magi_aot import ops
+        cls.torch, cls.magi, cls.runtime, cls.ops = torch, magi_aot, runtime, ops
         cls.region = magi_aot.load(fixture("fsdp_block"), transport="copy_engine")
 
     def setUp(self):
@@ -117,9 +121,9 @@ class RuntimeThreads(_ThreadRanks, unittest.TestCase):
             ea, eb = torch.ops.magi.symm_all_gather_coalesced(
                 [bound["L_self_parameters_expert_a_"], bound["L_self_parameters_expert_b_"]], 2, "1")
             by_value = torch.ops.magi.symm_all_gather(wq.clone(), 4, "0")  # found by its bytes
-            with self.assertRaises(self.magi.MagiError) as cm:
+            with self.assertRaises(self.ops.OP_ERRORS) as cm:
                 torch.ops.magi.symm_all_gather(torch.zeros_like(wq), 4, "0")
-            return rt, sh, out, ea, eb, by_value, bound, cm.exception
+            return rt, sh, out, ea, eb, by_value, bound, self.ops.as_magi_error(cm.exception)
 
         res = _threads(rank)
         for r, v in res.items():
@@ -161,9 +165,8 @@ class RuntimeThreads(_ThreadRanks, unittest.TestCase):
         self.assertTrue(torch.equal(got, res[0][2].float().sum(0) + 1))
         for r in res:
             res[r][0].close()
-        # closed runtimes leave nothing in the registry
-        from magi_aot.ops import REGISTRY
-        self.assertEqual(len(REGISTRY), 0)
+        # closed runtimes leave nothing in the registry (of the kernels in use)
+        self.assertEqual(self.ops.bound_count(), 0)
         self._assert_no_rendezvous_left()
 
     def test_a_rank_with_another_plan_fails_every_rank(self):
@@ -245,6 +248,7 @@ class AliasLifetime(unittest.TestCase):
 import gc, os, sys, tempfile, threading, weakref, torch
 sys.path.insert(0, os.path.join(%(root)r, "python"))
 import magi_aot
+import magi_aot.ops
 from magi_aot.runtime import SymmRuntime
 from torch.distributed import FileStore
 tmp = tempfile.mkdtemp()
@@ -294,8 +298,8 @@ for r in range(4):
         assert torch.equal(views[k], want[k]), (r, k)
     try:
         torch.ops.magi.symm_all_gather(views["L_self_parameters_wq_"], 4, "0")
-    except magi_aot.MagiError as e:
-        assert e.status == "MAGI_ERR_NOT_FOUND", e
+    except magi_aot.ops.OP_ERRORS as e:
+        assert getattr(magi_aot.ops.as_magi_error(e), "status", None) == "MAGI_ERR_NOT_FOUND", e
     else:
         raise AssertionError("rank %%d: a view of a freed runtime was gathered" %% r)
     views["L_self_parameters_wq_"].add_(1)  # still writable
@@ -476,6 +480,8 @@ class MixedBucketFourProcesses(unittest.TestCase):
     (opcheck of the flat outputs: RuntimeThreads)."""
 
     def test_mixed_bucket_through_the_operator(self):
+        from magi_aot import ops
+        self.ops = ops
         with tempfile.TemporaryDirectory() as d:
             os.mkdir(os.path.join(d, "rdzv"))
             env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
@@ -486,7 +492,73 @@ class MixedBucketFourProcesses(unittest.TestCase):
                 with open(os.path.join(d, "rank%d.json" % r)) as f:
                     res = json.load(f)
                 self.assertEqual((res["rank"], res["ok"], res["calls"]), (r, True, 2), res)
+                self.assertEqual(res["implementation"], self.ops.IMPLEMENTATION)  # the kernels of this run
             self.assertEqual(os.listdir(os.path.join(d, "rdzv")), [], "rendezvous directories left behind")
+
+
+def _python(code, **env):
+    """Run `code` in a fresh interpreter with the package and `env`."""
+    e = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), **env)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=e, timeout=300)
+
+
+@unittest.skipUnless(HAVE_TORCH, TORCH_REASON)
+class OperatorImplementation(unittest.TestCase):
+    """Which kernels serve the operators: the C++ extension (magi_aot/_C)
+    where it loads, else the Python ones with the reason; MAGI_AOT_OPS
+    selects (CI runs this file once per implementation, and a build that
+    made the extension sets MAGI_TORCH_OPS_EXPECTED=1: the C++ kernels must
+    then serve unless MAGI_AOT_OPS=python). Both register the same
+    schemas."""
+
+    SCHEMAS = ("import magi_aot.ops as o, torch\n"
+               "print(o.IMPLEMENTATION)\n"
+               "print(torch.ops.magi.symm_all_gather.default._schema)\n"
+               "print(torch.ops.magi.symm_all_gather_coalesced.default._schema)\n"
+               "print(o.FALLBACK_REASON)\n")
+
+    def test_the_requested_kernels_serve(self):
+        from magi_aot import ops
+        want = os.environ.get("MAGI_AOT_OPS", "auto")
+        if want in ("c++", "python"):
+            self.assertEqual(ops.IMPLEMENTATION, want, ops.FALLBACK_REASON)
+        elif os.environ.get("MAGI_TORCH_OPS_EXPECTED") == "1":
+            self.assertEqual(ops.IMPLEMENTATION, "c++", ops.FALLBACK_REASON)
+        if ops.IMPLEMENTATION == "c++":
+            self.assertIsNone(ops.FALLBACK_REASON)
+            self.assertTrue(os.path.isfile(ops.EXTENSION_PATH), ops.EXTENSION_PATH)
+        else:
+            self.assertTrue(ops.FALLBACK_REASON)
+
+    def test_both_register_the_schemas_of_c10d(self):
+        import torch
+        from magi_aot import ops
+        proc = _python(self.SCHEMAS, MAGI_AOT_OPS="python")
+        self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
+        lines = proc.stdout.splitlines()
+        self.assertEqual(lines[0], "python")
+        mine = [str(torch.ops.magi.symm_all_gather.default._schema),
+                str(torch.ops.magi.symm_all_gather_coalesced.default._schema)]
+        self.assertEqual(lines[1:3], mine, "kernels %s" % ops.IMPLEMENTATION)
+        for got, c10d in zip(mine, ("all_gather_into_tensor", "all_gather_into_tensor_coalesced")):
+            theirs = str(getattr(torch.ops._c10d_functional, c10d).default._schema)
+            self.assertEqual(got[got.index("("):], theirs[theirs.index("("):])
+
+    def test_an_extension_that_does_not_load_is_named(self):
+        with tempfile.TemporaryDirectory() as d:
+            bogus = os.path.join(d, "_C.so")
+            with open(bogus, "w") as f:
+                f.write("not a shared object\n")
+            for path in (bogus, os.path.join(d, "missing.so")):
+                proc = _python(self.SCHEMAS, MAGI_AOT_OPS="auto", MAGI_AOT_TORCH_OPS_LIB=path)
+                self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
+                lines = proc.stdout.splitlines()
+                self.assertEqual(lines[0], "python")     # the fallback serves
+                self.assertIn(path, lines[3])            # and says why
+                proc = _python(self.SCHEMAS, MAGI_AOT_OPS="c++", MAGI_AOT_TORCH_OPS_LIB=path)
+                self.assertNotEqual(proc.returncode, 0)  # required: the import fails, naming it
+                self.assertIn("MAGI_AOT_OPS=c++ but the operator extension did not load", proc.stderr)
+                self.assertIn(path, proc.stderr)
 
 
 @unittest.skipUnless(HAVE_TORCH, TORCH_REASON)

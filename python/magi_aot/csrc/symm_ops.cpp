@@ -1,0 +1,645 @@
+// magi::symm_all_gather and magi::symm_all_gather_coalesced: C++ kernels
+// over libmagi_aot's SymmBuffer gathers (magi_aot/csrc/magi_torch_ops.h).
+//
+// Built against torch's C++ API (TORCH_LIBRARY), not its stable ABI: the
+// kernels take an `Any` argument, hand out outputs whose storages are
+// slices of one allocation (a deleter holding the allocation), and register
+// a c10d Work on the outputs (join "wait"); none of these is in the stable
+// ABI of the torch releases supported. So one build serves the torch it was
+// built with; the Python package falls back to its Python kernels where
+// the extension does not load (magi_aot.ops.IMPLEMENTATION says which).
+//
+// The same layout and rules as the Python kernels (magi_aot/ops.py): one
+// flat buffer per coalesced call laid out by magi_symm_output_layout, each
+// output a contiguous tensor with a storage of its own over its slice.
+#include "magi_torch_ops.h"
+#include "symm_ops_cuda.h"
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/from_blob.h>
+#include <c10/core/ScalarType.h>
+#include <torch/library.h>
+
+#include <atomic>
+#include <cstdarg>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace magi_ops {
+namespace {
+
+[[noreturn]] void fail(int code, const std::string &msg) {
+    TORCH_CHECK(false, magi_status_str(static_cast<magi_status>(code)), ": ", msg);
+}
+
+std::string fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
+std::string fmt(const char *f, ...) {
+    char buf[1024];
+    va_list ap;
+    va_start(ap, f);
+    vsnprintf(buf, sizeof buf, f, ap);
+    va_end(ap);
+    return buf;
+}
+
+std::string list_str(c10::IntArrayRef v) {
+    std::string s = "[";
+    for (size_t i = 0; i < v.size(); i++)
+        s += (i ? ", " : "") + std::to_string(v[i]);
+    return s + "]";
+}
+
+std::string dtype_name(at::ScalarType st) {
+    return std::string("torch.") + std::string(c10::getDtypeNames(st).first);
+}
+
+std::string describe(const at::Tensor &t) {
+    return dtype_name(t.scalar_type()) + " " + list_str(t.sizes()) + " strides " + list_str(t.strides()) + " on " +
+           t.device().str();
+}
+
+bool contiguous(c10::IntArrayRef shape, c10::IntArrayRef strides) {
+    int64_t step = 1;
+    for (size_t i = shape.size(); i-- > 0;) {
+        if (shape[i] != 1 && strides[i] != step) return false;
+        step *= shape[i];
+    }
+    return true;
+}
+
+std::vector<int64_t> contiguous_strides(c10::IntArrayRef shape) {
+    std::vector<int64_t> out(shape.size());
+    int64_t step = 1;
+    for (size_t i = shape.size(); i-- > 0;) {
+        out[i] = step;
+        step *= std::max<int64_t>(shape[i], 1);
+    }
+    return out;
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------ runtime
+struct SlotInfo {
+    uint64_t nbytes;
+    uint32_t window;
+    uint32_t group_size;
+    std::string group;
+    std::vector<int64_t> shape;
+};
+
+struct VecHash {
+    size_t operator()(const std::vector<uint32_t> &v) const noexcept {
+        size_t h = v.size();
+        for (uint32_t x : v) h = h * 1000003u ^ x;
+        return h;
+    }
+};
+
+struct Layout {
+    std::vector<uint64_t> offsets;
+    uint64_t total = 0;
+};
+
+struct Runtime {
+    magi_symm_backend *b = nullptr;
+    const magi_symm_plan *plan = nullptr;
+    c10::Device device{c10::kCPU};
+    bool join_wait = true;
+    std::vector<SlotInfo> slots;
+    std::atomic<bool> closed{false};
+    std::mutex mu;  // the backend, the layouts, the stats, the CUDA state
+    std::unordered_map<std::vector<uint32_t>, Layout, VecHash> layouts;
+    magi_ops_stats stats{};
+    CudaStatePtr cuda;
+
+    static constexpr size_t kLayoutCache = 4096;
+
+    // Whether the local slot holds exactly t's bytes (lookup by value).
+    bool slot_equals(uint32_t slot, const at::Tensor &t) {
+        std::lock_guard<std::mutex> lk(mu);
+        if (closed) return false;
+        void *p = nullptr;
+        if (magi_symm_local_slot_ptr(&p, b, slot) != MAGI_OK) return false;
+        at::Tensor mine = t.detach().contiguous();
+        uint64_t n = slots[slot].nbytes;
+        if (static_cast<uint64_t>(mine.numel()) * mine.element_size() != n) return false;
+        if (device.is_cpu()) return std::memcmp(mine.data_ptr(), p, n) == 0;
+        at::Tensor raw = at::for_blob(p, {static_cast<int64_t>(n)})
+                             .options(at::TensorOptions().dtype(at::kByte).device(device))
+                             .target_device(device)
+                             .make_tensor();
+        return at::equal(mine.reshape({-1}).view(at::kByte), raw);
+    }
+
+    const Layout &layout_of(const std::vector<uint32_t> &sl) {
+        auto it = layouts.find(sl);
+        if (it != layouts.end()) return it->second;
+        if (layouts.size() >= kLayoutCache) layouts.clear();
+        Layout l;
+        l.offsets.resize(sl.size());
+        if (magi_symm_output_layout(plan, static_cast<uint32_t>(sl.size()), sl.data(), l.offsets.data(), &l.total) !=
+            MAGI_OK)
+            fail(MAGI_ERR_INVALID_ARG, std::string("magi::symm_all_gather_coalesced: ") + magi_last_error());
+        return layouts.emplace(sl, std::move(l)).first->second;
+    }
+
+    // Gather slots[i] into a new tensor of dtypes[i] and the gathered shape
+    // of shapes[i] (the input's, or the slot's for an input viewing it).
+    // *deferred: the consumer waits at wait_tensor (cuda, join "wait").
+    std::vector<at::Tensor> gather(const std::vector<uint32_t> &sl, const std::vector<at::ScalarType> &dtypes,
+                                   const std::vector<c10::IntArrayRef> &shapes, int64_t group_size,
+                                   bool *deferred) {
+        auto t0 = std::chrono::steady_clock::now();
+        size_t n = sl.size();
+        std::vector<uint64_t> sizes(n);
+        for (size_t i = 0; i < n; i++) {
+            const SlotInfo &s = slots[sl[i]];
+            if (group_size != s.group_size)
+                fail(MAGI_ERR_MISMATCH, fmt("magi::symm_all_gather: group '%s' has size %u, the call says %" PRId64,
+                                            s.group.c_str(), s.group_size, group_size));
+            sizes[i] = static_cast<uint64_t>(group_size) * s.nbytes;
+        }
+        std::vector<at::Tensor> outs(n);
+        std::vector<void *> dsts(n);
+        at::Tensor block;
+        std::unique_lock<std::mutex> lk(mu);
+        if (closed) fail(MAGI_ERR_INVALID_ARG, "SymmRuntime is closed");
+        auto out_shape = [&](size_t i) {
+            if (shapes[i].empty()) fail(MAGI_ERR_INVALID_ARG, "magi::symm_all_gather: a 0-dimensional input");
+            std::vector<int64_t> shp(shapes[i].begin(), shapes[i].end());
+            shp[0] *= group_size;
+            return shp;
+        };
+        if (n == 1) {
+            outs[0] = at::empty(out_shape(0), at::TensorOptions().dtype(dtypes[0]).device(device));
+            block = outs[0];
+        } else {
+            const Layout &l = layout_of(sl);
+            block = at::empty({static_cast<int64_t>(l.total)}, at::TensorOptions().dtype(at::kByte).device(device));
+            c10::Storage store = block.storage();
+            char *base = static_cast<char *>(block.data_ptr());
+            for (size_t i = 0; i < n; i++) {
+                std::vector<int64_t> shp = out_shape(i);
+                std::vector<int64_t> strides = contiguous_strides(shp);
+                // its own storage over the slice; the deleter holds the block
+                outs[i] = at::for_blob(base + l.offsets[i], shp)
+                              .strides(strides)
+                              .deleter([store](void *) {})
+                              .options(at::TensorOptions().dtype(dtypes[i]).device(device))
+                              .target_device(device)
+                              .make_tensor();
+            }
+        }
+        for (size_t i = 0; i < n; i++) dsts[i] = outs[i].data_ptr();
+        auto launch = [&](void *stream) {
+            magi_status st = n == 1 ? magi_symm_all_gather(dsts[0], sizes[0], b, sl[0], stream)
+                                    : magi_symm_all_gather_coalesced(dsts.data(), sizes.data(), b,
+                                                                     static_cast<uint32_t>(n), sl.data(), stream);
+            if (st != MAGI_OK) fail(st, std::string("magi::symm_all_gather: ") + magi_last_error());
+        };
+        bool later = false;
+        if (device.is_cuda()) {
+            if (!cuda) cuda = cuda_state_new(device.index());
+            later = cuda_gather(*cuda, join_wait, block, outs, launch);
+        } else {
+            launch(nullptr);
+        }
+        stats.gather_calls++;
+        stats.gathered_tensors += n;
+        stats.deferred_joins += later;
+        stats.host_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        *deferred = later;
+        return outs;
+    }
+
+    void close() {
+        std::lock_guard<std::mutex> lk(mu);
+        closed = true;
+        if (cuda) cuda_state_sync(*cuda);
+    }
+};
+
+namespace {
+
+// ----------------------------------------------------------------- registry
+struct Key {
+    int8_t dev_type;
+    int8_t dev_index;
+    uintptr_t ptr;
+    std::string group;
+    bool operator==(const Key &o) const {
+        return ptr == o.ptr && dev_type == o.dev_type && dev_index == o.dev_index && group == o.group;
+    }
+};
+struct KeyHash {
+    size_t operator()(const Key &k) const noexcept {
+        return std::hash<uintptr_t>()(k.ptr) ^ (std::hash<std::string>()(k.group) << 1) ^
+               (static_cast<size_t>(k.dev_type) << 40) ^ (static_cast<size_t>(k.dev_index) << 48);
+    }
+};
+struct Entry {
+    std::weak_ptr<Runtime> rt;
+    uint32_t slot;
+    uint64_t nbytes;
+    at::ScalarType dtype;
+    std::vector<int64_t> shape, strides;
+};
+
+// What an input resolved to: the slot, and for a view of a bound tensor
+// the view (element offset, shape, strides) every member applies.
+struct Found {
+    std::shared_ptr<Runtime> rt;
+    uint32_t slot = 0;
+    bool view = false;
+    int64_t offset = 0;
+    std::vector<int64_t> shape, strides;
+};
+
+std::pair<uintptr_t, uintptr_t> extent(const at::Tensor &t) {
+    auto lo = reinterpret_cast<uintptr_t>(t.data_ptr());
+    if (t.numel() == 0) return {lo, lo};
+    int64_t last = 0;
+    for (int64_t d = 0; d < t.dim(); d++) last += (t.size(d) - 1) * t.stride(d);
+    return {lo, lo + static_cast<uintptr_t>(last + 1) * t.element_size()};
+}
+
+class Registry {
+  public:
+    void add(const std::shared_ptr<Runtime> &rt, Key key, Entry e) {
+        std::lock_guard<std::mutex> lk(mu_);
+        auto it = entries_.find(key);
+        if (it != entries_.end()) {
+            auto old = it->second.rt.lock();
+            if (old && old != rt && !old->closed)
+                fail(MAGI_ERR_MISMATCH, fmt("tensor at 0x%" PRIxPTR " on %s is already bound for group '%s' by "
+                                            "another SymmRuntime (slot %u)",
+                                            key.ptr, c10::Device(static_cast<c10::DeviceType>(key.dev_type),
+                                                                 key.dev_index).str().c_str(),
+                                            key.group.c_str(), it->second.slot));
+        }
+        entries_[std::move(key)] = std::move(e);
+    }
+
+    void remove(const Runtime *rt) {
+        std::lock_guard<std::mutex> lk(mu_);
+        for (auto it = entries_.begin(); it != entries_.end();) {
+            auto r = it->second.rt.lock();
+            if (!r || r.get() == rt)
+                it = entries_.erase(it);
+            else
+                ++it;
+        }
+    }
+
+    uint64_t size() {
+        std::lock_guard<std::mutex> lk(mu_);
+        return entries_.size();
+    }
+
+    Found lookup(const at::Tensor &t, const std::string &group) {
+        Key key{static_cast<int8_t>(t.device().type()), t.device().index(), reinterpret_cast<uintptr_t>(t.data_ptr()),
+                group};
+        struct Cand {
+            std::shared_ptr<Runtime> rt;
+            uint32_t slot;
+            uint64_t nbytes;
+            uintptr_t base;
+            at::ScalarType dtype;
+            std::vector<int64_t> shape;
+        };
+        std::vector<Cand> same;  // the value candidates, and for messages
+        std::vector<Found> views;
+        {
+            std::lock_guard<std::mutex> lk(mu_);
+            auto it = entries_.find(key);
+            if (it != entries_.end()) {
+                const Entry &e = it->second;
+                auto rt = e.rt.lock();
+                if (rt && !rt->closed && e.dtype == t.scalar_type() && t.sizes().equals(e.shape) &&
+                    t.strides().equals(e.strides)) {
+                    Found f;
+                    f.rt = std::move(rt);
+                    f.slot = e.slot;
+                    return f;
+                }
+            }
+            // not an identity match: the bound tensors of that device and group
+            auto [lo, hi] = extent(t);
+            int64_t es = t.element_size();
+            for (const auto &kv : entries_) {
+                const Key &k = kv.first;
+                const Entry &e = kv.second;
+                if (k.dev_type != key.dev_type || k.dev_index != key.dev_index || k.group != group) continue;
+                auto rt = e.rt.lock();
+                if (!rt || rt->closed) continue;
+                if (e.dtype == t.scalar_type() && contiguous(e.shape, e.strides) && t.dim() > 0 && k.ptr <= lo &&
+                    hi <= k.ptr + e.nbytes && (lo - k.ptr) % es == 0) {
+                    bool dup = false;
+                    for (const Found &v : views) dup |= v.rt == rt && v.slot == e.slot;
+                    if (!dup) {
+                        Found f;
+                        f.rt = rt;
+                        f.slot = e.slot;
+                        f.view = true;
+                        f.offset = static_cast<int64_t>(lo - k.ptr) / es;
+                        f.shape.assign(t.sizes().begin(), t.sizes().end());
+                        f.strides.assign(t.strides().begin(), t.strides().end());
+                        views.push_back(std::move(f));
+                    }
+                }
+                same.push_back(Cand{std::move(rt), e.slot, e.nbytes, k.ptr, e.dtype, e.shape});
+            }
+        }
+        if (views.size() == 1) return std::move(views[0]);
+        std::string where = fmt("magi::symm_all_gather: tensor at 0x%" PRIxPTR " (%s) for group '%s'", key.ptr,
+                                describe(t).c_str(), group.c_str());
+        if (views.size() > 1)
+            fail(MAGI_ERR_NOT_FOUND, fmt("%s lies in %zu bound shards", where.c_str(), views.size()));
+        // a copy: the one slot whose local bytes equal the input's
+        uint64_t have = static_cast<uint64_t>(t.numel()) * t.element_size();
+        std::vector<Found> matches;
+        for (const Cand &c : same) {
+            if (c.nbytes != have) continue;
+            bool dup = false;
+            for (const Found &m : matches) dup |= m.rt == c.rt && m.slot == c.slot;
+            if (dup || !c.rt->slot_equals(c.slot, t)) continue;
+            Found f;
+            f.rt = c.rt;
+            f.slot = c.slot;
+            matches.push_back(std::move(f));
+        }
+        if (matches.size() == 1) return std::move(matches[0]);
+        std::string why;
+        if (!matches.empty()) {
+            why = fmt("it is no bound tensor, and %zu bound shards hold its bytes", matches.size());
+        } else {
+            why = "no SymmRuntime has bound it, nor a shard with its bytes";
+            auto [lo, hi] = extent(t);
+            for (const Cand &c : same) {
+                if (lo < c.base + c.nbytes && c.base < hi) {
+                    why = fmt("it overlaps the bound shard of slot %u (%s %s) but is no view of it in its dtype "
+                              "(nor a copy of a shard)",
+                              c.slot, dtype_name(c.dtype).c_str(), list_str(c.shape).c_str());
+                    break;
+                }
+            }
+        }
+        fail(MAGI_ERR_NOT_FOUND, where + ": " + why +
+                                     "; bind the rank's shards (SymmRuntime.bind / alias) before running the region");
+    }
+
+  private:
+    std::mutex mu_;
+    std::unordered_map<Key, Entry, KeyHash> entries_;
+};
+
+Registry &registry() {
+    static Registry *r = new Registry();  // never destroyed: kernels may run during exit
+    return *r;
+}
+
+// ------------------------------------------------------------------ kernels
+const std::string &group_of(const c10::IValue &v) {
+    if (!v.isString())
+        fail(MAGI_ERR_INVALID_ARG, "magi::symm_all_gather: group_name " + v.tagKind() + " is not a string");
+    return v.toStringRef();
+}
+
+// The gather of a view from the gather of the shards it views: every
+// member's block viewed as the input views its own shard, the blocks
+// concatenated (a new contiguous tensor).
+at::Tensor apply_view(at::Tensor out, const Found &f, int64_t group_size, bool deferred) {
+    if (deferred) out = cuda_wait_tensor(out);
+    int64_t per = out.numel() / group_size;
+    std::vector<int64_t> shape{group_size}, strides{per};
+    shape.insert(shape.end(), f.shape.begin(), f.shape.end());
+    strides.insert(strides.end(), f.strides.begin(), f.strides.end());
+    std::vector<int64_t> final_shape(f.shape);
+    final_shape[0] *= group_size;
+    return out.reshape({group_size, per}).as_strided(shape, strides, f.offset).contiguous().reshape(final_shape);
+}
+
+std::vector<at::Tensor> gather(const std::vector<at::Tensor> &ts, int64_t group_size, const std::string &group,
+                               const char *op) {
+    size_t n = ts.size();
+    std::vector<Found> found;
+    found.reserve(n);
+    for (const at::Tensor &t : ts) found.push_back(registry().lookup(t, group));
+    std::vector<uint32_t> slots(n);
+    std::vector<at::ScalarType> dtypes(n);
+    std::vector<c10::IntArrayRef> shapes(n);
+    Runtime &rt = *found[0].rt;
+    for (size_t i = 0; i < n; i++) {
+        if (found[i].rt != found[0].rt) fail(MAGI_ERR_INVALID_ARG, std::string(op) + ": inputs bound by different runtimes");
+        if (ts[i].device() != rt.device)
+            fail(MAGI_ERR_INVALID_ARG, "magi::symm_all_gather: input on " + ts[i].device().str() +
+                                           ", the SymmBuffer is on " + rt.device.str());
+        slots[i] = found[i].slot;
+        dtypes[i] = ts[i].scalar_type();
+        shapes[i] = found[i].view ? c10::IntArrayRef(rt.slots[found[i].slot].shape) : ts[i].sizes();
+    }
+    bool deferred = false;
+    std::vector<at::Tensor> outs = rt.gather(slots, dtypes, shapes, group_size, &deferred);
+    for (size_t i = 0; i < n; i++)
+        if (found[i].view) outs[i] = apply_view(outs[i], found[i], group_size, deferred);
+    return outs;
+}
+
+void boxed_gather(const c10::OperatorHandle &, torch::jit::Stack *stack) {
+    size_t n = stack->size();
+    const std::string group = group_of((*stack)[n - 1]);
+    int64_t group_size = (*stack)[n - 2].toInt();
+    at::Tensor t = (*stack)[n - 3].toTensor();
+    std::vector<at::Tensor> outs = gather({t}, group_size, group, "magi::symm_all_gather");
+    torch::jit::drop(*stack, 3);
+    torch::jit::push(*stack, std::move(outs[0]));
+}
+
+void boxed_gather_coalesced(const c10::OperatorHandle &, torch::jit::Stack *stack) {
+    size_t n = stack->size();
+    const std::string group = group_of((*stack)[n - 1]);
+    int64_t group_size = (*stack)[n - 2].toInt();
+    std::vector<at::Tensor> ts = (*stack)[n - 3].toTensorVector();
+    std::vector<at::Tensor> outs;
+    if (!ts.empty()) outs = gather(ts, group_size, group, "magi::symm_all_gather_coalesced");
+    torch::jit::drop(*stack, 3);
+    torch::jit::push(*stack, c10::IValue(std::move(outs)));
+}
+
+// The schema of the _c10d_functional op, renamed (so group_name is spelled
+// as the torch in use spells it, as the Python registration does).
+std::string schema_like(const char *name, const char *c10d, const char *fallback) {
+    auto h = c10::Dispatcher::singleton().findSchema({std::string("_c10d_functional::") + c10d, ""});
+    if (!h) return std::string(name) + fallback;
+    std::ostringstream os;
+    os << h->schema();
+    std::string s = os.str();
+    return name + s.substr(s.find('('));
+}
+
+int set_err(char *err, size_t len, int code, const std::string &msg) {
+    if (err && len) snprintf(err, len, "%s", msg.c_str());
+    return code;
+}
+
+}  // namespace
+}  // namespace magi_ops
+
+struct magi_ops_runtime {
+    std::shared_ptr<magi_ops::Runtime> rt;
+};
+
+using magi_ops::set_err;
+
+extern "C" int magi_ops_runtime_new(magi_ops_runtime **out, magi_symm_backend *b, const magi_symm_plan *plan,
+                                    int device_type, int device_index, int join, char *err, size_t err_len) {
+    const char *fn = "magi_ops_runtime_new";
+    if (!out) return set_err(err, err_len, MAGI_ERR_INVALID_ARG, std::string(fn) + ": out is NULL");
+    *out = nullptr;
+    if (!b || !plan) return set_err(err, err_len, MAGI_ERR_INVALID_ARG, std::string(fn) + ": b or plan is NULL");
+    if ((device_type != MAGI_OPS_DEVICE_CPU && device_type != MAGI_OPS_DEVICE_CUDA) || device_index < 0 ||
+        device_index > 127 || (join != MAGI_OPS_JOIN_WAIT && join != MAGI_OPS_JOIN_CALL))
+        return set_err(err, err_len, MAGI_ERR_INVALID_ARG,
+                       std::string(fn) + ": device_type, device_index or join out of range");
+    try {
+        auto rt = std::make_shared<magi_ops::Runtime>();
+        rt->b = b;
+        rt->plan = plan;
+        rt->device = device_type == MAGI_OPS_DEVICE_CPU
+                         ? c10::Device(c10::kCPU)
+                         : c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(device_index));
+        rt->join_wait = join == MAGI_OPS_JOIN_WAIT;
+        uint32_t nw = 0, ns = 0;
+        const magi_symm_window *w = magi_symm_plan_windows(&nw, plan);
+        const magi_symm_slot *s = magi_symm_plan_slots(&ns, plan);
+        for (uint32_t i = 0; i < ns; i++) {
+            magi_ops::SlotInfo si;
+            si.nbytes = s[i].nbytes;
+            si.window = s[i].window;
+            if (si.window >= nw) return set_err(err, err_len, MAGI_ERR_FORMAT, std::string(fn) + ": slot window out of range");
+            si.group_size = w[si.window].group_size;
+            si.group = w[si.window].group;
+            si.shape.assign(s[i].shape, s[i].shape + s[i].ndim);
+            if (si.shape.empty())
+                return set_err(err, err_len, MAGI_ERR_FORMAT, magi_ops::fmt("%s: slot %u has no dimensions", fn, i));
+            rt->slots.push_back(std::move(si));
+        }
+        *out = new magi_ops_runtime{std::move(rt)};
+        return MAGI_OK;
+    } catch (const std::exception &e) {
+        return set_err(err, err_len, MAGI_ERR_NOMEM, std::string(fn) + ": " + e.what());
+    }
+}
+
+extern "C" int magi_ops_runtime_bind(magi_ops_runtime *h, uint32_t slot, const void *data, const char *dtype,
+                                     uint32_t ndim, const int64_t *shape, const int64_t *strides, char *err,
+                                     size_t err_len) {
+    const char *fn = "magi_ops_runtime_bind";
+    if (!h || !data || !dtype || (ndim && (!shape || !strides)))
+        return set_err(err, err_len, MAGI_ERR_INVALID_ARG, std::string(fn) + ": rt, data, dtype, shape or strides is NULL");
+    magi_ops::Runtime &rt = *h->rt;
+    if (rt.closed) return set_err(err, err_len, MAGI_ERR_INVALID_ARG, std::string(fn) + ": the runtime is closed");
+    if (slot >= rt.slots.size())
+        return set_err(err, err_len, MAGI_ERR_INVALID_ARG,
+                       magi_ops::fmt("%s: slot %u out of range (%zu slots)", fn, slot, rt.slots.size()));
+    bool known = false;
+    at::ScalarType st = at::ScalarType::Undefined;
+    for (int i = 0; i < static_cast<int>(at::ScalarType::NumOptions); i++) {
+        auto s = static_cast<at::ScalarType>(i);
+        auto names = c10::getDtypeNames(s);
+        if (names.first == dtype || (!names.second.empty() && names.second == dtype)) {
+            st = s;
+            known = true;
+            break;
+        }
+    }
+    if (!known) return set_err(err, err_len, MAGI_ERR_INVALID_ARG, magi_ops::fmt("%s: unknown dtype '%s'", fn, dtype));
+    const magi_ops::SlotInfo &si = rt.slots[slot];
+    uint64_t numel = 1;
+    for (uint32_t i = 0; i < ndim; i++) numel *= static_cast<uint64_t>(shape[i]);
+    uint64_t have = numel * c10::elementSize(st);
+    if (have != si.nbytes || !magi_ops::contiguous(c10::IntArrayRef(shape, ndim), c10::IntArrayRef(strides, ndim)))
+        return set_err(err, err_len, MAGI_ERR_MISMATCH,
+                       magi_ops::fmt("%s: slot %u holds %" PRIu64 " bytes; the tensor is %" PRIu64 " bytes%s", fn,
+                                     slot, si.nbytes, have,
+                                     have == si.nbytes ? " but not contiguous" : ""));
+    magi_ops::Key key{static_cast<int8_t>(rt.device.type()), rt.device.index(), reinterpret_cast<uintptr_t>(data),
+                      si.group};
+    magi_ops::Entry e{h->rt, slot, si.nbytes, st, std::vector<int64_t>(shape, shape + ndim),
+                      std::vector<int64_t>(strides, strides + ndim)};
+    try {
+        magi_ops::registry().add(h->rt, std::move(key), std::move(e));
+    } catch (const c10::Error &ex) {
+        return set_err(err, err_len, MAGI_ERR_MISMATCH, ex.what_without_backtrace());
+    }
+    return MAGI_OK;
+}
+
+extern "C" void magi_ops_runtime_close(magi_ops_runtime *h) {
+    if (!h || !h->rt) return;
+    magi_ops::registry().remove(h->rt.get());
+    h->rt->close();
+}
+
+extern "C" void magi_ops_runtime_free(magi_ops_runtime *h) {
+    if (!h) return;
+    magi_ops_runtime_close(h);
+    delete h;
+}
+
+extern "C" int magi_ops_runtime_stats(magi_ops_stats *out, const magi_ops_runtime *h) {
+    if (!out || !h) return MAGI_ERR_INVALID_ARG;
+    std::lock_guard<std::mutex> lk(h->rt->mu);
+    *out = h->rt->stats;
+    return MAGI_OK;
+}
+
+extern "C" uint64_t magi_ops_bound_count(void) {
+    return magi_ops::registry().size();
+}
+
+#ifndef MAGI_TORCH_OPS_CUDA
+// Built without CUDA (a CPU torch, or a library without the cuda backend).
+namespace magi_ops {
+struct CudaState {};
+void CudaStateDeleter::operator()(CudaState *s) const { delete s; }
+CudaStatePtr cuda_state_new(int) {
+    fail(MAGI_ERR_UNSUPPORTED, "magi::symm_all_gather: the operator extension was built without CUDA");
+}
+bool cuda_gather(CudaState &, bool, const at::Tensor &, const std::vector<at::Tensor> &,
+                 const std::function<void(void *)> &) {
+    fail(MAGI_ERR_UNSUPPORTED, "magi::symm_all_gather: the operator extension was built without CUDA");
+}
+at::Tensor cuda_wait_tensor(const at::Tensor &t) { return t; }
+void cuda_state_sync(CudaState &) {}
+}  // namespace magi_ops
+#endif
+
+TORCH_LIBRARY_FRAGMENT(magi, m) {
+    using magi_ops::schema_like;
+    m.def(torch::schema(schema_like("symm_all_gather", "all_gather_into_tensor",
+                                    "(Tensor input, int group_size, Any group_name) -> Tensor").c_str()));
+    m.def(torch::schema(schema_like("symm_all_gather_coalesced", "all_gather_into_tensor_coalesced",
+                                    "(Tensor[] inputs, int group_size, Any group_name) -> Tensor[]").c_str()));
+}
+
+TORCH_LIBRARY_IMPL(magi, CPU, m) {
+    m.impl("symm_all_gather", torch::CppFunction::makeFromBoxedFunction<&magi_ops::boxed_gather>());
+    m.impl("symm_all_gather_coalesced", torch::CppFunction::makeFromBoxedFunction<&magi_ops::boxed_gather_coalesced>());
+}
+
+TORCH_LIBRARY_IMPL(magi, CUDA, m) {
+    m.impl("symm_all_gather", torch::CppFunction::makeFromBoxedFunction<&magi_ops::boxed_gather>());
+    m.impl("symm_all_gather_coalesced", torch::CppFunction::makeFromBoxedFunction<&magi_ops::boxed_gather_coalesced>());
+}
