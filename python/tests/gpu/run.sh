@@ -63,6 +63,13 @@ cmake --build build-gpu -j"$(nproc)" --target magi_aot magi-aot >>"$OUT/build.lo
 rc=$?
 if [ $rc -ne 0 ]; then tail -40 "$OUT/build.log"; stamp "build failed"; exit 1; fi
 stamp "built"
+# the torch operator extension (C++ kernels of magi::symm_all_gather*), where
+# this python's torch is found (else the package's Python kernels serve)
+if grep -q "torch operator extension ON" "$OUT/build.log"; then
+  cmake --build build-gpu -j"$(nproc)" --target magi_torch_ops >>"$OUT/build.log" 2>&1 ||
+    { tail -30 "$OUT/build.log"; stamp "torch operator extension build failed"; exit 1; }
+  stamp "torch operator extension built"
+fi
 # the Python document extension, where this python's headers are found
 # (else docio.py falls back to marshal; the build log says which)
 if grep -q "Python document extension ON" "$OUT/build.log"; then
