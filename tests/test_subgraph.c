@@ -315,5 +315,37 @@ static void test_limits(void) {
     free(big);
 }
 
-MT_MAIN(MT_CASE(test_read_structure), MT_CASE(test_round_trip), MT_CASE(test_fingerprint), MT_CASE(test_hostile),
+/* torchtitan's Llama3 with flex attention (fixtures/titan): two layers, a
+ * score_mod and a mask_fn each, through the artifact and back unchanged. */
+static void test_titan_flex(void) {
+    size_t len = 0;
+    char *text = mt_read(MAGI_FIXTURES_DIR "/titan/fp32_v1000_w2_flex.json", &len);
+    MT_REQUIRE(text, "cannot read the flex fixture");
+    magi_region *r = NULL;
+    MT_OK(magi_json_read(&r, text, len, NULL));
+    MT_CHECK(r->n_subgraphs == 4, "%u subgraphs", r->n_subgraphs);
+    uint32_t calls = 0;
+    for (uint32_t i = 0; i < r->n_nodes; i++)
+        if (r->nodes[i].op == MAGI_OP_GET_ATTR) {
+            MT_CHECK(magi_region_find_subgraph(r, r->nodes[i].target), "get_attr %s names no subgraph",
+                     r->nodes[i].target);
+            calls++;
+        }
+    MT_CHECK(calls == 4, "%u get_attr nodes", calls);
+    magi_region *ra = NULL;
+    MT_OK(via_artifact(&ra, r, NULL));
+    json_t *a = json_loads(text, 0, NULL), *b = doc_of(ra);
+    MT_CHECK(a && json_equal(a, b), "the flex fixture changed through the artifact");
+    char h1[65], h2[65];
+    MT_OK(magi_fingerprint_hex(h1, r));
+    MT_OK(magi_fingerprint_hex(h2, ra));
+    MT_CHECK(!strcmp(h1, h2));
+    json_decref(a);
+    json_decref(b);
+    magi_region_free(r);
+    magi_region_free(ra);
+    free(text);
+}
+
+MT_MAIN(MT_CASE(test_read_structure), MT_CASE(test_titan_flex), MT_CASE(test_round_trip), MT_CASE(test_fingerprint), MT_CASE(test_hostile),
         MT_CASE(test_limits))
