@@ -312,6 +312,11 @@ ARGS(magi_region_find_symbol) {
     EQ(magi_region_find_symbol(NULL, "s0"), NULL);
     EQ(magi_region_find_symbol(region(), NULL), NULL);
 }
+ARGS(magi_region_find_subgraph) {
+    EQ(magi_region_find_subgraph(NULL, "score_mod_0"), NULL);
+    EQ(magi_region_find_subgraph(region(), NULL), NULL);
+    EQ(magi_region_find_subgraph(region(), "score_mod_0"), NULL);
+}
 ARGS(magi_region_count_placeholders) { EQ(magi_region_count_placeholders(NULL), 0); }
 ARGS(magi_region_clone) {
     magi_region *c = (magi_region *)1;
@@ -1131,6 +1136,7 @@ static const arg_case cases[] = {
     ARGS_CASE(magi_example_kind_name), ARGS_CASE(magi_input_kind_name), ARGS_CASE(magi_input_kind_parse),
     ARGS_CASE(magi_symbol_is_float), ARGS_CASE(magi_region_hint_lookup), ARGS_CASE(magi_region_new),
     ARGS_CASE(magi_region_free), ARGS_CASE(magi_region_find_node), ARGS_CASE(magi_region_find_symbol),
+    ARGS_CASE(magi_region_find_subgraph),
     ARGS_CASE(magi_region_count_placeholders), ARGS_CASE(magi_region_clone),
     ARGS_CASE(magi_op_class_name), ARGS_CASE(magi_op_table), ARGS_CASE(magi_op_lookup),
     ARGS_CASE(magi_op_classify), ARGS_CASE(magi_dtype_table), ARGS_CASE(magi_dtype_lookup),

@@ -221,6 +221,27 @@ MAGI_API int magi_symbol_is_float(const magi_symbol *s);
  * 0 for an unknown symbol or a null hint (and for a NULL ctx, name or out). */
 MAGI_API int magi_region_hint_lookup(void *ctx, const char *name, magi_num *out);
 
+/* A nested graph of a region: the body of a higher-order operator's
+ * callable (flex attention's score_mod / mask_mod, cond's branches,
+ * invoke_subgraph), named as Dynamo registered it on the graph module
+ * ("score_mod_0"). A get_attr node whose target equals `name` (in the
+ * region's graph or in another subgraph) refers to it. Its nodes form a
+ * graph of their own, with their own placeholders and output: a
+ * MAGI_V_NODE value in them indexes `nodes` (an earlier node of the same
+ * subgraph), never the region's nodes. Node names are unique within one
+ * graph only. */
+typedef struct magi_subgraph {
+    const char *name;
+    magi_node *nodes;
+    uint32_t n_nodes;
+} magi_subgraph;
+
+/* How deeply subgraphs may call subgraphs: one called from the region's
+ * graph is level 1, one called from it level 2, ...; every reader refuses
+ * a region whose subgraphs nest deeper (or call themselves), naming the
+ * subgraph (MAGI_ERR_LIMIT). */
+#define MAGI_SUBGRAPH_DEPTH_MAX 8
+
 /* Region presence flags for optional top-level keys. */
 #define MAGI_REGION_HAS_MODEL_TAG      0x1u
 #define MAGI_REGION_HAS_MODEL_IDX      0x2u
@@ -246,6 +267,11 @@ typedef struct magi_region {
     uint32_t n_dropped_legacy;
     const char **ignored;
     uint32_t n_ignored;
+    /* Nested graphs of higher-order operators, in ascending byte order of
+     * name, names unique (every reader establishes it; writers keep it).
+     * Their nodes count in max_elements like the region's. */
+    magi_subgraph *subgraphs;
+    uint32_t n_subgraphs;
 } magi_region;
 
 /* ==================== UNSTABLE API END - the transparent IR structs ==================== */
@@ -263,6 +289,10 @@ MAGI_API const magi_symbol *magi_region_find_symbol(const magi_region *r,
                                                     const char *name);
 /* Number of placeholder nodes (0 for NULL). */
 MAGI_API uint32_t magi_region_count_placeholders(const magi_region *r);
+
+/* The subgraph called `name`, or NULL (also for a NULL r or name).
+ * O(log n): the subgraphs are sorted by name. */
+MAGI_API const magi_subgraph *magi_region_find_subgraph(const magi_region *r, const char *name);
 
 /* Deep-copy a region into a fresh arena (passes work on copies).
  * Owned by the caller; on failure *out is NULL. */

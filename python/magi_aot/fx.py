@@ -45,24 +45,32 @@ def _opaque_paths(v, path):
 
 def rebuild_problems(doc):
     """What a load could not rebuild from a magi-fx document, one line per
-    node ("node 'x': ..."): arguments the writer could only keep as opaque
-    type names, get_attr / call_module nodes (the module's attributes are
-    not in the artifact), placeholders without a tensor or scalar example.
-    Empty when every node can be rebuilt."""
+    node ("node 'x': ...", "subgraph 'g': node 'x': ..." inside a saved
+    subgraph): arguments the writer could only keep as opaque type names,
+    get_attr / call_module nodes (the module's attributes are not in the
+    artifact) except a get_attr of a saved subgraph, placeholders of the
+    region's graph without a tensor or scalar example. Empty when every
+    node can be rebuilt."""
+    subs = doc.get("subgraphs") or {}
     out = []
-    for n in doc["graph"]["nodes"]:
-        name = n["name"]
-        for p in _opaque_paths(n.get("args", []), "args"):
-            out.append("node '%s': %s" % (name, p))
-        for p in _opaque_paths([(n.get("kwargs") or {}).get(k) for k in (n.get("kwargs") or {})], "kwargs"):
-            out.append("node '%s': %s" % (name, p))
-        if n["op"] in ("get_attr", "call_module"):
-            out.append("node '%s': %s %s needs the module's attributes, which are not saved"
-                       % (name, n["op"], n.get("target")))
-        if n["op"] == "placeholder":
-            ex = (n.get("meta") or {}).get("example_value")
-            if ex is None or ex.get("kind") in ("opaque", "tuple", "list"):
-                out.append("node '%s': placeholder without a tensor or scalar example" % name)
+    graphs = [("", doc["graph"]["nodes"])]
+    graphs += [("subgraph '%s': " % k, subs[k]["nodes"]) for k in sorted(subs)]
+    for where, nodes in graphs:
+        for n in nodes:
+            name = where + "node '%s'" % n["name"]
+            for p in _opaque_paths(n.get("args", []), "args"):
+                out.append("%s: %s" % (name, p))
+            for p in _opaque_paths([(n.get("kwargs") or {}).get(k) for k in (n.get("kwargs") or {})], "kwargs"):
+                out.append("%s: %s" % (name, p))
+            if n["op"] == "get_attr" and n.get("target") in subs:
+                pass  # a saved subgraph: rebuilt as an attribute of the module
+            elif n["op"] in ("get_attr", "call_module"):
+                out.append("%s: %s %s needs the module's attributes, which are not saved"
+                           % (name, n["op"], n.get("target")))
+            if n["op"] == "placeholder" and not where:
+                ex = (n.get("meta") or {}).get("example_value")
+                if ex is None or ex.get("kind") in ("opaque", "tuple", "list"):
+                    out.append("%s: placeholder without a tensor or scalar example" % name)
     return out
 
 FORMAT = "magi-fx-json"
@@ -343,7 +351,10 @@ def graph_to_doc(gm, *, model_tag, model_idx=0, traced_files=(), compile_config=
     graph = getattr(gm, "graph", gm)
     w = _Walk()
     nodes = [w.node(n) for n in graph.nodes]
-    return {
+    subgraphs = {}
+    if graph is not gm:
+        _walk_subgraphs(w, gm, graph, nodes, "", subgraphs, 1)
+    doc = {
         "format": FORMAT,
         "version": VERSION,
         "model_tag": str(model_tag),
@@ -353,3 +364,46 @@ def graph_to_doc(gm, *, model_tag, model_idx=0, traced_files=(), compile_config=
         "symbols": {k: {"hint": w.hints[k]} for k in sorted(w.hints)},
         "graph": {"nodes": nodes},
     }
+    if subgraphs:
+        doc["subgraphs"] = {k: subgraphs[k] for k in sorted(subgraphs)}
+    return doc
+
+
+SUBGRAPH_DEPTH_MAX = 8  # MAGI_SUBGRAPH_DEPTH_MAX: the readers refuse deeper nesting
+
+
+def _walk_subgraphs(w, owner, graph, docnodes, prefix, out, level):
+    """Record every GraphModule attribute of `owner` that a get_attr node of
+    `graph` reads (a higher-order operator's callable: flex attention's
+    score_mod / mask_mod, cond's branches, invoke_subgraph's body) as a
+    subgraph, and the ones they read in turn. One name space for all of
+    them: a subgraph read from the region's graph keeps its attribute name
+    ("score_mod_0"); one read from inside subgraph P is named "P.NAME",
+    and that get_attr node's target is written as "P.NAME" too (fx resolves
+    the dotted path on the rebuilt module)."""
+    torch = w.torch
+    for n, d in zip(graph.nodes, docnodes):
+        if n.op != "get_attr" or not isinstance(n.target, str):
+            continue
+        try:
+            sub = _attr(owner, n.target)
+        except AttributeError:
+            continue
+        if not isinstance(sub, torch.fx.GraphModule):
+            continue
+        key = prefix + n.target
+        d["target"] = key
+        if key in out:
+            continue
+        if level > SUBGRAPH_DEPTH_MAX:
+            raise ValueError("subgraph '%s' is nested more than %d levels deep (limit)"
+                             % (key, SUBGRAPH_DEPTH_MAX))
+        subnodes = [w.node(m) for m in sub.graph.nodes]
+        out[key] = {"nodes": subnodes}
+        _walk_subgraphs(w, sub, sub.graph, subnodes, key + ".", out, level + 1)
+
+
+def _attr(obj, path):
+    for part in path.split("."):
+        obj = getattr(obj, part)
+    return obj

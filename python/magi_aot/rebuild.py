@@ -26,8 +26,8 @@ files, when those modules are opted in. Dynamo's DTensor helper
 the constant arguments of `DTensor.to_local`) becomes `to_local` below, and
 `torch.ops.magi.*` (the rewritten gathers) registers magi_aot.ops first. Any
 other function local to a function (`...<locals>...`), a
-call_module/get_attr (the graph would need the module's attributes) or an
-opaque argument cannot be rebuilt: the call raises MagiError
+call_module or a get_attr of anything but a saved subgraph (the graph
+would need the module's attributes) or an opaque argument cannot be rebuilt: the call raises MagiError
 MAGI_ERR_UNSUPPORTED naming the node.
 
 `localize(region)` is the rank-local view a runtime runs: DTensor
@@ -159,7 +159,10 @@ def resolve_target(text, import_files=(), allow=()):
 def graph_module(region, *, symbol_values=None, allow_targets=()):
     """A torch.fx.GraphModule equal to the region's graph (names, opcodes,
     targets, args, kwargs, and meta["example_value"] as the spec dict under
-    meta["magi_example"]). {"sym": EXPR} arguments need symbol_values
+    meta["magi_example"]). Each saved subgraph a get_attr node names (a
+    higher-order operator's score_mod, mask_mod, cond branch, ...) is
+    rebuilt the same way as a GraphModule and registered on the module
+    that reads it under the get_attr target, so the operator call runs. {"sym": EXPR} arguments need symbol_values
     (saved name -> SymInt/int; default region.symbol_map from fake_inputs).
     allow_targets: opt-ins past the loader's allow-list (module doc)."""
     torch = require_torch("magi_aot.graph_module()")
@@ -176,7 +179,6 @@ def graph_module(region, *, symbol_values=None, allow_targets=()):
                                   ex["dtensor"].get("mesh_shape")))
     syms = symbol_values if symbol_values is not None else (region.symbol_map or {})
     everything = _targets.allows_everything(allow_targets)
-    g = fx.Graph()
     env = {}
 
     class _Ints(_expr.Algebra):
@@ -223,46 +225,74 @@ def graph_module(region, *, symbol_values=None, allow_targets=()):
                                    "fake_inputs() first or pass symbol_values)" % (x, e))
         raise _unsupported(node, "argument %s cannot be rebuilt" % v)
 
-    for n in region.nodes:
-        op = n["op"]
-        args = tuple(val(n, a) for a in n.get("args", []))
-        kwargs = {k: val(n, a) for k, a in (n.get("kwargs") or {}).items()}
-        if op == "placeholder":
-            node = g.placeholder(n["name"])
-            node.target = n["target"]
-            if args:
-                node.args = args
-        elif op == "output":
-            node = g.output(args[0] if args else None)
-        elif op == "call_function":
-            try:
-                fn = resolve_target(n["target"], region.traced_files, allow_targets)
-            except _targets.TargetRefused as e:
-                raise _unsupported(n, "target refused: %s" % e)
-            except (LookupError, AttributeError) as e:
-                raise _unsupported(n, "target %s cannot be resolved: %s" % (n["target"], e))
-            if fn is getattr and not everything:
-                name = args[1] if len(args) > 1 else None
-                if not isinstance(name, str) or name.startswith("_"):
-                    raise _unsupported(n, "target refused: builtins.getattr of %r: only a public "
-                                       "attribute named by a constant (allow_targets=['*'] "
-                                       "allows any)" % (name,))
-            node = g.create_node("call_function", fn, args, kwargs, name=n["name"])
-        elif op == "call_method":
-            if not everything and not _targets.method_allowed(n["target"]):
-                raise _unsupported(n, "target refused: call_method %r: only public methods and "
-                                   "operator dunders (allow_targets=['*'] allows any)"
-                                   % (n["target"],))
-            node = g.create_node("call_method", n["target"], args, kwargs, name=n["name"])
-        else:
-            raise _unsupported(n, "%s nodes need the module's attributes" % op)
-        node.meta["magi_name"] = n["name"]  # fx may rename to avoid a clash
-        meta = (n.get("meta") or {}).get("example_value")
-        if meta is not None:
-            node.meta["magi_example"] = meta
-        env[n["name"]] = node
-    g.lint()
-    return fx.GraphModule(torch.nn.Module(), g, class_name="MagiRegion_%s" % region.model_tag)
+    subs = region.doc.get("subgraphs") or {}
+    built = {}  # subgraph name -> its GraphModule (one object per name)
+
+    def subgraph(n, name, path):
+        if name in built:
+            return built[name]
+        if name in path or len(path) >= _SUBGRAPH_DEPTH_MAX:
+            raise _unsupported(n, "subgraph '%s' calls itself or nests more than %d levels deep"
+                               % (name, _SUBGRAPH_DEPTH_MAX))
+        gm = build(subs[name]["nodes"], path + (name,), "MagiSubgraph")
+        built[name] = gm
+        return gm
+
+    def build(nodes, path, class_name):
+        g = fx.Graph()
+        env.clear()
+        attrs = {}
+        for n in nodes:
+            op = n["op"]
+            args = tuple(val(n, a) for a in n.get("args", []))
+            kwargs = {k: val(n, a) for k, a in (n.get("kwargs") or {}).items()}
+            if op == "placeholder":
+                node = g.placeholder(n["name"])
+                node.target = n["target"]
+                if args:
+                    node.args = args
+            elif op == "output":
+                node = g.output(args[0] if args else None)
+            elif op == "call_function":
+                try:
+                    fn = resolve_target(n["target"], region.traced_files, allow_targets)
+                except _targets.TargetRefused as e:
+                    raise _unsupported(n, "target refused: %s" % e)
+                except (LookupError, AttributeError) as e:
+                    raise _unsupported(n, "target %s cannot be resolved: %s" % (n["target"], e))
+                if fn is getattr and not everything:
+                    name = args[1] if len(args) > 1 else None
+                    if not isinstance(name, str) or name.startswith("_"):
+                        raise _unsupported(n, "target refused: builtins.getattr of %r: only a public "
+                                           "attribute named by a constant (allow_targets=['*'] "
+                                           "allows any)" % (name,))
+                node = g.create_node("call_function", fn, args, kwargs, name=n["name"])
+            elif op == "call_method":
+                if not everything and not _targets.method_allowed(n["target"]):
+                    raise _unsupported(n, "target refused: call_method %r: only public methods and "
+                                       "operator dunders (allow_targets=['*'] allows any)"
+                                       % (n["target"],))
+                node = g.create_node("call_method", n["target"], args, kwargs, name=n["name"])
+            elif op == "get_attr" and n.get("target") in subs:
+                saved = dict(env)  # the subgraph is a graph of its own
+                attrs[n["target"]] = subgraph(n, n["target"], path)
+                env.clear()
+                env.update(saved)
+                node = g.create_node("get_attr", n["target"], name=n["name"])
+            else:
+                raise _unsupported(n, "%s nodes need the module's attributes" % op)
+            node.meta["magi_name"] = n["name"]  # fx may rename to avoid a clash
+            meta = (n.get("meta") or {}).get("example_value")
+            if meta is not None:
+                node.meta["magi_example"] = meta
+            env[n["name"]] = node
+        g.lint()
+        return fx.GraphModule(attrs if attrs else torch.nn.Module(), g, class_name=class_name)
+
+    return build(region.nodes, (), "MagiRegion_%s" % region.model_tag)
+
+
+_SUBGRAPH_DEPTH_MAX = 8  # as the library's readers (MAGI_SUBGRAPH_DEPTH_MAX)
 
 
 def run_fake(region, fake_mode=None, *, device=None, allow_targets=()):

@@ -96,6 +96,8 @@ typedef struct build {
     magi_buf out;
     unsigned flags;
     uint32_t node;
+    const magi_node *nodes; /* the graph being walked: the region's, or subgraph `sub`'s */
+    const char *sub;
     const char *field;
     uint64_t budget;
     uint32_t leaves;
@@ -480,7 +482,10 @@ static magi_status expr_use(build *b, const char *text) {
         magi_expr *e = NULL;
         st = magi_expr_parse(&e, b->tmp, text, len, NULL);
         if (st != MAGI_OK) {
-            const char *nm = b->r->nodes[b->node].name;
+            const char *nm = b->nodes[b->node].name;
+            if (b->sub)
+                return magi_error_prefix(st, "subgraph '%s': node '%s' (#%u): %s: expression '%.120s'", b->sub,
+                                         nm ? nm : "?", b->node, b->field, text);
             return magi_error_prefix(st, "node '%s' (#%u): %s: expression '%.120s'",
                                      nm ? nm : "?", b->node, b->field, text);
         }
@@ -746,32 +751,34 @@ static int target_is_symbol(const build *b, const magi_node *n) {
            !strcmp(n->example->u.scalar.u.s, n->target);
 }
 
-/* Walk all nodes; in pass 2 also record each field's [start, end) offsets
- * in the output into `spans` (2 per field). */
+/* Walk one graph's nodes; in pass 2 also record each field's [start, end)
+ * offsets in the output into `spans` (2 per field; NULL: not recorded). */
 #define FIELD_BEGIN(label)                                                    \
     do {                                                                      \
         if (EM) {                                                             \
             magi_buf_puts(&b->out, label);                                    \
-            spans[2 * ((size_t)i * MAGI_CANON_FIELD_COUNT_ + fld)] = b->out.len; \
+            if (spans) spans[2 * ((size_t)i * MAGI_CANON_FIELD_COUNT_ + fld)] = b->out.len; \
         }                                                                     \
     } while (0)
 #define FIELD_END()                                                           \
     do {                                                                      \
         if (EM) {                                                             \
-            spans[2 * ((size_t)i * MAGI_CANON_FIELD_COUNT_ + fld) + 1] = b->out.len; \
+            if (spans) spans[2 * ((size_t)i * MAGI_CANON_FIELD_COUNT_ + fld) + 1] = b->out.len; \
             magi_buf_puts(&b->out, "\n");                                    \
         }                                                                     \
         fld++;                                                                \
     } while (0)
 
-static magi_status walk_region(build *b, size_t *spans) {
+static magi_status walk_nodes(build *b, const magi_node *nodes, uint32_t n_nodes, size_t *spans) {
     magi_status st = MAGI_OK;
-    const magi_region *r = b->r;
-    for (uint32_t i = 0; i < r->n_nodes; i++) {
-        const magi_node *n = &r->nodes[i];
+    b->nodes = nodes;
+    for (uint32_t i = 0; i < n_nodes; i++) {
+        const magi_node *n = &nodes[i];
         int fld = 0;
         b->node = i;
         const char *opn = magi_opcode_name(n->op);
+        if (!opn && b->sub) return magi_set_error(MAGI_ERR_FORMAT, "subgraph '%s': node '%s' (#%u): bad opcode %d",
+                                                  b->sub, n->name ? n->name : "?", i, (int)n->op);
         if (!opn) return magi_set_error(MAGI_ERR_FORMAT, "node '%s' (#%u): bad opcode %d",
                                         n->name ? n->name : "?", i, (int)n->op);
         if (EM) (PUT_I64(&b->out, "node ", i), magi_buf_append(&b->out, "\n", 1));
@@ -810,6 +817,32 @@ static magi_status walk_region(build *b, size_t *spans) {
         FIELD_END();
         if (b->out.failed) return nomem();
     }
+    return MAGI_OK;
+}
+
+/* The region's nodes (their spans recorded), then each subgraph in name
+ * order: its name and its nodes, each a graph of its own (node references
+ * by position within it). Shape symbols are shared, so the canonical
+ * names cover every graph. A region without subgraphs prints as before. */
+static magi_status walk_region(build *b, size_t *spans) {
+    magi_status st;
+    const magi_region *r = b->r;
+    b->sub = NULL;
+    if ((st = walk_nodes(b, r->nodes, r->n_nodes, spans))) return st;
+    for (uint32_t s = 0; s < r->n_subgraphs; s++) {
+        const magi_subgraph *sg = &r->subgraphs[s];
+        if (s && (!sg->name || strcmp(r->subgraphs[s - 1].name, sg->name) >= 0))
+            return magi_set_error(MAGI_ERR_INVALID_ARG, "fingerprint: subgraphs not in ascending name order");
+        if (EM) {
+            magi_buf_puts(&b->out, "subgraph ");
+            magi_canon_put_json_str(&b->out, sg->name);
+            magi_buf_printf(&b->out, " nodes %u\n", sg->n_nodes);
+        }
+        b->sub = sg->name;
+        if ((st = walk_nodes(b, sg->nodes, sg->n_nodes, NULL))) return st;
+    }
+    b->sub = NULL;
+    b->nodes = r->nodes;
     return MAGI_OK;
 }
 

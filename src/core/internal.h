@@ -140,6 +140,11 @@ int magi_cache_content_check(const char *key, const void *data, size_t len, char
 
 #define MAGI_REGION_NOTES_MAX 4096u
 magi_status magi_region_note(magi_region *r, const char ***v, uint32_t *n, const char *s);
+/* What every reader checks of a region's subgraphs once they are read:
+ * names present, unique and in ascending byte order; calls through get_attr
+ * nodes nested at most MAGI_SUBGRAPH_DEPTH_MAX levels and never cyclic
+ * (MAGI_ERR_LIMIT / MAGI_ERR_FORMAT naming the subgraph). */
+magi_status magi_region_subgraphs_check(const magi_region *r);
 /* Whether magi-fx defines member `key` of an example of kind k ("kind" and
  * the kind's fields; src/graph/region.c). The JSON reader keeps any other
  * member as the example's extra members; the artifact reader refuses extra

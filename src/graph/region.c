@@ -121,6 +121,66 @@ const magi_symbol *magi_region_find_symbol(const magi_region *r, const char *nam
     return NULL;
 }
 
+const magi_subgraph *magi_region_find_subgraph(const magi_region *r, const char *name) {
+    if (!r || !name) return NULL;
+    uint32_t lo = 0, hi = r->n_subgraphs;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        int c = r->subgraphs[mid].name ? strcmp(r->subgraphs[mid].name, name) : -1;
+        if (c == 0) return &r->subgraphs[mid];
+        if (c < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    return NULL;
+}
+
+/* The height of subgraph s (1: it calls no subgraph), memoised in h (0:
+ * not known yet; UINT8_MAX: on the current path). `level` is how many
+ * calls deep the walk is; it stays within MAGI_SUBGRAPH_DEPTH_MAX + 1. */
+static magi_status sub_height(const magi_region *r, uint32_t s, uint8_t *h, uint32_t level) {
+    const magi_subgraph *sg = &r->subgraphs[s];
+    if (h[s] == UINT8_MAX)
+        return magi_set_error(MAGI_ERR_FORMAT, "subgraph '%s' calls itself (through its get_attr nodes)", sg->name);
+    if (h[s]) return MAGI_OK;
+    if (level > MAGI_SUBGRAPH_DEPTH_MAX)
+        return magi_set_error(MAGI_ERR_LIMIT, "subgraph '%s' is nested more than %d levels deep (limit)", sg->name,
+                              MAGI_SUBGRAPH_DEPTH_MAX);
+    h[s] = UINT8_MAX;
+    uint32_t best = 0;
+    for (uint32_t i = 0; i < sg->n_nodes; i++) {
+        const magi_node *n = &sg->nodes[i];
+        if (n->op != MAGI_OP_GET_ATTR) continue;
+        const magi_subgraph *c = magi_region_find_subgraph(r, n->target);
+        if (!c) continue;
+        uint32_t ci = (uint32_t)(c - r->subgraphs);
+        magi_status st = sub_height(r, ci, h, level + 1);
+        if (st) return st;
+        if (h[ci] > best) best = h[ci];
+    }
+    if (best + 1 > MAGI_SUBGRAPH_DEPTH_MAX)
+        return magi_set_error(MAGI_ERR_LIMIT, "subgraph '%s' nests subgraphs more than %d levels deep (limit)",
+                              sg->name, MAGI_SUBGRAPH_DEPTH_MAX);
+    h[s] = (uint8_t)(best + 1);
+    return MAGI_OK;
+}
+
+magi_status magi_region_subgraphs_check(const magi_region *r) {
+    if (!r->n_subgraphs) return MAGI_OK;
+    for (uint32_t i = 0; i < r->n_subgraphs; i++) {
+        const char *nm = r->subgraphs[i].name;
+        if (!nm || !*nm) return magi_set_error(MAGI_ERR_FORMAT, "subgraph #%u has no name", i);
+        if (i && strcmp(r->subgraphs[i - 1].name, nm) >= 0)
+            return magi_set_error(MAGI_ERR_FORMAT, "subgraph '%s' (#%u): names not in ascending order or repeated "
+                                  "(after '%s')", nm, i, r->subgraphs[i - 1].name);
+    }
+    uint8_t *h = calloc(r->n_subgraphs, 1);
+    if (!h) return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
+    magi_status st = MAGI_OK;
+    for (uint32_t i = 0; i < r->n_subgraphs && !st; i++) st = sub_height(r, i, h, 1);
+    free(h);
+    return st;
+}
+
 int magi_symbol_is_float(const magi_symbol *s) {
     if (!s) return 0;
     if (s->has_hint && s->hint_is_float) return 1;
@@ -238,6 +298,27 @@ static void dup_example(magi_arena *a, magi_example *dst, const magi_example *sr
     }
 }
 
+static magi_node *dup_nodes(magi_arena *a, const magi_node *src, uint32_t n, int *ok) {
+    magi_node *out = magi_arena_calloc(a, n ? n : 1, sizeof(magi_node));
+    if (!out) { *ok = 0; return NULL; }
+    for (uint32_t i = 0; *ok && i < n; i++) {
+        const magi_node *s = &src[i];
+        magi_node *d = &out[i];
+        *d = *s;
+        d->name = dup_str(a, s->name, ok);
+        d->target = dup_str(a, s->target, ok);
+        dup_value(a, &d->args, &s->args, ok);
+        dup_value(a, &d->kwargs, &s->kwargs, ok);
+        if (s->example) {
+            magi_example *ex = magi_arena_alloc(a, sizeof *ex);
+            if (!ex) { *ok = 0; break; }
+            dup_example(a, ex, s->example, ok);
+            d->example = ex;
+        }
+    }
+    return out;
+}
+
 magi_status magi_region_clone(magi_region **out, const magi_region *src) {
     magi_region *r = NULL;
     MAGI_ARG_NONNULL(out);
@@ -261,22 +342,17 @@ magi_status magi_region_clone(magi_region **out, const magi_region *src) {
         r->symbols[i].name = dup_str(a, src->symbols[i].name, &ok);
     }
     r->n_nodes = src->n_nodes;
-    r->nodes = magi_arena_calloc(a, src->n_nodes ? src->n_nodes : 1, sizeof(magi_node));
-    if (!r->nodes) ok = 0;
-    for (uint32_t i = 0; ok && i < src->n_nodes; i++) {
-        const magi_node *s = &src->nodes[i];
-        magi_node *d = &r->nodes[i];
-        *d = *s;
-        d->name = dup_str(a, s->name, &ok);
-        d->target = dup_str(a, s->target, &ok);
-        dup_value(a, &d->args, &s->args, &ok);
-        dup_value(a, &d->kwargs, &s->kwargs, &ok);
-        if (s->example) {
-            magi_example *ex = magi_arena_alloc(a, sizeof *ex);
-            if (!ex) { ok = 0; break; }
-            dup_example(a, ex, s->example, &ok);
-            d->example = ex;
+    r->nodes = dup_nodes(a, src->nodes, src->n_nodes, &ok);
+    if (src->n_subgraphs) {
+        r->subgraphs = magi_arena_calloc(a, src->n_subgraphs, sizeof(magi_subgraph));
+        if (!r->subgraphs) ok = 0;
+        for (uint32_t i = 0; ok && i < src->n_subgraphs; i++) {
+            const magi_subgraph *s = &src->subgraphs[i];
+            r->subgraphs[i].name = dup_str(a, s->name, &ok);
+            r->subgraphs[i].nodes = dup_nodes(a, s->nodes, s->n_nodes, &ok);
+            r->subgraphs[i].n_nodes = s->n_nodes;
         }
+        if (ok) r->n_subgraphs = src->n_subgraphs;
     }
     r->dropped_legacy = dup_strv(a, src->dropped_legacy, src->n_dropped_legacy, &ok);
     r->n_dropped_legacy = src->n_dropped_legacy;

@@ -405,7 +405,8 @@ typedef struct dec {
     uint64_t elements;
     magi_mp m;
     uint32_t self; /* index of the node being read (references must be lower) */
-    uint32_t *name_owner; /* per string id: node index + 1 using it as name */
+    uint32_t *name_owner; /* per string id: base + node index + 1 of the node using it as name */
+    uint32_t base;        /* nodes of the graphs decoded before this one (names are unique per graph) */
     uint8_t *device_ok; /* per string id: 0 not checked yet, 1 a valid device, 2 not one */
     const char **json_canon; /* per string id: its canonical JSON text (parsed once) */
     uint8_t *key_seen;       /* per byte of the string table: dup_key() (all clear between calls) */
@@ -1231,7 +1232,7 @@ static int dec_node_fast(dec *d, magi_node *nd, magi_status *st) {
     nk = *p++ & 0x0f;
     if (nk < 3 || 2u * (size_t)nk >= (size_t)(end - start)) return 0;
     if (*p++ != MAGI_ART_NODE_NAME || !fast_str(d, &p, end, &nd->name, &name_id) || !nd->name ||
-        d->name_owner[name_id])
+        d->name_owner[name_id] > d->base)
         goto general;
     if (end - p < 2 || *p++ != MAGI_ART_NODE_OP || *p > 0x7f || *p >= MAGI_OP_COUNT_) goto general;
     nd->op = (magi_opcode)*p++;
@@ -1298,7 +1299,7 @@ static int dec_node_fast(dec *d, magi_node *nd, magi_status *st) {
         seen++;
     }
     if (seen != nk) goto general;
-    d->name_owner[name_id] = d->self + 1;
+    d->name_owner[name_id] = d->base + d->self + 1;
     d->m.p = p;
     return 1;
 nomem:
@@ -1337,10 +1338,10 @@ static magi_status dec_node(dec *d, magi_node *nd) {
             if (nd->name) return magi_set_error(MAGI_ERR_FORMAT, "two names");
             if ((st = dec_str_id(d, &nd->name, &id, 0))) return st;
             /* names are unique; equal strings share one id */
-            if (d->name_owner[id])
+            if (d->name_owner[id] > d->base)
                 return magi_set_error(MAGI_ERR_FORMAT, "duplicate name '%s' (first used by node #%u)", nd->name,
-                                      d->name_owner[id] - 1);
-            d->name_owner[id] = d->self + 1;
+                                      d->name_owner[id] - 1 - d->base);
+            d->name_owner[id] = d->base + d->self + 1;
             break;
         }
         case MAGI_ART_NODE_OP: {
@@ -1419,40 +1420,77 @@ static magi_status dec_node(dec *d, magi_node *nd) {
     return MAGI_OK;
 }
 
+/* One graph's node array at the cursor (the region's, or a subgraph's):
+ * node references index it alone, names are unique within it. */
+static magi_status dec_nodes(dec *d, magi_node **out, uint32_t *n_out) {
+    uint32_t cnt;
+    magi_status st;
+    if ((st = magi_mp_read_array(&d->m, &cnt))) return st;
+    if ((st = count_elems(d, cnt))) return st;
+    if ((uint64_t)d->base + cnt >= UINT32_MAX) return elements_limit(d);
+    /* each node zeroed just before it is decoded (cache-hot), not the
+     * whole array up front */
+    size_t nbytes;
+    magi_node *ns = magi_mul_ok(cnt ? cnt : 1, sizeof(magi_node), &nbytes)
+                        ? magi_arena_alloc_uninit(d->ar, nbytes)
+                        : magi_arena_calloc(d->ar, cnt ? cnt : 1, sizeof(magi_node));
+    if (!ns) return magi_arena_status(d->ar) ? magi_arena_status(d->ar) : MAGI_ERR_NOMEM;
+    memset(&ns[0], 0, sizeof(magi_node));
+    if (!d->name_owner && !(d->name_owner = calloc(d->nstr ? d->nstr : 1, sizeof(uint32_t))))
+        return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
+    for (uint32_t i = 0; i < cnt; i++) {
+        d->self = i;
+        zero_rec(&ns[i], sizeof(magi_node));
+        if ((st = dec_node(d, &ns[i]))) {
+            const char *nm = ns[i].name;
+            return nm ? magi_error_prefix(st, "node '%s' (#%u)", nm, i) : magi_error_prefix(st, "node #%u", i);
+        }
+    }
+    d->base += cnt;
+    *out = ns;
+    *n_out = cnt;
+    return MAGI_OK;
+}
+
+/* "subgraphs": [[name sid, [node...]], ...], names ascending. */
+static magi_status dec_subgraphs(dec *d) {
+    uint32_t cnt, two;
+    magi_status st;
+    if ((st = magi_mp_read_array(&d->m, &cnt))) return st;
+    if ((st = count_elems(d, cnt))) return st;
+    if (!cnt) return MAGI_OK;
+    magi_subgraph *sg = magi_arena_calloc(d->ar, cnt, sizeof *sg);
+    if (!sg) return magi_arena_status(d->ar) ? magi_arena_status(d->ar) : MAGI_ERR_NOMEM;
+    for (uint32_t i = 0; i < cnt; i++) {
+        size_t at = magi_mp_offset(&d->m);
+        if ((st = magi_mp_read_array(&d->m, &two))) return magi_error_prefix(st, "subgraph #%u", i);
+        if (two != 2)
+            return magi_set_error(MAGI_ERR_FORMAT, "subgraph #%u at byte %zu: %u items (name, nodes)", i, at, two);
+        if ((st = dec_str(d, &sg[i].name, 0))) return magi_error_prefix(st, "subgraph #%u", i);
+        if (i && strcmp(sg[i - 1].name, sg[i].name) >= 0)
+            return magi_set_error(MAGI_ERR_FORMAT, "subgraph '%s' (#%u): names not in ascending order or repeated "
+                                  "(after '%s')", sg[i].name, i, sg[i - 1].name);
+        if ((st = dec_nodes(d, &sg[i].nodes, &sg[i].n_nodes))) return magi_error_prefix(st, "subgraph '%s'", sg[i].name);
+    }
+    d->r->subgraphs = sg;
+    d->r->n_subgraphs = cnt;
+    return magi_region_subgraphs_check(d->r);
+}
+
 static magi_status parse_graph(dec *d) {
     uint32_t n;
     magi_status st;
-    int have_nodes = 0;
+    int have_nodes = 0, have_subs = 0;
     if ((st = magi_mp_read_map(&d->m, &n))) return st;
     for (uint32_t k = 0; k < n; k++) {
         magi_mp_obj key;
         if ((st = magi_mp_read(&d->m, &key))) return st;
         if (key_is(&key, "nodes") && !have_nodes) {
-            uint32_t cnt;
-            if ((st = magi_mp_read_array(&d->m, &cnt))) return st;
-            if ((st = count_elems(d, cnt))) return st;
-            /* each node zeroed just before it is decoded (cache-hot), not
-             * the whole array up front */
-            size_t nbytes;
-            d->r->nodes = magi_mul_ok(cnt ? cnt : 1, sizeof(magi_node), &nbytes)
-                              ? magi_arena_alloc_uninit(d->ar, nbytes)
-                              : magi_arena_calloc(d->ar, cnt ? cnt : 1, sizeof(magi_node));
-            if (!d->r->nodes) return magi_arena_status(d->ar) ? magi_arena_status(d->ar) : MAGI_ERR_NOMEM;
-            memset(&d->r->nodes[0], 0, sizeof(magi_node));
-            free(d->name_owner);
-            d->name_owner = calloc(d->nstr ? d->nstr : 1, sizeof(uint32_t));
-            if (!d->name_owner) return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
-            for (uint32_t i = 0; i < cnt; i++) {
-                d->self = i;
-                zero_rec(&d->r->nodes[i], sizeof(magi_node));
-                if ((st = dec_node(d, &d->r->nodes[i]))) {
-                    const char *nm = d->r->nodes[i].name;
-                    return nm ? magi_error_prefix(st, "node '%s' (#%u)", nm, i)
-                              : magi_error_prefix(st, "node #%u", i);
-                }
-            }
-            d->r->n_nodes = cnt;
+            if ((st = dec_nodes(d, &d->r->nodes, &d->r->n_nodes))) return st;
             have_nodes = 1;
+        } else if (key_is(&key, "subgraphs") && !have_subs) {
+            if ((st = dec_subgraphs(d))) return st;
+            have_subs = 1;
         } else {
             char kt[64];
             key_text(kt, sizeof kt, &key);

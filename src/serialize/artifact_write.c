@@ -290,14 +290,16 @@ static magi_status enc_symbols(enc *e, const magi_region *r) {
     return MAGI_OK;
 }
 
-static magi_status enc_graph(enc *e, const magi_region *r) {
-    char where[320];
-    P(e, msgpack_pack_map(&e->pk, 1));
-    enc_key(e, "nodes");
-    P(e, msgpack_pack_array(&e->pk, r->n_nodes));
-    for (uint32_t i = 0; i < r->n_nodes; i++) {
-        const magi_node *nd = &r->nodes[i];
-        snprintf(where, sizeof where, "node '%.200s' (#%u)", nd->name ? nd->name : "?", i);
+/* One graph's nodes (the region's, or a subgraph's: sub names it). */
+static magi_status enc_nodes(enc *e, const magi_node *nodes, uint32_t n_nodes, const char *sub) {
+    char where[480];
+    P(e, msgpack_pack_array(&e->pk, n_nodes));
+    for (uint32_t i = 0; i < n_nodes; i++) {
+        const magi_node *nd = &nodes[i];
+        if (sub)
+            snprintf(where, sizeof where, "subgraph '%.200s': node '%.200s' (#%u)", sub, nd->name ? nd->name : "?", i);
+        else
+            snprintf(where, sizeof where, "node '%.200s' (#%u)", nd->name ? nd->name : "?", i);
         e->where = where;
         if (!nd->name || !nd->target)
             return magi_set_error(MAGI_ERR_INVALID_ARG, "%s: no %s", where, nd->name ? "target" : "name");
@@ -348,6 +350,27 @@ static magi_status enc_graph(enc *e, const magi_region *r) {
             P(e, msgpack_pack_uint8(&e->pk, MAGI_ART_NODE_INPUT_KIND));
             P(e, msgpack_pack_uint8(&e->pk, (uint8_t)nd->input_kind));
         }
+        if (e->failed) break;
+    }
+    e->where = "graph"; /* not the local buffer past this call */
+    return MAGI_OK;
+}
+
+static magi_status enc_graph(enc *e, const magi_region *r) {
+    magi_status st;
+    P(e, msgpack_pack_map(&e->pk, r->n_subgraphs ? 2 : 1));
+    enc_key(e, "nodes");
+    if ((st = enc_nodes(e, r->nodes, r->n_nodes, NULL))) return st;
+    if (!r->n_subgraphs) return MAGI_OK;
+    /* "subgraphs": [[name sid, [node...]], ...] in ascending name order */
+    if ((st = magi_region_subgraphs_check(r))) return magi_error_prefix(MAGI_ERR_INVALID_ARG, "region");
+    enc_key(e, "subgraphs");
+    P(e, msgpack_pack_array(&e->pk, r->n_subgraphs));
+    for (uint32_t i = 0; i < r->n_subgraphs; i++) {
+        const magi_subgraph *sg = &r->subgraphs[i];
+        P(e, msgpack_pack_array(&e->pk, 2));
+        enc_str(e, sg->name);
+        if ((st = enc_nodes(e, sg->nodes, sg->n_nodes, sg->name))) return st;
         if (e->failed) break;
     }
     return MAGI_OK;

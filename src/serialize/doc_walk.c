@@ -12,6 +12,8 @@ typedef struct walker {
     const magi_doc_emitter *e;
     void *ctx;
     const magi_region *r;
+    const magi_node *nodes; /* the graph being walked (the region's or a subgraph's): node references name these */
+    uint32_t n_nodes;
     magi_status st; /* first failure; every emit below is a no-op after it */
 } walker;
 
@@ -168,7 +170,7 @@ static void put_value(walker *w, const magi_value *v, unsigned depth) {
         return;
     case MAGI_V_NODE:
         tag(w, "node");
-        cstr(w, v->u.node < w->r->n_nodes ? w->r->nodes[v->u.node].name : "?");
+        cstr(w, v->u.node < w->n_nodes ? w->nodes[v->u.node].name : "?");
         end_dict(w);
         return;
     case MAGI_V_SYM:
@@ -344,7 +346,7 @@ magi_status magi_doc_walk(const magi_region *r, const magi_doc_emitter *e, void 
     MAGI_ARG_NONNULL(e);
     magi_status st = check_emitter(e);
     if (st != MAGI_OK) return st;
-    walker w = {.e = e, .ctx = ctx, .r = r, .st = MAGI_OK};
+    walker w = {.e = e, .ctx = ctx, .r = r, .nodes = r->nodes, .n_nodes = r->n_nodes, .st = MAGI_OK};
     begin_dict(&w);
     cstr(&w, "format");
     cstr(&w, "magi-fx-json");
@@ -400,6 +402,24 @@ magi_status magi_doc_walk(const magi_region *r, const magi_doc_emitter *e, void 
     }
     end_list(&w);
     end_dict(&w);
+    if (r->n_subgraphs) {
+        /* node_out names a node of the region's graph only */
+        cstr(&w, "subgraphs");
+        begin_dict(&w);
+        for (uint32_t s = 0; s < r->n_subgraphs && w.st == MAGI_OK; s++) {
+            const magi_subgraph *sg = &r->subgraphs[s];
+            w.nodes = sg->nodes;
+            w.n_nodes = sg->n_nodes;
+            key(&w, sg->name);
+            begin_dict(&w);
+            cstr(&w, "nodes");
+            begin_list(&w, sg->n_nodes);
+            for (uint32_t i = 0; i < sg->n_nodes && w.st == MAGI_OK; i++) put_node(&w, &sg->nodes[i]);
+            end_list(&w);
+            end_dict(&w);
+        }
+        end_dict(&w);
+    }
     end_dict(&w);
     return w.st;
 }

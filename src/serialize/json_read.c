@@ -479,6 +479,83 @@ static magi_status read_node(reader *rd, json_t *j, magi_node *node) {
     return MAGI_OK;
 }
 
+/* One graph's node array (the region's, or a subgraph's): names resolved
+ * within it alone, so a reference to a node of another graph is unknown. */
+static magi_status read_nodes(reader *rd, json_t *nodes, const char *where, magi_node **out, uint32_t *n_out) {
+    magi_status st = MAGI_OK;
+    size_t n = json_array_size(nodes);
+    if (n > UINT32_MAX / 2) return fail(rd, MAGI_ERR_LIMIT, "too many nodes");
+    if ((st = count(rd, n))) return st;
+    magi_node *ns = magi_arena_calloc(rd->a, n ? n : 1, sizeof(magi_node));
+    magi_smap_free(&rd->names);
+    memset(&rd->names, 0, sizeof rd->names);
+    if (!ns || !magi_smap_reserve(&rd->names, n)) return fail(rd, MAGI_ERR_NOMEM, "out of memory");
+    /* Pass 1: names (so a forward reference says "later", not "unknown"). */
+    for (size_t i = 0; i < n; i++) {
+        json_t *nj = json_array_get(nodes, i);
+        const char *name = json_string_value(json_object_get(nj, "name"));
+        if (!name) {
+            snprintf(rd->path, sizeof rd->path, "%s[%zu]", where, i);
+            return fail(rd, MAGI_ERR_FORMAT, "missing or non-string 'name'");
+        }
+        uint32_t old;
+        const char *copy = dup(rd, name);
+        if (!copy) return MAGI_ERR_NOMEM;
+        int ins = magi_smap_insert(&rd->names, copy, strlen(copy), (uint32_t)i, &old);
+        if (ins < 0) return fail(rd, MAGI_ERR_NOMEM, "out of memory");
+        if (ins == 0)
+            return magi_set_error(MAGI_ERR_FORMAT, "node '%s' (#%zu): duplicate name (first used by node #%u)",
+                                  name, i, old);
+        ns[i].name = copy;
+    }
+    for (size_t i = 0; i < n; i++) {
+        rd->cur = (uint32_t)i;
+        rd->cur_name = ns[i].name;
+        path_pop(rd, 0);
+        if ((st = read_node(rd, json_array_get(nodes, i), &ns[i]))) return st;
+    }
+    rd->cur_name = NULL;
+    *out = ns;
+    *n_out = (uint32_t)n;
+    return MAGI_OK;
+}
+
+static int subgraph_cmp(const void *a, const void *b) {
+    return strcmp(((const magi_subgraph *)a)->name, ((const magi_subgraph *)b)->name);
+}
+
+/* "subgraphs": {NAME: {"nodes": [NODE, ...]}}, each a graph of its own;
+ * kept sorted by name (the IR's order). */
+static magi_status read_subgraphs(reader *rd, json_t *subs) {
+    magi_status st = MAGI_OK;
+    magi_region *r = rd->r;
+    path_pop(rd, 0);
+    if (!json_is_object(subs)) return fail(rd, MAGI_ERR_FORMAT, "'subgraphs' must be an object");
+    size_t n = json_object_size(subs);
+    if ((st = count(rd, n))) return st;
+    if (!n) return MAGI_OK;
+    r->subgraphs = magi_arena_calloc(rd->a, n, sizeof(magi_subgraph));
+    if (!r->subgraphs) return fail(rd, MAGI_ERR_NOMEM, "out of memory");
+    size_t i = 0;
+    const char *k;
+    json_t *sv;
+    json_object_foreach(subs, k, sv) {
+        magi_subgraph *sg = &r->subgraphs[i++];
+        if (!*k) return magi_set_error(MAGI_ERR_FORMAT, "subgraphs: a subgraph has an empty name");
+        if (!(sg->name = dup(rd, k))) return fail(rd, MAGI_ERR_NOMEM, "out of memory");
+        json_t *nodes = json_is_object(sv) ? json_object_get(sv, "nodes") : NULL;
+        if (!json_is_array(nodes))
+            return magi_set_error(MAGI_ERR_FORMAT, "subgraph '%s': missing 'nodes' array", k);
+        if (json_object_size(sv) != 1)
+            return magi_set_error(MAGI_ERR_FORMAT, "subgraph '%s': only 'nodes' is allowed", k);
+        if ((st = read_nodes(rd, nodes, "nodes", &sg->nodes, &sg->n_nodes)))
+            return magi_error_prefix(st, "subgraph '%s'", k);
+    }
+    qsort(r->subgraphs, n, sizeof *r->subgraphs, subgraph_cmp);
+    r->n_subgraphs = (uint32_t)n;
+    return magi_region_subgraphs_check(r);
+}
+
 static magi_status read_document(reader *rd, json_t *root) {
     magi_status st = MAGI_OK;
     magi_region *r = rd->r;
@@ -494,7 +571,8 @@ static magi_status read_document(reader *rd, json_t *root) {
     const char *key;
     json_t *val;
     json_object_foreach(root, key, val) {
-        if (!strcmp(key, "format") || !strcmp(key, "version") || !strcmp(key, "graph")) continue;
+        if (!strcmp(key, "format") || !strcmp(key, "version") || !strcmp(key, "graph") || !strcmp(key, "subgraphs"))
+            continue;
         size_t old = path_push(rd, "%s", key);
         if (!strcmp(key, "model_tag")) {
             if (!json_is_string(val)) return fail(rd, MAGI_ERR_FORMAT, "must be a string");
@@ -558,37 +636,9 @@ static magi_status read_document(reader *rd, json_t *root) {
     json_t *graph = json_object_get(root, "graph");
     json_t *nodes = graph ? json_object_get(graph, "nodes") : NULL;
     if (!json_is_array(nodes)) return fail(rd, MAGI_ERR_FORMAT, "missing 'graph.nodes' array");
-    size_t n = json_array_size(nodes);
-    if (n > UINT32_MAX / 2) return fail(rd, MAGI_ERR_LIMIT, "too many nodes");
-    if ((st = count(rd, n))) return st;
-    r->nodes = magi_arena_calloc(rd->a, n ? n : 1, sizeof(magi_node));
-    if (!r->nodes || !magi_smap_reserve(&rd->names, n)) return fail(rd, MAGI_ERR_NOMEM, "out of memory");
-    /* Pass 1: names (so a forward reference says "later", not "unknown"). */
-    for (size_t i = 0; i < n; i++) {
-        json_t *nj = json_array_get(nodes, i);
-        const char *name = json_string_value(json_object_get(nj, "name"));
-        if (!name) {
-            snprintf(rd->path, sizeof rd->path, "graph.nodes[%zu]", i);
-            return fail(rd, MAGI_ERR_FORMAT, "missing or non-string 'name'");
-        }
-        uint32_t old;
-        const char *copy = dup(rd, name);
-        if (!copy) return MAGI_ERR_NOMEM;
-        int ins = magi_smap_insert(&rd->names, copy, strlen(copy), (uint32_t)i, &old);
-        if (ins < 0) return fail(rd, MAGI_ERR_NOMEM, "out of memory");
-        if (ins == 0)
-            return magi_set_error(MAGI_ERR_FORMAT, "node '%s' (#%zu): duplicate name (first used by node #%u)",
-                                  name, i, old);
-        r->nodes[i].name = copy;
-    }
-    for (size_t i = 0; i < n; i++) {
-        rd->cur = (uint32_t)i;
-        rd->cur_name = r->nodes[i].name;
-        path_pop(rd, 0);
-        if ((st = read_node(rd, json_array_get(nodes, i), &r->nodes[i]))) return st;
-    }
-    rd->cur_name = NULL;
-    r->n_nodes = (uint32_t)n;
+    if ((st = read_nodes(rd, nodes, "graph.nodes", &r->nodes, &r->n_nodes))) return st;
+    json_t *subs = json_object_get(root, "subgraphs");
+    if (subs) return read_subgraphs(rd, subs);
     return MAGI_OK;
 }
 
