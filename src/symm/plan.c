@@ -913,7 +913,7 @@ static void slot_differences(char *dst, size_t cap, const dec_slot *sa, uint32_t
             const dec_slot *m = NULL;
             for (uint32_t k = 0; k < ny && !m; k++)
                 if (!strcmp(x[i].name, y[k].name)) m = &y[k];
-            char d[400];
+            char d[1024];
             if (!m) {
                 snprintf(d, sizeof d, "'%s' only on the %s side", x[i].name, side ? "other" : "first");
             } else if (side) {
