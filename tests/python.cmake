@@ -28,6 +28,15 @@ if(Python3_Interpreter_FOUND AND NOT MAGI_SANITIZE)
     LABELS "python;nosan"
     TIMEOUT 900
     ENVIRONMENT "MAGI_AOT_LIB=$<TARGET_FILE:magi_aot>;MAGI_CLI=$<TARGET_FILE:magi-aot>;MAGI_FIXTURES_REAL=${MAGI_FIXTURES_REAL};PYTHONDONTWRITEBYTECODE=1")
+  # The warm start at bind_model's defaults on stock transformers models
+  # (python/tests/warm_models_ci.py: two fresh processes sharing one cache).
+  add_test(NAME test_python_warm_models
+    COMMAND ${Python3_EXECUTABLE} -m unittest -v warm_models_ci
+    WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}/python/tests)
+  set_tests_properties(test_python_warm_models PROPERTIES
+    LABELS "python;nosan"
+    TIMEOUT 900
+    ENVIRONMENT "MAGI_AOT_LIB=$<TARGET_FILE:magi_aot>;MAGI_CLI=$<TARGET_FILE:magi-aot>;PYTHONDONTWRITEBYTECODE=1")
   # The SymmBuffer runtime (python/tests/runtime_ci.py: 4 thread ranks, and
   # examples/fsdp_e2e.py as 4 rank processes with one Inductor compile): its
   # own test, so its process start-up and compile have their own budget.

@@ -53,7 +53,7 @@ class SavedRegion:
 
     __slots__ = ("model_tag", "model_idx", "key", "fingerprint", "nodes", "bytes",
                  "published", "walk_seconds", "save_seconds", "error", "code_bytes",
-                 "compile_seconds", "sources")
+                 "compile_seconds", "sources", "frame", "guards", "shapes")
 
     def __init__(self, **kw):
         for k in self.__slots__:
@@ -166,6 +166,78 @@ def _traced_files():
     return sorted({c.co_filename for c in codes if getattr(c, "co_filename", None)})
 
 
+_CONSTANT_GUARDS = ("CONSTANT_MATCH", "EQUALS_MATCH")
+
+
+def _plain(v):
+    return v is None or isinstance(v, (bool, int, float, str))
+
+
+def _frame_facts(gm):
+    """What the region's compiled code assumes beyond its placeholders, as
+    Dynamo knows it while it compiles the frame: (frame, guards, shapes).
+
+    frame   [frame id, compile of that frame] (a recompile has a higher second)
+    guards  [{"source", "value"}]: every local of the frame (the module's
+            attributes, the call's arguments) Dynamo guarded to a constant
+            (CONSTANT_MATCH, EQUALS_MATCH) holding None, a bool, an int, a
+            float or a string, with its value now; None where this torch
+            does not say
+    shapes  {"ranges": {symbol: [lo, hi or None]}, "guards": [expression]}
+            of the region's size symbols (the ShapeEnv's value ranges and
+            its guards, after Inductor compiled the region)"""
+    from .bind import _follow, parse_source
+    frame = guards = shapes = None
+    try:
+        from torch._guards import CompileContext, TracingContext
+        cid = CompileContext.current_compile_id()
+        if cid is not None:
+            frame = [cid.frame_id, cid.frame_compile_id]
+        ctx = TracingContext.try_get()
+    except Exception:  # noqa: BLE001 - another torch: nothing known
+        return frame, guards, shapes
+    try:
+        from torch._dynamo.symbolic_convert import InstructionTranslator
+        tx = InstructionTranslator.current_tx()
+        scope = tx.output.local_scope
+        guards, seen = [], set()
+        for g in ctx.guards_context.dynamo_guards:
+            if getattr(g.create_fn, "__name__", "") not in _CONSTANT_GUARDS or g.name in seen:
+                continue
+            try:
+                root, steps = parse_source(g.name)
+                v = _follow(scope[root], steps, g.name, True)
+            except (MagiError, KeyError):
+                continue
+            if _plain(v) and not (isinstance(v, float) and v != v):
+                seen.add(g.name)
+                guards.append({"source": g.name, "value": v})
+    except Exception:  # noqa: BLE001
+        guards = None
+    try:
+        se = ctx.fake_mode.shape_env
+        names = set()
+        for n in gm.graph.nodes:
+            ev = n.meta.get("example_value")
+            for x in list(getattr(ev, "shape", ())) + ([ev] if hasattr(ev, "node") else []):
+                expr = getattr(getattr(x, "node", None), "expr", None)
+                if expr is not None:
+                    names |= {str(s) for s in expr.free_symbols}
+        ranges = {}
+        for sym, vr in se.var_to_range.items():
+            if str(sym) in names and sym.is_integer:
+                lo, hi = vr.lower, vr.upper
+                ranges[str(sym)] = [int(lo) if lo.is_finite else None,
+                                    int(hi) if hi.is_finite else None]
+        shapes = {"ranges": ranges,
+                  "guards": [str(g.expr) for g in se.guards
+                             if {str(s) for s in g.expr.free_symbols} <= names
+                             and g.expr.free_symbols]}
+    except Exception:  # noqa: BLE001
+        shapes = None
+    return frame, guards, shapes
+
+
 class SaveBackend:
     """A torch.compile backend that saves each region into a cache directory.
 
@@ -193,6 +265,9 @@ class SaveBackend:
         self.inductor_options = inductor_options
         self.entries = []
         self.stored_code = {}   # cache key -> the compiled-code payload this backend stored
+        self.record_outputs = False   # keep the last outputs of the returned callable
+        self.last_outputs = None
+        self._extra = {}        # model_idx -> fields added to its index record (annotate)
         self._next = start_idx
         self._lock = threading.Lock()
         for fn in ("magi_cache_open", "magi_cache_put", "magi_cache_region_key"):
@@ -292,11 +367,41 @@ class SaveBackend:
     def _publish_index(self):
         with self._lock:
             ents = [e.as_dict() for e in self.entries if not e.error]
-        doc = {"model_tag": self.model_tag, "regions": [
-            {"model_idx": e["model_idx"], "key": e["key"], "sources": e["sources"]}
-            for e in sorted(ents, key=lambda e: e["model_idx"])]}
+            extra = {k: dict(v) for k, v in self._extra.items()}
+        # a recompile of a frame (Dynamo's guards failed: a new size, a
+        # changed attribute) replaces that frame's earlier regions
+        latest = {}
+        for e in ents:
+            f = e.get("frame") or [None, 0]
+            if f[0] is None or f[1] >= latest.get(f[0], -1):
+                latest[f[0]] = f[1]
+        ents = [e for e in ents if (e.get("frame") or [None, 0])[0] is None
+                or (e.get("frame") or [None, 0])[1] == latest[e["frame"][0]]]
+        regions = []
+        for e in sorted(ents, key=lambda e: e["model_idx"]):
+            r = {"model_idx": e["model_idx"], "key": e["key"], "sources": e["sources"],
+                 "frame": e.get("frame"), "guards": e.get("guards"), "shapes": e.get("shapes")}
+            r.update(extra.get(e["model_idx"], {}))
+            regions.append(r)
+        doc = {"model_tag": self.model_tag, "regions": regions}
         with _Cache(self.cache_dir) as c:
             c.put(index_key(self.model_tag), json.dumps(doc).encode(), replace=True)
+
+    def annotate(self, model_idx, **fields):
+        """Add fields to a region's record in the published index (bind_model
+        adds the return value's structure and the call's argument kinds)
+        and publish it again."""
+        with self._lock:
+            self._extra.setdefault(model_idx, {}).update(fields)
+        self._publish_index()
+
+    def _recording(self, fn):
+        def run(*a):
+            out = fn(*a)
+            if self.record_outputs:
+                self.last_outputs = out
+            return out
+        return run
 
     def __call__(self, gm, example_inputs):
         with self._lock:
@@ -307,8 +412,11 @@ class SaveBackend:
             # compile first: a region whose code cannot be built is not
             # published with a stale or missing variant
             fn, code = self._compile(gm, example_inputs)
+            fn = self._recording(fn)
+        frame, guards, shapes = _frame_facts(gm)
         try:
             ent = self.save_region(gm, idx, code)
+            ent.frame, ent.guards, ent.shapes = frame, guards, shapes
         except Exception as e:  # noqa: BLE001 - never break the model
             if self.strict:
                 raise
@@ -318,7 +426,8 @@ class SaveBackend:
             self.entries.append(ent)
         if self.store_code:
             try:
-                self._publish_index()
+                if not self.record_outputs:   # else the caller annotates, then publishes
+                    self._publish_index()
             except Exception as e:  # noqa: BLE001
                 if self.strict:
                     raise

@@ -2,7 +2,7 @@
 
     model = Model(cfg); model.load_state_dict(sd)
     fwd = magi_aot.bind_model(model, "/cache", "llama")
-    out = fwd(input_ids)           # the region's outputs (a tuple)
+    out = fwd(input_ids, attention_mask=m)   # what model(...) returns
     fwd.report                     # how it was served, and why
 
 The region's placeholders are bound by the Dynamo source each one was
@@ -10,8 +10,21 @@ taken from (recorded by the save backend): `L['self']...._parameters['w']`
 and `._buffers[...]` resolve to the model's tensors once, at bind time, and
 are checked against the placeholder's dtype, shape and device (an error
 names the parameter); `L['x']` / `L['args'][0]` resolve to the call's
-inputs; `L['x'].size()[1]` (a dynamic size Dynamo passed as a SymInt) to
-that input's size.
+inputs (bound through forward's signature, so positional and keyword
+spellings agree); `L['x'].size()[1]` (a dynamic size Dynamo passed as a
+SymInt) to that input's size; a scalar attribute Dynamo lifted as an
+input (`L['self']...attention_scaling`) is read from the module on every
+call.
+
+Every call is checked as torch.compile's guards would check it: the
+scalar attributes and arguments Dynamo specialised (recorded with their
+values by the save backend), which arguments were given, each tensor
+input's dtype, device, rank, static sizes and the ranges and guards of
+its symbolic sizes. In the process that traced, a failed check makes
+Dynamo recompile (the new region replaces the old one in the index);
+elsewhere it is refused naming the input or attribute and what the code
+was compiled for. The return value's structure, recorded after the
+tracing call, is rebuilt around the region's outputs.
 
 How the forward is obtained, in order:
   1. the model's region list is in the cache and its one region's stored
@@ -40,6 +53,7 @@ import inspect
 import re
 import time
 
+from . import _expr
 from ._lib import MagiError
 
 __all__ = ["bind_model", "BoundForward", "parse_source"]
@@ -79,8 +93,8 @@ def parse_source(text):
     return root, steps
 
 
-def _follow(obj, steps, text):
-    for op, a in steps:
+def _follow(obj, steps, text, allow_none=False):
+    for k, (op, a) in enumerate(steps):
         try:
             if op == "module":
                 obj = obj._modules[a]
@@ -100,7 +114,7 @@ def _follow(obj, steps, text):
                 obj = getattr(obj, a)
         except (KeyError, IndexError, AttributeError, TypeError):
             raise _err(-14, "%s: not found in the model or inputs (at %s %r)" % (text, op, a))
-        if obj is None:
+        if obj is None and not (allow_none and k == len(steps) - 1):
             raise _err(-14, "%s: missing (None)" % text)
     return obj
 
@@ -129,10 +143,226 @@ def _check_tensor(t, ph, text):
         raise _err(-11, "%s: on %s, the region was compiled for %s" % (text, t.device, dev))
 
 
+# ------------------------------------------------------------------ the return value
+MAX_TREE_DEPTH = 64
+
+
+def _type_name(cls):
+    return "%s.%s" % (cls.__module__, cls.__qualname__)
+
+
+def _pytree_node(cls):
+    from torch.utils import _pytree as pt
+    return pt.SUPPORTED_NODES.get(cls)
+
+
+def _encode_const(v):
+    import torch
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return {"t": "const", "v": v}
+    if isinstance(v, torch.dtype):
+        return {"t": "dtype", "v": str(v).replace("torch.", "")}
+    if isinstance(v, torch.device):
+        return {"t": "device", "v": str(v)}
+    return None
+
+
+def encode_output(ret, outputs, args, kwargs):
+    """The JSON tree of what the model returned, with every tensor a graph
+    output (by identity, {"t": "out", "i": k}) or one of the call's tensor
+    arguments ({"t": "arg"/"kwarg", ...}); raises MagiError
+    MAGI_ERR_UNSUPPORTED naming the path of anything else."""
+    import torch
+    ids = {id(o): i for i, o in enumerate(outputs) if isinstance(o, torch.Tensor)}
+    scalars = [(i, o) for i, o in enumerate(outputs) if not isinstance(o, torch.Tensor)]
+    argids = {id(a): ("arg", i) for i, a in enumerate(args) if isinstance(a, torch.Tensor)}
+    argids.update({id(a): ("kwarg", k) for k, a in kwargs.items() if isinstance(a, torch.Tensor)})
+    seen = {}
+
+    def enc(v, path, depth):
+        if depth > MAX_TREE_DEPTH:
+            raise _err(-13, "%s: the return value nests deeper than %d" % (path, MAX_TREE_DEPTH))
+        if isinstance(v, torch.Tensor):
+            if id(v) in ids:
+                return {"t": "out", "i": ids[id(v)]}
+            if id(v) in argids:
+                kind, a = argids[id(v)]
+                return {"t": kind, "v": a}
+            raise _err(-13, "%s: a tensor that is neither an output of the region nor an "
+                       "argument of the call" % path)
+        if isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+            raise _err(-13, "%s: a symbolic %s" % (path, type(v).__name__))
+        for i, o in scalars:
+            if type(o) is type(v) and o == v and not isinstance(v, bool):
+                return {"t": "out", "i": i}
+        c = _encode_const(v)
+        if c is not None:
+            return c
+        if id(v) in seen:
+            return {"t": "ref", "n": seen[id(v)]}
+        seen[id(v)] = len(seen)
+        cls = type(v)
+        node = _pytree_node(cls)
+        if cls in (list, tuple):
+            return {"t": cls.__name__, "items": [enc(x, "%s[%d]" % (path, i), depth + 1)
+                                                 for i, x in enumerate(v)]}
+        if cls is dict:
+            keys = list(v)
+            if not all(isinstance(k, (str, int)) and not isinstance(k, bool) for k in keys):
+                raise _err(-13, "%s: a dict with keys other than str and int" % path)
+            return {"t": "dict", "keys": keys,
+                    "items": [enc(v[k], "%s[%r]" % (path, k), depth + 1) for k in keys]}
+        if node is not None and not (isinstance(v, tuple) and hasattr(cls, "_fields")):
+            children, context = node.flatten_fn(v)
+            try:
+                import json
+                json.dumps(context)
+            except (TypeError, ValueError):
+                raise _err(-13, "%s: a %s whose pytree context is not plain data"
+                           % (path, _type_name(cls)))
+            return {"t": "node", "type": _type_name(cls), "context": context,
+                    "items": [enc(x, "%s.<%d>" % (path, i), depth + 1)
+                              for i, x in enumerate(children)]}
+        if isinstance(v, tuple) and hasattr(cls, "_fields"):   # a namedtuple
+            return {"t": "namedtuple", "type": _type_name(cls),
+                    "items": [enc(x, "%s.%s" % (path, f), depth + 1)
+                              for f, x in zip(cls._fields, v)]}
+        if cls.__new__ is object.__new__ and hasattr(v, "__dict__") and \
+                not any(getattr(k, "__slots__", ()) for k in cls.__mro__):
+            attrs = vars(v)
+            return {"t": "object", "type": _type_name(cls), "keys": list(attrs),
+                    "items": [enc(x, "%s.%s" % (path, k), depth + 1) for k, x in attrs.items()]}
+        raise _err(-13, "%s: a %s, which bind_model cannot rebuild from the region's outputs"
+                   % (path, _type_name(cls)))
+    return enc(ret, "output", 0)
+
+
+def _resolve_type(name, what):
+    """An already imported class by module.qualname (nothing is imported:
+    the name comes from the cache index)."""
+    import sys
+    mod, _, qual = name.rpartition(".")
+    obj = None
+    for cut in range(len(name.split(".")) - 1, 0, -1):
+        parts = name.split(".")
+        m = sys.modules.get(".".join(parts[:cut]))
+        if m is None:
+            continue
+        obj = m
+        for a in parts[cut:]:
+            obj = getattr(obj, a, None)
+        if obj is not None:
+            break
+    if not isinstance(obj, type):
+        raise _err(-14, "return value: %s %s is not an imported class" % (what, name))
+    return obj
+
+
+class OutputTree:
+    """Rebuilds the recorded return value from the region's outputs."""
+
+    def __init__(self, tree):
+        self.tree = tree
+        self._types = {}
+
+    def _type(self, name, what):
+        t = self._types.get(name)
+        if t is None:
+            t = self._types[name] = _resolve_type(name, what)
+        return t
+
+    def build(self, outputs, args, kwargs):
+        import torch
+        made = []
+
+        def dec(n):
+            t = n.get("t")
+            if t == "out":
+                return outputs[n["i"]]
+            if t == "arg":
+                return args[n["v"]]
+            if t == "kwarg":
+                return kwargs[n["v"]]
+            if t == "const":
+                return n["v"]
+            if t == "dtype":
+                return getattr(torch, n["v"])
+            if t == "device":
+                return torch.device(n["v"])
+            if t == "ref":
+                return made[n["n"]]
+            slot = len(made)
+            made.append(None)
+            if t in ("list", "tuple", "dict"):
+                items = [dec(x) for x in n["items"]]
+                v = (items if t == "list" else tuple(items) if t == "tuple"
+                     else dict(zip(n["keys"], items)))
+            elif t == "node":
+                cls = self._type(n["type"], "pytree node")
+                node = _pytree_node(cls)
+                if node is None:
+                    raise _err(-14, "return value: %s is not a registered pytree node" % n["type"])
+                v = node.unflatten_fn([dec(x) for x in n["items"]], n["context"])
+            elif t == "namedtuple":
+                v = self._type(n["type"], "namedtuple")(*[dec(x) for x in n["items"]])
+            elif t == "object":
+                cls = self._type(n["type"], "object")
+                if cls.__new__ is not object.__new__:
+                    raise _err(-13, "return value: %s has its own __new__" % n["type"])
+                v = object.__new__(cls)
+                made[slot] = v
+                v.__dict__.update(zip(n["keys"], [dec(x) for x in n["items"]]))
+            else:
+                raise _err(-4, "return value: unknown tree node %r" % (t,))
+            made[slot] = v
+            return v
+        return dec(self.tree)
+
+
+# ------------------------------------------------------------------ guards
+def _same(a, b):
+    if type(a) is not type(b):
+        return False
+    return a == b or (isinstance(a, float) and a != a and b != b)
+
+
+class _Miss(Exception):
+    """A call the stored code was not compiled for (what torch.compile's
+    guards would reject); .what names the input or attribute."""
+
+
+def _kind(v):
+    import torch
+    if isinstance(v, torch.Tensor):
+        return "tensor"
+    if v is None:
+        return "None"
+    return type(v).__name__
+
+
+def _scalar_as_tensor(v, ev):
+    """A Python number where the region takes a 0-d tensor (Dynamo passes an
+    unspecialised float that way)."""
+    return (isinstance(v, (int, float)) and not isinstance(v, bool)
+            and ev.get("kind") == "tensor" and ev.get("shape") == [])
+
+
+def _as_tensor(v, ev):
+    import torch
+    return torch.tensor(v, dtype=getattr(torch, ev.get("dtype") or "float64"))
+
+
+def _bind_scalar(ev, v, text, syms):
+    """A SymInt / SymFloat placeholder that is one symbol: its value now."""
+    if ev.get("kind") in ("symint", "symfloat") and isinstance(v, (int, float)) and \
+            _expr.parse(str(ev["expr"]))[0] == "sym":
+        syms.setdefault(_expr.parse(str(ev["expr"]))[1], (v, text))
+
+
 class BoundForward:
-    """forward(*inputs) -> the region's outputs. Attributes: report, region
-    (magi_aot.Region or None before the first traced call), fn (the
-    compiled callable)."""
+    """forward(*args, **kwargs) -> what model(*args, **kwargs) returns.
+    Attributes: report, region (magi_aot.Region or None before the first
+    traced call), fn (the compiled callable of the region)."""
 
     def __init__(self, model, cache_dir, model_tag, transport, dynamic, store_code,
                  trust_compiled=None, allow_targets=()):
@@ -146,13 +376,40 @@ class BoundForward:
         self.store_code = store_code
         self.region = None
         self.fn = None
-        self.report = {"served": None, "reason": None}
-        self._argnames = [p.name for p in inspect.signature(model.forward).parameters.values()
-                          if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        self.report = {"served": None, "reason": None, "recompiles": []}
+        self._sig = inspect.signature(model.forward)
         self._plan = None
+        self._entry = None
+        self._tree = None
+        self._compiled = None   # the torch.compile'd model when this process traced
+        self._backend = None
+
+    # -- the call's arguments, as the traced frame saw them
+    def _normalise(self, args, kwargs):
+        """(positional, keyword) as forward's signature binds them (one form
+        whichever way the caller spelt the call) and {parameter: value},
+        defaults included: the locals of a frame that is forward itself."""
+        try:
+            b = self._sig.bind(*args, **kwargs)
+        except TypeError as e:
+            raise _err(-1, "forward%s: %s" % (self._sig, e))
+        args, kwargs = tuple(b.args), dict(b.kwargs)
+        b.apply_defaults()
+        return args, kwargs, dict(b.arguments)
+
+    def _root(self, root, args, kwargs, named):
+        """The value of a local of the traced frame: forward's own
+        parameters, else the positional / keyword arguments of the wrapper
+        torch.compile put around the module (L['args'][0], L['kwargs']['ids'])."""
+        if root == "self":
+            return self.model
+        if root in self._sig.parameters:
+            return named[root]
+        return args if root == "args" else kwargs
 
     # -- binding
-    def _bind(self, region, sources):
+    def _bind(self, region, ent):
+        sources = ent["sources"]
         phs = region.placeholders
         if len(sources) != len(phs):
             raise _err(-11, "region has %d placeholders, the index records %d sources"
@@ -161,31 +418,153 @@ class BoundForward:
         for ph, src in zip(phs, sources):
             text = src.get("source")
             root, steps = parse_source(text)
+            ev = ph.get("example_value") or {}
             if root == "self":
+                if ev.get("kind") in ("symint", "symfloat", "symbool", "int", "float", "bool"):
+                    # a scalar attribute Dynamo lifted as an input: read every call
+                    plan.append(("attr", steps, text, ev))
+                    continue
                 t = _follow(self.model, steps, text)
+                if _scalar_as_tensor(t, ev):
+                    # a float attribute Dynamo passes as a 0-d tensor: read every call
+                    plan.append(("attr", steps, text, ev))
+                    continue
                 _check_tensor(t, ph, text)
                 plan.append(("const", t))
-            elif root == "args":
-                if not steps or steps[0][0] != "index":
-                    raise _err(-13, "source %r: expected L['args'][N]" % text)
-                plan.append(("input", steps[0][1], steps[1:], text))
-            elif root in self._argnames:
-                plan.append(("input", self._argnames.index(root), steps, text))
+            elif root in ("args", "kwargs") or root in self._sig.parameters:
+                plan.append(("input", root, steps, text, ev))
             else:
                 raise _err(-13, "source %r: '%s' is neither the model nor an argument of "
-                           "its forward %s" % (text, root, self._argnames))
+                           "its forward %s" % (text, root, list(self._sig.parameters)))
         self._plan = plan
+        self._entry = ent
+        self._tree = OutputTree(ent["outputs"]) if ent.get("outputs") else None
+        self._guards = []
+        for g in ent.get("guards") or ():
+            root, steps = parse_source(g["source"])
+            # the frame's other locals (a wrapper's function object) are not
+            # the call's to change
+            if root in ("self", "args", "kwargs") or root in self._sig.parameters:
+                self._guards.append((g["source"], root, steps, g["value"]))
+        self._shapes = ent.get("shapes") or {}
 
-    def _args(self, inputs):
-        out = []
+    def _check_call(self, args, kwargs, named):
+        """Raise _Miss where torch.compile's guards would reject this call."""
+        call = self._entry.get("call")
+        if call is not None:
+            kinds = [_kind(a) for a in args]
+            if len(kinds) != len(call["args"]):
+                raise _Miss("forward got %d positional arguments, the stored code was traced "
+                            "with %d" % (len(kinds), len(call["args"])))
+            for i, (k, want) in enumerate(zip(kinds, call["args"])):
+                if k != want:
+                    raise _Miss("argument %d is a %s, the stored code was traced with a %s"
+                                % (i, k, want))
+            if sorted(kwargs) != sorted(call["kwargs"]):
+                raise _Miss("keyword arguments %s, the stored code was traced with %s"
+                            % (sorted(kwargs), sorted(call["kwargs"])))
+            for k, want in call["kwargs"].items():
+                if _kind(kwargs[k]) != want:
+                    raise _Miss("keyword argument '%s' is a %s, the stored code was traced with "
+                                "a %s" % (k, _kind(kwargs[k]), want))
+        for text, root, steps, want in self._guards:
+            try:
+                got = _follow(self._root(root, args, kwargs, named), steps, text, True)
+            except MagiError:
+                got = "<missing>"
+            if not _same(got, want):
+                raise _Miss("%s is %r, the stored code was traced with %r (torch.compile "
+                            "guards on it)" % (text, got, want))
+
+    def _check_tensor_input(self, t, ev, text, syms, later):
+        import torch
+        if not isinstance(t, torch.Tensor):
+            raise _Miss("%s: expected a tensor, found %s" % (text, type(t).__name__))
+        want = ev.get("dtype")
+        if want and want != _dtype_name(t):
+            raise _Miss("%s: dtype %s, the stored code was compiled for %s" % (text, t.dtype, want))
+        dev = ev.get("device")
+        if dev and t.device.type != str(dev).split(":")[0]:
+            raise _Miss("%s: on %s, the stored code was compiled for %s" % (text, t.device, dev))
+        shape = ev.get("shape")
+        if shape is None:
+            return
+        if len(shape) != t.dim():
+            raise _Miss("%s: %d dimensions, the stored code was compiled for %d"
+                        % (text, t.dim(), len(shape)))
+        marked = getattr(t, "_dynamo_dynamic_indices", ())
+        for d, (want, got) in enumerate(zip(shape, t.shape)):
+            if isinstance(want, int):
+                if got != want:
+                    raise _Miss("%s dim %d is %d; the stored code was compiled for %d only (the "
+                                "dimension was static when traced)" % (text, d, got, want))
+                if d in marked:
+                    raise _Miss("%s dim %d is marked dynamic; the stored code has it static (%d)"
+                                % (text, d, want))
+            elif _expr.parse(want)[0] == "sym":
+                name = _expr.parse(want)[1]
+                if name in syms and syms[name][0] != got:
+                    raise _Miss("%s dim %d is %d, but %s (%s) is %d; the stored code was "
+                                "compiled with them equal" % (text, d, got, syms[name][1],
+                                                              want, syms[name][0]))
+                syms.setdefault(name, (int(got), "%s dim %d" % (text, d)))
+            else:
+                later.append((want, int(got), "%s dim %d" % (text, d)))
+
+    def _check_inputs(self, args, kwargs, named):
+        """The call's inputs as the region's placeholders take them; raises
+        _Miss for a value the stored code was not compiled for."""
+        syms, later, out = {}, [], []
         for p in self._plan:
             if p[0] == "const":
                 out.append(p[1])
                 continue
-            _, i, steps, text = p
-            if i >= len(inputs):
-                raise _err(-1, "%s: forward got %d inputs" % (text, len(inputs)))
-            out.append(_follow(inputs[i], steps, text))
+            if p[0] == "attr":
+                _, steps, text, ev = p
+                v = _follow(self.model, steps, text)
+                if isinstance(v, bool) or not isinstance(v, (int, float)):
+                    raise _Miss("%s is a %s, the stored code takes a number there"
+                                % (text, type(v).__name__))
+                if ev.get("kind") == "tensor":
+                    v = _as_tensor(v, ev)
+                else:
+                    _bind_scalar(ev, v, text, syms)
+                out.append(v)
+                continue
+            _, root, steps, text, ev = p
+            try:
+                v = _follow(self._root(root, args, kwargs, named), steps, text)
+            except MagiError:
+                raise _Miss("%s: not given in this call" % text)
+            if _scalar_as_tensor(v, ev):
+                out.append(_as_tensor(v, ev))
+            elif ev.get("kind") == "tensor":
+                self._check_tensor_input(v, ev, text, syms, later)
+            else:
+                _bind_scalar(ev, v, text, syms)
+            out.append(v)
+        vals = {k: v[0] for k, v in syms.items()}
+        ranges = self._shapes.get("ranges") or {}
+        for name, (v, where) in syms.items():
+            if isinstance(v, float):
+                continue
+            lo, hi = ranges.get(name, (2, None))
+            if (lo is not None and v < lo) or (hi is not None and v > hi):
+                why = " (torch.compile specialises sizes 0 and 1)" if lo == 2 and v < 2 else ""
+                raise _Miss("%s is %d; the stored code was compiled for %s in [%s, %s]%s"
+                            % (where, v, name, lo, "inf" if hi is None else hi, why))
+        for want, got, where in later:
+            if _expr.eval_int(want, vals) != got:
+                raise _Miss("%s is %d; the stored code was compiled for %s = %d"
+                            % (where, got, want, _expr.eval_int(want, vals)))
+        for g in self._shapes.get("guards") or ():
+            try:
+                ok = _expr.eval_int(g, vals)
+            except MagiError as e:
+                raise _Miss("cannot check the stored code's shape guard %s: %s" % (g, e.message))
+            if not ok:
+                raise _Miss("the stored code's shape guard %s does not hold for %s"
+                            % (g, ", ".join("%s=%d" % kv for kv in sorted(vals.items()))))
         return out
 
     # -- obtaining the code
@@ -220,7 +599,7 @@ class BoundForward:
         _, _, why = choose(region, payloads, used)
         if why and why.startswith("source changed"):
             return why
-        self._bind(region, ent["sources"])  # a missing/mismatched tensor fails before loading
+        self._bind(region, ent)  # a missing/mismatched tensor fails before loading
         from .compiled import region_device, use_triton_cache
         if region_device(region.doc) == "cuda":
             use_triton_cache(self.cache_dir)
@@ -232,41 +611,85 @@ class BoundForward:
         self.report.update(rep)
         return None
 
-    def _trace(self, inputs, why):
+    def _trace(self, args, kwargs, why):
+        """Run the model through torch.compile with the save backend (the
+        first time, or again where its guards fail: Dynamo recompiles as it
+        would under torch.compile), record the return value's structure and
+        bind to the region now stored. why: the reason the stored code was
+        not used (None for a recompile: the first reason stays). Returns the
+        model's return value."""
         import torch
         from .backend import SaveBackend
-        be = SaveBackend(self.cache_dir, self.model_tag, store_code=True, strict=True)
         t = time.perf_counter()
-        compiled = torch.compile(self.model, backend=be, dynamic=self.dynamic, fullgraph=False)
-        compiled(*inputs)
-        ents = [e for e in be.entries if not e.error]
-        if len(ents) != 1:
+        if self._compiled is None:
+            self._backend = SaveBackend(self.cache_dir, self.model_tag, store_code=True,
+                                        strict=True)
+            self._compiled = torch.compile(self.model, backend=self._backend,
+                                           dynamic=self.dynamic, fullgraph=False)
+        be = self._backend
+        n0 = len(be.entries)
+        be.record_outputs = True
+        try:
+            ret = self._compiled(*args, **kwargs)
+            outs = be.last_outputs
+        finally:
+            be.record_outputs = False
+            be.last_outputs = None
+        new = [e for e in be.entries[n0:] if not e.error]
+        if len(new) != 1:
             raise _err(-13, "model '%s' traced into %d regions (graph breaks); bind_model "
-                       "needs a single region" % (self.model_tag, len(ents)))
+                       "needs a single region" % (self.model_tag, len(new)))
+        if outs is None:
+            raise _err(-13, "model '%s': the traced region did not run" % self.model_tag)
+        tree = encode_output(ret, outs, args, kwargs)
+        call = {"args": [_kind(a) for a in args],
+                "kwargs": {k: _kind(v) for k, v in kwargs.items()}}
+        be.annotate(new[0].model_idx, outputs=tree, call=call)
+        first_reason = self.report.get("reason")
         err = self._from_cache(own_code=dict(be.stored_code))
         if err:
             raise _err(-14, "region not found after tracing: %s" % err)
-        self.report.update({"served": "traced", "reason": why,
+        self.report.update({"served": "traced", "reason": first_reason if why is None else why,
                             "trace_s": time.perf_counter() - t})
+        return ret
 
-    def __call__(self, *inputs):
+    def __call__(self, *args, **kwargs):
+        args, kwargs, named = self._normalise(args, kwargs)
         if self.fn is None:
             why = self._from_cache()
             if why:
-                self._trace(inputs, why)
-        return self.fn(*self._args(inputs))
+                return self._trace(args, kwargs, why)
+        try:
+            self._check_call(args, kwargs, named)
+            flat = self._check_inputs(args, kwargs, named)
+        except _Miss as miss:
+            if self._compiled is None:
+                raise _err(-11, "%s. The stored code cannot serve this call and bind_model "
+                           "does not run Dynamo in a process that loaded it; trace with this "
+                           "input (its first process, or after removing index.%s), or mark "
+                           "the dimension dynamic there (torch._dynamo.mark_dynamic)"
+                           % (miss, self.model_tag))
+            self.report["recompiles"].append(str(miss))
+            return self._trace(args, kwargs, None)
+        outs = self.fn(*flat)
+        if self._tree is None:
+            return outs
+        return self._tree.build(outs, args, kwargs)
 
 
-def bind_model(model, cache_dir, model_tag, *, transport=None, dynamic=True, load_now=True,
+def bind_model(model, cache_dir, model_tag, *, transport=None, dynamic=None, load_now=True,
                trust_compiled=None, allow_targets=()):
-    """A BoundForward for `model` from the regions stored under model_tag in
-    cache_dir (see the module doc). load_now: read and load the stored code
-    now (errors such as a missing parameter surface here) rather than on
-    the first call. trust_compiled: load stored code even from a cache
-    others can write (default: MAGI_AOT_TRUST_COMPILED=1; otherwise such a
-    region is compiled from its graph and report["reason"] says why).
-    allow_targets: graph targets past the loader's allow-list
-    (magi_aot.targets)."""
+    """A BoundForward for `model` from the region stored under model_tag in
+    cache_dir (see the module doc): fwd(*args, **kwargs) returns what
+    model(*args, **kwargs) returns. dynamic: torch.compile's, for the trace
+    (None: static first, a dimension made dynamic when a later call changes
+    it; mark_dynamic on inputs is honoured). load_now: read and load the
+    stored code now (errors such as a missing parameter surface here)
+    rather than on the first call. trust_compiled: load stored code even
+    from a cache others can write (default: MAGI_AOT_TRUST_COMPILED=1;
+    otherwise such a region is compiled from its graph and
+    report["reason"] says why). allow_targets: graph targets past the
+    loader's allow-list (magi_aot.targets)."""
     b = BoundForward(model, cache_dir, model_tag, transport, dynamic, True, trust_compiled,
                      allow_targets)
     if load_now:

@@ -317,6 +317,63 @@ def _so_blobs(root):
     return sorted(blobs)
 
 
+_PROBES = {}   # this process's CPU ISA probe libraries: path under a cache dir -> bytes
+
+
+def _isa_probes(root):
+    """Put Inductor's CPU ISA probe libraries into the cache directory `root`
+    of this compile. A process loading Inductor code probes which vector
+    ISAs the CPU runs by building a small library per ISA, unless it is
+    already in the cache directory; the process that compiles probes only
+    once, so a region it compiles after its first one would come without
+    them and every fresh process loading it would build them (seconds
+    each). A probe is a library whose C++ source beside it is one of the
+    probe programs (the `*_code` texts of torch's VecISA classes); those
+    met in an earlier compile of this process are copied. Best effort: a
+    torch without these internals stores what its compile left."""
+    try:
+        from torch._inductor import cpu_vec_isa as cvi
+        codes = set()
+        for cls in [cvi.VecISA] + list(cvi.VecISA.__subclasses__()) + [
+                type(i) for i in getattr(cvi, "supported_vec_isa_list", ())]:
+            for klass in cls.__mro__:
+                codes |= {v for k, v in vars(klass).items()
+                          if k.endswith("_code") and isinstance(v, str)}
+    except Exception:  # noqa: BLE001 - internals of another torch release
+        return
+    for d, _, files in os.walk(root):
+        for f in files:
+            if not f.endswith(".so"):
+                continue
+            cpp = os.path.join(d, f[:-3] + ".cpp")
+            src = _read_regular(cpp, 1 << 20)
+            if src is not None and src.decode("utf-8", "replace") in codes:
+                with open(os.path.join(d, f), "rb") as fh:
+                    _PROBES[os.path.relpath(os.path.join(d, f), root)] = fh.read()
+    for rel, data in _PROBES.items():
+        dst = os.path.join(root, rel)
+        if not os.path.exists(dst):
+            os.makedirs(os.path.dirname(dst), exist_ok=True)
+            with open(dst, "wb") as fh:
+                fh.write(data)
+
+
+def _forget_loaded_kernels():
+    """Drop Inductor's in-process table of C++ kernel libraries it already
+    loaded: a kernel this process built for an earlier region (a recompile
+    of the same model for a new size) would otherwise be reused from there
+    and its .so never land in this region's directory, so a fresh process
+    loading the region would build it again."""
+    try:
+        from torch._inductor import codecache
+    except ImportError:
+        return
+    for name in ("CppCodeCache", "CppPythonBindingsCodeCache", "CppWrapperCodeCache"):
+        cache = getattr(getattr(codecache, name, None), "cache", None)
+        if isinstance(cache, dict):
+            cache.clear()
+
+
 def compile_region(gm, example_inputs, *, options=None):
     """Compile a Dynamo region with Inductor's standalone compile and return
     (callable, [(blob name, bytes)]). Inductor's files go to a private cache
@@ -330,6 +387,7 @@ def compile_region(gm, example_inputs, *, options=None):
     # there (kernels loaded on first use).
     atexit.register(shutil.rmtree, tmp, True)
     with temporary_cache_dir(tmp), _config(cpp_cache_precompile_headers=False):
+        _forget_loaded_kernels()
         art = standalone_compile(gm, example_inputs, dynamic_shapes="from_graph",
                                  options=dict(options or {}))
         path = os.path.join(tmp, "region.standalone")
@@ -337,6 +395,7 @@ def compile_region(gm, example_inputs, *, options=None):
         with open(path, "rb") as f:
             blob = f.read()
         os.unlink(path)
+        _isa_probes(tmp)
         blobs = [("standalone", blob)] + _so_blobs(tmp)
     return art, blobs
 

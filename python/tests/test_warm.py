@@ -245,6 +245,64 @@ class Sources(unittest.TestCase):
                 parse_source(bad)
 
 
+class _Layer:
+    def __init__(self, k, v):
+        self.keys, self.values, self.dtype, self.ready = k, v, None, True
+
+
+class _Slotted:
+    __slots__ = ("x",)
+
+
+@unittest.skipUnless(HAVE_TORCH, TORCH_REASON)
+class ReturnValue(unittest.TestCase):
+    """bind_model's record of what the model returned: every tensor one of
+    the region's outputs or an argument, rebuilt around new outputs."""
+
+    def test_round_trip(self):
+        import collections
+        import torch
+        from magi_aot.bind import OutputTree, encode_output
+        Pair = collections.namedtuple("Pair", "a b")
+        globals()["Pair"] = Pair   # an imported class, as a model's would be
+        Pair.__module__, Pair.__qualname__ = __name__, "Pair"
+        outs = [torch.ones(2), torch.zeros(3), torch.full((1,), 7.0)]
+        arg = torch.arange(4)
+        layer = _Layer(outs[1], outs[2])
+        layer.dtype = torch.float16
+        ret = {"logits": outs[0], "cache": [layer, layer], "pair": Pair(outs[2], None),
+               "echo": (arg, 3, "s", torch.device("cpu"))}
+        tree = json.loads(json.dumps(encode_output(ret, outs, (arg,), {})))
+        new = [o + 1 for o in outs]
+        got = OutputTree(tree).build(new, (arg,), {})
+        self.assertEqual(list(got), ["logits", "cache", "pair", "echo"])
+        self.assertIs(got["logits"], new[0])
+        self.assertIsInstance(got["cache"][0], _Layer)
+        self.assertIs(got["cache"][0], got["cache"][1])     # one object, twice
+        self.assertIs(got["cache"][0].values, new[2])
+        self.assertEqual(got["cache"][0].dtype, torch.float16)
+        self.assertIsInstance(got["pair"], Pair)
+        self.assertIs(got["pair"].a, new[2])
+        self.assertEqual(got["echo"][1:], (3, "s", torch.device("cpu")))
+        self.assertIs(got["echo"][0], arg)
+
+    def test_refusals_name_the_path(self):
+        import torch
+        from magi_aot.bind import OutputTree, encode_output
+        outs = [torch.ones(2)]
+        with self.assertRaises(MagiError) as cm:
+            encode_output({"h": [outs[0], torch.zeros(1)]}, outs, (), {})
+        self.assertIn("output['h'][1]: a tensor that is neither", cm.exception.message)
+        with self.assertRaises(MagiError) as cm:
+            encode_output((outs[0], _Slotted()), outs, (), {})
+        self.assertIn("output[1]: a test_warm._Slotted", cm.exception.message)
+        # a class the index names but this process has not imported
+        tree = {"t": "object", "type": "no_such_module.Cls", "keys": [], "items": []}
+        with self.assertRaises(MagiError) as cm:
+            OutputTree(tree).build(outs, (), {})
+        self.assertIn("no_such_module.Cls is not an imported class", cm.exception.message)
+
+
 @unittest.skipUnless(HAVE_TORCH, TORCH_REASON)
 class Trust(unittest.TestCase):
     """Stored code is code: bind_model loads it only from a cache entry

@@ -23,28 +23,14 @@ if "--simulate" in sys.argv:
 os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="ind-")
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "."))
+sys.path.insert(0, HERE)
 
 import torch  # noqa: E402
-import torch._inductor.graph as graph  # noqa: E402
-import torch._inductor.cpp_builder as cpp_builder  # noqa: E402
-from torch._dynamo.utils import counters  # noqa: E402
 
 import magi_aot  # noqa: E402
+import warm_counts  # noqa: E402
 
-COUNT = {"inductor_codegen": 0, "cpp_builds": 0}
-
-
-def _count(cls, name, what):
-    orig = getattr(cls, name)
-
-    def wrapped(*a, **k):
-        COUNT[what] += 1
-        return orig(*a, **k)
-    setattr(cls, name, wrapped)
-
-
-_count(graph.GraphLowering, "compile_to_module", "inductor_codegen")
-_count(cpp_builder.CppBuilder, "build", "cpp_builds")
+COUNT = warm_counts.install()
 
 spec = importlib.util.spec_from_file_location("tiny_model", model_py)
 mod = importlib.util.module_from_spec(spec)
@@ -59,14 +45,14 @@ fwd = magi_aot.bind_model(model, cache, "tiny")
 outs = []
 with torch.no_grad():
     for i, x in enumerate(ids):
-        outs.append(fwd(x)[0])
+        outs.append(fwd(x))
         if i == 0:
             t_first = time.perf_counter() - t
     eager = [model(x) for x in ids]
 torch.save([o.cpu() for o in outs], out + ".pt")
 rep = dict(fwd.report)
 rep.pop("header", None)
-res = {"report": rep, "counts": COUNT, "dynamo_unique_graphs": counters["stats"]["unique_graphs"],
+res = {"report": rep, "counts": COUNT, "dynamo_unique_graphs": warm_counts.dynamo_graphs(),
        "first_output_s": t_first, "process_s": time.perf_counter() - T0,
        "max_abs_vs_eager": max(float((a - b).abs().max()) for a, b in zip(outs, eager))}
 with open(out, "w") as f:

@@ -1,0 +1,156 @@
+"""One fresh process of the warm-start test over stock models (CPU):
+
+    warm_models_child.py CACHE OUT MODE      MODE: first | second
+
+Builds each model of MODELS with a fixed seed (tiny configs, random
+weights), binds it with magi_aot.bind_model at the defaults and calls it
+as a user would; Inductor's cache directory is fresh, so only the magi
+artifact can supply compiled code. Writes OUT (JSON: per model the
+report, the return types beside eager's, what each check did, the
+process's compile counts) and OUT.pt (the returned tensors per model).
+"""
+import json
+import os
+import sys
+import tempfile
+
+os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="ind-")
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.join(os.path.dirname(HERE))]
+
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
+from torch.utils import _pytree as pytree  # noqa: E402
+
+import magi_aot  # noqa: E402
+import warm_counts  # noqa: E402
+from magi_aot._lib import MagiError  # noqa: E402
+
+COUNT = warm_counts.install()
+cache, out, mode = sys.argv[1:4]
+TINY = dict(vocab_size=100, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+
+
+def _hf(cfg, cls):
+    import transformers
+    return getattr(transformers, cls)(getattr(transformers, cfg)(**TINY))
+
+
+class Gate(nn.Module):
+    """x (B, S, D) times a gate (B, 1, D) that broadcasts over S."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(16, 16)
+
+    def forward(self, x, gate):
+        return self.fc(x) * torch.sigmoid(gate)
+
+
+class Keywords(nn.Module):
+    """Keyword inputs, a float attribute, a dict with a nested tuple out."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(16, 16)
+        self.alpha = 0.5
+
+    def forward(self, x, *, bias=None, mask=None):
+        y = self.fc(x) * self.alpha
+        if bias is not None:
+            y = y + bias
+        return {"y": y, "aux": (y.sum(-1), {"mask": mask})}
+
+
+def _ids(n):
+    g = torch.Generator().manual_seed(n)
+    return torch.randint(0, TINY["vocab_size"], (2, n), generator=g)
+
+
+def _x(*shape):
+    g = torch.Generator().manual_seed(sum(shape))
+    return torch.randn(*shape, generator=g)
+
+
+# name: (build, [calls as (args, kwargs)], mark) -- mark: dims marked dynamic on the first call
+MODELS = {
+    "llama": (lambda: _hf("LlamaConfig", "LlamaForCausalLM"),
+              [((_ids(16),), {}), ((_ids(24),), {}), ((_ids(9),), {})]),
+    "qwen2": (lambda: _hf("Qwen2Config", "Qwen2ForCausalLM"),
+              [((), {"input_ids": _ids(16)}), ((), {"input_ids": _ids(24)})]),
+    "gate": (Gate, [((_x(2, 8, 16), _x(2, 1, 16)), {}), ((_x(2, 12, 16), _x(2, 1, 16)), {})]),
+    "keywords": (Keywords, [((), {"x": _x(2, 8, 16), "bias": _x(16)}),
+                            ((), {"x": _x(2, 12, 16), "bias": _x(16)})]),
+}
+ONLY = os.environ.get("MAGI_WARM_MODELS")
+
+
+def leaves(v):
+    return [x for x in pytree.tree_leaves(v) if isinstance(x, torch.Tensor)] + \
+        ([t for layer in getattr(v, "past_key_values").layers for t in (layer.keys, layer.values)]
+         if getattr(v, "past_key_values", None) is not None else [])
+
+
+def describe(v):
+    return type(v).__name__ + ("(%s)" % ",".join(v.keys()) if isinstance(v, dict) else "")
+
+
+res, tensors = {"counts": COUNT, "models": {}}, {}
+for name, (build, calls) in MODELS.items():
+    if ONLY and name not in ONLY.split(","):
+        continue
+    torch.manual_seed(0)
+    model = build().eval()
+    r = res["models"][name] = {"types": [], "eager_types": [], "max_abs_vs_eager": 0.0}
+    fwd = magi_aot.bind_model(model, cache, name)
+    outs = []
+    with torch.no_grad():
+        for i, (args, kwargs) in enumerate(calls):
+            if mode == "first" and name == "qwen2" and i == 0:
+                torch._dynamo.mark_dynamic(kwargs["input_ids"], 1)
+            got = fwd(*args, **kwargs)
+            want = model(*args, **kwargs)
+            r["types"].append(describe(got))
+            r["eager_types"].append(describe(want))
+            a, b = leaves(got), leaves(want)
+            r["n_leaves"] = [len(a), len(b)]
+            r["max_abs_vs_eager"] = max([r["max_abs_vs_eager"]] +
+                                        [float((x - y).abs().max()) for x, y in zip(a, b)])
+            outs.append(a)
+        if name == "keywords":
+            # a changed float attribute: Dynamo guarded its value
+            model.alpha = 0.25
+            args, kwargs = calls[0]
+            try:
+                got = fwd(*args, **kwargs)
+                r["alpha_changed"] = {"served": fwd.report["served"],
+                                      "max_abs_vs_eager": float(
+                                          (got["y"] - model(*args, **kwargs)["y"]).abs().max())}
+            except MagiError as e:
+                r["alpha_changed"] = {"error": e.message}
+            model.alpha = 0.5
+        if name == "llama" and mode == "second":
+            # the float attribute of the issue, specialised in the stored code
+            rot = model.model.rotary_emb
+            rot.attention_scaling = 2.0
+            try:
+                fwd(*calls[0][0])
+                r["scaling_changed"] = {"served": fwd.report["served"]}
+            except MagiError as e:
+                r["scaling_changed"] = {"error": e.message, "status": e.status}
+            rot.attention_scaling = 1.0
+            try:   # the batch was static in both traces
+                fwd(_ids(16)[:1])
+                r["new_batch"] = {"served": fwd.report["served"]}
+            except MagiError as e:
+                r["new_batch"] = {"error": e.message, "status": e.status}
+    rep = dict(fwd.report)
+    rep.pop("header", None)
+    r["report"] = rep
+    tensors[name] = outs
+res["dynamo_unique_graphs"] = warm_counts.dynamo_graphs()
+torch.save(tensors, out + ".pt")
+with open(out, "w") as f:
+    json.dump(res, f, default=str)
+print(json.dumps(res, default=str))
