@@ -99,6 +99,27 @@ static int mp_push(mp *m, mp *kid) {
     return 0;
 }
 
+/* Append a copy of item a (array) or pair a (map); m->n counts it. 0 or -1. */
+static int mp_push_copy(mp *m, uint32_t a) {
+    if (m->type == T_MAP) {
+        mp *k = mp_clone(m->kids[2 * a]), *v = mp_clone(m->kids[2 * a + 1]);
+        if (!k || !v || mp_push(m, k)) {
+            mp_free(k);
+            mp_free(v);
+            return -1;
+        }
+        m->kids[2 * m->n + 1] = v;
+    } else {
+        mp *c = mp_clone(m->kids[a]);
+        if (!c || mp_push(m, c)) {
+            mp_free(c);
+            return -1;
+        }
+    }
+    m->n++;
+    return 0;
+}
+
 /* ------------------------------------------------------------ decoder */
 
 typedef struct rd {
@@ -592,15 +613,7 @@ static int mutate_tree(sect *secs, uint32_t n_secs, uint64_t *rng, int kind) {
     case FM_DUP_KEY: {
         mp *m = pick_seq(&f, T_MAP, 1, rng);
         if (!m) break;
-        uint32_t a = below(rng, m->n);
-        mp *k = mp_clone(m->kids[2 * a]), *v = mp_clone(m->kids[2 * a + 1]);
-        if (!k || !v || mp_push(m, k)) {
-            mp_free(k);
-            mp_free(v);
-            break;
-        }
-        m->kids[2 * m->n + 1] = v;
-        m->n++;
+        if (mp_push_copy(m, below(rng, m->n))) break;
         rc = 0;
         break;
     }
@@ -623,13 +636,8 @@ static int mutate_tree(sect *secs, uint32_t n_secs, uint64_t *rng, int kind) {
             mp_free(m->kids[a]);
             memmove(&m->kids[a], &m->kids[a + 1], (size_t)(m->n - a - 1) * sizeof *m->kids);
             m->n--;
-        } else {
-            mp *c = mp_clone(m->kids[a]);
-            if (!c || mp_push(m, c)) {
-                mp_free(c);
-                break;
-            }
-            m->n++;
+        } else if (mp_push_copy(m, a)) {
+            break;
         }
         rc = 0;
         break;
@@ -648,24 +656,7 @@ static int mutate_tree(sect *secs, uint32_t n_secs, uint64_t *rng, int kind) {
         if (per && extra * per / m->n > budget) extra = budget * m->n / per;
         if (extra > UINT32_MAX - m->n) extra = UINT32_MAX - m->n;
         uint32_t n0 = m->n;
-        for (uint64_t e = 0; e < extra; e++) {
-            uint32_t a = below(rng, n0);
-            if (m->type == T_MAP) {
-                mp *k = mp_clone(m->kids[2 * a]), *v = mp_clone(m->kids[2 * a + 1]);
-                if (!k || !v || mp_push(m, k)) {
-                    mp_free(k);
-                    mp_free(v);
-                    break;
-                }
-                m->kids[2 * m->n + 1] = v;
-            } else {
-                mp *c = mp_clone(m->kids[a]);
-                if (!c || mp_push(m, c)) {
-                    mp_free(c);
-                    break;
-                }
-            }
-            m->n++;
+        for (uint64_t e = 0; e < extra && !mp_push_copy(m, below(rng, n0)); e++) {
         }
         rc = m->n > n0 ? 0 : -1;
         break;

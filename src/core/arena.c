@@ -1,5 +1,7 @@
 /* Bump allocator: chunks of growing size, freed all at once. */
 #include "internal.h"
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -166,4 +168,13 @@ char *magi_arena_strdup(magi_arena *a, const char *s) {
     MAGI_ARG_NONNULL_RET(a, NULL);
     MAGI_ARG_NONNULL_RET(s, NULL);
     return magi_arena_strndup(a, s, strlen(s));
+}
+
+const char *magi_arena_printf(magi_arena *a, const char *fmt, ...) {
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    return magi_arena_strdup(a, buf);
 }

@@ -180,6 +180,8 @@ magi_status magi_fd_check_own(int fd, const char *what);
 /* magi_arena_alloc() without zeroing: for a caller that writes every byte
  * it reads (same limits, messages and alignment). */
 void *magi_arena_alloc_uninit(magi_arena *a, size_t size);
+/* printf into the arena (at most 1 KiB of text, truncated); NULL on out of memory. */
+const char *magi_arena_printf(magi_arena *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Forget everything allocated from `a` but keep its memory for the next
  * allocations (a reused arena costs no page faults); the cap is cleared.

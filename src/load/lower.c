@@ -25,15 +25,6 @@ typedef struct plan_entry {
     int at_bind; /* cast and pad folded into the bound shard */
 } plan_entry;
 
-static const char *afmt(magi_arena *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static const char *afmt(magi_arena *a, const char *fmt, ...) {
-    char buf[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    return magi_arena_strdup(a, buf);
-}
 
 static int has_flag(const magi_node *n, uint32_t f) {
     return (magi_op_lookup(NULL, n->op, n->target)->flags & f) != 0;
@@ -117,24 +108,24 @@ static magi_status classify(magi_region *r, uint32_t i, const uint32_t *uses, co
     const magi_node *p = &r->nodes[src->u.node];
     e->rec->weight = p->name;
     if (!is_weight_placeholder(p)) {
-        *reason = afmt(a, "'%s' is not a parameter or buffer (activations keep their redistribute)", p->name);
+        *reason = magi_arena_printf(a, "'%s' is not a parameter or buffer (activations keep their redistribute)", p->name);
         return MAGI_OK;
     }
     magi_dtensor_spec s;
     magi_status st = p->example ? magi_dtensor_spec_get(&s, p->example) : MAGI_ERR_NOT_FOUND;
     if (st == MAGI_ERR_NOT_FOUND) {
-        *reason = afmt(a, "'%s' has no recorded DTensor spec (mesh, placements)", p->name);
+        *reason = magi_arena_printf(a, "'%s' has no recorded DTensor spec (mesh, placements)", p->name);
         return MAGI_OK;
     }
     if (st) return magi_error_prefix(st, "node '%s'", p->name);
     char pl[MAGI_PLACEMENT_TEXT_MAX];
     magi_placement_format(pl, sizeof pl, &s.placements[0]);
     if (s.mesh_ndim != 1) {
-        *reason = afmt(a, "'%s' lives on a %u-D mesh (only 1-D meshes are lowered)", p->name, s.mesh_ndim);
+        *reason = magi_arena_printf(a, "'%s' lives on a %u-D mesh (only 1-D meshes are lowered)", p->name, s.mesh_ndim);
         return MAGI_OK;
     }
     if (s.placements[0].kind != MAGI_PLACEMENT_SHARD || s.placements[0].dim != 0) {
-        *reason = afmt(a, "'%s' is placed %s (only Shard(0) is lowered)", p->name, pl);
+        *reason = magi_arena_printf(a, "'%s' is placed %s (only Shard(0) is lowered)", p->name, pl);
         return MAGI_OK;
     }
     /* The target placements and forward dtype: the call's arguments, or -
@@ -170,28 +161,28 @@ static magi_status classify(magi_region *r, uint32_t i, const uint32_t *uses, co
         return MAGI_OK;
     }
     if (uses[i] != 1 || !has_flag(&r->nodes[last_user[i]], MAGI_OPF_TO_LOCAL)) {
-        *reason = afmt(a, "the gathered DTensor is used other than by one to_local (%u uses)", uses[i]);
+        *reason = magi_arena_printf(a, "the gathered DTensor is used other than by one to_local (%u uses)", uses[i]);
         return MAGI_OK;
     }
     const magi_node *t = &r->nodes[last_user[i]];
     const magi_value *t0 = arg_or_kw(t, 0, "self");
     if (!t0 || t0->kind != MAGI_V_NODE || t0->u.node != i) {
-        *reason = afmt(a, "'%s' takes the DTensor other than as its input", t->name);
+        *reason = magi_arena_printf(a, "'%s' takes the DTensor other than as its input", t->name);
         return MAGI_OK;
     }
     const magi_example *ex = p->example;
     uint32_t nd = ex->u.tensor.ndim;
     for (uint32_t k = 0; k < nd; k++)
         if (ex->u.tensor.shape[k].expr || ex->u.tensor.shape[k].value < 0) {
-            *reason = afmt(a, "'%s' has a symbolic global shape", p->name);
+            *reason = magi_arena_printf(a, "'%s' has a symbolic global shape", p->name);
             return MAGI_OK;
         }
     if (nd == 0) {
-        *reason = afmt(a, "'%s' is a 0-d tensor", p->name);
+        *reason = magi_arena_printf(a, "'%s' is a 0-d tensor", p->name);
         return MAGI_OK;
     }
     if (c->world == 1 && c->n_groups == 0 && s.mesh_shape[0] > 1) {
-        *reason = afmt(a, "the load names no rank and world for mesh dimension 0 (process group '%s', %lld ranks)",
+        *reason = magi_arena_printf(a, "the load names no rank and world for mesh dimension 0 (process group '%s', %lld ranks)",
                        s.groups[0], (long long)s.mesh_shape[0]);
         return MAGI_OK;
     }
@@ -433,7 +424,7 @@ magi_status magi_lower_redistribute(const magi_lowered **out, uint32_t *n_out, m
         for (uint32_t j = 0; j < k; j++) lowered_uses += pe[j].rec->lowered && pe[j].weight == e->weight;
         if (uses[e->weight] != lowered_uses) {
             e->rec->lowered = e->rec->cast = e->rec->padded = 0;
-            e->rec->reason = afmt(r->arena, "'%s' is also used other than by a lowered redistribute",
+            e->rec->reason = magi_arena_printf(r->arena, "'%s' is also used other than by a lowered redistribute",
                                   r->nodes[e->weight].name);
         }
     }

@@ -128,15 +128,6 @@ static int requires_grad(const magi_example *ex) {
 
 /* ------------------------------------------------------------- helpers */
 
-static const char *afmt(magi_arena *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static const char *afmt(magi_arena *a, const char *fmt, ...) {
-    char buf[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    return magi_arena_strdup(a, buf);
-}
 
 static void fmt_dims(char *dst, size_t cap, const magi_dim *d, uint32_t n) {
     size_t o = 0;
@@ -211,7 +202,7 @@ static void classify_input(magi_arena *a, const magi_region *r, const magi_value
         if (!a0 || a0->kind != MAGI_V_NODE || a0->u.node >= r->n_nodes ||
             !is_weight_op(&r->nodes[a0->u.node])) {
             res->reason = MAGI_SYMM_KEEP_NOT_RESIDENT;
-            res->detail = afmt(a, "input '%s' is to_local of something other than a placeholder or get_attr",
+            res->detail = magi_arena_printf(a, "input '%s' is to_local of something other than a placeholder or get_attr",
                                p->name);
             return;
         }
@@ -219,16 +210,16 @@ static void classify_input(magi_arena *a, const magi_region *r, const magi_value
         shard = p->example;
     } else if (is_cast(p)) {
         res->reason = MAGI_SYMM_KEEP_CAST;
-        res->detail = afmt(a, "input '%s' is a cast (%s %s)", p->name, magi_opcode_name(p->op),
+        res->detail = magi_arena_printf(a, "input '%s' is a cast (%s %s)", p->name, magi_opcode_name(p->op),
                            p->target);
         return;
     } else if (is_pad(p)) {
         res->reason = MAGI_SYMM_KEEP_PAD;
-        res->detail = afmt(a, "input '%s' is padded (%s)", p->name, p->target);
+        res->detail = magi_arena_printf(a, "input '%s' is padded (%s)", p->name, p->target);
         return;
     } else {
         res->reason = MAGI_SYMM_KEEP_NOT_RESIDENT;
-        res->detail = afmt(a, "input '%s' (%s %s) is not a resident weight shard", p->name,
+        res->detail = magi_arena_printf(a, "input '%s' (%s %s) is not a resident weight shard", p->name,
                            magi_opcode_name(p->op) ? magi_opcode_name(p->op) : "?",
                            p->target ? p->target : "");
         return;
@@ -236,23 +227,23 @@ static void classify_input(magi_arena *a, const magi_region *r, const magi_value
     const char *why = NULL;
     if (!is_static_weight(x, &why)) {
         res->reason = MAGI_SYMM_KEEP_NOT_STATIC;
-        res->detail = afmt(a, "'%s' (%s) is not a static weight: %s", x->name, x->target ? x->target : "", why);
+        res->detail = magi_arena_printf(a, "'%s' (%s) is not a static weight: %s", x->name, x->target ? x->target : "", why);
         return;
     }
     if (requires_grad(x->example) || requires_grad(shard)) {
         res->reason = MAGI_SYMM_KEEP_TRAINABLE;
-        res->detail = afmt(a, "weight '%s' has requires_grad: it changes between steps", x->name);
+        res->detail = magi_arena_printf(a, "weight '%s' has requires_grad: it changes between steps", x->name);
         return;
     }
     if (!shard || shard->kind != MAGI_EX_TENSOR) {
         res->reason = MAGI_SYMM_KEEP_NOT_RESIDENT;
-        res->detail = afmt(a, "shard '%s' has no tensor example_value", p->name);
+        res->detail = magi_arena_printf(a, "shard '%s' has no tensor example_value", p->name);
         return;
     }
     size_t es = magi_symm_dtype_size(shard->u.tensor.dtype);
     if (!es) {
         res->reason = MAGI_SYMM_KEEP_NOT_RESIDENT;
-        res->detail = afmt(a, "shard '%s' has unknown dtype '%s'", p->name,
+        res->detail = magi_arena_printf(a, "shard '%s' has unknown dtype '%s'", p->name,
                            shard->u.tensor.dtype ? shard->u.tensor.dtype : "");
         return;
     }
@@ -261,7 +252,7 @@ static void classify_input(magi_arena *a, const magi_region *r, const magi_value
     fmt_dims(s1, sizeof s1, sh, nd);
     if (nd == 0 || !dims_concrete(sh, nd)) {
         res->reason = MAGI_SYMM_KEEP_UNEVEN;
-        res->detail = afmt(a, "shard '%s' shape %s is not a concrete shape of rank >= 1", p->name, s1);
+        res->detail = magi_arena_printf(a, "shard '%s' shape %s is not a concrete shape of rank >= 1", p->name, s1);
         return;
     }
     size_t nb = es;
@@ -269,7 +260,7 @@ static void classify_input(magi_arena *a, const magi_region *r, const magi_value
         if (!magi_mul_ok(nb, (size_t)sh[i].value, &nb)) nb = 0, i = nd;
     if (nb == 0) {
         res->reason = MAGI_SYMM_KEEP_UNEVEN;
-        res->detail = afmt(a, "shard '%s' shape %s is empty or too large", p->name, s1);
+        res->detail = magi_arena_printf(a, "shard '%s' shape %s is empty or too large", p->name, s1);
         return;
     }
     /* The gathered output must be group_size shards stacked on dim 0. */
@@ -286,7 +277,7 @@ static void classify_input(magi_arena *a, const magi_region *r, const magi_value
             else
                 snprintf(s2, sizeof s2, "(not a tensor)");
             res->reason = MAGI_SYMM_KEEP_UNEVEN;
-            res->detail = afmt(a, "gathered shape %s is not %lld x shard %s", s2, (long long)gs, s1);
+            res->detail = magi_arena_printf(a, "gathered shape %s is not %lld x shard %s", s2, (long long)gs, s1);
             return;
         }
     }
@@ -300,7 +291,7 @@ static void classify_input(magi_arena *a, const magi_region *r, const magi_value
         if (!same && !global) {
             fmt_dims(s2, sizeof s2, xs, nd);
             res->reason = MAGI_SYMM_KEEP_UNEVEN;
-            res->detail = afmt(a, "weight '%s' shape %s is not %lld even shards of %s", x->name, s2,
+            res->detail = magi_arena_printf(a, "weight '%s' shape %s is not %lld even shards of %s", x->name, s2,
                                (long long)gs, s1);
             return;
         }
@@ -519,7 +510,7 @@ static magi_status plan_region(build_ctx *b, uint32_t ri, const magi_region *r) 
         int plan_it = 0;
         if (symm && rp->transport == MAGI_SYMM_TRANSPORT_NCCL) {
             /* an earlier load rewrote it: give the NCCL gather back */
-            g->to = afmt(a, "%s%s", row->counterpart, suffix);
+            g->to = magi_arena_printf(a, "%s%s", row->counterpart, suffix);
             g->reason = MAGI_SYMM_KEEP_TRANSPORT;
             g->detail = "transport nccl selected: restored to the NCCL gather";
         } else if (symm && n_ok != nin) {
@@ -527,9 +518,9 @@ static magi_status plan_region(build_ctx *b, uint32_t ri, const magi_region *r) 
              * (e.g. an activation): serve it from NCCL again */
             uint32_t k = 0;
             while (ins[k].reason == MAGI_SYMM_REWRITTEN) k++;
-            g->to = afmt(a, "%s%s", row->counterpart, suffix);
+            g->to = magi_arena_printf(a, "%s%s", row->counterpart, suffix);
             g->reason = ins[k].reason;
-            g->detail = afmt(a, "restored to the NCCL gather: input %u: %s", k, ins[k].detail);
+            g->detail = magi_arena_printf(a, "restored to the NCCL gather: input %u: %s", k, ins[k].detail);
         } else if (symm) {
             g->to = g->from;
             g->reason = MAGI_SYMM_REWRITTEN;
@@ -540,7 +531,7 @@ static magi_status plan_region(build_ctx *b, uint32_t ri, const magi_region *r) 
             g->reason = MAGI_SYMM_KEEP_TRANSPORT;
             g->detail = "transport nccl selected";
         } else if (n_ok == nin) {
-            g->to = afmt(a, "%s%s", row->counterpart, suffix);
+            g->to = magi_arena_printf(a, "%s%s", row->counterpart, suffix);
             g->reason = MAGI_SYMM_REWRITTEN;
             g->detail = "";
             plan_it = 1;
@@ -550,11 +541,11 @@ static magi_status plan_region(build_ctx *b, uint32_t ri, const magi_region *r) 
             g->to = g->from;
             if (n_ok > 0) {
                 g->reason = MAGI_SYMM_KEEP_MIXED_COALESCED;
-                g->detail = afmt(a, "%u of %u inputs qualify; input %u: %s (%s)", n_ok, nin, k,
+                g->detail = magi_arena_printf(a, "%u of %u inputs qualify; input %u: %s (%s)", n_ok, nin, k,
                                  magi_symm_reason_name(ins[k].reason), ins[k].detail);
             } else {
                 g->reason = ins[k].reason;
-                g->detail = coalesced ? afmt(a, "input %u: %s", k, ins[k].detail) : ins[k].detail;
+                g->detail = coalesced ? magi_arena_printf(a, "input %u: %s", k, ins[k].detail) : ins[k].detail;
             }
         }
         if (!g->to || !g->detail) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
