@@ -387,14 +387,10 @@ static magi_status read_example(reader *rd, json_t *j, magi_example *ex, uint32_
     return MAGI_OK;
 }
 
+/* Reports go through magi_region_note, the one builder of those lists (its
+ * capacity rule is what a later note, by any reader, relies on). */
 static magi_status report_key(reader *rd, const char ***list, uint32_t *n, const char *what) {
-    const char **nl = magi_arena_calloc(rd->a, *n + 1, sizeof(char *));
-    if (!nl) return MAGI_ERR_NOMEM;
-    if (*n) memcpy(nl, *list, *n * sizeof(char *));
-    nl[*n] = dup(rd, what);
-    *list = nl;
-    (*n)++;
-    return MAGI_OK;
+    return magi_region_note(rd->r, list, n, what);
 }
 
 static magi_status read_node(reader *rd, json_t *j, magi_node *node) {
