@@ -150,6 +150,14 @@ magi_status magi_region_subgraphs_check(const magi_region *r);
  * member as the example's extra members; the artifact reader refuses extra
  * members with a defined name. */
 int magi_example_key_defined(magi_example_kind k, const char *key);
+/* Node helpers the passes share (src/graph/region.c). */
+/* Whether node n's operator-table row has flag (MAGI_OPF_*). */
+int magi_node_op_flag(const magi_node *n, uint32_t flag);
+/* Argument i of node n, or its keyword kw when there are fewer positional ones; NULL when neither. */
+const magi_value *magi_node_arg(const magi_node *n, uint32_t i, const char *kw);
+/* Is a placeholder or get_attr node a static weight (a parameter or buffer,
+ * by its input_kind or its Dynamo name)? 0 with *why (may be NULL) saying why not. */
+int magi_node_is_static_weight(const magi_node *x, const char **why);
 /* Check a tensor example's "dtensor" member (a jansson json_t *): what
  * magi_dtensor_spec_check_json() checks, with every shard dimension below
  * `ndim`. Both readers call it on the member, so they refuse the same. */

@@ -388,3 +388,45 @@ magi_status magi_region_note(magi_region *r, const char ***v, uint32_t *n, const
     (*n)++;
     return MAGI_OK;
 }
+
+/* ---------------------------------------------------- node helpers */
+
+int magi_node_op_flag(const magi_node *n, uint32_t flag) {
+    return (magi_op_lookup(NULL, n->op, n->target)->flags & flag) != 0;
+}
+
+const magi_value *magi_node_arg(const magi_node *n, uint32_t i, const char *kw) {
+    if (n->args.kind == MAGI_V_LIST && i < n->args.u.seq.n) return &n->args.u.seq.items[i];
+    if (n->kwargs.kind == MAGI_V_DICT && n->kwargs.u.seq.keys)
+        for (uint32_t k = 0; k < n->kwargs.u.seq.n; k++)
+            if (n->kwargs.u.seq.keys[k] && !strcmp(n->kwargs.u.seq.keys[k], kw)) return &n->kwargs.u.seq.items[k];
+    return NULL;
+}
+
+/* Does a Dynamo placeholder name mark a module parameter or buffer?
+ * L_self_parameters_W_, L_self_buffers_B_, and the nested
+ * L_self_modules_M_modules_N_parameters_W_ / ..._buffers_B_ forms. */
+static int dynamo_name_is_weight(const char *t) {
+    if (!t || strncmp(t, "L_self_", 7)) return 0;
+    t += 7;
+    if (!strncmp(t, "parameters_", 11) || !strncmp(t, "buffers_", 8)) return 1;
+    return !strncmp(t, "modules_", 8) && (strstr(t, "_parameters_") || strstr(t, "_buffers_"));
+}
+
+int magi_node_is_static_weight(const magi_node *x, const char **why) {
+    const char *w = NULL;
+    int ok = 0;
+    if (x->op == MAGI_OP_GET_ATTR) return 1;
+    if (x->op != MAGI_OP_PLACEHOLDER)
+        w = "not a placeholder or get_attr";
+    else if (x->input_kind == MAGI_INPUT_PARAM || x->input_kind == MAGI_INPUT_BUFFER)
+        ok = 1;
+    else if (x->input_kind == MAGI_INPUT_OTHER)
+        w = "recorded as an input, not a parameter or buffer";
+    else if (dynamo_name_is_weight(x->target))
+        ok = 1;
+    else
+        w = "not recorded as a parameter or buffer, and its name does not mark one";
+    if (why && !ok) *why = w;
+    return ok;
+}

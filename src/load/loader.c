@@ -193,15 +193,10 @@ static magi_status decide_transport(magi_loader *ld, entry *e) {
  * region as read) is taken on that one, on first request. */
 static magi_status lower_region(magi_loader *ld, entry *e) {
     magi_region *r = e->region;
-    int any = 0;
-    for (uint32_t k = 0; k < r->n_nodes && !any; k++)
-        any = (magi_op_lookup(NULL, r->nodes[k].op, r->nodes[k].target)->flags & MAGI_OPF_REDISTRIBUTE) != 0;
-    if (!any) return MAGI_OK;
     magi_node *read_nodes = r->nodes;
     uint32_t n_read = r->n_nodes;
-    magi_status st;
     unsigned flags = e->info.transport == MAGI_SYMM_TRANSPORT_COPY_ENGINE && !ld->o.keep_cast_pad ? MAGI_LOWER_AT_BIND : 0;
-    st = magi_lower_redistribute(&e->lowered, &e->n_lowered, r, &ld->o.bind, flags);
+    magi_status st = magi_lower_redistribute(&e->lowered, &e->n_lowered, r, &ld->o.bind, flags);
     if (st) return magi_error_prefix(st, "%s", e->path);
     for (uint32_t k = 0; k < e->n_lowered; k++) e->info.n_lowered += e->lowered[k].lowered != 0;
     if (r->nodes != read_nodes) {

@@ -26,18 +26,6 @@ typedef struct plan_entry {
 } plan_entry;
 
 
-static int has_flag(const magi_node *n, uint32_t f) {
-    return (magi_op_lookup(NULL, n->op, n->target)->flags & f) != 0;
-}
-
-static const magi_value *arg_or_kw(const magi_node *n, uint32_t i, const char *kw) {
-    if (n->args.kind == MAGI_V_LIST && i < n->args.u.seq.n) return &n->args.u.seq.items[i];
-    if (n->kwargs.kind == MAGI_V_DICT && n->kwargs.u.seq.keys)
-        for (uint32_t k = 0; k < n->kwargs.u.seq.n; k++)
-            if (n->kwargs.u.seq.keys[k] && !strcmp(n->kwargs.u.seq.keys[k], kw)) return &n->kwargs.u.seq.items[k];
-    return NULL;
-}
-
 /* ------------------------------------------------------------ users */
 
 static void count_uses(const magi_value *v, uint32_t user, uint32_t *uses, uint32_t *last_user, uint32_t depth) {
@@ -55,15 +43,6 @@ static void count_uses(const magi_value *v, uint32_t user, uint32_t *uses, uint3
 }
 
 /* ------------------------------------------------------- classification */
-
-static int is_weight_placeholder(const magi_node *p) {
-    if (p->op == MAGI_OP_GET_ATTR) return 1;
-    if (p->op != MAGI_OP_PLACEHOLDER) return 0;
-    if (p->input_kind == MAGI_INPUT_PARAM || p->input_kind == MAGI_INPUT_BUFFER) return 1;
-    if (p->input_kind == MAGI_INPUT_OTHER) return 0;
-    const char *t = p->target;
-    return t && !strncmp(t, "L_self_", 7) && (strstr(t, "parameters_") || strstr(t, "buffers_"));
-}
 
 /* The rank's position in a mesh dimension's group, as the windows resolve it. */
 static magi_status group_index(uint32_t *index, const magi_symm_backend_config *c, const char *group, int64_t size,
@@ -99,7 +78,7 @@ static magi_status classify(magi_region *r, uint32_t i, const uint32_t *uses, co
                             const magi_symm_backend_config *c, plan_entry *e, const char **reason) {
     magi_arena *a = r->arena;
     const magi_node *n = &r->nodes[i];
-    const magi_value *src = arg_or_kw(n, 0, "self");
+    const magi_value *src = magi_node_arg(n, 0, "self");
     *reason = NULL;
     if (!src || src->kind != MAGI_V_NODE) {
         *reason = "its input is not a node";
@@ -107,7 +86,7 @@ static magi_status classify(magi_region *r, uint32_t i, const uint32_t *uses, co
     }
     const magi_node *p = &r->nodes[src->u.node];
     e->rec->weight = p->name;
-    if (!is_weight_placeholder(p)) {
+    if (!magi_node_is_static_weight(p, NULL)) {
         *reason = magi_arena_printf(a, "'%s' is not a parameter or buffer (activations keep their redistribute)", p->name);
         return MAGI_OK;
     }
@@ -131,7 +110,7 @@ static magi_status classify(magi_region *r, uint32_t i, const uint32_t *uses, co
     /* The target placements and forward dtype: the call's arguments, or -
      * where Dynamo keeps them in a closure (prim_redistribute stand-ins) -
      * the redistributed DTensor's own example (its spec and dtype). */
-    const magi_value *to = arg_or_kw(n, 1, "placements");
+    const magi_value *to = magi_node_arg(n, 1, "placements");
     magi_dtensor_spec out_spec;
     int out_has_spec = !to && n->example && magi_dtensor_spec_get(&out_spec, n->example) == MAGI_OK;
     if (to) {
@@ -144,7 +123,7 @@ static magi_status classify(magi_region *r, uint32_t i, const uint32_t *uses, co
         *reason = "its target placements are not recorded as [Replicate()] (no argument, no DTensor example)";
         return MAGI_OK;
     }
-    const magi_value *fd = arg_or_kw(n, 99, "forward_dtype");
+    const magi_value *fd = magi_node_arg(n, 99, "forward_dtype");
     magi_value fd_ex;
     if (fd && fd->kind != MAGI_V_NONE && fd->kind != MAGI_V_DTYPE) {
         *reason = "its forward_dtype is not a dtype";
@@ -155,17 +134,17 @@ static magi_status classify(magi_region *r, uint32_t i, const uint32_t *uses, co
         fd_ex.u.s = n->example->u.tensor.dtype;
         fd = &fd_ex;
     }
-    const magi_value *as = arg_or_kw(n, 99, "async_op");
+    const magi_value *as = magi_node_arg(n, 99, "async_op");
     if (as && !(as->kind == MAGI_V_BOOL && !as->u.b) && as->kind != MAGI_V_NONE) {
         *reason = "it is asynchronous (async_op=True)";
         return MAGI_OK;
     }
-    if (uses[i] != 1 || !has_flag(&r->nodes[last_user[i]], MAGI_OPF_TO_LOCAL)) {
+    if (uses[i] != 1 || !magi_node_op_flag(&r->nodes[last_user[i]], MAGI_OPF_TO_LOCAL)) {
         *reason = magi_arena_printf(a, "the gathered DTensor is used other than by one to_local (%u uses)", uses[i]);
         return MAGI_OK;
     }
     const magi_node *t = &r->nodes[last_user[i]];
-    const magi_value *t0 = arg_or_kw(t, 0, "self");
+    const magi_value *t0 = magi_node_arg(t, 0, "self");
     if (!t0 || t0->kind != MAGI_V_NODE || t0->u.node != i) {
         *reason = magi_arena_printf(a, "'%s' takes the DTensor other than as its input", t->name);
         return MAGI_OK;
@@ -383,7 +362,7 @@ magi_status magi_lower_redistribute(const magi_lowered **out, uint32_t *n_out, m
     MAGI_ARG_NONNULL(c);
     magi_status st = MAGI_OK;
     uint32_t nn = r->n_nodes, nred = 0, nlow = 0;
-    for (uint32_t i = 0; i < nn; i++) nred += has_flag(&r->nodes[i], MAGI_OPF_REDISTRIBUTE);
+    for (uint32_t i = 0; i < nn; i++) nred += magi_node_op_flag(&r->nodes[i], MAGI_OPF_REDISTRIBUTE);
     if (!nred) return MAGI_OK;
     uint32_t *uses = calloc(nn, sizeof *uses), *last = calloc(nn, sizeof *last), *map = calloc(nn, sizeof *map);
     plan_entry *pe = calloc(nred, sizeof *pe);
@@ -399,7 +378,7 @@ magi_status magi_lower_redistribute(const magi_lowered **out, uint32_t *n_out, m
     }
     uint32_t k = 0;
     for (uint32_t i = 0; i < nn; i++) {
-        if (!has_flag(&r->nodes[i], MAGI_OPF_REDISTRIBUTE)) continue;
+        if (!magi_node_op_flag(&r->nodes[i], MAGI_OPF_REDISTRIBUTE)) continue;
         plan_entry *e = &pe[k];
         e->rec = &recs[k++];
         e->rec->node = r->nodes[i].name;

@@ -87,39 +87,12 @@ static int gather_row_memo(row_memo_set *m, const magi_node *n, const magi_op_in
     return 1;
 }
 
-static int op_flag(const magi_node *n, uint32_t flag) {
-    return (magi_op_lookup(NULL, n->op, n->target)->flags & flag) != 0;
-}
-static int is_to_local(const magi_node *n) { return op_flag(n, MAGI_OPF_TO_LOCAL); }
-static int is_cast(const magi_node *n) { return op_flag(n, MAGI_OPF_CAST); }
-static int is_pad(const magi_node *n) { return op_flag(n, MAGI_OPF_PAD); }
+static int is_to_local(const magi_node *n) { return magi_node_op_flag(n, MAGI_OPF_TO_LOCAL); }
+static int is_cast(const magi_node *n) { return magi_node_op_flag(n, MAGI_OPF_CAST); }
+static int is_pad(const magi_node *n) { return magi_node_op_flag(n, MAGI_OPF_PAD); }
 
 static int is_weight_op(const magi_node *n) {
     return n->op == MAGI_OP_PLACEHOLDER || n->op == MAGI_OP_GET_ATTR;
-}
-
-/* Does a Dynamo placeholder name mark a module parameter or buffer?
- * L_self_parameters_W_, L_self_buffers_B_, and the nested
- * L_self_modules_M_modules_N_parameters_W_ / ..._buffers_B_ forms. */
-static int dynamo_name_is_weight(const char *t) {
-    if (!t || strncmp(t, "L_self_", 7)) return 0;
-    t += 7;
-    if (!strncmp(t, "parameters_", 11) || !strncmp(t, "buffers_", 8)) return 1;
-    return !strncmp(t, "modules_", 8) && (strstr(t, "_parameters_") || strstr(t, "_buffers_"));
-}
-
-/* Is X a static weight? *why gets the reason it is not. */
-static int is_static_weight(const magi_node *x, const char **why) {
-    if (x->op == MAGI_OP_GET_ATTR) return 1;
-    switch (x->input_kind) {
-    case MAGI_INPUT_PARAM:
-    case MAGI_INPUT_BUFFER: return 1;
-    case MAGI_INPUT_OTHER: *why = "recorded as an input, not a parameter or buffer"; return 0;
-    default: break;
-    }
-    if (dynamo_name_is_weight(x->target)) return 1;
-    *why = "not recorded as a parameter or buffer, and its name does not mark one";
-    return 0;
 }
 
 static int requires_grad(const magi_example *ex) {
@@ -153,15 +126,6 @@ static int dims_concrete(const magi_dim *d, uint32_t n) {
     for (uint32_t i = 0; i < n; i++)
         if (d[i].expr || d[i].value < 0) return 0;
     return 1;
-}
-
-static const magi_value *arg_at(const magi_node *n, uint32_t i, const char *kw) {
-    if (n->args.kind == MAGI_V_LIST && i < n->args.u.seq.n) return &n->args.u.seq.items[i];
-    if (n->kwargs.kind == MAGI_V_DICT && n->kwargs.u.seq.keys)
-        for (uint32_t k = 0; k < n->kwargs.u.seq.n; k++)
-            if (n->kwargs.u.seq.keys[k] && !strcmp(n->kwargs.u.seq.keys[k], kw))
-                return &n->kwargs.u.seq.items[k];
-    return NULL;
 }
 
 static uint32_t align_up_ok(uint64_t v, uint32_t align, uint64_t *out) {
@@ -198,7 +162,7 @@ static void classify_input(magi_arena *a, const magi_region *r, const magi_value
         x = p;
         shard = p->example;
     } else if (is_to_local(p)) {
-        const magi_value *a0 = arg_at(p, 0, "self");
+        const magi_value *a0 = magi_node_arg(p, 0, "self");
         if (!a0 || a0->kind != MAGI_V_NODE || a0->u.node >= r->n_nodes ||
             !is_weight_op(&r->nodes[a0->u.node])) {
             res->reason = MAGI_SYMM_KEEP_NOT_RESIDENT;
@@ -225,7 +189,7 @@ static void classify_input(magi_arena *a, const magi_region *r, const magi_value
         return;
     }
     const char *why = NULL;
-    if (!is_static_weight(x, &why)) {
+    if (!magi_node_is_static_weight(x, &why)) {
         res->reason = MAGI_SYMM_KEEP_NOT_STATIC;
         res->detail = magi_arena_printf(a, "'%s' (%s) is not a static weight: %s", x->name, x->target ? x->target : "", why);
         return;
@@ -476,9 +440,9 @@ static magi_status plan_region(build_ctx *b, uint32_t ri, const magi_region *r) 
         g->coalesced = coalesced;
         g->already_symm = symm;
         if (!g->name || !g->from) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
-        const magi_value *vin = arg_at(n, 0, coalesced ? "inputs" : "input");
-        const magi_value *vgs = arg_at(n, 1, "group_size");
-        const magi_value *vgn = arg_at(n, 2, "group_name");
+        const magi_value *vin = magi_node_arg(n, 0, coalesced ? "inputs" : "input");
+        const magi_value *vgs = magi_node_arg(n, 1, "group_size");
+        const magi_value *vgn = magi_node_arg(n, 2, "group_name");
         if (!vin || !vgs || vgs->kind != MAGI_V_INT || vgs->u.i < 1 || vgs->u.i > 1 << 20 || !vgn ||
             vgn->kind != MAGI_V_STR ||
             (coalesced && vin->kind != MAGI_V_LIST && vin->kind != MAGI_V_TUPLE))
