@@ -1091,6 +1091,15 @@ ARGS(magi_lower_redistribute) {
     INVALID(magi_lower_redistribute(&l, &n, r, NULL, 0), "c");
     magi_region_free(r);
 }
+ARGS(magi_localize) {
+    uint32_t n = 7;
+    magi_region *r = NULL;
+    MT_OK(magi_region_clone(&r, region()));
+    INVALID(magi_localize(NULL, r), "n_localized");
+    INVALID(magi_localize(&n, NULL), "r");
+    EQ(n, 0);
+    magi_region_free(r);
+}
 ARGS(magi_loader_lowered) {
     uint32_t n = 7;
     EQ(magi_loader_lowered(&n, NULL, 0), NULL);
@@ -1194,7 +1203,7 @@ static const arg_case cases[] = {
     ARGS_CASE(magi_loader_report), ARGS_CASE(magi_loader_save),
     ARGS_CASE(magi_placement_parse), ARGS_CASE(magi_placement_format), ARGS_CASE(magi_dtensor_spec_get),
     ARGS_CASE(magi_dtensor_spec_check_json), ARGS_CASE(magi_dtensor_extent), ARGS_CASE(magi_lower_redistribute),
-    ARGS_CASE(magi_loader_lowered),
+    ARGS_CASE(magi_loader_lowered), ARGS_CASE(magi_localize),
     ARGS_CASE(magi_text_escape), ARGS_CASE(magi_text_is_safe), ARGS_CASE(magi_text_safe),
     ARGS_CASE(magi_text_fputs), ARGS_CASE(magi_text_fput_json),
 };

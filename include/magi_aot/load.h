@@ -9,6 +9,8 @@
  *   -> verify + parse (each artifact section is hashed and decompressed
  *      exactly once: the digest is checked on the bytes that are decoded)
  *   -> fingerprint and input descriptors
+ *   -> with rank_local: the rank-local form (magi_localize: placeholders
+ *      read through to_local become this rank's shards)
  *   -> lower DTensor redistributes of sharded weights to explicit gathers
  *      for this rank (magi_aot/lower.h; the fingerprint is of the region
  *      as read)
@@ -59,7 +61,7 @@ typedef enum magi_transport_source {
 /* "option", "compile_config", "default"; NULL when out of range. */
 MAGI_API const char *magi_transport_source_name(magi_transport_source s);
 
-#define MAGI_LOADER_OPTIONS_VERSION MAGI_STRUCT_VERSION(2, magi_loader_options)
+#define MAGI_LOADER_OPTIONS_VERSION MAGI_STRUCT_VERSION(3, magi_loader_options)
 
 typedef struct magi_loader_options {
     uint32_t version;                 /* MAGI_LOADER_OPTIONS_VERSION */
@@ -76,12 +78,18 @@ typedef struct magi_loader_options {
     int keep_cast_pad;                /* 1: a lowered DTensor gather keeps its cast and pad in the
                                          graph (on NCCL, as traced); 0: a copy-engine load does
                                          them once at bind (magi_aot/lower.h) */
+    /* revision 3 (revisions 1 and 2 are accepted, the fields after them read as 0): */
+    int rank_local;                   /* 1: every region is loaded as rank `bind.rank` runs it
+                                         (magi_localize: DTensor placeholders read through to_local
+                                         become local shards), before the lowering and the plan */
 } magi_loader_options;
 
 #define MAGI_LOADER_OPTIONS_INIT \
-    { MAGI_LOADER_OPTIONS_VERSION, MAGI_LOAD_TRANSPORT_AUTO, 0, NULL, NULL, MAGI_SYMM_BACKEND_CONFIG_INIT, 0 }
-/* The size of a revision-1 magi_loader_options (before keep_cast_pad). */
+    { MAGI_LOADER_OPTIONS_VERSION, MAGI_LOAD_TRANSPORT_AUTO, 0, NULL, NULL, MAGI_SYMM_BACKEND_CONFIG_INIT, 0, 0 }
+/* The sizes of a revision-1 (before keep_cast_pad) and a revision-2 (before
+ * rank_local) magi_loader_options. */
 #define MAGI_LOADER_OPTIONS_V1_SIZE offsetof(magi_loader_options, keep_cast_pad)
+#define MAGI_LOADER_OPTIONS_V2_SIZE offsetof(magi_loader_options, rank_local)
 
 typedef struct magi_loader magi_loader;
 
@@ -130,7 +138,9 @@ MAGI_API uint32_t magi_loader_count(const magi_loader *ld);
  * NULL when out of range. */
 MAGI_API magi_region *magi_loader_region(const magi_loader *ld, uint32_t i);
 MAGI_API magi_status magi_loader_info(magi_loaded_info *out, magi_loader *ld, uint32_t i);
-/* magi_inputs_write_json() of region i as read; borrowed. NULL when they
+/* magi_inputs_write_json() of region i as loaded (placeholders as the
+ * rank-local form and the lowering leave them; the rewrite changes none);
+ * borrowed. NULL when they
  * could not be built (placeholders without metadata: the region still
  * loads); magi_loader_inputs_status() then says why. */
 MAGI_API const char *magi_loader_inputs_json(magi_loader *ld, uint32_t i);

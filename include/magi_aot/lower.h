@@ -77,6 +77,23 @@ typedef struct magi_lowered {
 MAGI_API magi_status magi_lower_redistribute(const magi_lowered **out, uint32_t *n_out, magi_region *r,
                                              const magi_symm_backend_config *c, unsigned flags);
 
+/* The rank-local form of region r, as one rank runs it: every placeholder
+ * read through DTensor.to_local (the method `x.to_local()`, or Dynamo's
+ * to_local closure) takes that to_local node's example (the local shard's
+ * dtype, shape and stride; its requires_grad and device are kept), and
+ * every to_local node becomes a call_function of "magi_aot.rebuild.to_local"
+ * (the Python package's stand-in: the local tensor of a DTensor, a plain
+ * tensor as it is). Run before magi_lower_redistribute() (the loader does,
+ * with magi_loader_options.rank_local): a redistribute's own to_local reads
+ * a redistribute, not a placeholder, and is lowered as above.
+ * *n_localized: the placeholders changed. Errors (region unchanged):
+ * MAGI_ERR_UNSUPPORTED naming the node when a to_local of a placeholder has
+ * no tensor metadata, when two to_local nodes of one placeholder give
+ * different shards, or when the placeholder is also used other than
+ * through to_local; MAGI_ERR_INVALID_ARG (NULL), MAGI_ERR_NOMEM.
+ * Thread safety: mutates r (exclusive access needed). */
+MAGI_API magi_status magi_localize(uint32_t *n_localized, magi_region *r);
+
 #ifdef __cplusplus
 }
 #endif

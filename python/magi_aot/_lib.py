@@ -163,11 +163,11 @@ class SymmBackendConfig(Structure):
 
 
 class LoaderOptions(Structure):
-    """magi_loader_options (load.h), revision 2."""
-    REVISION = 2
+    """magi_loader_options (load.h), revision 3."""
+    REVISION = 3
     _fields_ = [("version", c_uint32), ("transport", c_int), ("window_cap_bytes", c_uint64),
                 ("limits", POINTER(LoadOptions)), ("backend", c_char_p),
-                ("bind", SymmBackendConfig), ("keep_cast_pad", c_int)]
+                ("bind", SymmBackendConfig), ("keep_cast_pad", c_int), ("rank_local", c_int)]
 
     def __init__(self, **kw):
         super().__init__(version=struct_version(self.REVISION, type(self)), **kw)
@@ -293,6 +293,7 @@ _PROTOS = {
     "magi_loader_inputs_status": (c_int, [POINTER(c_char_p), c_void_p, c_uint32]),
     "magi_loader_plan": (c_void_p, [c_void_p]),
     "magi_loader_lowered": (POINTER(Lowered), [POINTER(c_uint32), c_void_p, c_uint32]),
+    "magi_localize": (_STATUS, [POINTER(c_uint32), c_void_p]),
     "magi_loader_backend": (c_void_p, [c_void_p]),
     "magi_loader_report": (_STATUS, [POINTER(c_void_p), POINTER(c_size_t), c_void_p, c_uint]),
     "magi_loader_save": (_STATUS, [c_void_p, c_uint32, c_char_p]),

@@ -30,13 +30,12 @@ call_module or a get_attr of anything but a saved subgraph (the graph
 would need the module's attributes) or an opaque argument cannot be rebuilt: the call raises MagiError
 MAGI_ERR_UNSUPPORTED naming the node.
 
-`localize(region)` is the rank-local view a runtime runs: DTensor
-placeholders (recorded with their global shape, used through `to_local`)
-take the local shard's metadata, so fake inputs, the plan and the real
-inputs are all local shards.
+`localize(region)` is the rank-local view a runtime runs (done by the C
+library, as a load with rank= and world= does): DTensor placeholders
+(recorded with their global shape, used through `to_local`) take the local
+shard's metadata, so fake inputs, the plan and the real inputs are all
+local shards.
 """
-import copy
-
 from . import _expr
 from . import dtensor as _dtensor
 from . import targets as _targets
@@ -63,74 +62,17 @@ def to_local(x, *args, **kwargs):
     return x
 
 
-def is_to_local(node):
-    """Whether a magi-fx node is DTensor.to_local (method, Dynamo's local
-    helper, or the stand-in above); the C planner's rule."""
-    t = node.get("target") or ""
-    if node.get("op") == "call_method":
-        return t == "to_local"
-    return node.get("op") == "call_function" and (t == TO_LOCAL
-                                                   or t.rsplit(".", 1)[-1].startswith("to_local"))
-
-
 def localize(region):
-    """A copy of `region` as one rank runs it: every placeholder consumed by
-    a to_local node takes that node's example value (the local shard's
-    dtype, shape, stride) and every to_local node (Dynamo's local helper,
-    or the method call `x.to_local()` newer Dynamo records) becomes a call
-    of `to_local` above.
-    A placeholder also used other than through to_local, or by to_local
-    nodes that disagree, raises MagiError MAGI_ERR_UNSUPPORTED naming it.
-    The copy's `source` is the region given."""
-    doc = copy.deepcopy(region.doc)
-    nodes = doc["graph"]["nodes"]
-    by_name = {n["name"]: n for n in nodes}
-    users = {}
-    for n in nodes:
-        for ref in _refs(n.get("args")) + _refs(n.get("kwargs")):
-            users.setdefault(ref, []).append(n)
-    for n in nodes:
-        if not is_to_local(n):
-            continue
-        n["op"], n["target"] = "call_function", TO_LOCAL  # also the method form x.to_local()
-        a = n.get("args") or []
-        src = by_name.get(a[0]["node"]) if a and isinstance(a[0], dict) and "node" in a[0] else None
-        if src is None or src["op"] != "placeholder":
-            continue
-        local = (n.get("meta") or {}).get("example_value")
-        if not isinstance(local, dict) or local.get("kind") != "tensor":
-            raise _unsupported(n, "to_local of placeholder '%s' has no tensor metadata"
-                               % src["name"])
-        others = [u["name"] for u in users.get(src["name"], []) if not is_to_local(u)]
-        if others:
-            raise _unsupported(src, "DTensor placeholder is also used by %s, not only through "
-                               "to_local: it cannot be made rank-local" % ", ".join(others))
-        meta = src.setdefault("meta", {})
-        old = meta.get("example_value") or {}
-        new = dict(local)
-        for k in ("requires_grad", "device"):
-            if k in old:
-                new[k] = old[k]
-        prev = meta.get("magi_local")
-        if prev is not None and prev != new:
-            raise _unsupported(src, "to_local nodes give different local shards")
-        meta["example_value"] = new
-        meta["magi_local"] = new
-    for n in nodes:
-        (n.get("meta") or {}).pop("magi_local", None)
-    out = copy.copy(region)  # every attribute of the load, with the new document
-    out.doc, out.inputs, out.symbol_map, out.source = doc, None, None, region
-    return out
-
-
-def _refs(v):
-    if isinstance(v, list):
-        return [r for x in v for r in _refs(x)]
-    if isinstance(v, dict):
-        if set(v) == {"node"}:
-            return [v["node"]]
-        return [r for x in v.values() for r in _refs(x)]
-    return []
+    """The rank-local form of `region`, as one rank runs it (the C
+    library's magi_localize, the pass a load with rank= and world= runs):
+    every placeholder read through to_local takes that node's example
+    value (the local shard's dtype, shape, stride), and every to_local node
+    becomes a call of `to_local` above. A new Region (its `source` is the
+    region given); raises MagiError MAGI_ERR_UNSUPPORTED naming the
+    placeholder when one is also used other than through to_local, or by
+    to_local nodes that disagree."""
+    from .region import localized
+    return localized(region)
 
 
 def _unsupported(node, why):

@@ -2,9 +2,11 @@
 
 The split of work: the C loader (magi_aot/load.h) reads and verifies every
 file (JSON, artifact v1, legacy v0), computes fingerprints, input
-descriptors, the transport decision, one plan over all regions of a load and
-the rewrite; Python only moves JSON text across the boundary and turns it
-into dicts.
+descriptors, the transport decision, the rank-local form and the lowering
+for a rank, one plan over all regions of a load and the rewrite; Python
+turns each loaded region into a document of dicts (docio: built from the C
+region directly, no JSON text) and keeps the loader alive behind the
+Regions of one load (magi_aot.loaded.LoadedSet).
 """
 import ctypes
 import json
@@ -15,8 +17,9 @@ from ctypes import byref, c_char_p, c_size_t, c_uint8, c_uint32, c_void_p
 from . import docio
 from ._lib import (LOAD_TRANSPORTS, SYMM_TRANSPORTS, TRANSPORT_SOURCES, CRegion, LoadedInfo,
                    LoaderOptions, MagiError, cstr, has, lib)
+from .loaded import LoadedSet
 
-__all__ = ["Region", "load", "load_many", "load_bytes", "save", "save_doc", "fingerprint", "inputs",
+__all__ = ["Region", "load", "load_many", "load_bytes", "load_buffers", "save", "save_doc", "fingerprint", "inputs",
            "region_from_doc"]
 
 
@@ -57,6 +60,8 @@ class Region:
                       "gather", "group", "cast", "padded", "global_rows", "chunk_rows",
                       "local_rows" when lowered, else "reason"}
       n_lowered       redistributes lowered to gathers for this rank
+      loaded, loaded_index  the LoadedSet of the load that made it and its
+                      place there (None for a Region built from a document)
     """
 
     def __init__(self, doc, *, path=None, fingerprint=None, inputs=None,
@@ -80,6 +85,9 @@ class Region:
         self.sections_decoded = 0
         self.redistributes = []  # DTensor redistributes and the lowering's decisions
         self.n_lowered = 0
+        self.loaded = None       # the LoadedSet behind it (magi_aot.loaded)
+        self.loaded_index = None
+        self.source = None       # the Region it was made from (a runtime's reload)
 
     # -- document views
     @property
@@ -148,6 +156,26 @@ def _check_transport(transport):
                          "'nccl' or 'copy_engine', not %r" % (transport,))
 
 
+def plan_tables(plan):
+    """(windows, slots, plan_sha256) of a magi_symm_plan: the windows and
+    slots as dicts ({"dtype", "group", "group_size", "part", "bytes",
+    "first_slot", "n_slots"}; {"weight", "window", "offset", "nbytes",
+    "shape"}) and the plan's digest (hex)."""
+    n = c_uint32()
+    w = lib.magi_symm_plan_windows(byref(n), plan)
+    windows = [{"dtype": _str(w[k].dtype), "group": _str(w[k].group),
+                "group_size": w[k].group_size, "part": w[k].part, "bytes": w[k].bytes,
+                "first_slot": w[k].first_slot, "n_slots": w[k].n_slots}
+               for k in range(n.value)]
+    sl = lib.magi_symm_plan_slots(byref(n), plan)
+    slots = [{"weight": _str(sl[k].weight), "window": sl[k].window, "offset": sl[k].offset,
+              "nbytes": sl[k].nbytes, "shape": [sl[k].shape[j] for j in range(sl[k].ndim)]}
+             for k in range(n.value)]
+    digest = (c_uint8 * 32)()
+    lib.magi_symm_plan_digest(digest, plan)
+    return windows, slots, bytes(digest).hex()
+
+
 def _plan_report(plan, i):
     """Gathers of region i and the plan's windows/slots/its bindings."""
     n = c_uint32()
@@ -162,22 +190,12 @@ def _plan_report(plan, i):
             "detail": _str(x.detail),
             "slots": [x.slots[j] for j in range(x.n_slots)],
         })
-    w = lib.magi_symm_plan_windows(byref(n), plan)
-    windows = [{"dtype": _str(w[k].dtype), "group": _str(w[k].group),
-                "group_size": w[k].group_size, "part": w[k].part, "bytes": w[k].bytes,
-                "first_slot": w[k].first_slot, "n_slots": w[k].n_slots}
-               for k in range(n.value)]
-    sl = lib.magi_symm_plan_slots(byref(n), plan)
-    slots = [{"weight": _str(sl[k].weight), "window": sl[k].window, "offset": sl[k].offset,
-              "nbytes": sl[k].nbytes, "shape": [sl[k].shape[j] for j in range(sl[k].ndim)]}
-             for k in range(n.value)]
+    windows, slots, digest = plan_tables(plan)
     b = lib.magi_symm_plan_bindings(byref(n), plan, i)
     bindings = [{"node": b[k].node, "placeholder": _str(b[k].placeholder), "slot": b[k].slot}
                 for k in range(n.value)]
-    digest = (c_uint8 * 32)()
-    lib.magi_symm_plan_digest(digest, plan)
     return gathers, {"windows": windows, "slots": slots, "bindings": bindings,
-                     "plan_sha256": bytes(digest).hex()}
+                     "plan_sha256": digest}
 
 
 def _lowered_report(loader, i):
@@ -232,61 +250,96 @@ def _regions_of(loader, t0):
     return out
 
 
-def _run_loader(transport, window_cap_bytes, fill, rank=None, world=None):
+def _run_loader(fill, *, transport=None, window_cap_bytes=0, rank=None, world=None, rank_local=None,
+                keep_cast_pad=False):
+    """Run one load (fill(loader) loads the files or buffers) and return its
+    Regions, which keep the loader alive (LoadedSet). rank_local defaults to
+    whether a rank view (world) was given."""
+    if rank_local is None:
+        rank_local = world is not None
+    if (rank_local or rank is not None) and world is None:
+        raise ValueError("a rank-local load needs world= (and rank=)")
     opts = LoaderOptions(transport=LOAD_TRANSPORTS[transport], window_cap_bytes=int(window_cap_bytes))
     if world is not None:
         opts.bind.rank, opts.bind.world = int(rank or 0), int(world)
+    opts.keep_cast_pad = int(bool(keep_cast_pad))
+    opts.rank_local = int(bool(rank_local))
     loader = c_void_p()
     t0 = time.perf_counter()
     lib.magi_loader_new(byref(loader), byref(opts))
     try:
         fill(loader)
-        return _regions_of(loader, t0)
-    finally:
+        regions = _regions_of(loader, t0)
+    except BaseException:
         lib.magi_loader_free(loader)
+        raise
+    s = LoadedSet(loader, transport=transport, window_cap_bytes=window_cap_bytes,
+                  rank=None if world is None else int(rank or 0), world=None if world is None else int(world),
+                  rank_local=rank_local, keep_cast_pad=keep_cast_pad)
+    for i, r in enumerate(regions):
+        r.loaded, r.loaded_index = s, i
+    return regions
 
 
-def load_many(paths, *, transport=None, window_cap_bytes=0, rank=None, world=None):
+def load_many(paths, *, transport=None, window_cap_bytes=0, rank=None, world=None, rank_local=None,
+              keep_cast_pad=False):
     """Load several region files as one set through the C loader
     (magi_aot/load.h), the way `magi-aot load A B ...` does: every file
     verified (each artifact section hashed and decompressed once), one
     symmetric-buffer plan over all of them (a weight shared by two regions
-    gets one slot), the rewrite. Returns one Region per path, in order.
+    gets one slot), the rewrite. Returns one Region per path, in order; they
+    share one LoadedSet (Region.loaded), which keeps the C loader and its
+    plan alive for a SymmRuntime.
 
     transport: None (default) takes each region's
     compile_config["fsdp_config"]["transport"], else "nccl"; "nccl" keeps the
     NCCL gathers (and turns magi.symm_* gathers of an earlier rewrite back);
     "copy_engine" rewrites the gathers of static weights.
     rank, world: this process's rank and the world size (process groups of
-    consecutive ranks); with them the DTensor weight gathers of a SimpleFSDP
-    region are lowered for this rank (docs/SYMM.md), and each Region's
-    `redistributes` lists every redistribute with its decision.
+    consecutive ranks); with them the load is this rank's view: each
+    placeholder read through to_local becomes the rank's shard (rank_local,
+    default True when world is given), the DTensor weight gathers of a
+    SimpleFSDP region are lowered for this rank (docs/SYMM.md), and each
+    Region's `redistributes` lists every redistribute with its decision.
+    keep_cast_pad: lowered gathers keep their cast and pad in the graph (on
+    NCCL) instead of a copy-engine load doing them once at bind.
     Raises MagiError naming the file on any failure."""
     _check_transport(transport)
     paths = [os.fspath(p) for p in paths]
     arr = (c_char_p * max(1, len(paths)))(*[cstr(p) for p in paths])
-    return _run_loader(transport, window_cap_bytes,
-                       lambda ld: lib.magi_loader_load(ld, arr, len(paths)), rank, world)
+    return _run_loader(lambda ld: lib.magi_loader_load(ld, arr, len(paths)), transport=transport,
+                       window_cap_bytes=window_cap_bytes, rank=rank, world=world, rank_local=rank_local,
+                       keep_cast_pad=keep_cast_pad)
 
 
-def load(path, *, transport=None, rank=None, world=None):
+def load(path, *, transport=None, rank=None, world=None, rank_local=None, keep_cast_pad=False):
     """Load one region file (magi-fx JSON, artifact v1 or legacy v0; the C
     library picks by content and verifies every digest before parsing).
-    Same as load_many([path], transport=transport, rank=rank, world=world)[0]."""
-    return load_many([path], transport=transport, rank=rank, world=world)[0]
+    Same as load_many([path], ...)[0]."""
+    return load_many([path], transport=transport, rank=rank, world=world, rank_local=rank_local,
+                     keep_cast_pad=keep_cast_pad)[0]
+
+
+def load_buffers(datas, names, **kw):
+    """load_many() for region bytes held in memory: datas[i] (bytes) is
+    read as the file names[i] (which stands for it in reports and
+    messages). The keyword options are load_many's."""
+    _check_transport(kw.get("transport"))
+    datas = [bytes(d) for d in datas]
+    n = len(datas)
+    bufs = [ctypes.create_string_buffer(d, len(d)) for d in datas]
+    ptrs = (c_void_p * max(1, n))(*[ctypes.cast(b, c_void_p) for b in bufs])
+    sizes = (c_size_t * max(1, n))(*[len(d) for d in datas])
+    cnames = (c_char_p * max(1, n))(*[cstr(x) for x in names])
+    regs = _run_loader(lambda ld: lib.magi_loader_load_buffers(ld, ptrs, sizes, cnames, n), **kw)
+    for r in regs:
+        r.path = None
+    return regs
 
 
 def load_bytes(data, *, transport=None, name="artifact"):
     """Same as load() for region bytes held in memory (e.g. from a cache)."""
-    _check_transport(transport)
-    data = bytes(data)
-    buf = ctypes.create_string_buffer(data, len(data))
-    ptrs = (c_void_p * 1)(ctypes.cast(buf, c_void_p))
-    sizes = (c_size_t * 1)(len(data))
-    names = (c_char_p * 1)(cstr(name))
-    regs = _run_loader(transport, 0, lambda ld: lib.magi_loader_load_buffers(ld, ptrs, sizes, names, 1))
-    regs[0].path = None
-    return regs[0]
+    return load_buffers([data], [name], transport=transport)[0]
 
 
 def _build(creg, path, t0):
@@ -312,6 +365,21 @@ def region_from_doc(doc, *, transport=False):
     t0 = time.perf_counter()
     with CRegion.from_json_text(_dumps(doc)) as r:
         return _build(r, None, t0)
+
+
+def localized(region):
+    """rebuild.localize(): magi_localize on a copy of the region's document."""
+    t0 = time.perf_counter()
+    with CRegion.from_json_text(_dumps(region.doc)) as r:
+        n = c_uint32()
+        lib.magi_localize(byref(n), r.ptr)
+        out = _build(r, region.path, t0)
+    out.fingerprint = region.fingerprint  # of the region as read
+    for k in ("transport", "transport_source", "rewrite_report", "bind_report", "n_rewritten",
+              "n_restored", "redistributes", "n_lowered", "skipped_legacy", "ignored"):
+        setattr(out, k, getattr(region, k))
+    out.source = region
+    return out
 
 
 def _dumps(doc):

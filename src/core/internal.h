@@ -155,6 +155,11 @@ int magi_example_key_defined(magi_example_kind k, const char *key);
 int magi_node_op_flag(const magi_node *n, uint32_t flag);
 /* Argument i of node n, or its keyword kw when there are fewer positional ones; NULL when neither. */
 const magi_value *magi_node_arg(const magi_node *n, uint32_t i, const char *kw);
+/* Count the node references in value v (nested lists, tuples, dicts,
+ * slices; MAGI_MAX_DEPTH_CEILING levels at most): uses[k]++ for each
+ * reference to node k, and last_user[k] = user (last_user may be NULL).
+ * The arrays have one entry per node of the region. */
+void magi_value_count_uses(const magi_value *v, uint32_t user, uint32_t *uses, uint32_t *last_user, uint32_t depth);
 /* Is a placeholder or get_attr node a static weight (a parameter or buffer,
  * by its input_kind or its Dynamo name)? 0 with *why (may be NULL) saying why not. */
 int magi_node_is_static_weight(const magi_node *x, const char **why);

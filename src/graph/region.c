@@ -403,6 +403,21 @@ const magi_value *magi_node_arg(const magi_node *n, uint32_t i, const char *kw) 
     return NULL;
 }
 
+void magi_value_count_uses(const magi_value *v, uint32_t user, uint32_t *uses, uint32_t *last_user, uint32_t depth) {
+    if (depth > MAGI_MAX_DEPTH_CEILING) return;
+    switch (v->kind) {
+    case MAGI_V_NODE:
+        uses[v->u.node]++;
+        if (last_user) last_user[v->u.node] = user;
+        break;
+    case MAGI_V_LIST: case MAGI_V_TUPLE: case MAGI_V_DICT: case MAGI_V_SLICE:
+        for (uint32_t i = 0; i < v->u.seq.n; i++)
+            magi_value_count_uses(&v->u.seq.items[i], user, uses, last_user, depth + 1);
+        break;
+    default: break;
+    }
+}
+
 /* Does a Dynamo placeholder name mark a module parameter or buffer?
  * L_self_parameters_W_, L_self_buffers_B_, and the nested
  * L_self_modules_M_modules_N_parameters_W_ / ..._buffers_B_ forms. */

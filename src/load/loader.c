@@ -21,7 +21,7 @@ typedef struct entry {
     magi_loaded_info info;
     const magi_lowered *lowered; /* the redistributes seen by the lowering (region's arena) */
     uint32_t n_lowered;
-    magi_node *read_nodes;       /* the node array as read, when the lowering replaced it (arena) */
+    magi_node *read_nodes;       /* the node array as read, once a pass changed it (arena) */
     uint32_t n_read_nodes;
     /* kept across loads: the arena, zstd context and scratch buffer of the
      * i-th region, so repeated loads reuse their memory */
@@ -72,6 +72,8 @@ magi_status magi_loader_new(magi_loader **out, const magi_loader_options *opts) 
         size_t have = sizeof o;
         if (opts->version == (uint32_t)(1u << 16 | (MAGI_LOADER_OPTIONS_V1_SIZE & 0xffffu)))
             have = MAGI_LOADER_OPTIONS_V1_SIZE;
+        else if (opts->version == (uint32_t)(2u << 16 | (MAGI_LOADER_OPTIONS_V2_SIZE & 0xffffu)))
+            have = MAGI_LOADER_OPTIONS_V2_SIZE;
         else if ((st = magi_check_struct_version("magi_loader_options", opts->version, MAGI_LOADER_OPTIONS_VERSION)))
             return st;
         if ((st = magi_check_struct_version("magi_loader_options.bind", opts->bind.version,
@@ -187,6 +189,30 @@ static magi_status decide_transport(magi_loader *ld, entry *e) {
 
 /* --------------------------------------------------------------- lower */
 
+/* Keep the node array as read (a shallow copy in the region's arena) before
+ * a pass changes nodes in place: the fingerprint is of the region as read. */
+static magi_status keep_read_nodes(entry *e) {
+    magi_region *r = e->region;
+    if (e->read_nodes) return MAGI_OK;
+    magi_node *copy = magi_arena_alloc(r->arena, (size_t)r->n_nodes * sizeof *copy + 1);
+    if (!copy) return magi_set_error(MAGI_ERR_NOMEM, "%s: out of memory", e->path);
+    if (r->n_nodes) memcpy(copy, r->nodes, (size_t)r->n_nodes * sizeof *copy);
+    e->read_nodes = copy;
+    e->n_read_nodes = r->n_nodes;
+    return MAGI_OK;
+}
+
+/* The rank-local form (magi_localize), before the lowering. */
+static magi_status localize_region(entry *e) {
+    magi_region *r = e->region;
+    uint32_t n = 0, any = 0; /* n: the placeholders changed */
+    for (uint32_t i = 0; i < r->n_nodes && !any; i++) any = magi_node_op_flag(&r->nodes[i], MAGI_OPF_TO_LOCAL);
+    if (!any) return MAGI_OK;
+    magi_status st = keep_read_nodes(e);
+    if (!st) st = magi_localize(&n, r);
+    return st ? magi_error_prefix(st, "%s", e->path) : MAGI_OK;
+}
+
 /* DTensor redistributes of sharded weights -> explicit gathers, for this
  * rank (magi_aot/lower.h). The lowering builds a new node array and leaves
  * the one as read untouched in the region's arena: the fingerprint (of the
@@ -199,7 +225,7 @@ static magi_status lower_region(magi_loader *ld, entry *e) {
     magi_status st = magi_lower_redistribute(&e->lowered, &e->n_lowered, r, &ld->o.bind, flags);
     if (st) return magi_error_prefix(st, "%s", e->path);
     for (uint32_t k = 0; k < e->n_lowered; k++) e->info.n_lowered += e->lowered[k].lowered != 0;
-    if (r->nodes != read_nodes) {
+    if (r->nodes != read_nodes && !e->read_nodes) {
         e->read_nodes = read_nodes;
         e->n_read_nodes = n_read;
     }
@@ -254,6 +280,7 @@ static magi_status load_set(magi_loader *ld, const char *fn, const char *const *
         MAGI_CHECK(read_region(ld, e));
         e->info.n_inputs = magi_region_count_placeholders(e->region);
         MAGI_CHECK(decide_transport(ld, e));
+        if (ld->o.rank_local) MAGI_CHECK(localize_region(e));
         MAGI_CHECK(lower_region(ld, e));
     }
 
@@ -278,6 +305,11 @@ static magi_status load_set(magi_loader *ld, const char *fn, const char *const *
         entry *e = &ld->e[i];
         uint32_t ng = 0, changed = 0;
         const magi_symm_gather *g = magi_symm_plan_gathers(&ng, ld->plan, i);
+        for (uint32_t k = 0; k < ng; k++)
+            if (strcmp(g[k].from, g[k].to)) {
+                MAGI_CHECK(keep_read_nodes(e)); /* the rewrite changes targets in place */
+                break;
+            }
         MAGI_CHECK(magi_symm_rewrite(&changed, e->region, ld->plan, i));
         for (uint32_t k = 0; k < ng; k++) {
             if (!strcmp(g[k].from, g[k].to)) continue;
@@ -337,36 +369,20 @@ magi_region *magi_loader_region(const magi_loader *ld, uint32_t i) {
     return ld && i < ld->n ? ld->e[i].region : NULL;
 }
 
-/* Swap the targets of region i's changed gathers (to <-> from): the
- * region as read, for its fingerprint, and back. */
-static void swap_targets(magi_loader *ld, uint32_t i, int to_original) {
-    uint32_t ng = 0;
-    const magi_symm_gather *g = magi_symm_plan_gathers(&ng, ld->plan, i);
-    magi_region *r = ld->e[i].region;
-    for (uint32_t k = 0; k < ng; k++)
-        if (strcmp(g[k].from, g[k].to)) r->nodes[g[k].node].target = to_original ? g[k].from : g[k].to;
-}
-
 magi_status magi_loader_info(magi_loaded_info *out, magi_loader *ld, uint32_t i) {
     MAGI_ARG_NONNULL(out);
     MAGI_ARG_NONNULL(ld);
     if (i >= ld->n) return magi_set_error(MAGI_ERR_NOT_FOUND, "magi_loader_info: region %u of %u", i, ld->n);
     entry *e = &ld->e[i];
-    if (!e->fp_done && e->read_nodes) {
-        /* lowered: the node array as read is intact beside the new one */
-        magi_region as_read = *e->region;
-        as_read.nodes = e->read_nodes;
-        as_read.n_nodes = e->n_read_nodes;
-        magi_status st = magi_fingerprint_hex(e->info.fingerprint, &as_read);
-        if (st) return magi_error_prefix(st, "%s", e->path);
-        e->fp_done = 1;
-    }
     if (!e->fp_done) {
-        /* of the region as read: the rewrite undone for the moment (the
-         * plan's strings outlive the call) */
-        swap_targets(ld, i, 1);
-        magi_status st = magi_fingerprint_hex(e->info.fingerprint, e->region);
-        swap_targets(ld, i, 0);
+        /* of the region as read: the node array as read is kept beside
+         * the one the passes changed (keep_read_nodes, the lowering) */
+        magi_region as_read = *e->region;
+        if (e->read_nodes) {
+            as_read.nodes = e->read_nodes;
+            as_read.n_nodes = e->n_read_nodes;
+        }
+        magi_status st = magi_fingerprint_hex(e->info.fingerprint, &as_read);
         if (st) return magi_error_prefix(st, "%s", e->path);
         e->fp_done = 1;
     }

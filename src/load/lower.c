@@ -26,22 +26,6 @@ typedef struct plan_entry {
 } plan_entry;
 
 
-/* ------------------------------------------------------------ users */
-
-static void count_uses(const magi_value *v, uint32_t user, uint32_t *uses, uint32_t *last_user, uint32_t depth) {
-    if (depth > MAGI_MAX_DEPTH_CEILING) return;
-    switch (v->kind) {
-    case MAGI_V_NODE:
-        uses[v->u.node]++;
-        last_user[v->u.node] = user;
-        break;
-    case MAGI_V_LIST: case MAGI_V_TUPLE: case MAGI_V_DICT: case MAGI_V_SLICE:
-        for (uint32_t i = 0; i < v->u.seq.n; i++) count_uses(&v->u.seq.items[i], user, uses, last_user, depth + 1);
-        break;
-    default: break;
-    }
-}
-
 /* ------------------------------------------------------- classification */
 
 /* The rank's position in a mesh dimension's group, as the windows resolve it. */
@@ -372,8 +356,8 @@ magi_status magi_lower_redistribute(const magi_lowered **out, uint32_t *n_out, m
     builder b = {r, NULL, 0};
     if (!uses || !last || !map || !pe || !role || !entry_of || !recs) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
     for (uint32_t i = 0; i < nn; i++) {
-        count_uses(&r->nodes[i].args, i, uses, last, 0);
-        count_uses(&r->nodes[i].kwargs, i, uses, last, 0);
+        magi_value_count_uses(&r->nodes[i].args, i, uses, last, 0);
+        magi_value_count_uses(&r->nodes[i].kwargs, i, uses, last, 0);
         entry_of[i] = -1;
     }
     uint32_t k = 0;

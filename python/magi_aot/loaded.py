@@ -1,0 +1,79 @@
+"""LoadedSet: one load through the C loader, kept alive behind its Regions.
+
+Everything a load does happens once, in C (magi_aot/load.h): verify and
+parse every file, the rank-local form (placeholders read through to_local
+become this rank's shards), the lowering of DTensor weight gathers for this
+rank, one plan over every region, the rewrite. The Regions of one load
+(magi_aot.load_many, load, load_bytes) share one LoadedSet: Region.loaded,
+Region.loaded_index. A SymmRuntime given exactly the regions of a
+rank-local copy-engine load binds that load's plan as it stands: no second
+load, no re-serialisation, no second plan (runtime/plan.py).
+
+The loader is freed when the last Region, runtime or window view that
+refers to its set goes, or at close(). Not thread-safe (one loader, one
+thread at a time), as the C loader.
+"""
+from ctypes import c_void_p
+
+from ._lib import MagiError, lib
+
+__all__ = ["LoadedSet"]
+
+
+class LoadedSet:
+    """The C loader of one load and the options it ran with.
+
+    transport         the option given ("copy_engine", "nccl" or None: each
+                      region's compile_config); each Region says what was decided
+    rank, world       the rank view the load was made for (None: none given)
+    rank_local        whether the regions are in their rank-local form
+    keep_cast_pad     whether lowered gathers keep their cast and pad
+    window_cap_bytes  the planner's window cap (0: the library's default)
+    count             the regions loaded (Region.loaded_index 0..count-1)
+    """
+
+    def __init__(self, handle, *, transport, window_cap_bytes, rank, world, rank_local, keep_cast_pad):
+        self._h = handle
+        self.transport = transport
+        self.window_cap_bytes = int(window_cap_bytes)
+        self.rank, self.world = rank, world
+        self.rank_local = bool(rank_local)
+        self.keep_cast_pad = bool(keep_cast_pad)
+        self.count = int(lib.magi_loader_count(handle))
+
+    @property
+    def handle(self):
+        """The magi_loader pointer (borrowed: valid while this set is open)."""
+        if self._h is None:
+            raise MagiError(-1, "LoadedSet is closed")
+        return self._h
+
+    @property
+    def plan(self):
+        """The load's magi_symm_plan (borrowed from the loader)."""
+        return c_void_p(lib.magi_loader_plan(self.handle))
+
+    def serves(self, *, rank, world, keep_cast_pad, window_cap_bytes):
+        """Whether a runtime of these settings can bind this load's plan as
+        it stands: the rank-local form for this rank of this world, made
+        with the same cast/pad choice and window cap."""
+        return (self._h is not None and self.rank_local and self.rank == rank and self.world == world
+                and self.keep_cast_pad == bool(keep_cast_pad)
+                and self.window_cap_bytes == int(window_cap_bytes))
+
+    def close(self):
+        """Free the loader (idempotent). Regions keep their documents; a
+        runtime that binds this set keeps it open until it is freed."""
+        h, self._h = self._h, None
+        if h:
+            lib.magi_loader_free(h)
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+    def __repr__(self):
+        return "<magi_aot.LoadedSet %d regions transport=%s rank=%s/%s%s>" % (
+            self.count, self.transport, self.rank, self.world, " rank-local" if self.rank_local else "")

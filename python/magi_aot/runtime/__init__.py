@@ -1,0 +1,333 @@
+"""SymmRuntime: run loaded regions whose weight gathers use the SymmBuffer.
+
+    import torch.distributed as dist, magi_aot
+    from magi_aot.runtime import SymmRuntime
+    dist.init_process_group("gloo")                      # torchrun's environment
+    regions = magi_aot.load_many(["fsdp.magi"], transport="copy_engine",
+                                 rank=dist.get_rank(), world=dist.get_world_size())
+    rt = SymmRuntime(regions, device="cpu",              # "cuda:N": the cuda backend
+                     groups={"0": [[0, 1, 2, 3]], "1": [[0, 1], [2, 3]]})
+    rt.bind(local_weights)            # copy mode: shards copied into the windows
+    # or: views = rt.alias()          # alias mode: the parameters live in the windows
+    rt.ready()                        # collective: every rank has bound
+    gm = rt.graph_module(regions[0])  # rebuilt, rank-local, kept gathers on rt's groups
+    out = gm(*rt.args(regions[0], {"x": x}))
+
+A runtime is four parts, each with one job:
+
+1. The plan (runtime/plan.py): the regions as this rank runs them and the
+   plan of their windows, from one C load. Regions of a rank-local
+   copy-engine load for this rank (as above) are bound as loaded: their
+   loader's plan is the runtime's, nothing is loaded, lowered or planned
+   again. Other regions or paths are loaded once, for this rank, by the C
+   loader (the rank-local form, the lowering of DTensor weight gathers, one
+   plan over all of them: one slot per weight shared by every region, one
+   window per (dtype, group)).
+2. The groups (runtime/groups.py): explicit member ranks for every
+   process-group name the graphs record, torch process groups for them,
+   and the gathers kept on c10d pointed at the caller's block.
+3. The rendezvous (runtime/rendezvous.py): every rank's plan compared over
+   the store, a private directory for the C backend's own handshake, the
+   backend created and met.
+4. Binding and gathering (runtime/binding.py, runtime/gather.py): the
+   shards into the windows (bind, alias) where the operator kernels find
+   them, and the Python kernels' gather entry.
+
+Thread safety: one lock per runtime around the backend (a backend handle is
+single-threaded). close() (or the with-block, or collecting the runtime)
+releases the windows: the backend is freed at once unless tensors from
+alias() still view its windows, else when the last of them goes (they stay
+readable and writable; the operators no longer gather them).
+"""
+import threading
+import weakref
+
+from .. import ops
+from .._lib import MagiError, lib
+from .binding import Binder
+from .gather import Gatherer, _GatherWork, _register_work  # noqa: F401 - tests reach them here
+from .groups import (collective_groups, host_staged_all_gather, host_staged_all_gather_coalesced,  # noqa: F401
+                     make_c10d_groups, remap_groups, resolve_groups)
+from .plan import RuntimePlan, dynamo_param_name
+from .rendezvous import Handles, rendezvous, rendezvous_prefix
+
+__all__ = ["SymmRuntime", "dynamo_param_name", "remap_groups", "host_staged_all_gather",
+           "host_staged_all_gather_coalesced"]
+
+_collective_groups = collective_groups  # the name the profiler's tests use
+_rendezvous_prefix = rendezvous_prefix
+
+
+class _State:
+    """What the parts of one runtime share: the plan, the backend handle
+    (hot path; owned by `handles`), the device, the lock, the closed flag.
+    It refers to no part and not to the runtime (no reference cycles: the
+    runtime and its windows go when their last reference does)."""
+    __slots__ = ("plan", "handles", "b", "device", "lock", "closed")
+
+
+class SymmRuntime:
+    """The SymmBuffer of one rank for a set of loaded regions.
+
+    regions    the Regions of one load (magi_aot.load_many(paths,
+               transport="copy_engine", rank=, world=): bound as loaded),
+               other Regions or paths (loaded once here, for this rank);
+               planned together (shared slots)
+    device     "cpu" (host backend, shared memory) or a CUDA device (cuda
+               backend, IPC windows, copy-engine gathers); default: "cpu"
+    groups     {graph group name: [[ranks], ...] partition, or [ranks] of the
+               caller's group}; default: consecutive blocks
+    store      a torch.distributed Store (default: the default group's);
+               rank/world default to torch.distributed's
+    timeout    seconds for every rendezvous step (store waits, C backend)
+    window_cap_bytes  the planner's window cap (0: the library default)
+    rendezvous_base   where rank 0 creates the private rendezvous directory
+               (default /dev/shm for the host backend, else the temp dir);
+               it is removed on success and on failure
+    job        key prefix in the store
+    new_groups create torch process groups for the graph's group names
+               (default: when torch.distributed is initialised and world > 1)
+    join       where a CUDA gather's consumer waits for it (docs/SYMM.md,
+               "When the consumer waits"): "wait" (default) at
+               `_c10d_functional.wait_tensor` on the output, as for torch's
+               own functional collectives: the copies run on the runtime's
+               gather stream while the compute issued between the gather and
+               its wait runs beside them; "call": the current stream waits
+               at the call (nothing overlaps it). The host backend's gathers
+               are complete when the call returns, either way.
+    keep_cast_pad  a SimpleFSDP region's lowered gathers keep their cast and
+               pad in the graph, on NCCL (as traced); default False: a
+               static weight is cast and padded once, at bind, and its
+               gather leaves NCCL (docs/SYMM.md, "DTensor regions")
+
+    Attributes: regions, plan (RuntimePlan: .adopted says whether the
+    caller's load was bound as it stands), windows, slots, plan_sha256,
+    transport, groups, partitions, c10d_group_names, host_staged_groups,
+    job_id, rank, world, device, join, closed.
+    """
+
+    def __init__(self, regions, *, device="cpu", groups=None, store=None, rank=None, world=None,
+                 timeout=60.0, job="magi_symm", new_groups=None, window_cap_bytes=0,
+                 rendezvous_base=None, join="wait", keep_cast_pad=False):
+        import torch
+        import torch.distributed as dist
+        self.closed = True  # until the backend exists
+        st = self._state = _State()
+        st.closed, st.b, st.plan, st.handles = True, None, None, None
+        st.lock = threading.Lock()
+        self.device = torch.device(device)
+        if self.device.type == "cuda" and self.device.index is None:
+            self.device = torch.device("cuda", torch.cuda.current_device())
+        if self.device.type not in ("cpu", "cuda"):
+            raise MagiError(-1, "SymmRuntime: device %s: only cpu (host backend) and cuda" % device)
+        st.device = self.device
+        self.backend_name = "host" if self.device.type == "cpu" else "cuda"
+        if rank is None or world is None:
+            if dist.is_available() and dist.is_initialized():
+                rank = dist.get_rank() if rank is None else rank
+                world = dist.get_world_size() if world is None else world
+            else:
+                rank, world = (rank or 0), (world or 1)
+        self.rank, self.world = int(rank), int(world)
+        if join not in ("wait", "call"):
+            raise MagiError(-1, "SymmRuntime: join must be 'wait' or 'call', not %r" % (join,))
+        self.join = join
+        self.keep_cast_pad = bool(keep_cast_pad)
+        self.timeout = float(timeout)
+        self._gatherer = Gatherer(st, join)
+        self._binder = Binder(st, weakref.ref(self))
+        try:
+            plan = st.plan = RuntimePlan.open(regions, rank=self.rank, world=self.world,
+                                              keep_cast_pad=self.keep_cast_pad,
+                                              window_cap_bytes=window_cap_bytes)
+            st.handles = Handles(plan.loaded)
+            self.groups, self.partitions = resolve_groups((r.doc for r in plan.regions), plan.windows,
+                                                          self.rank, self.world, groups)
+            if store is None and self.world > 1:
+                if not (dist.is_available() and dist.is_initialized()):
+                    raise MagiError(-1, "SymmRuntime: world %d needs a store: initialise "
+                                    "torch.distributed (torchrun) or pass store=" % self.world)
+                store = dist.distributed_c10d._get_default_store()
+            self.store = store
+            if new_groups is None:
+                new_groups = self.world > 1 and dist.is_available() and dist.is_initialized()
+            self._c10d_groups, self.c10d_group_names = (
+                make_c10d_groups(self.groups, self.partitions, self.rank) if new_groups else ({}, {}))
+            # device tensors on a gloo group: gathers staged through the host
+            self.host_staged_groups = set()
+            if self.device.type == "cuda":
+                for name, pg in self._c10d_groups.items():
+                    if "gloo" in str(dist.get_backend(pg)).lower():
+                        self.host_staged_groups.add(name)
+            self.job_id = rendezvous(st.handles, plan, self.groups, store=store, rank=self.rank,
+                                     world=self.world, job=job, timeout=self.timeout,
+                                     backend_name=self.backend_name, device_index=self.device.index or 0,
+                                     base=rendezvous_base)
+            st.b = st.handles.b
+            self._binder.ops_h = ops.attach(self)
+        except BaseException:
+            self._free()
+            raise
+        self.closed = st.closed = False
+
+    # ------------------------------------------------------------ the plan
+    @property
+    def plan(self):
+        return self._state.plan
+
+    @property
+    def regions(self):
+        return self._state.plan.regions
+
+    @property
+    def windows(self):
+        return self._state.plan.windows
+
+    @property
+    def slots(self):
+        return self._state.plan.slots
+
+    @property
+    def plan_sha256(self):
+        return self._state.plan.plan_sha256
+
+    @property
+    def transport(self):
+        return self._state.plan.transport
+
+    @property
+    def _slot_of(self):
+        return self._state.plan.slot_of
+
+    def _slot_for(self, name):
+        return self._state.plan.slot_for(name)
+
+    # What the operator kernels read (magi_aot.ops): the backend and plan
+    # handles, the Python kernels' gather entry and the registry's lookup.
+    @property
+    def _b(self):
+        return self._state.b
+
+    @property
+    def _plan(self):
+        p = self._state.plan
+        return p.ptr if p is not None else None
+
+    def _gather(self, slots, inputs, group_size):
+        return self._gatherer.gather(slots, inputs, group_size)
+
+    def _slot_equals(self, slot, t):
+        return self._binder.slot_equals(slot, t)
+
+    # ------------------------------------------------------------- binding
+    def _check_open(self):
+        if self.closed:
+            raise MagiError(-1, "SymmRuntime is closed")
+
+    def bind(self, shards, *, strict=True):
+        """Copy mode: copy each rank-local shard into its slot (shards: dict
+        name -> tensor, names as slot weights, placeholder names or module
+        FQNs; DTensors give their local tensor). Tensors without a slot
+        (gathers kept on c10d, activations' constants) are kept as plain
+        inputs for args(). strict: every slot must be given. Returns
+        {slot weight: tensor} of the bound tensors (the caller's own: the
+        graph runs on them and the operators find the slot by their
+        data_ptr; do not modify them afterwards without binding again)."""
+        self._check_open()
+        return self._binder.bind(shards, strict)
+
+    def alias(self, shards=None):
+        """Alias mode: {slot weight: tensor that aliases the local slot}
+        (nothing copied; the parameters live in the window, as MagiCompiler
+        builds a model). Fill them in place (load_state_dict, copy_) before
+        ready(). `shards` (optional) are copied in first, for convenience."""
+        self._check_open()
+        return self._binder.alias(shards)
+
+    def ready(self):
+        """Collective: return once every rank has bound (stream-ordered on
+        cuda: every bind / alias write has landed). Call once before the
+        first forward."""
+        self._check_open()
+        with self._state.lock:
+            lib.magi_symm_backend_barrier(self._state.b, self._binder._stream())
+
+    @property
+    def stats(self):
+        """{gather_calls, gathered_tensors, deferred_joins, host_seconds} of
+        the operator calls that gathered through this runtime (by the C++
+        or the Python kernels)."""
+        out = dict(self._gatherer.stats)
+        if self._binder.ops_h is not None:
+            for k, v in ops.runtime_stats(self._binder.ops_h).items():
+                out[k] += v
+        return out
+
+    # ------------------------------------------------------------ the graph
+    def _region(self, region):
+        if isinstance(region, int):
+            return self.regions[region]
+        for loaded in self.regions:
+            if loaded is region or loaded.source is region:
+                return loaded
+        raise MagiError(-14, "SymmRuntime: region %r is not one of the runtime's regions" % (region,))
+
+    def graph_module(self, region=0):
+        """The region's GraphModule as this rank runs it: rank-local (DTensor
+        placeholders are local shards), rewritten gathers on the magi
+        operators, and every c10d collective's group_name mapped to the
+        caller's torch process group of that graph group."""
+        gm = self._region(region).graph_module()
+        if self.c10d_group_names:
+            remap_groups(gm, self.c10d_group_names, self.host_staged_groups)
+        return gm
+
+    def fake_inputs(self, region=0, fake_mode=None):
+        """FakeTensors of the rank-local region (Inductor compiles from them)."""
+        return self._region(region).fake_inputs(fake_mode, device=self.device)
+
+    def args(self, region=0, values=None):
+        """The placeholder values of `region` in graph order: bound weights
+        (bind/alias), plain weights given to bind(), then `values` (by
+        placeholder name, target or FQN); SymInt placeholders are solved
+        from the tensors' shapes where the saved shape names the symbol."""
+        return self._binder.args(self._region(region), values)
+
+    # -------------------------------------------------------------- teardown
+    def _free(self):
+        st = self._state
+        ops.REGISTRY.remove_runtime(self)
+        if self._binder.ops_h is not None:
+            # unregistered, queued copies waited for: before the windows go
+            h, self._binder.ops_h = self._binder.ops_h, None
+            for k, v in ops.detach(h).items():
+                self._gatherer.stats[k] += v
+        self._gatherer.synchronize()
+        # the runtime's reference to the backend and the load: they are
+        # freed here unless a window view (alias()) still holds them, else
+        # with the last such view
+        st.b = None
+        st.handles = None
+
+    def close(self):
+        """Release the windows (not collective: the C backend meets the
+        peers where it needs to). Idempotent. Tensors from alias() (and
+        views of them) stay valid memory: they keep the windows mapped
+        until the last of them goes; the operators no longer gather them."""
+        with self._state.lock:
+            self.closed = self._state.closed = True
+            self._free()
+            self._binder.clear()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        self.close()
+
+    def __del__(self):
+        try:
+            if not self.closed:
+                self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass

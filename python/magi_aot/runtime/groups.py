@@ -1,0 +1,167 @@
+"""Process groups of a SymmRuntime: the members of every group a graph
+names, the torch process groups made for them, and the gathers kept on
+c10d pointed at them.
+
+Every process-group name the graphs record gets explicit member ranks.
+`groups` maps a name to a partition of the world (a list of rank lists;
+each rank belongs to one of them) or to the one list of the caller's
+members; the default is blocks of consecutive ranks of the size the graph
+records. The same partition creates one torch process group per block
+(dist.new_group, collective), and gathers that stay on c10d (cast, padded,
+`transport="nccl"` regions) are re-pointed at the caller's block
+(remap_groups).
+"""
+from .._lib import MagiError
+from ..optable import classify
+
+__all__ = ["collective_groups", "resolve_groups", "make_c10d_groups", "remap_groups",
+           "host_staged_all_gather", "host_staged_all_gather_coalesced"]
+
+
+def collective_groups(docs):
+    """{group name: group size} of every c10d collective / symm gather the
+    graphs record (args named group_size / group_name of the op schemas)."""
+    out = {}
+    for doc in docs:
+        for n in doc["graph"]["nodes"]:
+            t = n.get("target") or ""
+            if n.get("op") != "call_function":
+                continue
+            cls = classify("call_function", t)  # the library's operator table
+            if cls not in ("gather", "symm_gather", "collective"):
+                continue
+            a = n.get("args") or []
+            kw = n.get("kwargs") or {}
+            if cls != "collective" and len(a) >= 3 and isinstance(a[1], int) and isinstance(a[2], str):
+                out.setdefault(a[2], a[1])
+            elif isinstance(kw.get("group_name"), str) and isinstance(kw.get("group_size"), int):
+                out.setdefault(kw["group_name"], kw["group_size"])
+    return out
+
+
+def resolve_groups(docs, windows, rank, world, groups):
+    """({name: ranks of the caller's block}, {name: every block, or None
+    when only the caller's block is known}) for every group the graphs
+    (documents `docs`) and the plan's windows name; `groups` as
+    SymmRuntime's. Errors name the group."""
+    sizes = collective_groups(docs)
+    for w in windows:
+        sizes.setdefault(w["group"], w["group_size"])
+    groups = dict(groups or {})
+    mine_of, parts = {}, {}
+    for name, size in sorted(sizes.items()):
+        spec = groups.pop(name, None)
+        if spec is None:
+            if size > world or world % size:
+                raise MagiError(-1, "group '%s' of size %d does not divide world %d: pass "
+                                "groups={'%s': [[ranks], ...]}" % (name, size, world, name))
+            blocks = [list(range(b, b + size)) for b in range(0, world, size)]
+        elif spec and all(isinstance(x, (list, tuple)) for x in spec):
+            blocks = [list(map(int, b)) for b in spec]
+        else:
+            blocks = None
+            mine = list(map(int, spec))
+        if blocks is not None:
+            seen = sorted(r for b in blocks for r in b)
+            if seen != list(range(world)):
+                raise MagiError(-1, "group '%s': blocks %s are not a partition of ranks 0..%d"
+                                % (name, blocks, world - 1))
+            mine = next(b for b in blocks if rank in b)
+        if len(mine) != size:
+            raise MagiError(-11, "group '%s': the graph records size %d, the members given "
+                            "are %s" % (name, size, mine))
+        if rank not in mine:
+            raise MagiError(-1, "group '%s': members %s do not contain rank %d"
+                            % (name, mine, rank))
+        mine_of[name] = mine
+        parts[name] = blocks
+    if groups:
+        raise MagiError(-1, "groups %s are not used by the regions (they record %s)"
+                        % (sorted(groups), sorted(sizes)))
+
+    return mine_of, parts
+
+
+def make_c10d_groups(groups, partitions, rank):
+    """One torch process group per block of every group (collective, in
+    name order on every rank). Returns ({graph name: the caller's
+    ProcessGroup}, {graph name: its c10d group name})."""
+    import torch.distributed as dist
+    pgs, names = {}, {}
+    for name in sorted(groups):
+        blocks = partitions[name]
+        if blocks is None:
+            raise MagiError(-1, "group '%s': give the whole partition ([[ranks], ...]) to "
+                            "create its process groups, or new_groups=False" % name)
+        for b in blocks:
+            pg = dist.new_group(b)
+            if rank in b:
+                pgs[name] = pg
+                names[name] = pg.group_name
+    return pgs, names
+
+
+def host_staged_all_gather(input, group_size, group_name):
+    """`_c10d_functional.all_gather_into_tensor` of a device tensor on a
+    process group that only moves host memory (gloo: its coalesced
+    all-gather, which the functional op uses, reads data pointers as host
+    memory): copy to the host, gather, wait, copy back. The graph's own
+    wait_tensor on the result is then a no-op."""
+    import torch
+    f = torch.ops._c10d_functional
+    out = f.wait_tensor(f.all_gather_into_tensor(input.cpu(), group_size, group_name))
+    return out.to(input.device)
+
+
+def host_staged_all_gather_coalesced(inputs, group_size, group_name):
+    """The coalesced form of host_staged_all_gather."""
+    import torch
+    f = torch.ops._c10d_functional
+    outs = f.all_gather_into_tensor_coalesced([t.cpu() for t in inputs], group_size, group_name)
+    return [f.wait_tensor(o).to(t.device) for o, t in zip(outs, inputs)]
+
+
+_HOST_STAGED = {"all_gather_into_tensor": host_staged_all_gather,
+                "all_gather_into_tensor_coalesced": host_staged_all_gather_coalesced}
+
+
+def remap_groups(gm, names, stage_on_host=()):
+    """Rewrite the group_name argument of every c10d functional collective
+    in `gm` through `names` (graph group name -> torch process-group name).
+    All-gathers on a graph group listed in `stage_on_host` become
+    host_staged_all_gather[_coalesced] (device tensors on gloo). The magi
+    operators keep the recorded names (the registry resolves them).
+    Returns the number of nodes changed."""
+    import torch
+    changed = 0
+    for n in gm.graph.nodes:
+        t = n.target
+        if isinstance(t, torch._ops.OpOverloadPacket):
+            t = getattr(t, "default", None)
+        if n.op != "call_function" or not isinstance(t, torch._ops.OpOverload):
+            continue
+        if t.namespace != "_c10d_functional":
+            continue
+        argnames = [a.name for a in t._schema.arguments]
+        if "group_name" not in argnames:
+            continue
+        i = argnames.index("group_name")
+        if i < len(n.args) and isinstance(n.args[i], str) and n.args[i] in names:
+            graph_name = n.args[i]
+            a = list(n.args)
+            a[i] = names[graph_name]
+            n.args = tuple(a)
+        elif isinstance(n.kwargs.get("group_name"), str) and n.kwargs["group_name"] in names:
+            graph_name = n.kwargs["group_name"]
+            kw = dict(n.kwargs)
+            kw["group_name"] = names[graph_name]
+            n.kwargs = kw
+        else:
+            continue
+        op_name = t._schema.name.split("::")[-1]
+        if graph_name in stage_on_host and op_name in _HOST_STAGED:
+            n.target = _HOST_STAGED[op_name]
+        changed += 1
+    if changed:
+        gm.recompile()
+    return changed

@@ -1,0 +1,143 @@
+/* The rank-local form at load (magi_localize, magi_loader_options.rank_local):
+ * placeholders read through to_local become the local shards before the
+ * plan and the lowering; the fingerprint stays the
+ * region's as read; a placeholder that cannot be made rank-local is refused
+ * naming it, and the loader is left empty. */
+#include "magi_aot.h"
+#include "testlib.h"
+#include <stdlib.h>
+#include <string.h>
+
+static char *read_text(const char *path) {
+    FILE *f = fopen(path, "rb");
+    MT_REQUIRE(f != NULL, "cannot open %s", path);
+    fseek(f, 0, SEEK_END);
+    size_t n = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *p = malloc(n + 1);
+    MT_REQUIRE(p && fread(p, 1, n, f) == n, "read %s", path);
+    p[n] = '\0';
+    fclose(f);
+    return p;
+}
+
+static magi_status load(magi_loader **out, const char *text, int rank_local, magi_load_transport tr) {
+    magi_loader_options o = MAGI_LOADER_OPTIONS_INIT;
+    o.transport = tr;
+    o.rank_local = rank_local;
+    o.bind.rank = 1;
+    o.bind.world = 4;
+    MT_OK(magi_loader_new(out, &o));
+    const void *data[1] = {text};
+    size_t sizes[1] = {strlen(text)};
+    const char *names[1] = {"fsdp_block.json"};
+    return magi_loader_load_buffers(*out, data, sizes, names, 1);
+}
+
+static const magi_node *node(const magi_region *r, const char *name) {
+    int64_t i = magi_region_find_node(r, name);
+    MT_REQUIRE(i >= 0, "no node '%s'", name);
+    return &r->nodes[i];
+}
+
+static int64_t dim0(const magi_node *n) { return n->example->u.tensor.shape[0].value; }
+
+static uint64_t slot_bytes(const magi_loader *ld, const char *weight) {
+    uint32_t n = 0;
+    const magi_symm_slot *s = magi_symm_plan_slots(&n, magi_loader_plan(ld));
+    for (uint32_t i = 0; i < n; i++)
+        if (!strcmp(s[i].weight, weight)) return s[i].nbytes;
+    MT_REQUIRE(0, "no slot for %s", weight);
+    return 0;
+}
+
+/* fsdp_block: each weight placeholder is recorded with its global shape and
+ * read through to_local; the rank-local load gives it the shard's shape. */
+static void test_fsdp_block_rank_local(void) {
+    char *text = read_text(MAGI_FIXTURES_DIR "/real/fsdp_block.json");
+    magi_loader *plain = NULL, *local = NULL;
+    MT_OK(load(&plain, text, 0, MAGI_LOAD_TRANSPORT_COPY_ENGINE));
+    MT_OK(load(&local, text, 1, MAGI_LOAD_TRANSPORT_COPY_ENGINE));
+    const magi_region *rp = magi_loader_region(plain, 0), *rl = magi_loader_region(local, 0);
+    MT_CHECK(dim0(node(rp, "l_self_parameters_wq_")) == 1024, "as read: global rows");
+    MT_CHECK(dim0(node(rl, "l_self_parameters_wq_")) == 256, "rank-local: the shard's rows, got %lld",
+             (long long)dim0(node(rl, "l_self_parameters_wq_")));
+    MT_CHECK(dim0(node(rl, "l_self_parameters_w_up_fp32_")) == 1024, "w_up shard rows");
+    const magi_node *tl = node(rl, "local");
+    MT_CHECK(tl->op == MAGI_OP_CALL_FUNCTION && !strcmp(tl->target, "magi_aot.rebuild.to_local"), "to_local: %s",
+             tl->target);
+    MT_CHECK(strstr(node(rp, "local")->target, "to_local_fn_with_prim_types") != NULL, "plain load keeps the closure");
+    /* the slot holds the shard either way (the plan reads to_local's example), so the placeholder's
+     * example and its slot now agree */
+    const char *wq = node(rl, "l_self_parameters_wq_")->target;
+    uint64_t bl = slot_bytes(local, wq), bp = slot_bytes(plain, wq);
+    MT_CHECK(bl == 256u * 1024u * 2u && bp == bl, "wq slot bytes %llu (rank-local) vs %llu", (unsigned long long)bl,
+             (unsigned long long)bp);
+    magi_loaded_info a, b;
+    MT_OK(magi_loader_info(&a, plain, 0));
+    MT_OK(magi_loader_info(&b, local, 0));
+    MT_CHECK(!strcmp(a.fingerprint, b.fingerprint), "fingerprint of the region as read: %s vs %s", a.fingerprint,
+             b.fingerprint);
+    MT_CHECK(a.n_rewritten > 0 && a.n_rewritten == b.n_rewritten, "rewritten %u vs %u", a.n_rewritten, b.n_rewritten);
+    /* the same fingerprint as a bare read of the file */
+    magi_region *bare = NULL;
+    char fp[65];
+    MT_OK(magi_json_read(&bare, text, strlen(text), NULL));
+    MT_OK(magi_fingerprint_hex(fp, bare));
+    MT_CHECK(!strcmp(fp, b.fingerprint), "bare %s vs loaded %s", fp, b.fingerprint);
+    magi_region_free(bare);
+    magi_loader_free(plain);
+    magi_loader_free(local);
+    free(text);
+}
+
+/* A placeholder also used other than through to_local is refused by name. */
+static void test_other_use_refused(void) {
+    char *text = read_text(MAGI_FIXTURES_DIR "/real/fsdp_block.json"), *bad = NULL;
+    magi_region *r = NULL;
+    MT_OK(magi_json_read(&r, text, strlen(text), NULL));
+    /* the wq gather reads the placeholder itself besides its to_local */
+    int64_t g = magi_region_find_node(r, "tensor");
+    MT_REQUIRE(g >= 0, "no gather 'tensor'");
+    magi_node *gn = &r->nodes[g];
+    MT_REQUIRE(gn->args.u.seq.n >= 1 && gn->args.u.seq.items[0].kind == MAGI_V_NODE, "the gather's input");
+    gn->args.u.seq.items[0].u.node = (uint32_t)magi_region_find_node(r, "l_self_parameters_wq_");
+    size_t len = 0;
+    MT_OK(magi_json_write(&bad, &len, r, 0));
+    magi_loader *ld = NULL;
+    magi_status st = load(&ld, bad, 1, MAGI_LOAD_TRANSPORT_COPY_ENGINE);
+    MT_CHECK(st == MAGI_ERR_UNSUPPORTED, "status %d", st);
+    const char *m = magi_last_error();
+    MT_CHECK(strstr(m, "fsdp_block.json") && strstr(m, "'l_self_parameters_wq_'") &&
+                 strstr(m, "other than through to_local"),
+             "message: %s", m);
+    MT_CHECK(magi_loader_count(ld) == 0, "a refused load leaves the loader empty");
+    magi_loader_free(ld);
+    /* without rank_local the same file loads (the raw form is kept) */
+    MT_OK(load(&ld, bad, 0, MAGI_LOAD_TRANSPORT_NCCL));
+    magi_loader_free(ld);
+    magi_free(bad);
+    magi_region_free(r);
+    free(text);
+}
+
+/* A revision-2 options struct (before rank_local) is accepted, the field read as 0. */
+static void test_revision_2_options_accepted(void) {
+    unsigned char buf[sizeof(magi_loader_options) + 16];
+    memset(buf, 0x5a, sizeof buf); /* what follows a revision-2 struct is not the caller's */
+    magi_loader_options o = MAGI_LOADER_OPTIONS_INIT;
+    o.version = (uint32_t)(2u << 16 | MAGI_LOADER_OPTIONS_V2_SIZE);
+    memcpy(buf, &o, MAGI_LOADER_OPTIONS_V2_SIZE);
+    magi_loader *ld = NULL;
+    MT_OK(magi_loader_new(&ld, (const magi_loader_options *)(void *)buf));
+    char *text = read_text(MAGI_FIXTURES_DIR "/real/fsdp_block.json");
+    const void *data[1] = {text};
+    size_t sizes[1] = {strlen(text)};
+    const char *names[1] = {"fsdp_block.json"};
+    MT_OK(magi_loader_load_buffers(ld, data, sizes, names, 1));
+    MT_CHECK(dim0(node(magi_loader_region(ld, 0), "l_self_parameters_wq_")) == 1024, "rank_local read as 0");
+    magi_loader_free(ld);
+    free(text);
+}
+
+MT_MAIN(MT_CASE(test_fsdp_block_rank_local), MT_CASE(test_other_use_refused), MT_CASE(test_revision_2_options_accepted))
