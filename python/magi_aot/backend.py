@@ -38,7 +38,7 @@ import re
 
 from ._lib import (SECTION_COMPILED, CachePutResult, CRegion, MagiError, cstr, has, lib,
                    read_opaque_sections)
-from .region import _dumps, load_bytes
+from .region import load_buffers, _dumps, load_bytes
 
 __all__ = ["SaveBackend", "SavedRegion", "cache_get", "cache_get_bytes", "cache_get_entry",
            "index_key", "read_index"]
@@ -137,11 +137,16 @@ def cache_get_entry(cache_dir, key):
         return data, (None if data is None else c.owner_problem(key))
 
 
-def cache_get(cache_dir, key, *, transport=None):
-    """Load the region stored under `key` in a cache directory (verified)."""
+def cache_get(cache_dir, key, *, transport=None, rank=None, world=None, keep_cast_pad=False):
+    """Load the region stored under `key` in a cache directory (verified).
+    rank, world, keep_cast_pad: as magi_aot.load (a rank-local load, which
+    a SymmRuntime of that rank binds as it stands)."""
     with _Cache(os.fspath(cache_dir)) as c:
         data = c.get(key)
-    return load_bytes(data, transport=transport)
+    if world is None:
+        return load_bytes(data, transport=transport)
+    return load_buffers([data], ["cache entry %s" % key], transport=transport, rank=rank, world=world,
+                        keep_cast_pad=keep_cast_pad)[0]
 
 
 def index_key(model_tag):

@@ -594,6 +594,64 @@ print("OK")
 
 
 @unittest.skipUnless(HAVE_TORCH, TORCH_REASON)
+class OneLoad(_ThreadRanks, unittest.TestCase):
+    """A rank-local copy-engine load is bound as it stands: the runtime's
+    regions are the caller's, its plan is the load's C plan, and the load
+    is this rank's view (placeholders are the shards). Regions of a load
+    without a rank view, or for another rank, are loaded once for this
+    rank instead, and run the same."""
+
+    def test_rank_local_load_bound_as_it_stands(self):
+        torch, magi = self.torch, self.magi
+        store = self._store()
+        loads = {r: magi.load_many([fixture("fsdp_block")], transport="copy_engine", rank=r, world=WORLD)
+                 for r in range(WORLD)}
+        other = magi.load(fixture("fsdp_block"), transport="copy_engine", rank=0, world=WORLD)
+
+        def rank(r):
+            regions = loads[r] if r != 3 else [other]  # rank 3 is given rank 0's load
+            rt = self.runtime.SymmRuntime(regions, device="cpu", rank=r, world=WORLD, store=store,
+                                          new_groups=False, timeout=20, rendezvous_base=self.rdzv)
+            sh = self._shards(rt, r)
+            bound = rt.bind(sh)
+            rt.ready()
+            out = torch.ops.magi.symm_all_gather(bound["L_self_parameters_wq_"], 4, "0")
+            return rt, regions, sh, out
+
+        res = _threads(rank)
+        for r, v in res.items():
+            if isinstance(v, BaseException):
+                raise v
+        for r in range(WORLD):
+            rt, regions, _, out = res[r]
+            if r != 3:
+                self.assertTrue(rt.plan.adopted, "rank %d loaded a second time" % r)
+                self.assertIs(rt.regions[0], regions[0])
+                self.assertEqual(rt._plan.value, regions[0].loaded.plan.value)
+            else:
+                self.assertFalse(rt.plan.adopted)
+                self.assertIs(rt.regions[0].source, other)
+            ph = {p["name"]: p["example_value"].get("shape") for p in rt.regions[0].placeholders}
+            self.assertEqual(ph["l_self_parameters_wq_"], [256, 1024])
+            want = torch.cat([res[q][2]["L_self_parameters_wq_"] for q in range(WORLD)])
+            self.assertTrue(torch.equal(out, want), "rank %d: gather differs" % r)
+            rt.close()
+        self._assert_no_rendezvous_left()
+
+    def test_a_load_without_rank_view_keeps_the_global_form(self):
+        magi = self.magi
+        plain = self.region  # magi_aot.load(..., transport="copy_engine"): no rank view
+        self.assertIsNone(plain.loaded.rank)
+        self.assertFalse(plain.loaded.rank_local)
+        ph = {p["name"]: p["example_value"].get("shape") for p in plain.placeholders}
+        self.assertEqual(ph["l_self_parameters_wq_"], [1024, 1024])  # as read: global
+        local = magi.load(fixture("fsdp_block"), transport="copy_engine", rank=2, world=WORLD)
+        self.assertTrue(local.loaded.serves(rank=2, world=WORLD, keep_cast_pad=False, window_cap_bytes=0))
+        self.assertFalse(local.loaded.serves(rank=1, world=WORLD, keep_cast_pad=False, window_cap_bytes=0))
+        self.assertEqual(local.fingerprint, plain.fingerprint)  # of the region as read
+
+
+@unittest.skipUnless(HAVE_TORCH, TORCH_REASON)
 class RebuildDTensorRegion(unittest.TestCase):
     def test_fsdp_region_rebuilds_rank_local_and_runs_on_fake_inputs(self):
         import torch

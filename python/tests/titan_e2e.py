@@ -58,8 +58,12 @@ def _run(args, rank):
     with open(os.path.join(args.out, "rank0.save.json")) as f:
         key = json.load(f)["keys"][0]
     t0 = time.perf_counter()
-    region = cache_get(os.path.join(args.out, "cache"), key, transport="copy_engine")
+    # one load, rank-local, for this rank: the runtime binds it as it stands
+    region = cache_get(os.path.join(args.out, "cache"), key, transport="copy_engine", rank=rank,
+                       world=args.world, keep_cast_pad=args.keep_cast_pad)
     rt = SymmRuntime([region], device="cpu", keep_cast_pad=args.keep_cast_pad)
+    if not rt.plan.adopted or rt.regions[0] is not region:
+        raise AssertionError("the runtime loaded the region a second time")
     t_load = time.perf_counter() - t0
     model, inputs = tm.build(args.world, rank, vocab=args.vocab, mp=args.mp, attn=args.attn)
     shards = dict(model.named_parameters())
