@@ -2,6 +2,7 @@
  * over all regions -> rewrite -> bind -> report. See magi_aot/load.h. */
 #include "load_internal.h"
 #include "../serialize/artifact_internal.h"
+#include "../symm/symm_internal.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,12 @@ typedef struct entry {
     uint32_t n_lowered;
     magi_node *read_nodes;       /* the node array as read, when the lowering replaced it (arena) */
     uint32_t n_read_nodes;
+    /* when the wait join dropped waits: the node array as planned and
+     * rewritten (every wait; saved and fingerprinted), and the index in it
+     * of each node of the joined array (arena) */
+    magi_node *planned_nodes;
+    const uint32_t *planned_index;
+    uint32_t n_planned, n_joined;
     /* kept across loads: the arena, zstd context and scratch buffer of the
      * i-th region, so repeated loads reuse their memory */
     magi_load_memory mem;
@@ -279,6 +286,11 @@ static magi_status load_set(magi_loader *ld, const char *fn, const char *const *
         uint32_t ng = 0, changed = 0;
         const magi_symm_gather *g = magi_symm_plan_gathers(&ng, ld->plan, i);
         MAGI_CHECK(magi_symm_rewrite(&changed, e->region, ld->plan, i));
+        uint32_t n_planned = e->region->n_nodes;
+        uint32_t *planned_index = NULL;
+        MAGI_CHECK(magi_symm_join_waits(&e->n_joined, &e->planned_nodes, &planned_index, e->region, ld->plan, i));
+        e->planned_index = planned_index;
+        if (e->planned_nodes) e->n_planned = n_planned;
         for (uint32_t k = 0; k < ng; k++) {
             if (!strcmp(g[k].from, g[k].to)) continue;
             if (g[k].already_symm)
@@ -342,10 +354,26 @@ magi_region *magi_loader_region(const magi_loader *ld, uint32_t i) {
 static void swap_targets(magi_loader *ld, uint32_t i, int to_original) {
     uint32_t ng = 0;
     const magi_symm_gather *g = magi_symm_plan_gathers(&ng, ld->plan, i);
-    magi_region *r = ld->e[i].region;
+    const entry *e = &ld->e[i];
+    magi_node *nodes = e->planned_nodes ? e->planned_nodes : e->region->nodes;
     for (uint32_t k = 0; k < ng; k++)
-        if (strcmp(g[k].from, g[k].to)) r->nodes[g[k].node].target = to_original ? g[k].from : g[k].to;
+        if (strcmp(g[k].from, g[k].to))
+            nodes[e->planned_nodes ? e->planned_index[g[k].node] : g[k].node].target = to_original ? g[k].from : g[k].to;
 }
+
+/* The region as planned and rewritten: every wait (the joined array is
+ * what runs; a saved artifact keeps each wait, so a later load under nccl
+ * restores a c10d gather with every output waited for). */
+static magi_region planned_view(const entry *e) {
+    magi_region v = *e->region;
+    if (e->planned_nodes) {
+        v.nodes = e->planned_nodes;
+        v.n_nodes = e->n_planned;
+    }
+    return v;
+}
+
+uint32_t magi_loader_waits_joined(const magi_loader *ld, uint32_t i) { return ld && i < ld->n ? ld->e[i].n_joined : 0; }
 
 magi_status magi_loader_info(magi_loaded_info *out, magi_loader *ld, uint32_t i) {
     MAGI_ARG_NONNULL(out);
@@ -364,8 +392,9 @@ magi_status magi_loader_info(magi_loaded_info *out, magi_loader *ld, uint32_t i)
     if (!e->fp_done) {
         /* of the region as read: the rewrite undone for the moment (the
          * plan's strings outlive the call) */
+        magi_region as_read = planned_view(e);
         swap_targets(ld, i, 1);
-        magi_status st = magi_fingerprint_hex(e->info.fingerprint, e->region);
+        magi_status st = magi_fingerprint_hex(e->info.fingerprint, &as_read);
         swap_targets(ld, i, 0);
         if (st) return magi_error_prefix(st, "%s", e->path);
         e->fp_done = 1;
@@ -427,5 +456,6 @@ magi_status magi_loader_save(const magi_loader *ld, uint32_t i, const char *path
         if (st) return magi_error_prefix(st, "%s", e->path);
         return magi_write_file_atomic(path, e->data, e->size);
     }
-    return magi_artifact_save(e->region, path, NULL);
+    magi_region planned = planned_view(e);
+    return magi_artifact_save(&planned, path, NULL);
 }
