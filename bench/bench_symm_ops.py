@@ -1,16 +1,19 @@
 #!/usr/bin/env python3
 """Host time per call of magi::symm_all_gather_coalesced, C++ kernels
-against the Python ones, on the CPU (host backend).
+against the Python ones and torch's coalesced gather, in one run.
 
-    MAGI_AOT_LIB=build/libmagi_aot.so python3 bench/bench_symm_ops.py [--calls N]
+    MAGI_AOT_LIB=build/libmagi_aot.so python3 bench/bench_symm_ops.py [--calls N] [--device cpu|cuda]
 
 Runs python/tests/bucket_ranks.py (4 rank processes gathering the 20-input
 bucket tests/symm_data/synth_bucket.json) once with MAGI_AOT_OPS=python and
-once with MAGI_AOT_OPS=c++, and prints each rank's median host time per
-call: the operator alone, and the operator plus the wait_tensor on each of
-its 20 outputs (as a traced graph runs it), then the ratio of the medians
-over the ranks. The C++ run needs the extension (built with the library
-when torch is importable: MAGI_TORCH_OPS).
+once with MAGI_AOT_OPS=c++, then bench/nccl_bucket_host.py (torch's
+`all_gather_into_tensor_coalesced` on the same shapes, one rank: NCCL on
+cuda, gloo on cpu), and prints the median host time per call (median over
+the ranks) of: the call alone; the call and one wait_tensor (what a loaded
+graph holds: the loader keeps one wait per coalesced call); the call and a
+wait_tensor on each of its 20 outputs (a traced graph as read). The C++
+run needs the extension (built with the library when torch is
+importable: MAGI_TORCH_OPS).
 """
 import argparse
 import json
@@ -22,12 +25,13 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUCKET = os.path.join(ROOT, "python", "tests", "bucket_ranks.py")
+TORCH_REF = os.path.join(ROOT, "bench", "nccl_bucket_host.py")
 
 
-def run(impl, calls):
+def run(impl, calls, device):
     with tempfile.TemporaryDirectory() as d:
         env = dict(os.environ, MAGI_AOT_OPS=impl, MAGI_BUCKET_TIMED_CALLS=str(calls))
-        proc = subprocess.run([sys.executable, BUCKET, "--device", "cpu", "--dir", d], env=env,
+        proc = subprocess.run([sys.executable, BUCKET, "--device", device, "--dir", d], env=env,
                               capture_output=True, text=True, timeout=900)
         if proc.returncode:
             sys.exit("%s kernels: bucket_ranks failed\n%s%s" % (impl, proc.stdout[-3000:], proc.stderr[-3000:]))
@@ -38,26 +42,45 @@ def run(impl, calls):
         return out
 
 
+def torch_ref(calls, device):
+    backend = "nccl" if device == "cuda" else "gloo"
+    proc = subprocess.run([sys.executable, TORCH_REF, "--calls", str(calls), "--backend", backend],
+                          capture_output=True, text=True, timeout=900)
+    if proc.returncode:
+        sys.exit("torch %s: nccl_bucket_host failed\n%s%s" % (backend, proc.stdout[-3000:], proc.stderr[-3000:]))
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calls", type=int, default=2000, help="timed calls per rank (default 2000)")
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    ap.add_argument("--json", help="also write the figures here")
     a = ap.parse_args()
     res = {}
     for impl in ("python", "c++"):
-        res[impl] = run(impl, a.calls)
+        res[impl] = run(impl, a.calls, a.device)
         got = {r["implementation"] for r in res[impl]}
         if got != {impl}:
             sys.exit("asked for the %s kernels, got %s" % (impl, sorted(got)))
-    print("host us per call, 20-input bucket, 4 ranks, %d calls each (median per rank)" % a.calls)
-    print("%-8s %-34s %s" % ("kernels", "operator alone", "operator + 20 wait_tensor"))
-    med = {}
-    for impl, rows in res.items():
-        alone = [r["host_us_op_median"] for r in rows]
-        waited = [r["host_us_median"] for r in rows]
-        med[impl] = (statistics.median(alone), statistics.median(waited))
-        print("%-8s %-34s %s" % (impl, " ".join("%7.1f" % x for x in alone), " ".join("%7.1f" % x for x in waited)))
-    print("python / c++: operator alone %.1fx, with the waits %.1fx"
-          % (med["python"][0] / med["c++"][0], med["python"][1] / med["c++"][1]))
+    ref = torch_ref(a.calls, a.device)
+    rows = {}
+    for impl, rr in res.items():
+        rows["magi " + impl] = tuple(statistics.median(r[k] for r in rr)
+                                     for k in ("host_us_op_median", "host_us_one_wait_median", "host_us_median"))
+    rows["torch %s" % ref["backend"]] = (ref["host_us_op_median"], ref["host_us_one_wait_median"], ref["host_us_median"])
+    print("host us per call, 20-input bucket on %s, %d calls (magi: median over 4 ranks; torch: 1 rank)"
+          % (a.device, a.calls))
+    print("%-12s %12s %14s %15s" % ("", "call alone", "call + 1 wait", "call + 20 waits"))
+    for name, (alone, one, every) in rows.items():
+        print("%-12s %12.1f %14.1f %15.1f" % (name, alone, one, every))
+    c = rows["magi c++"]
+    t = rows["torch %s" % ref["backend"]]
+    print("magi c++ with the loaded graph's waits (1) vs torch with every wait (20): %.1f vs %.1f us (%.2fx)"
+          % (c[1], t[2], c[1] / t[2]))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"device": a.device, "calls": a.calls, "rows": rows, "torch": ref["torch"]}, f, indent=1)
 
 
 if __name__ == "__main__":

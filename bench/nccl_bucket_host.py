@@ -2,7 +2,7 @@
 """Host time of torch's NCCL coalesced all-gather on the 20-input bucket's
 shapes, the anchor for the symm operator's host time (bucket_ranks.py).
 
-    python3 bench/nccl_bucket_host.py [--calls 1000] [--world 4]
+    python3 bench/nccl_bucket_host.py [--calls 1000] [--world 4] [--backend nccl|gloo]
 
 One process, one GPU, a one-rank NCCL group standing for a group of
 --world ranks (the inputs are the shards of tests/symm_data/synth_bucket.json,
@@ -12,7 +12,9 @@ allocated at the bucket's real size by gathering a world-times-larger
 input). Each call is `_c10d_functional.all_gather_into_tensor_coalesced`
 followed by `wait_tensor` on every output, as a traced graph does; prints
 the median host time per call of --calls calls (after 20 warm-up calls),
-with and without the waits, timed by the same clock as bucket_ranks.py.
+with and without the waits, and with one wait (on the first output), timed
+by the same clock as bucket_ranks.py. --backend gloo runs the same calls on
+the CPU (the comparator where there is no NCCL).
 """
 import argparse
 import json
@@ -28,17 +30,18 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--calls", type=int, default=1000)
     ap.add_argument("--world", type=int, default=4)
+    ap.add_argument("--backend", choices=("nccl", "gloo"), default="nccl")
     args = ap.parse_args()
     import torch
     import torch.distributed as dist
     import magi_aot
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("MASTER_PORT", "29531")
-    dist.init_process_group("nccl", rank=0, world_size=1)
+    dist.init_process_group(args.backend, rank=0, world_size=1)
     region = magi_aot.load(os.path.join(ROOT, "tests", "symm_data", "synth_bucket.json"), transport="copy_engine")
     slots = region.bind_report["slots"]
     wins = region.bind_report["windows"]
-    dev = torch.device("cuda", 0)
+    dev = torch.device("cuda", 0) if args.backend == "nccl" else torch.device("cpu")
     inputs = []
     for sl in slots:
         dt = getattr(torch, wins[sl["window"]]["dtype"])
@@ -47,7 +50,7 @@ def main():
     group = dist.group.WORLD.group_name
     ag = torch.ops._c10d_functional.all_gather_into_tensor_coalesced
     wait = torch.ops._c10d_functional.wait_tensor
-    both, op = [], []
+    both, op, one = [], [], []
     for i in range(args.calls + 20):
         t0 = time.perf_counter()
         outs = ag(inputs, 1, group)
@@ -58,11 +61,23 @@ def main():
         if i >= 20:
             op.append((t1 - t0) * 1e6)
             both.append((t2 - t0) * 1e6)
-    torch.cuda.synchronize()
+    for i in range(args.calls + 20):
+        t0 = time.perf_counter()
+        outs = ag(inputs, 1, group)
+        wait(outs[0])
+        t1 = time.perf_counter()
+        for o in outs[1:]:  # outside the clock: torch keeps every output registered
+            wait(o)
+        if i >= 20:
+            one.append((t1 - t0) * 1e6)
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
     op.sort()
     both.sort()
+    one.sort()
     res = {"inputs": len(inputs), "calls": args.calls, "host_us_op_median": round(op[len(op) // 2], 1),
-           "host_us_median": round(both[len(both) // 2], 1), "torch": torch.__version__}
+           "host_us_median": round(both[len(both) // 2], 1), "host_us_one_wait_median": round(one[len(one) // 2], 1),
+           "backend": args.backend, "torch": torch.__version__}
     print(json.dumps(res))
     dist.destroy_process_group()
 

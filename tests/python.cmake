@@ -61,7 +61,7 @@ if(Python3_Interpreter_FOUND AND NOT MAGI_SANITIZE)
   add_test(NAME test_python_runtime_pyops
     COMMAND ${Python3_EXECUTABLE} -m unittest -v runtime_ci.OperatorImplementation runtime_ci.RuntimeThreads
       runtime_ci.ViewsOfBoundShards runtime_ci.AliasLifetime runtime_ci.MixedBucketFourProcesses
-      runtime_ci.DeferredJoin
+      runtime_ci.DeferredJoin runtime_ci.JoinedWaitsFourThreads
     WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}/python/tests)
   set_tests_properties(test_python_runtime_pyops PROPERTIES
     LABELS "python;nosan"

@@ -14,6 +14,10 @@
     rank with a MagiError naming the rank and the key.
   - alias() tensors outlive close() and the runtime (a fresh process), and
     the windows are unmapped with the last of them.
+  - the bucket with every output waited for, loaded with one wait per
+    coalesced call (the loader's wait join): the rebuilt graph on 4 thread
+    ranks, bit-exact; the call's Work joined and unregistered at the first
+    wait.
   - a mixed bucket (4 size classes, 2 windows) through the coalesced
     operator by 4 rank processes: bit-exact, the outputs in one flat
     class-grouped buffer, each with a storage of its own, lifetime.
@@ -405,6 +409,60 @@ class _RewriteStore:
 
 
 @unittest.skipUnless(HAVE_TORCH, TORCH_REASON)
+class JoinedWaitsFourThreads(_ThreadRanks, unittest.TestCase):
+    """tests/symm_data/synth_bucket_waited.json (the 20-input bucket, each
+    output waited for): the loader keeps one wait of the coalesced call,
+    the rebuilt graph runs on the host backend and every output is the
+    members' shards concatenated, as with every wait."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.region = cls.magi.load(os.path.join(ROOT, "tests", "symm_data", "synth_bucket_waited.json"),
+                                   transport="copy_engine")
+
+    def _shards(self, rt, r):
+        torch = self.torch
+        out = {}
+        for i, s in enumerate(rt.slots):
+            g = torch.Generator().manual_seed(1000 * r + i)
+            out[s["weight"]] = torch.randn(s["shape"], generator=g).to(getattr(torch, rt.windows[s["window"]]["dtype"]))
+        return out
+
+    def test_graph_with_one_wait_per_call_gathers_every_output(self):
+        torch = self.torch
+        wait = torch.ops._c10d_functional.wait_tensor
+        store = self._store()
+
+        def rank(r):
+            rt = self._rt(r, store)
+            sh = self._shards(rt, r)
+            rt.bind(sh)
+            rt.ready()
+            gm = rt.graph_module()
+            waits = [n.name for n in gm.graph.nodes if n.op == "call_function" and n.target in (wait, wait.default)]
+            out = gm(*rt.args())
+            return rt, sh, waits, out
+
+        res = _threads(rank)
+        for r, v in res.items():
+            if isinstance(v, BaseException):
+                raise v
+        names = [p["target"] for p in self.region.placeholders]
+        for r, (rt, sh, waits, out) in res.items():
+            with self.subTest(rank=r):
+                self.assertEqual(waits, ["wait_5"])  # of 20: the first in node order
+                self.assertEqual(len(out), 21)
+                for got, name in zip(out, names):
+                    want = torch.cat([res[k][1][name] for k in range(WORLD)])
+                    self.assertEqual(got.dtype, want.dtype)
+                    self.assertTrue(torch.equal(got, want), name)
+        for r in res:
+            res[r][0].close()
+        self._assert_no_rendezvous_left()
+
+
+@unittest.skipUnless(HAVE_TORCH, TORCH_REASON)
 class HostileStoreValues(_ThreadRanks, unittest.TestCase):
     """Every value read from the rendezvous store is checked: a malformed
     plan value or directory name fails every rank with a MagiError naming
@@ -710,6 +768,28 @@ class DeferredJoin(unittest.TestCase):
         plain = torch.ones(4)
         self.assertIs(wait(plain), plain)     # nothing registered: a no-op
         self.assertEqual(len(log), 2)
+
+    def test_first_wait_joins_the_call(self):
+        """A call's outputs share one Work: the first wait_tensor on any of
+        them joins once and unregisters the others (a graph with the
+        loader's wait join waits on one output only)."""
+        import weakref
+        from torch._C._distributed_c10d import _get_work_registry_size
+        torch = self.torch
+        wait = torch.ops._c10d_functional.wait_tensor
+        log = []
+        outs = [torch.ones(4) * i for i in range(3)]
+        base = _get_work_registry_size()
+        work = self._work(log, "call")
+        work.outs = [weakref.ref(o) for o in outs]
+        for o in outs:
+            self.reg(o, work)
+        self.assertEqual(_get_work_registry_size(), base + 3)
+        wait(outs[2])
+        self.assertEqual(log, ["call"])
+        self.assertEqual(_get_work_registry_size(), base)  # nothing left behind
+        wait(outs[0])
+        self.assertEqual(log, ["call"])
 
     def test_compiled_graph_waits(self):
         torch = self.torch

@@ -15,6 +15,9 @@ magi_status magi_compile_config_transport(const char *json, char *out, size_t ca
  * (explicit members, or consecutive ranks that fit the world). */
 magi_status magi_loader_check_groups(const magi_symm_plan *plan, const magi_symm_backend_config *c);
 
+/* Waits the wait join dropped in region i (0 for a NULL ld or i out of range). */
+uint32_t magi_loader_waits_joined(const magi_loader *ld, uint32_t i);
+
 /* The loader's options (as copied at magi_loader_new). */
 const magi_loader_options *magi_loader_opts(const magi_loader *ld);
 

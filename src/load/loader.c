@@ -2,6 +2,7 @@
  * over all regions -> rewrite -> bind -> report. See magi_aot/load.h. */
 #include "load_internal.h"
 #include "../serialize/artifact_internal.h"
+#include "../symm/symm_internal.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,10 @@ typedef struct entry {
     uint32_t n_lowered;
     magi_node *read_nodes;       /* the node array as read, once a pass changed it (arena) */
     uint32_t n_read_nodes;
+    /* when the wait join dropped waits: the node array as planned and
+     * rewritten (every wait; what magi_loader_save writes; arena) */
+    magi_node *planned_nodes;
+    uint32_t n_planned, n_joined;
     /* kept across loads: the arena, zstd context and scratch buffer of the
      * i-th region, so repeated loads reuse their memory */
     magi_load_memory mem;
@@ -311,6 +316,10 @@ static magi_status load_set(magi_loader *ld, const char *fn, const char *const *
                 break;
             }
         MAGI_CHECK(magi_symm_rewrite(&changed, e->region, ld->plan, i));
+        uint32_t n_planned = e->region->n_nodes;
+        uint32_t *old_index = NULL; /* not needed: the fingerprint reads the nodes as read */
+        MAGI_CHECK(magi_symm_join_waits(&e->n_joined, &e->planned_nodes, &old_index, e->region, ld->plan, i));
+        if (e->planned_nodes) e->n_planned = n_planned;
         for (uint32_t k = 0; k < ng; k++) {
             if (!strcmp(g[k].from, g[k].to)) continue;
             if (g[k].already_symm)
@@ -368,6 +377,20 @@ uint32_t magi_loader_count(const magi_loader *ld) { return ld ? ld->n : 0; }
 magi_region *magi_loader_region(const magi_loader *ld, uint32_t i) {
     return ld && i < ld->n ? ld->e[i].region : NULL;
 }
+
+/* The region as planned and rewritten: every wait (the joined array is
+ * what runs; a saved artifact keeps each wait, so a later load under nccl
+ * restores a c10d gather with every output waited for). */
+static magi_region planned_view(const entry *e) {
+    magi_region v = *e->region;
+    if (e->planned_nodes) {
+        v.nodes = e->planned_nodes;
+        v.n_nodes = e->n_planned;
+    }
+    return v;
+}
+
+uint32_t magi_loader_waits_joined(const magi_loader *ld, uint32_t i) { return ld && i < ld->n ? ld->e[i].n_joined : 0; }
 
 magi_status magi_loader_info(magi_loaded_info *out, magi_loader *ld, uint32_t i) {
     MAGI_ARG_NONNULL(out);
@@ -443,5 +466,6 @@ magi_status magi_loader_save(const magi_loader *ld, uint32_t i, const char *path
         if (st) return magi_error_prefix(st, "%s", e->path);
         return magi_write_file_atomic(path, e->data, e->size);
     }
-    return magi_artifact_save(e->region, path, NULL);
+    magi_region planned = planned_view(e);
+    return magi_artifact_save(&planned, path, NULL);
 }

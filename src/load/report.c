@@ -131,7 +131,8 @@ static magi_status report_json(magi_buf *o, magi_loader *ld) {
             magi_buf_puts(o, "}");
             first = 0;
         }
-        magi_buf_puts(o, "],\n   \"redistributes\": [");
+        magi_buf_printf(o, "],\n   \"waits_joined\": %u", magi_loader_waits_joined(ld, i));
+        magi_buf_puts(o, ",\n   \"redistributes\": [");
         put_lowered_json(o, ld, i);
         magi_buf_puts(o, "],\n   \"bindings\": [");
         for (uint32_t k = 0; k < nb; k++) {
@@ -210,6 +211,10 @@ static magi_status report_text(magi_buf *o, magi_loader *ld) {
                 magi_buf_printf(o, "  keep     %s: %s (%s)\n", MAGI_TEXT(g[k].name), magi_symm_reason_name(g[k].reason),
                                 MAGI_TEXT(g[k].detail));
         }
+        uint32_t nj = magi_loader_waits_joined(ld, i);
+        if (nj)
+            magi_buf_printf(o, "  join     %u wait%s dropped: one wait per rewritten coalesced gather (its outputs "
+                               "share one event)\n", nj, nj == 1 ? "" : "s");
         for (uint32_t k = 0; k < nb; k++) {
             const magi_symm_slot *s = &sl[b[k].slot];
             magi_buf_printf(o, "  bind     %s -> window %u offset %llu (%llu bytes)\n", MAGI_TEXT(b[k].placeholder), s->window,

@@ -33,4 +33,15 @@ struct magi_symm_plan {
 magi_status magi_symm_resolve_groups(magi_symm_group_view **views_out, uint32_t **ranks_out,
                                      const magi_symm_plan *plan, const magi_symm_backend_config *c);
 
+/* The wait join of region `region` (after magi_symm_rewrite): of the
+ * waits on the outputs of each rewritten coalesced gather, the first in
+ * node order is kept; the others are dropped and their users take the
+ * gathered value (the getitem) directly (why that is safe: rewrite.c).
+ * With waits dropped: r->nodes becomes a new array (r's arena), the old one
+ * is left intact in *planned, (*old_index)[k] is new node k's index in it,
+ * and the plan's node indices and count for the region follow the new
+ * array. Nothing dropped: r untouched, *planned = NULL. */
+magi_status magi_symm_join_waits(uint32_t *n_dropped, magi_node **planned, uint32_t **old_index, magi_region *r,
+                                 magi_symm_plan *p, uint32_t region);
+
 #endif

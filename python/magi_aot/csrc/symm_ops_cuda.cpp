@@ -35,8 +35,15 @@ class GatherWork : public c10d::Work {
     GatherWork(std::shared_ptr<at::cuda::CUDAEvent> done, c10::DeviceIndex device)
         : done_(std::move(done)), device_(device) {}
 
+    // The first wait_tensor on any output joins the whole call: the
+    // stream waits once and every output's registration goes (torch calls
+    // wait() with the registry unlocked), so a graph that keeps one wait
+    // per call (the loader's wait join) leaves nothing registered.
     bool wait(std::chrono::milliseconds) override {
+        if (joined_) return true;
+        joined_ = true;
         done_->block(c10::cuda::getCurrentCUDAStream(device_));
+        c10d::unregister_work(c10::intrusive_ptr<c10d::Work>::unsafe_reclaim_from_nonowning(this));
         return true;
     }
 
@@ -45,6 +52,7 @@ class GatherWork : public c10d::Work {
   private:
     std::shared_ptr<at::cuda::CUDAEvent> done_;
     c10::DeviceIndex device_;
+    bool joined_ = false;
 };
 
 }  // namespace

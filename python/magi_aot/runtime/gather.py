@@ -6,6 +6,7 @@ kernels gather in the extension over the same backend). It keeps, per
 (_CallSpec), the cuda gathers' side stream, and the counts `stats` reports.
 """
 import time
+import weakref
 from ctypes import byref, c_uint32, c_uint64, c_void_p
 
 from .._lib import MagiError, lib
@@ -53,17 +54,25 @@ class _GatherWork:
         current_stream = torch.cuda.current_stream
 
         class GatherWork(Work):
-            __slots__ = ("_event", "_device", "_join", "_completed")
+            __slots__ = ("_event", "_device", "_join", "_completed", "outs")
 
             def __init__(self, event, device, join, completed):
                 super().__init__()
                 self._event, self._device, self._join, self._completed = event, device, join, completed
+                self.outs = None  # weakrefs of the outputs: the first wait joins the call
 
             def wait(self, timeout=None):  # noqa: ARG002 - stream-ordered, never blocks
+                outs, self.outs = self.outs, (self.outs and ())
+                if outs == ():
+                    return True  # the call was joined at an earlier output's wait
                 if self._event is not None:
                     current_stream(self._device).wait_event(self._event)
                 else:
                     self._join()
+                for o in outs or ():  # unregister the other outputs (the wait join keeps one wait)
+                    o = o()
+                    if o is not None:
+                        torch.ops._c10d_functional.wait_tensor(o)
                 return True
 
             def is_completed(self):
@@ -175,6 +184,7 @@ class Gatherer:
                 done = torch.cuda.Event()
                 done.record(side)
                 work = _GatherWork.for_event(done, dev)
+                work.outs = [weakref.ref(o) for o in outs]
                 for o in outs:
                     reg(o, work)
             st = self.stats

@@ -2,7 +2,7 @@
 # One device call on the H200 machine (PyTorch 2.11, CUDA 13, no msgpack or
 # jansson): build libmagi_aot from the working tree, run the Python tests
 # (binding + torch), then the save/load round trip and the benchmark.
-#   bash python/tests/gpu/run.sh [all|unittest|warmprocs|roundtrip|zoo|runtime|exposed|warmstart]
+#   bash python/tests/gpu/run.sh [all|unittest|warmprocs|roundtrip|zoo|runtime|exposed|warmstart|opshost]
 # (unittest: the Python suite but test_warm.WarmStartProcesses, which runs
 # alone as warmprocs: its fresh processes take ~400 s on one H200 machine)
 # (zoo: the model-zoo table of gpu/zoo.py into $OUT/zoo, docs/ZOO.md)
@@ -15,6 +15,11 @@
 # (exposed: the cost profiler on fixtures/real/fsdp_block.json, then
 # python/tests/gpu/exposed.py: each gather's predicted stall vs the time the
 # compute stream measurably waits for it, join="wait" vs join="call")
+# (opshost: the symm operator's host time per call of the 20-input bucket,
+# bench/bench_symm_ops.py --device cuda: C++ and Python kernels on 4 ranks
+# sharing the GPU, call alone / + the one wait a loaded graph holds / + 20
+# waits, beside torch's NCCL coalesced gather of the same shapes, one table
+# into $OUT/opshost.log and $OUT/opshost.json)
 # (warmstart: python/tests/gpu/warmstart.py into $OUT/warmstart - magi cache vs torch's
 # cold / warm / mega-cache warm start, fresh processes; not part of all: ~8 minutes)
 # Debian packages the machine lacks travel in .debs/ (see docs/PYTHON.md);
@@ -55,7 +60,7 @@ if [ -d .debs ]; then
 fi
 stamp "configure"
 cuda=OFF
-{ [ "$what" = runtime ] || [ "$what" = exposed ]; } && cuda=ON
+{ [ "$what" = runtime ] || [ "$what" = exposed ] || [ "$what" = opshost ]; } && cuda=ON
 cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DMAGI_WITH_CUDA=$cuda -DBUILD_TESTING=OFF \
   -DCMAKE_PREFIX_PATH=$PFX/usr -DCMAKE_INSTALL_RPATH=$LIBD -DCMAKE_BUILD_RPATH=$LIBD \
   "${extra[@]}" >"$OUT/build.log" 2>&1 &&
@@ -149,6 +154,12 @@ if [ "$what" = runtime ] || [ "$what" = exposed ]; then
     { tail -5 "$OUT/profile.log"; fail=1; }
   timeout 400 python3 python/tests/gpu/exposed.py --out "$OUT/exposed" --world 4 \
     --costs "$OUT/fsdp_block.costs.json" 2>&1 | tee "$OUT/exposed.log" | grep -Ev "Warning|^\s*$" | tail -20
+  [ "${PIPESTATUS[0]}" -eq 0 ] || fail=1
+fi
+if [ "$what" = opshost ]; then
+  stamp "symm operator host cost: C++ / Python kernels vs NCCL coalesced, 20-input bucket"
+  timeout 500 python3 bench/bench_symm_ops.py --device cuda --calls 1000 --json "$OUT/opshost.json" 2>&1 \
+    | tee "$OUT/opshost.log" | grep -Ev "Warning|^\s*$" | tail -12
   [ "${PIPESTATUS[0]}" -eq 0 ] || fail=1
 fi
 stamp "done, fail=$fail"
