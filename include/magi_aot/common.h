@@ -81,6 +81,9 @@ MAGI_API const char *magi_status_str(magi_status s);
  * Borrowed: valid until the next magi_* call on this thread. */
 MAGI_API const char *magi_last_error(void);
 
+/* Free memory the library handed to the caller (text, buffers). NULL ok. */
+MAGI_API void magi_free(void *p);
+
 /* Feature bits reported by magi_features(). */
 #define MAGI_FEATURE_CUDA 0x1u   /* the cuda SymmBuffer backend is built in */
 #define MAGI_FEATURE_NCCL 0x2u   /* NCCL rendezvous is built in */

@@ -1,5 +1,5 @@
 /* Region lifetime, lookups, names of opcodes and example kinds, deep copy. */
-#include "../core/internal.h"
+#include "graph_internal.h"
 #include <stdlib.h>
 #include <string.h>
 

@@ -1,7 +1,7 @@
 /* The loader: files -> verified regions -> transport decision -> one plan
  * over all regions -> rewrite -> bind -> report. See magi_aot/load.h. */
 #include "load_internal.h"
-#include "../serialize/artifact_internal.h"
+#include "../serialize/serialize_internal.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

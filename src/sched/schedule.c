@@ -1,5 +1,8 @@
 /* Overlap scheduling: latest-safe launch position for every weight gather. */
-#include "../core/internal.h"
+#include "../graph/graph_internal.h"
+#include "magi_aot/schedule.h"
+#include "magi_aot/costs.h"
+#include "magi_aot/fingerprint.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -2,7 +2,7 @@
  * emitters: the JSON writer (json_write.c), the marshal writer
  * (marshal_write.c) and the Python package's extension (_docbuild.c); the
  * tests compare the documents each gives for every fixture. */
-#include "../core/internal.h"
+#include "serialize_internal.h"
 #include "doc_walk_internal.h"
 #include <jansson.h>
 #include <math.h>

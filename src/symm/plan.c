@@ -1,7 +1,7 @@
 /* SymmBuffer planning: classify the all-gathers of regions, lay out the
  * windows and slots deterministically, canonical encoding, digest, compare.
  * Design notes: docs/SYMM.md. */
-#include "symm_internal.h"
+#include "plan_internal.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,7 +1,7 @@
 /* The rewrite pass: c10d all-gathers the plan marked become
  * torch.ops.magi.symm_all_gather(_coalesced), and under the nccl transport
  * magi.symm_* gathers become c10d again. Only targets change. */
-#include "symm_internal.h"
+#include "plan_internal.h"
 #include <string.h>
 
 magi_status magi_symm_rewrite(uint32_t *n_rewritten, magi_region *r, const magi_symm_plan *p,
