@@ -250,6 +250,9 @@ typedef struct magi_symm_backend_config {
 } magi_symm_backend_config;
 #define MAGI_SYMM_BACKEND_CONFIG_INIT \
     { MAGI_SYMM_BACKEND_CONFIG_VERSION, 0, 1, NULL, 0, NULL, 0, 0, NULL, NULL, 0 }
+/* The size of a revision-2 magi_symm_backend_config (before job_id); such a
+ * struct is accepted, job_id read as NULL and max_window_bytes as 0. */
+#define MAGI_SYMM_BACKEND_CONFIG_V2_SIZE offsetof(magi_symm_backend_config, job_id)
 
 /* A group resolved for the caller: members in group order and the caller's
  * position. Passed to backends. */

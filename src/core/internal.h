@@ -20,9 +20,31 @@ magi_status magi_error_prefix(magi_status code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void magi_clear_error(void);
 
-/* MAGI_OK when an options struct's version field equals `want` (its
- * MAGI_STRUCT_VERSION macro), else MAGI_ERR_VERSION naming `what`. */
+/* MAGI_OK when a struct's version field equals `want` (its
+ * MAGI_STRUCT_VERSION macro), else MAGI_ERR_VERSION naming `what`. For
+ * what must match exactly (the backend vtable, unstable API); options
+ * structs go through magi_struct_read. */
 magi_status magi_check_struct_version(const char *what, uint32_t got, uint32_t want);
+
+/* The one check of an options struct a caller passes (docs/ARCHITECTURE.md,
+ * "versioned options"). revs[0..n_revs) are the version words (revision
+ * << 16 | size) of every revision this library takes, oldest first, the
+ * current one (the header's NAME_VERSION macro) last; a revision whose size
+ * changed without a new number has a row per size. `dst` holds the current
+ * layout with its defaults filled in; the version word at `src` must be
+ * one of the rows: then that revision's bytes are copied over the start of
+ * dst (the fields later revisions added keep their defaults), dst's
+ * version becomes the current one and *n_read (may be NULL) the bytes
+ * read. `avail` bounds that size (a struct embedded in another holds
+ * exactly the bytes its container's revision gives it; SIZE_MAX: no
+ * bound). Nothing is read past the version word otherwise: MAGI_ERR_VERSION
+ * naming `what` for a revision newer than this library's, a known
+ * revision of another size, or a version this library never had. */
+magi_status magi_struct_read(void *dst, size_t *n_read, const void *src, size_t avail, const char *what,
+                             const uint32_t *revs, size_t n_revs);
+#define MAGI_STRUCT_REVS(revs) (revs), (sizeof(revs) / sizeof((revs)[0]))
+/* The version word of revision `rev` of `size` bytes (an older revision's row). */
+#define MAGI_STRUCT_REV(rev, size) ((uint32_t)(((uint32_t)(rev) << 16) | (uint32_t)((size) & 0xffffu)))
 
 /* Argument checks at the top of a public function: MAGI_ERR_INVALID_ARG
  * with a message naming the function and the argument ("magi_json_read:

@@ -14,4 +14,10 @@
 magi_status magi_symm_resolve_groups(magi_symm_group_view **views_out, uint32_t **ranks_out,
                                      const magi_symm_plan *plan, const magi_symm_backend_config *c);
 
+/* A backend config of any revision the library takes (magi_struct_read,
+ * `avail` bytes of it at src) as the current revision in *dst, the fields
+ * a later revision added defaulted; MAGI_ERR_VERSION naming `what`. */
+magi_status magi_symm_backend_config_read(magi_symm_backend_config *dst, const magi_symm_backend_config *src,
+                                          size_t avail, const char *what);
+
 #endif
