@@ -31,6 +31,8 @@ import re
 import sys
 
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.M)
+DECL_RE = re.compile(r"MAGI_API\s+[^;{()]*?\b(magi_\w+)\s*\(")
+COMMENT_RE = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
 TABLE_START = "<!-- layering table: read by scripts/check_layering.py -->"
 
 
@@ -187,6 +189,25 @@ def check(root):
             msg = check_public(h, line, target, mod, "a public header")
             if msg:
                 bad.append(msg)
+    # A public function is defined by the module that owns its header: the
+    # definition then sees its MAGI_API declaration (and so is exported).
+    defined = {}
+    for mod in table:
+        for path in glob.glob(os.path.join(root, "src", mod, "**", "*.c"), recursive=True):
+            text = COMMENT_RE.sub(" ", open(path, encoding="utf-8", errors="replace").read())
+            for m in re.finditer(r"^[A-Za-z_][^;{}#]*?\b(magi_\w+)\s*\([^;{]*?\)\s*\{", text, re.M):
+                defined.setdefault(m.group(1), (mod, os.path.relpath(path, root)))
+    for h in sorted(owner):
+        path = os.path.join(root, h)
+        if not os.path.isfile(path):
+            continue
+        text = COMMENT_RE.sub(" ", open(path, encoding="utf-8", errors="replace").read())
+        for m in DECL_RE.finditer(text):
+            d = defined.get(m.group(1))
+            if d and d[0] != owner[h]:
+                bad.append("%s: %s is declared here (module %s) but defined in %s (module %s): a public "
+                           "function is declared in a header of the module that defines it"
+                           % (h, m.group(1), owner[h], d[1], d[0]))
     outside = glob.glob(os.path.join(root, "tools", "*.[ch]")) + \
         glob.glob(os.path.join(root, "python", "magi_aot", "*.c")) + \
         glob.glob(os.path.join(root, "python", "magi_aot", "csrc", "*.[ch]*"))

@@ -75,6 +75,11 @@ def main():
            "tools/main.c:1: includes src/core/internal.h: tools and the Python package use only the public headers")
     expect("transitive use allowed", dict(FILES, **{"src/load/loader.c": '#include "magi_aot/graph.h"\n'}), 0,
            "0 violations")
+    expect("public function defined by another module",
+           dict(FILES, **{"include/magi_aot/json.h": '#include "graph.h"\nMAGI_API int magi_f(void);\n',
+                          "src/graph/region.c": '#include "graph_internal.h"\nint magi_f(void) { return 0; }\n'}),
+           1, "include/magi_aot/json.h: magi_f is declared here (module serialize) but defined in "
+              "src/graph/region.c (module graph)")
     expect("header nobody owns", dict(FILES, **{"include/magi_aot/extra.h": ""}), 1,
            "include/magi_aot/extra.h: a public header no module owns")
     expect("cycle in the table", FILES, 1, "cycle",

@@ -89,6 +89,12 @@ MAGI_API const char *magi_last_error(void);
 /* Free memory the library handed to the caller (text, buffers). NULL ok. */
 MAGI_API void magi_free(void *p);
 
+/* Write `len` bytes to `path` atomically: a temporary file in the same
+ * directory, fsync, rename over `path`, fsync the directory (the protocol
+ * of magi_artifact_save). On failure nothing is left under `path` and an
+ * existing file there is untouched. */
+MAGI_API magi_status magi_write_file_atomic(const char *path, const void *data, size_t len);
+
 /* Feature bits reported by magi_features(). */
 #define MAGI_FEATURE_CUDA 0x1u   /* the cuda SymmBuffer backend is built in */
 #define MAGI_FEATURE_NCCL 0x2u   /* NCCL rendezvous is built in */
