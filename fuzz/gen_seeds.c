@@ -8,6 +8,7 @@
  *   roundtrip/seed-<name>.json   the fixture itself
  * (Hostile cases and crash inputs are kept by hand next to them.)
  */
+#include "magi_aot.h"
 #include "serialize/artifact_internal.h"
 #include <stdio.h>
 #include <stdlib.h>

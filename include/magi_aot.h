@@ -10,8 +10,9 @@
  *
  * API habits: out-parameters come first (magi_x(&out, handle, ...)); every
  * options struct has a NAME_VERSION macro (MAGI_STRUCT_VERSION: revision
- * and size) that every function taking it checks, refusing another with
- * MAGI_ERR_VERSION; MAGI_VERSION_NUMBER / magi_version_number() give the
+ * and size) that every function taking it checks: its own and older
+ * revisions are taken (fields added since defaulted), a newer or mis-sized
+ * one is refused with MAGI_ERR_VERSION (common.h); MAGI_VERSION_NUMBER / magi_version_number() give the
  * version as one number. The stable ABI is the opaque-handle API; the
  * transparent IR structs (graph.h, expr.h) and the backend vtable (symm.h)
  * are in sections marked UNSTABLE API BEGIN / END.

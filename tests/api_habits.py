@@ -2,7 +2,8 @@
 unstable API"): out-parameters first in every MAGI_API function; a
 NAME_VERSION macro built by MAGI_STRUCT_VERSION for every struct with a
 version field; the transparent IR structs, the expression tree and the
-backend vtable inside UNSTABLE API BEGIN / END fences; and, given the
+backend vtable inside UNSTABLE API BEGIN / END fences, each defined only
+under #ifdef MAGI_AOT_UNSTABLE_API (its name typedef'd for everyone); and, given the
 bad-argument test (tests/test_api_args.c), that every public function has
 a case there (an ARGS_CASE row whose ARGS body calls it) and no case names
 a function the headers do not declare. Exit status 1 and one line per
@@ -124,6 +125,17 @@ def audit_unstable(include):
                 continue
             if not any(a < m.start() < b for a, b in fences):
                 bad.append("%s: struct %s is outside the UNSTABLE API fences" % (h, st))
+            # its definition is seen only by a caller that opts in
+            opened = s.rfind("#ifdef MAGI_AOT_UNSTABLE_API", 0, m.start())
+            closed = s.rfind("#endif", 0, m.start())
+            if opened < 0 or closed > opened or s.find("#endif", m.end()) < 0:
+                bad.append("%s: struct %s is defined outside #ifdef MAGI_AOT_UNSTABLE_API" % (h, st))
+            elif re.search(r"typedef struct %s \{" % st, s):
+                bad.append("%s: struct %s is typedef'd with its definition: callers without "
+                           "MAGI_AOT_UNSTABLE_API need its name (typedef struct %s %s; outside the #ifdef)"
+                           % (h, st, st, st))
+            elif not re.search(r"typedef struct %s %s;" % (st, st), s[:opened]):
+                bad.append("%s: struct %s has no typedef before its #ifdef MAGI_AOT_UNSTABLE_API" % (h, st))
     return bad
 
 

@@ -127,6 +127,12 @@ static void test_sched_and_cost_model_checked(void) {
     magi_symm_plan *p = NULL;
     const magi_region *regions[1] = {r};
     REFUSED(magi_symm_plan_build(&p, regions, 1, &po));
+    /* the lowering reads rank, world and groups of a backend config */
+    magi_symm_backend_config bc = MAGI_SYMM_BACKEND_CONFIG_INIT;
+    bc.version = 1;
+    const magi_lowered *low = NULL;
+    uint32_t n_low = 0;
+    REFUSED(magi_lower_redistribute(&low, &n_low, r, &bc, 0));
     magi_region_free(r);
 }
 

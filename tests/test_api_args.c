@@ -304,6 +304,12 @@ ARGS(magi_region_hint_lookup) {
 }
 ARGS(magi_region_new) { INVALID(magi_region_new(NULL), "out"); }
 ARGS(magi_region_free) { magi_region_free(NULL); }
+ARGS(magi_unstable_layout) {
+    EQ(magi_unstable_layout(NULL), -1);
+    EQ(magi_unstable_layout("magi_region.no_such_field"), -1);
+    EQ(magi_unstable_layout("magi_region"), (int64_t)sizeof(magi_region));
+    EQ(magi_unstable_layout("magi_region.n_nodes"), (int64_t)offsetof(magi_region, n_nodes));
+}
 ARGS(magi_region_find_node) {
     EQ(magi_region_find_node(NULL, "x"), -1);
     EQ(magi_region_find_node(region(), NULL), -1);
@@ -1144,7 +1150,7 @@ static const arg_case cases[] = {
     ARGS_CASE(magi_device_valid), ARGS_CASE(magi_opcode_name), ARGS_CASE(magi_opcode_parse),
     ARGS_CASE(magi_example_kind_name), ARGS_CASE(magi_input_kind_name), ARGS_CASE(magi_input_kind_parse),
     ARGS_CASE(magi_symbol_is_float), ARGS_CASE(magi_region_hint_lookup), ARGS_CASE(magi_region_new),
-    ARGS_CASE(magi_region_free), ARGS_CASE(magi_region_find_node), ARGS_CASE(magi_region_find_symbol),
+    ARGS_CASE(magi_region_free), ARGS_CASE(magi_unstable_layout), ARGS_CASE(magi_region_find_node), ARGS_CASE(magi_region_find_symbol),
     ARGS_CASE(magi_region_find_subgraph),
     ARGS_CASE(magi_region_count_placeholders), ARGS_CASE(magi_region_clone),
     ARGS_CASE(magi_op_class_name), ARGS_CASE(magi_op_table), ARGS_CASE(magi_op_lookup),

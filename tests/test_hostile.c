@@ -14,6 +14,7 @@
  * input, so each hostile case fails for the one thing it breaks.
  */
 #include "testlib.h"
+#include "magi_aot.h"
 #include "core/internal.h"
 #include "serialize/artifact_internal.h"
 #include <errno.h>

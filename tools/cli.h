@@ -1,6 +1,11 @@
-/* Shared declarations of the magi-aot CLI. The CLI uses only the public API. */
+/* Shared declarations of the magi-aot CLI. The CLI uses only the public API,
+ * the IR structs and the backend vtable included (the unstable API, which
+ * the CLI is rebuilt with). */
 #ifndef MAGI_CLI_H
 #define MAGI_CLI_H
+#ifndef MAGI_AOT_UNSTABLE_API
+#define MAGI_AOT_UNSTABLE_API
+#endif
 #include "magi_aot.h"
 #include <stdio.h>
 

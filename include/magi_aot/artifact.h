@@ -83,8 +83,8 @@ MAGI_API magi_status magi_artifact_encode_with(void **out, size_t *out_len,
 MAGI_API magi_status magi_artifact_save(const magi_region *r, const char *path,
                                         const magi_save_options *opts);
 
-/* Write `len` bytes to `path` with the same atomic protocol. */
-MAGI_API magi_status magi_write_file_atomic(const char *path, const void *data, size_t len);
+/* magi_write_file_atomic (common.h) writes any bytes with the same atomic
+ * protocol; magi_load_file (load.h) reads any supported file. */
 
 typedef struct magi_artifact magi_artifact;
 
@@ -156,12 +156,6 @@ MAGI_API magi_status magi_artifact_read_section(void **out, size_t *len, magi_ar
  * MAGI_ERR_FORMAT (section, node and byte offset named), MAGI_ERR_LIMIT. */
 MAGI_API magi_status magi_artifact_load_region(magi_region **out, magi_artifact *a);
 
-/* Load any supported file: magi-fx JSON (first non-space byte '{'),
- * artifact v1 (magic) or legacy v0 (a msgpack map), chosen by content.
- * Owned by the caller. Errors name the file. max_input_bytes counts bytes
- * actually read: a v0 file's skipped payload does not count. */
-MAGI_API magi_status magi_load_file(magi_region **out, const char *path,
-                                    const magi_load_options *opts);
 
 /* Write a legacy v0 file (the fixture tool and tests use it): the region as
  * v0 map, plus an `example_inputs` bin of `example_inputs_len` (< 4 GiB)

@@ -47,10 +47,15 @@ extern "C" {
     (MAGI_AOT_VERSION_MAJOR * 10000 + MAGI_AOT_VERSION_MINOR * 100 + MAGI_AOT_VERSION_PATCH)
 
 /* Version of an options struct: a revision number in the high 16 bits and
- * the struct's size in the low 16, so a caller built against another
- * revision, or a binding that mirrors the struct with a missing field, is
- * refused with MAGI_ERR_VERSION instead of being read past its end. Every
- * options struct has a NAME_VERSION macro built from it; pass that macro. */
+ * the struct's size in the low 16. Every options struct has a NAME_VERSION
+ * macro built from it; pass that macro. A revision only ever adds fields at
+ * the end, so the library takes its own revision and every older one it
+ * had (each at the size that revision had): the bytes of that revision are
+ * read, never past them, and the fields added since take their defaults
+ * (the INIT macro's values). A newer revision than the library's, a known
+ * revision of another size (a binding's mirror missing a field) or a value
+ * the library never had is refused with MAGI_ERR_VERSION, the message
+ * naming the struct, the revision and the sizes it takes. */
 #define MAGI_STRUCT_VERSION(rev, type) ((uint32_t)(((uint32_t)(rev) << 16) | (uint32_t)(sizeof(type) & 0xffffu)))
 
 typedef enum magi_status {
@@ -80,6 +85,15 @@ MAGI_API const char *magi_status_str(magi_status s);
 /* Message of the last failure on this thread; never NULL ("" if none).
  * Borrowed: valid until the next magi_* call on this thread. */
 MAGI_API const char *magi_last_error(void);
+
+/* Free memory the library handed to the caller (text, buffers). NULL ok. */
+MAGI_API void magi_free(void *p);
+
+/* Write `len` bytes to `path` atomically: a temporary file in the same
+ * directory, fsync, rename over `path`, fsync the directory (the protocol
+ * of magi_artifact_save). On failure nothing is left under `path` and an
+ * existing file there is untouched. */
+MAGI_API magi_status magi_write_file_atomic(const char *path, const void *data, size_t len);
 
 /* Feature bits reported by magi_features(). */
 #define MAGI_FEATURE_CUDA 0x1u   /* the cuda SymmBuffer backend is built in */

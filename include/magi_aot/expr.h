@@ -68,6 +68,10 @@ typedef enum magi_expr_kind {
     MAGI_E_KIND_COUNT_
 } magi_expr_kind;
 
+/* An expression tree node, opaque unless MAGI_AOT_UNSTABLE_API is defined
+ * before the first magi_aot header is included. */
+typedef struct magi_expr magi_expr;
+
 /* ====================================================================
  * UNSTABLE API BEGIN - the transparent expression tree
  *
@@ -78,9 +82,10 @@ typedef enum magi_expr_kind {
  * uses only that keeps working across minor releases. What lies between
  * UNSTABLE API BEGIN and END may change layout in any release; code that
  * reads it must be rebuilt against the new headers (docs/ARCHITECTURE.md,
- * "Stable and unstable API").
+ * "Stable and unstable API"), and must define MAGI_AOT_UNSTABLE_API to see
+ * the struct.
  * ==================================================================== */
-typedef struct magi_expr magi_expr;
+#ifdef MAGI_AOT_UNSTABLE_API
 struct magi_expr {
     magi_expr_kind kind;
     int64_t ival;        /* INT, BOOL */
@@ -89,6 +94,7 @@ struct magi_expr {
     uint32_t nkids;
     double fval;         /* FLOAT */
 };
+#endif
 /* ==================== UNSTABLE API END - the transparent expression tree ==================== */
 
 /* Hard ceiling on tree depth. The parser clamps max_depth to it, and the

@@ -59,6 +59,16 @@ MAGI_API const char *magi_opcode_name(magi_opcode op);
 /* Parse an opcode name; returns MAGI_ERR_FORMAT for an unknown one. */
 MAGI_API magi_status magi_opcode_parse(magi_opcode *out, const char *name);
 
+/* The IR's structs, opaque unless MAGI_AOT_UNSTABLE_API is defined before
+ * the first magi_aot header is included (then their layout, below). */
+typedef struct magi_dim magi_dim;
+typedef struct magi_value magi_value;
+typedef struct magi_example magi_example;
+typedef struct magi_node magi_node;
+typedef struct magi_symbol magi_symbol;
+typedef struct magi_subgraph magi_subgraph;
+typedef struct magi_region magi_region;
+
 /* ====================================================================
  * UNSTABLE API BEGIN - the transparent IR structs
  *
@@ -71,15 +81,19 @@ MAGI_API magi_status magi_opcode_parse(magi_opcode *out, const char *name);
  * uses only that keeps working across minor releases. What lies between
  * UNSTABLE API BEGIN and END may change layout in any release; code that
  * reads it must be rebuilt against the new headers (docs/ARCHITECTURE.md,
- * "Stable and unstable API").
+ * "Stable and unstable API"), and must define MAGI_AOT_UNSTABLE_API before
+ * including any magi_aot header to see the struct definitions; the enums,
+ * flags and functions of this section are visible to every caller.
  * ==================================================================== */
 
 /* A dimension: a concrete int (expr == NULL) or a symbolic expression,
  * kept as the producer printed it (parse with magi_expr_parse()). */
-typedef struct magi_dim {
+#ifdef MAGI_AOT_UNSTABLE_API
+struct magi_dim {
     const char *expr; /* NULL: concrete */
     int64_t value;    /* valid when expr == NULL */
-} magi_dim;
+};
+#endif
 
 /* Argument value kinds: one per form in the spec's "Values" list. */
 typedef enum magi_value_kind {
@@ -105,7 +119,7 @@ typedef enum magi_value_kind {
     MAGI_V_KIND_COUNT_
 } magi_value_kind;
 
-typedef struct magi_value magi_value;
+#ifdef MAGI_AOT_UNSTABLE_API
 struct magi_value {
     magi_value_kind kind;
     union {
@@ -122,6 +136,7 @@ struct magi_value {
         } seq;
     } u;
 };
+#endif
 
 /* Example value (node.meta.example_value) kinds. */
 typedef enum magi_example_kind {
@@ -142,7 +157,7 @@ typedef enum magi_example_kind {
 /* "tensor", "symint", ...; NULL when out of range. */
 MAGI_API const char *magi_example_kind_name(magi_example_kind k);
 
-typedef struct magi_example magi_example;
+#ifdef MAGI_AOT_UNSTABLE_API
 struct magi_example {
     magi_example_kind kind;
     /* Keys the spec does not define (e.g. "real"), kept verbatim as compact
@@ -170,6 +185,7 @@ struct magi_example {
         const char *repr;         /* OPAQUE; NULL when absent */
     } u;
 };
+#endif
 
 /* What a placeholder stands for, as the producer recorded it from Dynamo's
  * source ("input_kind" in magi-fx JSON; absent in files written before it
@@ -193,7 +209,8 @@ MAGI_API magi_status magi_input_kind_parse(magi_input_kind *out, const char *nam
 #define MAGI_NODE_HAS_KWARGS 0x2u
 #define MAGI_NODE_HAS_META   0x4u
 
-typedef struct magi_node {
+#ifdef MAGI_AOT_UNSTABLE_API
+struct magi_node {
     const char *name;
     magi_opcode op;
     const char *target;
@@ -202,15 +219,18 @@ typedef struct magi_node {
     const magi_example *example;  /* NULL: no meta.example_value */
     uint32_t flags;               /* MAGI_NODE_HAS_* */
     magi_input_kind input_kind;   /* placeholders; MAGI_INPUT_UNKNOWN when not recorded */
-} magi_node;
+};
+#endif
 
-typedef struct magi_symbol {
+#ifdef MAGI_AOT_UNSTABLE_API
+struct magi_symbol {
     const char *name;
     int has_hint;      /* 0: "hint": null (unbacked) */
     int64_t hint;      /* the hint of an int symbol (has_hint, !hint_is_float) */
     int hint_is_float; /* 1: a float symbol's hint (torch's zf0): hint_f */
     double hint_f;     /* finite */
-} magi_symbol;
+};
+#endif
 
 /* Whether a symbol stands for a float: its hint is a float, or torch named
  * it as one (zf<N> backed, zuf<N> unbacked). 1 or 0. */
@@ -230,11 +250,13 @@ MAGI_API int magi_region_hint_lookup(void *ctx, const char *name, magi_num *out)
  * MAGI_V_NODE value in them indexes `nodes` (an earlier node of the same
  * subgraph), never the region's nodes. Node names are unique within one
  * graph only. */
-typedef struct magi_subgraph {
+#ifdef MAGI_AOT_UNSTABLE_API
+struct magi_subgraph {
     const char *name;
     magi_node *nodes;
     uint32_t n_nodes;
-} magi_subgraph;
+};
+#endif
 
 /* How deeply subgraphs may call subgraphs: one called from the region's
  * graph is level 1, one called from it level 2, ...; every reader refuses
@@ -249,7 +271,8 @@ typedef struct magi_subgraph {
 #define MAGI_REGION_HAS_COMPILE_CONFIG 0x8u
 #define MAGI_REGION_HAS_SYMBOLS        0x10u
 
-typedef struct magi_region {
+#ifdef MAGI_AOT_UNSTABLE_API
+struct magi_region {
     magi_arena *arena;            /* owns everything below */
     uint32_t flags;               /* MAGI_REGION_HAS_* */
     const char *model_tag;
@@ -272,9 +295,18 @@ typedef struct magi_region {
      * Their nodes count in max_elements like the region's. */
     magi_subgraph *subgraphs;
     uint32_t n_subgraphs;
-} magi_region;
+};
+#endif
 
 /* ==================== UNSTABLE API END - the transparent IR structs ==================== */
+
+/* The layout of the unstable structs as this library was built, for a
+ * binding that mirrors them (Python's ctypes copies) to check its copy when
+ * it loads the library: for a struct name ("magi_region", "magi_expr",
+ * "magi_node", "magi_symbol", "magi_subgraph", "magi_dim") its size, for
+ * "STRUCT.FIELD" ("magi_region.n_nodes") the field's offset, in bytes;
+ * -1 for a name it does not know, or NULL. Thread-safe; no last error. */
+MAGI_API int64_t magi_unstable_layout(const char *name);
 
 /* Create an empty region (no nodes). Owned by the caller: free with
  * magi_region_free(). */

@@ -52,9 +52,6 @@ MAGI_API magi_status magi_json_write(char **out_text, size_t *out_len,
  * Owned by the caller, free with magi_free(). */
 MAGI_API magi_status magi_json_write_example(char **out_text, const magi_example *ex);
 
-/* Free memory the library handed to the caller (text, buffers). NULL ok. */
-MAGI_API void magi_free(void *p);
-
 #ifdef __cplusplus
 }
 #endif

@@ -91,6 +91,13 @@ typedef struct magi_loader_options {
 #define MAGI_LOADER_OPTIONS_V1_SIZE offsetof(magi_loader_options, keep_cast_pad)
 #define MAGI_LOADER_OPTIONS_V2_SIZE offsetof(magi_loader_options, rank_local)
 
+/* Load any supported file: magi-fx JSON (first non-space byte '{'),
+ * artifact v1 (magic) or legacy v0 (a msgpack map), chosen by content.
+ * Owned by the caller. Errors name the file. max_input_bytes counts bytes
+ * actually read: a v0 file's skipped payload does not count. */
+MAGI_API magi_status magi_load_file(magi_region **out, const char *path,
+                                    const magi_load_options *opts);
+
 typedef struct magi_loader magi_loader;
 
 /* A loader with `opts` (copied; NULL: defaults; the strings and arrays it

@@ -69,7 +69,8 @@ typedef struct magi_lowered {
  * dimension's group not listed in c->groups is consecutive ranks, as for
  * the symmetric-buffer windows). *out (n_out records, one per redistribute
  * node in graph order; NULL when there are none) lives in r's arena.
- * Errors (region unchanged): MAGI_ERR_INVALID_ARG (NULL arguments, a mesh
+ * Errors (region unchanged): MAGI_ERR_VERSION (c of a revision the library
+ * does not take), MAGI_ERR_INVALID_ARG (NULL arguments, a mesh
  * dimension whose size does not match its process group's, naming both, or
  * a group that does not hold this rank), MAGI_ERR_FORMAT (a malformed
  * DTensor spec, naming the node), MAGI_ERR_NOMEM. */

@@ -250,6 +250,9 @@ typedef struct magi_symm_backend_config {
 } magi_symm_backend_config;
 #define MAGI_SYMM_BACKEND_CONFIG_INIT \
     { MAGI_SYMM_BACKEND_CONFIG_VERSION, 0, 1, NULL, 0, NULL, 0, 0, NULL, NULL, 0 }
+/* The size of a revision-2 magi_symm_backend_config (before job_id); such a
+ * struct is accepted, job_id read as NULL and max_window_bytes as 0. */
+#define MAGI_SYMM_BACKEND_CONFIG_V2_SIZE offsetof(magi_symm_backend_config, job_id)
 
 /* A group resolved for the caller: members in group order and the caller's
  * position. Passed to backends. */
@@ -260,6 +263,10 @@ typedef struct magi_symm_group_view {
     const uint32_t *ranks;     /* global ranks */
     void *comm;
 } magi_symm_group_view;
+
+/* A backend's vtable, opaque unless MAGI_AOT_UNSTABLE_API is defined before
+ * the first magi_aot header is included. */
+typedef struct magi_symm_backend_ops magi_symm_backend_ops;
 
 /* ====================================================================
  * UNSTABLE API BEGIN - the backend vtable
@@ -273,7 +280,8 @@ typedef struct magi_symm_group_view {
  * uses only that keeps working across minor releases. What lies between
  * UNSTABLE API BEGIN and END may change layout in any release; code that
  * reads it must be rebuilt against the new headers (docs/ARCHITECTURE.md,
- * "Stable and unstable API").
+ * "Stable and unstable API"), and must define MAGI_AOT_UNSTABLE_API to see
+ * the vtable and MAGI_SYMM_BACKEND_OPS_VERSION.
  * ==================================================================== */
 
 /* Backend interface. A backend is a vtable plus its private state; the
@@ -283,8 +291,9 @@ typedef struct magi_symm_group_view {
  * device pointers (cuda backend); `stream` is the caller's stream
  * (cudaStream_t as void*; NULL = default stream; ignored by host).
  * Every function returns a magi_status and sets the last error. */
+#ifdef MAGI_AOT_UNSTABLE_API
 #define MAGI_SYMM_BACKEND_OPS_VERSION MAGI_STRUCT_VERSION(1, magi_symm_backend_ops)
-typedef struct magi_symm_backend_ops {
+struct magi_symm_backend_ops {
     uint32_t version;          /* MAGI_SYMM_BACKEND_OPS_VERSION */
     const char *name;          /* "host", "cuda" */
     /* Allocate state and the local windows (not yet visible to peers).
@@ -313,7 +322,8 @@ typedef struct magi_symm_backend_ops {
                                     void *const *dsts, void *stream);
     /* Unmap, free, remove this rank's rendezvous files. NULL state ok. */
     void (*destroy)(void *state);
-} magi_symm_backend_ops;
+};
+#endif
 
 /* ==================== UNSTABLE API END - the backend vtable ==================== */
 

@@ -27,6 +27,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A failing node is named from the IR struct: the unstable API, which this
+ * extension is built with, beside the library it ships with. */
+#define MAGI_AOT_UNSTABLE_API
 #include "magi_aot/docwalk.h"
 
 typedef magi_status (*walk_fn)(const magi_region *, const magi_doc_emitter *, void *, uint32_t *);

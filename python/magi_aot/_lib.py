@@ -123,6 +123,38 @@ ExprStruct._fields_ = [("kind", c_int), ("ival", c_int64), ("name", c_char_p),
                        ("kids", POINTER(POINTER(ExprStruct))), ("nkids", c_uint32),
                        ("fval", c_double)]
 
+# The ctypes copies of the unstable structs (graph.h, expr.h: their layout
+# may change in any release), checked against the library when it is loaded
+# (magi_unstable_layout): (copy, C struct, whether the copy mirrors every
+# field, so the sizes must agree too, or only the leading ones).
+UNSTABLE_MIRRORS = ((RegionStruct, "magi_region", False), (ExprStruct, "magi_expr", True))
+
+
+def check_layout(dll, path, mirrors=UNSTABLE_MIRRORS):
+    """Raise OSError naming the first field (or size) on which a ctypes copy
+    and the library at `path` disagree: the package and the library come
+    from different builds, and reading the struct would read garbage."""
+    try:
+        f = dll.magi_unstable_layout
+    except AttributeError:
+        raise OSError("libmagi_aot at %s does not export magi_unstable_layout, so the layout of "
+                      "the structs magi_aot/_lib.py mirrors cannot be checked: the library is older "
+                      "than this package; use the library built with it" % path) from None
+    f.restype, f.argtypes = c_int64, [c_char_p]
+    for copy, cname, whole in mirrors:
+        wants = [(cname + "." + field[0], getattr(copy, field[0]).offset, "offset")
+                 for field in copy._fields_]
+        if whole:
+            wants.append((cname, ctypes.sizeof(copy), "size"))
+        for name, mine, what in wants:
+            theirs = f(name.encode())
+            if theirs != mine:
+                raise OSError("libmagi_aot at %s: %s of %s is %s there and %d in magi_aot/_lib.py's "
+                              "ctypes copy (%s): the package and the library come from different "
+                              "builds; install them together" %
+                              (path, what, name, "unknown" if theirs < 0 else str(theirs), mine,
+                               copy.__name__))
+
 
 class Num(Structure):
     _fields_ = [("is_float", c_int), ("i", c_int64), ("f", c_double)]
@@ -395,6 +427,7 @@ class _Lib:
                 except OSError as e:
                     errors.append("%s: %s" % (path, e))
                     continue
+                check_layout(dll, path, UNSTABLE_MIRRORS)
                 self._dll, self._path = dll, path
                 break
             if self._dll is None:

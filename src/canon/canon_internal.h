@@ -1,8 +1,11 @@
-/* Internals shared by the canon module's files (fingerprint, cost keys). */
+/* The canon module's interface (docs/ARCHITECTURE.md, "Layering"): what its
+ * files (fingerprint, cost keys) share. Not installed. */
 #ifndef MAGI_CANON_INTERNAL_H
 #define MAGI_CANON_INTERNAL_H
 
-#include "../core/internal.h"
+#include "../graph/graph_internal.h"
+#include "magi_aot/fingerprint.h"
+#include "magi_aot/costs.h"
 
 /* Append `s` as a JSON string literal (quotes, escapes). */
 int magi_canon_put_json_str(magi_buf *o, const char *s);

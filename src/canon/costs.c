@@ -689,16 +689,21 @@ static magi_status analytical(key_ctx *k, uint32_t i, const magi_cost_model *m, 
     return MAGI_OK;
 }
 
+/* The revisions of magi_cost_model this library takes (magi_struct_read);
+ * revision 1 predates the size in the version word and is refused. */
+static const uint32_t cost_model_revs[] = {MAGI_COST_MODEL_VERSION};
+
 magi_status magi_cost_analytical(double *us, const magi_region *r, uint32_t node, const magi_cost_model *model) {
     static const magi_cost_model h200 = MAGI_COST_MODEL_H200;
     MAGI_ARG_NONNULL(us);
     MAGI_ARG_NONNULL(r);
     MAGI_ARG_CHECK(node < r->n_nodes, "node %u out of range (%u nodes)", node, r->n_nodes);
+    magi_cost_model mv = h200;
     if (model) {
-        magi_status vst = magi_check_struct_version("magi_cost_model", model->version, MAGI_COST_MODEL_VERSION);
+        magi_status vst = magi_struct_read(&mv, NULL, model, SIZE_MAX, "magi_cost_model", MAGI_STRUCT_REVS(cost_model_revs));
         if (vst) return vst;
     }
-    const magi_cost_model *m = model ? model : &h200;
+    const magi_cost_model *m = &mv;
     key_ctx k;
     magi_status st = key_ctx_init(&k, r, m->unbacked_hint);
     if (!st) st = analytical(&k, node, m, us);
@@ -739,8 +744,9 @@ magi_status magi_costs_estimate(magi_cost_estimate **out, const magi_region *r, 
     MAGI_ARG_NONNULL(r);
     MAGI_ARG_CHECK(peers || !n_peers, "peers is NULL (%u peers)", n_peers);
     for (uint32_t p = 0; p < n_peers; p++) MAGI_ARG_CHECK(peers[p], "peers[%u] is NULL", p);
-    if (model) MAGI_CHECK(magi_check_struct_version("magi_cost_model", model->version, MAGI_COST_MODEL_VERSION));
-    const magi_cost_model *m = model ? model : &h200;
+    magi_cost_model mv = h200;
+    if (model) MAGI_CHECK(magi_struct_read(&mv, NULL, model, SIZE_MAX, "magi_cost_model", MAGI_STRUCT_REVS(cost_model_revs)));
+    const magi_cost_model *m = &mv;
     e = calloc(1, sizeof *e);
     if (!e) return magi_set_error(MAGI_ERR_NOMEM, "costs: out of memory");
     if (!keys) {

@@ -1,8 +1,12 @@
-/* Internal helpers shared by the library's modules. Not installed. */
+/* The core module's interface to the other modules (docs/ARCHITECTURE.md,
+ * "Layering"): errors, argument checks, files, buffers, maps, SHA-256.
+ * Not installed. */
 #ifndef MAGI_INTERNAL_H
 #define MAGI_INTERNAL_H
 
-#include "magi_aot.h"
+#include "magi_aot/common.h"
+#include "magi_aot/arena.h"
+#include "magi_aot/load_options.h"
 #include "magi_aot/text.h"
 #include <stdarg.h>
 
@@ -16,9 +20,31 @@ magi_status magi_error_prefix(magi_status code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void magi_clear_error(void);
 
-/* MAGI_OK when an options struct's version field equals `want` (its
- * MAGI_STRUCT_VERSION macro), else MAGI_ERR_VERSION naming `what`. */
+/* MAGI_OK when a struct's version field equals `want` (its
+ * MAGI_STRUCT_VERSION macro), else MAGI_ERR_VERSION naming `what`. For
+ * what must match exactly (the backend vtable, unstable API); options
+ * structs go through magi_struct_read. */
 magi_status magi_check_struct_version(const char *what, uint32_t got, uint32_t want);
+
+/* The one check of an options struct a caller passes (docs/ARCHITECTURE.md,
+ * "versioned options"). revs[0..n_revs) are the version words (revision
+ * << 16 | size) of every revision this library takes, oldest first, the
+ * current one (the header's NAME_VERSION macro) last; a revision whose size
+ * changed without a new number has a row per size. `dst` holds the current
+ * layout with its defaults filled in; the version word at `src` must be
+ * one of the rows: then that revision's bytes are copied over the start of
+ * dst (the fields later revisions added keep their defaults), dst's
+ * version becomes the current one and *n_read (may be NULL) the bytes
+ * read. `avail` bounds that size (a struct embedded in another holds
+ * exactly the bytes its container's revision gives it; SIZE_MAX: no
+ * bound). Nothing is read past the version word otherwise: MAGI_ERR_VERSION
+ * naming `what` for a revision newer than this library's, a known
+ * revision of another size, or a version this library never had. */
+magi_status magi_struct_read(void *dst, size_t *n_read, const void *src, size_t avail, const char *what,
+                             const uint32_t *revs, size_t n_revs);
+#define MAGI_STRUCT_REVS(revs) (revs), (sizeof(revs) / sizeof((revs)[0]))
+/* The version word of revision `rev` of `size` bytes (an older revision's row). */
+#define MAGI_STRUCT_REV(rev, size) ((uint32_t)(((uint32_t)(rev) << 16) | (uint32_t)((size) & 0xffffu)))
 
 /* Argument checks at the top of a public function: MAGI_ERR_INVALID_ARG
  * with a message naming the function and the argument ("magi_json_read:
@@ -129,47 +155,6 @@ magi_status magi_map_or_copy_file(magi_mapped *m, const char *path, uint64_t max
 /* Unmap (or free the copy); m is zeroed. */
 void magi_unmap_file(magi_mapped *m);
 
-/* Append `s` to list *v (n entries) in the region's arena unless present. */
-/* Cache poisoning guard (src/rebuild/cache_key.c): a key of 64 lower-case
- * hex digits is a region key (magi_cache_region_key: fingerprint and
- * compile_config), and an entry under it must hold an artifact whose region
- * key is that key. 0: fine (or not such a key); -1: why[] says what is
- * wrong. */
-int magi_cache_key_is_fingerprint(const char *key);
-int magi_cache_content_check(const char *key, const void *data, size_t len, char *why, size_t cap);
-
-#define MAGI_REGION_NOTES_MAX 4096u
-magi_status magi_region_note(magi_region *r, const char ***v, uint32_t *n, const char *s);
-/* What every reader checks of a region's subgraphs once they are read:
- * names present, unique and in ascending byte order; calls through get_attr
- * nodes nested at most MAGI_SUBGRAPH_DEPTH_MAX levels and never cyclic
- * (MAGI_ERR_LIMIT / MAGI_ERR_FORMAT naming the subgraph). */
-magi_status magi_region_subgraphs_check(const magi_region *r);
-/* Whether magi-fx defines member `key` of an example of kind k ("kind" and
- * the kind's fields; src/graph/region.c). The JSON reader keeps any other
- * member as the example's extra members; the artifact reader refuses extra
- * members with a defined name. */
-int magi_example_key_defined(magi_example_kind k, const char *key);
-/* Node helpers the passes share (src/graph/region.c). */
-/* Whether node n's operator-table row has flag (MAGI_OPF_*). */
-int magi_node_op_flag(const magi_node *n, uint32_t flag);
-/* Argument i of node n, or its keyword kw when there are fewer positional ones; NULL when neither. */
-const magi_value *magi_node_arg(const magi_node *n, uint32_t i, const char *kw);
-/* Count the node references in value v (nested lists, tuples, dicts,
- * slices; MAGI_MAX_DEPTH_CEILING levels at most): uses[k]++ for each
- * reference to node k, and last_user[k] = user (last_user may be NULL).
- * The arrays have one entry per node of the region. */
-void magi_value_count_uses(const magi_value *v, uint32_t user, uint32_t *uses, uint32_t *last_user, uint32_t depth);
-/* Is a placeholder or get_attr node a static weight (a parameter or buffer,
- * by its input_kind or its Dynamo name)? 0 with *why (may be NULL) saying why not. */
-int magi_node_is_static_weight(const magi_node *x, const char **why);
-/* Check a tensor example's "dtensor" member (a jansson json_t *): what
- * magi_dtensor_spec_check_json() checks, with every shard dimension below
- * `ndim`. Both readers call it on the member, so they refuse the same. */
-magi_status magi_dtensor_member_check(const void *member, uint32_t ndim);
-/* Whether a scalar example (symint .. bool) may hold a value of kind k: a
- * number, a bool, an expression string or a special float (every reader). */
-int magi_example_scalar_ok(magi_value_kind k);
 /* Directories other users must not control (src/core/safedir.c). The
  * directory is opened with O_DIRECTORY | O_NOFOLLOW (a symlink at its last
  * component is refused) and checked on the descriptor:
@@ -253,12 +238,6 @@ int magi_smap_insert(magi_smap *m, const char *s, size_t n, uint32_t v, uint32_t
 /* Room for n keys without rehashing; 0 on out of memory. */
 int magi_smap_reserve(magi_smap *m, size_t n);
 void magi_smap_free(magi_smap *m);
-
-/* The operator table's rules 1-2 only (src/graph/ops.c, magi_aot/ops.h):
- * the row matched by name, or NULL - never a NAMESPACE, NAME_PREFIX or
- * CONTAINS row. For passes that only ask about named operators (the
- * planner's gathers are all named rows), at a fraction of the cost. */
-const magi_op_info *magi_op_lookup_named(const char **overload, magi_opcode op, const char *target);
 
 /* SHA-256 (OpenSSL libcrypto). */
 void magi_sha256(const void *data, size_t len, uint8_t out[32]);

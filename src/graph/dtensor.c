@@ -1,7 +1,7 @@
 /* DTensor placements (canonical text <-> struct) and a DTensor
  * placeholder's spec (the tensor example's "dtensor" member). See
  * magi_aot/dtensor.h. */
-#include "../core/internal.h"
+#include "graph_internal.h"
 #include "magi_aot/dtensor.h"
 #include <jansson.h>
 #include <stdio.h>

@@ -15,7 +15,7 @@
  * parser builds is at most MAGI_EXPR_MAX_DEPTH deep, and the walkers refuse
  * deeper hand-built trees rather than overflow the stack.
  */
-#include "core/internal.h"
+#include "graph_internal.h"
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>

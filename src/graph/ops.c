@@ -1,6 +1,6 @@
 /* The operator table and the dtype table (magi_aot/ops.h): the one place
  * the library says what a target is and how big an element is. */
-#include "../core/internal.h"
+#include "graph_internal.h"
 #include <string.h>
 
 #define NS_CF "torch.ops._c10d_functional"

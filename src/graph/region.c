@@ -1,5 +1,6 @@
 /* Region lifetime, lookups, names of opcodes and example kinds, deep copy. */
-#include "../core/internal.h"
+#include "graph_internal.h"
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -444,4 +445,39 @@ int magi_node_is_static_weight(const magi_node *x, const char **why) {
         w = "not recorded as a parameter or buffer, and its name does not mark one";
     if (why && !ok) *why = w;
     return ok;
+}
+
+/* One row per mirrored struct and field (magi_unstable_layout). */
+#define LAYOUT_SIZE(s) {#s, sizeof(struct s)}
+#define LAYOUT_FIELD(s, f) {#s "." #f, offsetof(struct s, f)}
+static const struct {
+    const char *name;
+    size_t value;
+} unstable_layout[] = {
+    LAYOUT_SIZE(magi_region), LAYOUT_FIELD(magi_region, arena), LAYOUT_FIELD(magi_region, flags),
+    LAYOUT_FIELD(magi_region, model_tag), LAYOUT_FIELD(magi_region, model_idx),
+    LAYOUT_FIELD(magi_region, traced_files), LAYOUT_FIELD(magi_region, n_traced_files),
+    LAYOUT_FIELD(magi_region, compile_config_json), LAYOUT_FIELD(magi_region, symbols),
+    LAYOUT_FIELD(magi_region, n_symbols), LAYOUT_FIELD(magi_region, nodes), LAYOUT_FIELD(magi_region, n_nodes),
+    LAYOUT_FIELD(magi_region, dropped_legacy), LAYOUT_FIELD(magi_region, n_dropped_legacy),
+    LAYOUT_FIELD(magi_region, ignored), LAYOUT_FIELD(magi_region, n_ignored),
+    LAYOUT_FIELD(magi_region, subgraphs), LAYOUT_FIELD(magi_region, n_subgraphs),
+    LAYOUT_SIZE(magi_expr), LAYOUT_FIELD(magi_expr, kind), LAYOUT_FIELD(magi_expr, ival),
+    LAYOUT_FIELD(magi_expr, name), LAYOUT_FIELD(magi_expr, kids), LAYOUT_FIELD(magi_expr, nkids),
+    LAYOUT_FIELD(magi_expr, fval),
+    LAYOUT_SIZE(magi_node), LAYOUT_FIELD(magi_node, name), LAYOUT_FIELD(magi_node, op),
+    LAYOUT_FIELD(magi_node, target), LAYOUT_FIELD(magi_node, args), LAYOUT_FIELD(magi_node, kwargs),
+    LAYOUT_FIELD(magi_node, example), LAYOUT_FIELD(magi_node, flags), LAYOUT_FIELD(magi_node, input_kind),
+    LAYOUT_SIZE(magi_symbol), LAYOUT_FIELD(magi_symbol, name), LAYOUT_FIELD(magi_symbol, has_hint),
+    LAYOUT_FIELD(magi_symbol, hint), LAYOUT_FIELD(magi_symbol, hint_is_float), LAYOUT_FIELD(magi_symbol, hint_f),
+    LAYOUT_SIZE(magi_subgraph), LAYOUT_FIELD(magi_subgraph, name), LAYOUT_FIELD(magi_subgraph, nodes),
+    LAYOUT_FIELD(magi_subgraph, n_nodes),
+    LAYOUT_SIZE(magi_dim), LAYOUT_FIELD(magi_dim, expr), LAYOUT_FIELD(magi_dim, value),
+};
+
+int64_t magi_unstable_layout(const char *name) {
+    if (!name) return -1;
+    for (size_t i = 0; i < sizeof unstable_layout / sizeof unstable_layout[0]; i++)
+        if (!strcmp(unstable_layout[i].name, name)) return (int64_t)unstable_layout[i].value;
+    return -1;
 }

@@ -1,5 +1,6 @@
 /* magi_load_file(): any supported file, chosen by content. */
-#include "../serialize/artifact_internal.h"
+#include "../serialize/serialize_internal.h"
+#include "magi_aot/load.h"
 #include <string.h>
 
 magi_status magi_load_file(magi_region **out, const char *path, const magi_load_options *opts) {

@@ -2,7 +2,12 @@
 #ifndef MAGI_LOAD_INTERNAL_H
 #define MAGI_LOAD_INTERNAL_H
 
-#include "../core/internal.h"
+#include "../serialize/serialize_internal.h"
+#include "../symm/symm_internal.h"
+#include "magi_aot/fingerprint.h"
+#include "magi_aot/inputs.h"
+#include "magi_aot/load.h"
+#include "magi_aot/lower.h"
 
 /* The string at compile_config.fsdp_config.transport of a region's
  * compile_config JSON text (NULL allowed): *found = 1 and the value copied

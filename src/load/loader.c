@@ -1,8 +1,7 @@
 /* The loader: files -> verified regions -> transport decision -> one plan
  * over all regions -> rewrite -> bind -> report. See magi_aot/load.h. */
 #include "load_internal.h"
-#include "../serialize/artifact_internal.h"
-#include "../symm/symm_internal.h"
+#include "../serialize/serialize_internal.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,19 +72,20 @@ magi_status magi_loader_new(magi_loader **out, const magi_loader_options *opts) 
     *out = NULL;
     magi_loader_options o = MAGI_LOADER_OPTIONS_INIT;
     if (opts) {
-        /* a revision-1 struct (built against the header before keep_cast_pad) is read up to its size */
-        size_t have = sizeof o;
-        if (opts->version == (uint32_t)(1u << 16 | (MAGI_LOADER_OPTIONS_V1_SIZE & 0xffffu)))
-            have = MAGI_LOADER_OPTIONS_V1_SIZE;
-        else if (opts->version == (uint32_t)(2u << 16 | (MAGI_LOADER_OPTIONS_V2_SIZE & 0xffffu)))
-            have = MAGI_LOADER_OPTIONS_V2_SIZE;
-        else if ((st = magi_check_struct_version("magi_loader_options", opts->version, MAGI_LOADER_OPTIONS_VERSION)))
+        /* Revision 1 (before keep_cast_pad) came in two sizes: its bind a
+         * revision-2 config (before job_id), then a revision-3 one.
+         * Revision 2 is the struct before rank_local. */
+        static const uint32_t revs[] = {
+            MAGI_STRUCT_REV(1, offsetof(magi_loader_options, bind) + MAGI_SYMM_BACKEND_CONFIG_V2_SIZE),
+            MAGI_STRUCT_REV(1, MAGI_LOADER_OPTIONS_V1_SIZE), MAGI_STRUCT_REV(2, MAGI_LOADER_OPTIONS_V2_SIZE),
+            MAGI_LOADER_OPTIONS_VERSION};
+        size_t have;
+        if ((st = magi_struct_read(&o, &have, opts, SIZE_MAX, "magi_loader_options", MAGI_STRUCT_REVS(revs))))
             return st;
-        if ((st = magi_check_struct_version("magi_loader_options.bind", opts->bind.version,
-                                            MAGI_SYMM_BACKEND_CONFIG_VERSION)))
+        size_t bind_have = have - offsetof(magi_loader_options, bind);
+        if (bind_have > sizeof o.bind) bind_have = sizeof o.bind;
+        if ((st = magi_symm_backend_config_read(&o.bind, &opts->bind, bind_have, "magi_loader_options.bind")))
             return st;
-        memcpy(&o, opts, have);
-        o.version = MAGI_LOADER_OPTIONS_VERSION;
     }
     if (o.transport != MAGI_LOAD_TRANSPORT_AUTO && o.transport != MAGI_LOAD_TRANSPORT_NCCL &&
         o.transport != MAGI_LOAD_TRANSPORT_COPY_ENGINE)

@@ -344,7 +344,10 @@ magi_status magi_lower_redistribute(const magi_lowered **out, uint32_t *n_out, m
     *n_out = 0;
     MAGI_ARG_NONNULL(r);
     MAGI_ARG_NONNULL(c);
-    magi_status st = MAGI_OK;
+    magi_symm_backend_config cv;
+    magi_status st = magi_symm_backend_config_read(&cv, c, SIZE_MAX, "magi_lower_redistribute: c");
+    if (st) return st;
+    c = &cv;
     uint32_t nn = r->n_nodes, nred = 0, nlow = 0;
     for (uint32_t i = 0; i < nn; i++) nred += magi_node_op_flag(&r->nodes[i], MAGI_OPF_REDISTRIBUTE);
     if (!nred) return MAGI_OK;

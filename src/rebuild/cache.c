@@ -7,7 +7,7 @@
  * name is removed (a reader racing gc or a replacement reads a complete,
  * consistent entry). Writers lock their temporary with flock(2), so gc can
  * tell a dead writer's leftovers from a live one's work in progress. */
-#include "../core/internal.h"
+#include "rebuild_internal.h"
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -888,10 +888,9 @@ magi_status magi_cache_gc(magi_cache_report *rep, magi_cache *c, const magi_cach
     memset(&r, 0, sizeof r);
     MAGI_ARG_NONNULL(c);
     if (opts) {
-        if ((st = magi_check_struct_version("magi_cache_gc_options", opts->version,
-                                            MAGI_CACHE_GC_OPTIONS_VERSION)))
+        static const uint32_t revs[] = {MAGI_CACHE_GC_OPTIONS_VERSION};
+        if ((st = magi_struct_read(&o, NULL, opts, SIZE_MAX, "magi_cache_gc_options", MAGI_STRUCT_REVS(revs))))
             return st;
-        o = *opts;
     }
 
     /* 1. temporaries whose writer is gone: lockable and past the grace

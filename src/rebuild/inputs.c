@@ -5,7 +5,8 @@
  * example value's description into the descriptor arena and evaluate each
  * symbolic dim with the region's hints (expr module) -> magi_inputs.
  * Nothing here reads tensor bytes; the region never holds any. */
-#include "../core/internal.h"
+#include "rebuild_internal.h"
+#include "magi_aot/json.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,5 +1,8 @@
 /* Overlap scheduling: latest-safe launch position for every weight gather. */
-#include "../core/internal.h"
+#include "../graph/graph_internal.h"
+#include "magi_aot/schedule.h"
+#include "magi_aot/costs.h"
+#include "magi_aot/fingerprint.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -400,9 +403,9 @@ magi_status magi_schedule(magi_sched_report **out, magi_region *r, const magi_sc
     *out = NULL;
     MAGI_ARG_NONNULL(r);
     if (opts) {
-        if ((st = magi_check_struct_version("magi_sched_options", opts->version, MAGI_SCHED_OPTIONS_VERSION)))
+        static const uint32_t revs[] = {MAGI_SCHED_OPTIONS_VERSION};
+        if ((st = magi_struct_read(&o, NULL, opts, SIZE_MAX, "magi_sched_options", MAGI_STRUCT_REVS(revs))))
             return st;
-        o = *opts;
     }
     MAGI_ARG_CHECK(o.peer_fingerprints || !o.n_peer_fingerprints, "opts->peer_fingerprints is NULL (%u peers)",
                    o.n_peer_fingerprints);

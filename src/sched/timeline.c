@@ -4,7 +4,8 @@
  * red) labelled with the gather's whole name and the numbers of
  * magi_sched_gather_timing() - the same numbers as the CLI's report - a
  * legend of what is drawn and a time axis with round ticks. */
-#include "../core/internal.h"
+#include "../graph/graph_internal.h"
+#include "magi_aot/schedule.h"
 #include <math.h>
 #include <stdio.h>
 #include <string.h>

@@ -3,10 +3,9 @@
 #ifndef MAGI_ARTIFACT_INTERNAL_H
 #define MAGI_ARTIFACT_INTERNAL_H
 
-#include "../core/internal.h"
+#include "serialize_internal.h"
 #include "mpack_reader.h"
 
-#define MAGI_ART_MAGIC "MAGIAOT\0"
 #define MAGI_ART_HEADER_SIZE 32u
 #define MAGI_ART_ENTRY_SIZE 64u
 #define MAGI_ART_DIGEST_SIZE 32u
@@ -63,22 +62,6 @@ static inline const char *magi_artifact_kind_name(uint32_t kind) {
     }
 }
 
-/* Memory a caller keeps between loads (the loader): the region is built in
- * `arena` (reset first; the region never owns it: do not magi_region_free()
- * it, reset or free the arena), sections are decompressed through `dctx`
- * into `scratch`. A zeroed struct with `arena` set is ready. */
-typedef struct magi_load_memory {
-    magi_arena *arena;
-    void *dctx;          /* ZSTD_DCtx, created on first use */
-    uint8_t *scratch;
-    size_t scratch_cap;
-} magi_load_memory;
-/* magi_artifact_load_region() reusing `mem` (NULL: fresh memory). On
- * failure *out is NULL and mem->arena holds garbage until reset. */
-magi_status magi_artifact_load_region_reuse(magi_region **out, magi_artifact *a, magi_load_memory *mem);
-/* Free dctx and scratch (not the arena). */
-void magi_load_memory_free(magi_load_memory *m);
-
 /* Legacy v0 reader (artifact_v0.c): parse the whole v0 map. */
 /* JSON text the IR keeps verbatim (compile_config; an example's extra keys,
  * `object` = 1) as read from an artifact: it must parse as exactly one JSON
@@ -97,8 +80,6 @@ magi_status magi_json_example_extra_check(const char *canon, magi_example_kind k
 
 magi_status magi_legacy_v0_read(magi_region **out, const uint8_t *data, size_t size,
                                 const magi_load_options *opts);
-/* Does `data` start like a v0 file (a msgpack map)? */
-int magi_legacy_v0_sniff(const uint8_t *data, size_t size);
 
 
 #endif

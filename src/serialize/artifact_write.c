@@ -509,9 +509,11 @@ magi_status magi_artifact_encode_with(void **out, size_t *out_len, const magi_re
     }
     int level = 0; /* auto */
     if (opts) {
-        magi_status vst = magi_check_struct_version("magi_save_options", opts->version, MAGI_SAVE_OPTIONS_VERSION);
+        static const uint32_t revs[] = {MAGI_SAVE_OPTIONS_VERSION};
+        magi_save_options so = MAGI_SAVE_OPTIONS_INIT;
+        magi_status vst = magi_struct_read(&so, NULL, opts, SIZE_MAX, "magi_save_options", MAGI_STRUCT_REVS(revs));
         if (vst) return vst;
-        if (opts->zstd_level) level = opts->zstd_level;
+        if (so.zstd_level) level = so.zstd_level;
     }
     if (level && (level < ZSTD_minCLevel() || level > ZSTD_maxCLevel()))
         return magi_set_error(MAGI_ERR_INVALID_ARG, "artifact encode: zstd level %d out of range", level);

@@ -2,7 +2,7 @@
  * emitters: the JSON writer (json_write.c), the marshal writer
  * (marshal_write.c) and the Python package's extension (_docbuild.c); the
  * tests compare the documents each gives for every fixture. */
-#include "../core/internal.h"
+#include "serialize_internal.h"
 #include "doc_walk_internal.h"
 #include <jansson.h>
 #include <math.h>
@@ -320,18 +320,23 @@ static int emitter_complete(const magi_doc_emitter *e) {
            e->integer && e->real && e->boolean && e->none;
 }
 
-static magi_status check_emitter(const magi_doc_emitter *e) {
-    magi_status st = magi_check_struct_version("magi_doc_emitter", e->version, MAGI_DOC_EMITTER_VERSION);
+/* The caller's emitter, of any revision this library takes, into *copy. */
+static magi_status check_emitter(magi_doc_emitter *copy, const magi_doc_emitter *e) {
+    static const uint32_t revs[] = {MAGI_DOC_EMITTER_VERSION};
+    memset(copy, 0, sizeof *copy);
+    magi_status st = magi_struct_read(copy, NULL, e, SIZE_MAX, "magi_doc_emitter", MAGI_STRUCT_REVS(revs));
     if (st != MAGI_OK) return st;
-    if (!emitter_complete(e))
+    if (!emitter_complete(copy))
         return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_doc_walk: an emitter callback is NULL");
     return MAGI_OK;
 }
 
 magi_status magi_doc_walk_example(const magi_example *ex, const magi_doc_emitter *e, void *ctx) {
     if (!ex || !e) return magi_set_error(MAGI_ERR_INVALID_ARG, "document walk: NULL argument");
-    magi_status st = check_emitter(e);
+    magi_doc_emitter ev;
+    magi_status st = check_emitter(&ev, e);
     if (st != MAGI_OK) return st;
+    e = &ev;
     magi_region empty; /* node references print as "?", as nothing can be named */
     memset(&empty, 0, sizeof empty);
     walker w = {.e = e, .ctx = ctx, .r = &empty, .st = MAGI_OK};
@@ -344,8 +349,10 @@ magi_status magi_doc_walk(const magi_region *r, const magi_doc_emitter *e, void 
     if (node_out) *node_out = UINT32_MAX;
     MAGI_ARG_NONNULL(r);
     MAGI_ARG_NONNULL(e);
-    magi_status st = check_emitter(e);
+    magi_doc_emitter ev;
+    magi_status st = check_emitter(&ev, e);
     if (st != MAGI_OK) return st;
+    e = &ev;
     walker w = {.e = e, .ctx = ctx, .r = r, .nodes = r->nodes, .n_nodes = r->n_nodes, .st = MAGI_OK};
     begin_dict(&w);
     cstr(&w, "format");

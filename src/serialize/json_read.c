@@ -1,6 +1,6 @@
 /* magi-fx JSON v1 reader (jansson). Builds a region; errors name the node
  * and field. */
-#include "../core/internal.h"
+#include "serialize_internal.h"
 #include <jansson.h>
 #include <math.h>
 #include <string.h>

@@ -2,7 +2,7 @@
  * that prints compact text directly (the walk's key order, exact float
  * round trip, compile_config and examples' extra members copied verbatim,
  * one node per line); pretty output re-indents through jansson. */
-#include "../core/internal.h"
+#include "serialize_internal.h"
 #include "doc_walk_internal.h"
 #include <jansson.h>
 #include <stdlib.h>

@@ -9,7 +9,7 @@
  * then '0'), 'z' short ASCII (uint8 length), 'a' ASCII, 'u' UTF-8
  * (int32 length), 'r' reference (int32 index); FLAG_REF (0x80) on a code
  * appends the object to the reference table. All integers little-endian. */
-#include "../core/internal.h"
+#include "serialize_internal.h"
 #include "magi_aot/docwalk.h"
 #include "magi_aot/marshal.h"
 #include <stdlib.h>

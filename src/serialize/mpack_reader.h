@@ -17,7 +17,7 @@
 #ifndef MAGI_MPACK_READER_H
 #define MAGI_MPACK_READER_H
 
-#include "../core/internal.h"
+#include "serialize_internal.h"
 
 typedef enum magi_mp_type {
     MAGI_MP_NIL = 0,

@@ -127,6 +127,15 @@ magi_status magi_symm_backend_group(magi_symm_group_view *out, const magi_symm_b
     return MAGI_OK;
 }
 
+magi_status magi_symm_backend_config_read(magi_symm_backend_config *dst, const magi_symm_backend_config *src,
+                                          size_t avail, const char *what) {
+    static const uint32_t revs[] = {MAGI_STRUCT_REV(2, MAGI_SYMM_BACKEND_CONFIG_V2_SIZE),
+                                    MAGI_SYMM_BACKEND_CONFIG_VERSION};
+    static const magi_symm_backend_config init = MAGI_SYMM_BACKEND_CONFIG_INIT;
+    *dst = init;
+    return magi_struct_read(dst, NULL, src, avail, what, MAGI_STRUCT_REVS(revs));
+}
+
 magi_status magi_symm_backend_create(magi_symm_backend **out, const magi_symm_backend_ops *ops,
                                      const magi_symm_plan *plan,
                                      const magi_symm_backend_config *cfg) {
@@ -137,9 +146,9 @@ magi_status magi_symm_backend_create(magi_symm_backend **out, const magi_symm_ba
     MAGI_ARG_NONNULL(ops);
     MAGI_ARG_NONNULL(plan);
     MAGI_ARG_NONNULL(cfg);
-    if ((st = magi_check_struct_version("magi_symm_backend_config", cfg->version,
-                                        MAGI_SYMM_BACKEND_CONFIG_VERSION)))
-        return st;
+    magi_symm_backend_config cv;
+    if ((st = magi_symm_backend_config_read(&cv, cfg, SIZE_MAX, "magi_symm_backend_config"))) return st;
+    cfg = &cv;
     if ((st = magi_check_struct_version("magi_symm_backend_ops", ops->version, MAGI_SYMM_BACKEND_OPS_VERSION)))
         return st;
     const char *hole = !ops->create ? "create" : !ops->rendezvous ? "rendezvous" : !ops->barrier ? "barrier"

@@ -1,7 +1,7 @@
 /* Geometry of a coalesced gather: flat output layout and 2D runs
  * (bucket.h). */
 #include "bucket.h"
-#include "symm_internal.h"
+#include "plan_internal.h"
 #include <stdlib.h>
 #include <string.h>
 

@@ -19,7 +19,7 @@
 #ifndef MAGI_SYMM_BUCKET_H
 #define MAGI_SYMM_BUCKET_H
 
-#include "../core/internal.h"
+#include "symm_internal.h"
 
 /* One input of a coalesced gather, as far as its geometry goes. */
 typedef struct magi_symm_piece {

@@ -27,7 +27,7 @@
 #ifndef MAGI_SYMM_CUDA_BACKEND_H
 #define MAGI_SYMM_CUDA_BACKEND_H
 
-#include "../core/internal.h"
+#include "symm_internal.h"
 
 typedef struct magi_symm_cuda magi_symm_cuda;
 

@@ -4,7 +4,7 @@
 #ifndef MAGI_SYMM_CUDA_CHECK_H
 #define MAGI_SYMM_CUDA_CHECK_H
 
-#include "../core/internal.h"
+#include "symm_internal.h"
 #include <cuda_runtime_api.h>
 
 /* MAGI_ERR_DEVICE naming who, what and the CUDA error; clears a non-sticky

@@ -36,7 +36,7 @@
 #ifndef MAGI_SYMM_CUDA_GRAPH_H
 #define MAGI_SYMM_CUDA_GRAPH_H
 
-#include "../core/internal.h"
+#include "symm_internal.h"
 
 /* One copy: `height` rows of `width` bytes (height 1: a plain 1D copy). */
 typedef struct magi_symm_cuda_copy {

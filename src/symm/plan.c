@@ -1,7 +1,7 @@
 /* SymmBuffer planning: classify the all-gathers of regions, lay out the
  * windows and slots deterministically, canonical encoding, digest, compare.
  * Design notes: docs/SYMM.md. */
-#include "symm_internal.h"
+#include "plan_internal.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -642,10 +642,9 @@ magi_status magi_symm_plan_build(magi_symm_plan **out, const magi_region *const 
     for (uint32_t i = 0; i < n_regions; i++) MAGI_ARG_CHECK(regions[i], "regions[%u] is NULL", i);
     magi_symm_plan_options o = MAGI_SYMM_PLAN_OPTIONS_INIT;
     if (opts) {
-        if ((st = magi_check_struct_version("magi_symm_plan_options", opts->version,
-                                            MAGI_SYMM_PLAN_OPTIONS_VERSION)))
+        static const uint32_t revs[] = {MAGI_SYMM_PLAN_OPTIONS_VERSION};
+        if ((st = magi_struct_read(&o, NULL, opts, SIZE_MAX, "magi_symm_plan_options", MAGI_STRUCT_REVS(revs))))
             return st;
-        o = *opts;
     }
     if (!o.slot_align) o.slot_align = MAGI_SYMM_DEFAULT_SLOT_ALIGN;
     if (!o.window_cap_bytes) o.window_cap_bytes = MAGI_SYMM_DEFAULT_WINDOW_CAP;

@@ -15,7 +15,7 @@
 #ifndef MAGI_SYMM_RDZV_SOCK_H
 #define MAGI_SYMM_RDZV_SOCK_H
 
-#include "../core/internal.h"
+#include "symm_internal.h"
 
 typedef struct magi_symm_sock magi_symm_sock;
 

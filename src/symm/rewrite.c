@@ -1,7 +1,7 @@
 /* The rewrite pass: c10d all-gathers the plan marked become
  * torch.ops.magi.symm_all_gather(_coalesced), and under the nccl transport
  * magi.symm_* gathers become c10d again. Only targets change. */
-#include "symm_internal.h"
+#include "plan_internal.h"
 #include <stdlib.h>
 #include <string.h>
 

@@ -1,30 +1,11 @@
-/* Internal structures of the SymmBuffer module (plan, backend wrapper). */
+/* The symm module's interface to the other modules (docs/ARCHITECTURE.md,
+ * "Layering"): the process-group resolution the loader checks a plan with.
+ * The plan's layout is private to the module (plan_internal.h). Not installed. */
 #ifndef MAGI_SYMM_INTERNAL_H
 #define MAGI_SYMM_INTERNAL_H
 
-#include "../core/internal.h"
-
-typedef struct magi_symm_region_plan {
-    uint32_t n_nodes;              /* node count of the analysed region */
-    magi_symm_transport transport;
-    magi_symm_gather *gathers;
-    uint32_t n_gathers;
-    magi_symm_binding *bindings;
-    uint32_t n_bindings;
-} magi_symm_region_plan;
-
-struct magi_symm_plan {
-    magi_arena *arena;             /* strings, shapes, per-region arrays */
-    magi_symm_transport transport;
-    uint32_t align;
-    uint64_t cap;
-    magi_symm_window *windows;     /* malloc'd */
-    uint32_t n_windows;
-    magi_symm_slot *slots;         /* malloc'd */
-    uint32_t n_slots;
-    magi_symm_region_plan *regions; /* arena */
-    uint32_t n_regions;
-};
+#include "../graph/graph_internal.h"
+#include "magi_aot/symm.h"
 
 /* Resolve the process group of every window of `plan` for the caller of
  * config `c`: explicit groups by name, else consecutive ranks. Errors name
@@ -43,5 +24,10 @@ magi_status magi_symm_resolve_groups(magi_symm_group_view **views_out, uint32_t 
  * array. Nothing dropped: r untouched, *planned = NULL. */
 magi_status magi_symm_join_waits(uint32_t *n_dropped, magi_node **planned, uint32_t **old_index, magi_region *r,
                                  magi_symm_plan *p, uint32_t region);
+/* A backend config of any revision the library takes (magi_struct_read,
+ * `avail` bytes of it at src) as the current revision in *dst, the fields
+ * a later revision added defaulted; MAGI_ERR_VERSION naming `what`. */
+magi_status magi_symm_backend_config_read(magi_symm_backend_config *dst, const magi_symm_backend_config *src,
+                                          size_t avail, const char *what);
 
 #endif

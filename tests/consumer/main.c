@@ -1,5 +1,8 @@
 /* Reads a magi-fx JSON file through the installed library and prints the
  * node count: proves headers, library and package config work together. */
+/* This consumer reads a region's node count from the IR struct: the
+ * unstable API, seen only when asked for before the first include. */
+#define MAGI_AOT_UNSTABLE_API
 #include <magi_aot.h>
 #include <stdio.h>
 
