@@ -70,20 +70,25 @@ def _device(args, rank):
     return dev
 
 
-def stage_gathers_on_host():
-    """A CUDA kernel for _c10d_functional.all_gather_into_tensor that copies
-    the input to the host, gathers it there and copies the result back:
-    gloo's all-gather, which the functional op uses, reads host memory
-    only. Its result is complete when it returns (the caller's wait_tensor
-    finds no pending work). The CPU kernel is untouched."""
+def host_staged_gather(input, group_size, group_name):
+    """_c10d_functional.all_gather_into_tensor through the host: the input
+    copied to the host, gathered there, the result copied back to the
+    input's device. Complete when it returns (the caller's wait_tensor
+    finds no pending work)."""
     import torch
     f = torch.ops._c10d_functional
+    out = f.wait_tensor(f.all_gather_into_tensor(input.cpu(), group_size, group_name))
+    return out.to(input.device)
 
-    def gather(input, group_size, group_name):
-        out = f.wait_tensor(f.all_gather_into_tensor(input.cpu(), group_size, group_name))
-        return out.to(input.device)
+
+def stage_gathers_on_host():
+    """host_staged_gather as the CUDA kernel of
+    _c10d_functional.all_gather_into_tensor (gloo's all-gather, which the
+    functional op uses, reads host memory only). The CPU kernel is
+    untouched, so the staged gather's own call runs it."""
+    import torch
     lib = torch.library.Library("_c10d_functional", "IMPL")
-    lib.impl("all_gather_into_tensor", gather, "CUDA")
+    lib.impl("all_gather_into_tensor", host_staged_gather, "CUDA")
     _keep.append(lib)
 
 
