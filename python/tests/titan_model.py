@@ -1,7 +1,18 @@
 """torchtitan's Llama3 at a tiny size, wrapped by torchtitan's own SimpleFSDP.
 
-Pinned to torchtitan 0.3.0 (python/requirements-titan.txt), where SimpleFSDP
-is torchtitan.experiments.graph_trainer.simple_fsdp:
+Written against two torchtitan releases, chosen by the installed version
+(one adapter, _Titan030 / _Titan022, below):
+
+  0.3.0 (python/requirements-titan.txt, CI; torch 2.12+: it imports
+        torch.distributed.fsdp.DataParallelMeshDims): SimpleFSDP is
+        torchtitan.experiments.graph_trainer.simple_fsdp, the model
+        torchtitan.models.llama3.Llama3Model built from its Config.
+  0.2.2 (torch 2.11, the GPU machine): SimpleFSDP is
+        torchtitan.experiments.simple_fsdp.simple_fsdp, the model
+        torchtitan.models.llama3.Transformer built from
+        TransformerModelArgs.
+
+In both
 
     data_parallel(model, device_mesh, mode="fully_shard",
                   mp_policy=MixedPrecisionPolicy(param_dtype, reduce_dtype))
@@ -19,74 +30,192 @@ backward_dtype=reduce_dtype).to_local(grad_placements=[Partial(sum)]).
     ref, args = titan_model.build_reference(vocab=1001, mp="bf16", attn="flex")
 
 Sizes: dim 64, 2 layers, 4 heads (head_dim 16), ffn hidden 192, max_seq_len
-32, batch 2, sequence 16. Every rank builds the full model from the same
-seed (SEED) before it is sharded, so the ranks agree on the full weights
-and build_reference() is the same model unsharded.
+32, RoPE theta 500000 with llama3 scaling, batch 2, sequence 16. Every rank
+builds the full model from the same seed (SEED) on the CPU before it is
+moved to `device` and sharded, so the ranks agree on the full weights and
+build_reference() is the same model unsharded. The releases lay the weights
+out differently (0.3.0 fuses wq/wk/wv into one qkv weight and names the
+output projection lm_head; 0.2.2 keeps wq, wk, wv and `output`), so the
+weight count (weight_count()) and the values differ between them; each
+check compares a model with itself.
 
-attn: "sdpa" builds torchtitan's ScaledDotProductAttention (is_causal, no
-mask) as the inner attention; 0.3.0's get_attention_config refuses "sdpa"
-for language models, so it is set on the config directly (the class is the
-one torchtitan keeps for Flux). "flex" is what the config factories choose
-by default (model_registry(attn_backend="flex"), the debug model included):
-FlexAttention with a BlockMask built from torchtitan's causal and
-packed-document mask_mods, passed to the model as attention_masks.
+attn: "sdpa" is torchtitan's scaled-dot-product attention, causal, no mask
+(0.3.0: ScaledDotProductAttention set on the config directly, since its
+get_attention_config refuses "sdpa" for language models; 0.2.2:
+attn_type="sdpa", ScaledDotProductAttentionWrapper). "flex" is FlexAttention
+with a BlockMask built from torchtitan's causal and packed-document
+mask_mods (two documents of 8 tokens per row), passed to the model as
+attention_masks (0.3.0: get_efficient_causal_mask_mod_for_packed_document
+over the positions; 0.2.2: get_document_mask_mod over a row that marks each
+document's last token).
 
 mp: "fp32" is MixedPrecisionPolicy(param_dtype=float32,
 reduce_dtype=float32) (training.mixed_precision_param="float32"); "bf16"
 is torchtitan's default, param_dtype=bfloat16, reduce_dtype=float32. The
 stored parameters are float32 in both.
 
-torchtitan.models.common imports torchtitan.distributed.minimal_async_ep
-(expert-parallel Triton kernels) at module level through its MoE token
-dispatcher. The dense Llama3 never calls those kernels; where triton is not
-installed, import_torchtitan() puts a stand-in for that one kernels module
-in sys.modules whose kernels raise if called, so the triton wheel
-(about 1 GB, GPU only) is not needed on CPU.
+Packages the model never uses at inference and the tests do not install
+get a stand-in module (whose names raise when called) where they are
+absent: the Triton kernels of expert parallelism (0.3.0:
+torchtitan.distributed.minimal_async_ep.kernels; 0.2.2:
+torchtitan.models.moe.kernels, both imported at module level by the MoE
+code; triton is about 1 GB and GPU only), and for 0.2.2, whose
+torchtitan.models.llama3 imports the trainer, Hugging Face `datasets` (the
+data loader) and torch.utils.tensorboard (the metrics logger).
 """
+import importlib
+import importlib.machinery
 import importlib.util
 import os
 import sys
 import types
 
 DIM, LAYERS, HEADS, MAX_SEQ, BATCH, SEQ = 64, 2, 4, 32, 2, 16
+MULTIPLE_OF, ROPE_THETA = 64, 500000
 SEED, INPUT_SEED = 1234, 99
-MESH_DIM = "fsdp"  # the name torchtitan's graph_trainer gives its FSDP mesh dim
-
-_KERNELS = "torchtitan.distributed.minimal_async_ep.kernels"
+MESH_DIM = "fsdp"  # the name both releases give the FSDP mesh dim
 
 
-def _install_kernel_stand_in():
-    """A module for minimal_async_ep.kernels whose *_kernel names exist and
-    raise when called (they are Triton kernels of expert parallelism)."""
-    if _KERNELS in sys.modules or importlib.util.find_spec("triton") is not None:
+# ------------------------------------------------------------- stand-ins
+class _Unavailable:
+    """A name of a stand-in module: a class that refuses to be built or
+    called (isinstance against it is simply False)."""
+
+    def __new__(cls, *a, **kw):
+        raise RuntimeError("%s.%s: %s" % (cls.__module__, cls.__name__, cls._why))
+
+
+def _stand_in(name, why):
+    """A module `name` in sys.modules whose public names are _Unavailable
+    classes (parents created as packages where they are not importable)."""
+    if name in sys.modules:
         return
-    mod = types.ModuleType(_KERNELS)
-    mod.__doc__ = "stand-in: triton is not installed; expert-parallel kernels unavailable"
+    parent = name.rpartition(".")[0]
+    mod = types.ModuleType(name, "stand-in: %s" % why)
+    mod.__spec__ = importlib.machinery.ModuleSpec(name, None, is_package=True)
+    mod.__path__ = []
 
-    def __getattr__(name):
-        if not name.endswith("_kernel"):
-            raise AttributeError(name)
-
-        def kernel(*a, **kw):
-            raise RuntimeError("%s.%s needs triton, which is not installed" % (_KERNELS, name))
-        kernel.__name__ = name
-        return kernel
+    def __getattr__(attr):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        cls = type(attr, (_Unavailable,), {"__module__": name, "_why": why})
+        setattr(mod, attr, cls)
+        return cls
     mod.__getattr__ = __getattr__
-    sys.modules[_KERNELS] = mod
+    sys.modules[name] = mod
+    if parent and parent in sys.modules:
+        setattr(sys.modules[parent], name.rpartition(".")[2], mod)
 
 
-def import_torchtitan():
-    """The torchtitan modules used here, as a namespace."""
-    _install_kernel_stand_in()
-    import torchtitan
-    from torchtitan.experiments.graph_trainer import simple_fsdp
-    from torchtitan.models import llama3
-    from torchtitan.models.common import attention, rope
-    from torchtitan.models.common import Embedding, Linear, RMSNorm, compute_ffn_hidden_dim
-    return types.SimpleNamespace(torchtitan=torchtitan, simple_fsdp=simple_fsdp, llama3=llama3,
-                                 attention=attention, rope=rope, Embedding=Embedding,
-                                 Linear=Linear, RMSNorm=RMSNorm,
-                                 compute_ffn_hidden_dim=compute_ffn_hidden_dim)
+def _absent(package):
+    return importlib.util.find_spec(package) is None
+
+
+# ------------------------------------------------------------- the adapter
+class _Titan030:
+    """torchtitan 0.3.0: graph_trainer's SimpleFSDP, Llama3Model.Config."""
+    release = "0.3"
+    stand_ins = [("triton", ["torchtitan.distributed.minimal_async_ep.kernels"],
+                  "triton is not installed; expert-parallel kernels unavailable")]
+
+    def modules(self):
+        from torchtitan.experiments.graph_trainer import simple_fsdp
+        from torchtitan.models import llama3
+        from torchtitan.models.common import attention, rope
+        from torchtitan.models.common import Embedding, Linear, RMSNorm, compute_ffn_hidden_dim
+        return dict(simple_fsdp=simple_fsdp, llama3=llama3, attention=attention, rope=rope,
+                    Embedding=Embedding, Linear=Linear, RMSNorm=RMSNorm,
+                    compute_ffn_hidden_dim=compute_ffn_hidden_dim)
+
+    def config(self, tt, vocab, attn):
+        """Llama3Model.Config, built like torchtitan's debug model
+        (llama3._debugmodel) with our sizes."""
+        L = tt.llama3
+        layers = L._build_llama3_layers(
+            fuse_qkv=True, n_layers=LAYERS, dim=DIM, n_heads=HEADS,
+            hidden_dim=tt.compute_ffn_hidden_dim(DIM, multiple_of=MULTIPLE_OF),
+            rope=tt.rope.ComplexRoPE.Config(dim=DIM // HEADS, max_seq_len=MAX_SEQ,
+                                            theta=ROPE_THETA, scaling="llama"),
+            attn_backend="flex")
+        if attn == "sdpa":
+            for layer in layers:
+                layer.attention.inner_attention = tt.attention.ScaledDotProductAttention.Config()
+        return L.Llama3Model.Config(
+            dim=DIM, vocab_size=vocab,
+            tok_embeddings=tt.Embedding.Config(num_embeddings=vocab, embedding_dim=DIM,
+                                               param_init=L._EMBEDDING_INIT),
+            norm=tt.RMSNorm.Config(normalized_shape=DIM, param_init=L._NORM_INIT),
+            lm_head=tt.Linear.Config(in_features=DIM, out_features=vocab,
+                                     param_init=L._output_linear_init(DIM)),
+            layers=layers)
+
+    def init(self, tt, cfg):
+        m = cfg.build()
+        m.init_states()
+        return m
+
+    def block_mask(self, tt, tokens, positions):
+        from torch.nn.attention.flex_attention import and_masks, create_block_mask
+        A = tt.attention
+        b, s = tokens.shape
+        mask = and_masks(A.get_causal_mask_mod(),
+                         A.get_efficient_causal_mask_mod_for_packed_document(positions))
+        return create_block_mask(mask, b, None, s, s, device=tokens.device,
+                                 BLOCK_SIZE=A.FlexAttention.Config().block_size)
+
+    def forward_args(self, tokens, mask):
+        """Decoder.forward(tokens, positions, attention_masks)."""
+        return (tokens,) if mask is None else (tokens, None, mask)
+
+
+class _Titan022:
+    """torchtitan 0.2.2: experiments.simple_fsdp, TransformerModelArgs."""
+    release = "0.2"
+    stand_ins = [("triton", ["torchtitan.models.moe.kernels"],
+                  "triton is not installed; MoE permutation kernels unavailable"),
+                 ("datasets", ["datasets", "datasets.distributed"],
+                  "Hugging Face datasets is not installed (torchtitan's data loader)"),
+                 ("tensorboard", ["torch.utils.tensorboard"],
+                  "tensorboard is not installed (torchtitan's metrics logger)")]
+
+    def modules(self):
+        from torchtitan.experiments.simple_fsdp import simple_fsdp
+        from torchtitan.models import attention, llama3
+        return dict(simple_fsdp=simple_fsdp, llama3=llama3, attention=attention)
+
+    def config(self, tt, vocab, attn):
+        """TransformerModelArgs at our sizes (the FFN's hidden size:
+        int(2 * 4 * dim / 3) rounded up to multiple_of: 192)."""
+        return tt.llama3.TransformerModelArgs(
+            dim=DIM, n_layers=LAYERS, n_heads=HEADS, vocab_size=vocab, multiple_of=MULTIPLE_OF,
+            rope_theta=ROPE_THETA, max_seq_len=MAX_SEQ, attn_type=attn,
+            attn_mask_type="block_causal" if attn == "flex" else "causal")
+
+    def init(self, tt, cfg):
+        """Built and initialised as torchtitan's trainer does (init_weights
+        under no_grad)."""
+        import torch
+        m = tt.llama3.Transformer(cfg)
+        with torch.no_grad():
+            m.init_weights()
+        return m
+
+    def block_mask(self, tt, tokens, positions):
+        """The same documents as 0.3.0's: get_document_mask_mod starts a
+        document after each token equal to eos_id; here a row of markers
+        (1 at each document's last position) stands for the tokens, so the
+        boundaries do not depend on the random tokens."""
+        import torch
+        from torch.nn.attention.flex_attention import and_masks, create_block_mask
+        A = tt.attention
+        b, s = tokens.shape
+        marks = (positions == positions.max()).to(torch.int64)
+        mask = and_masks(A.get_causal_mask_mod(), A.get_document_mask_mod(marks, 1))
+        return create_block_mask(mask, b, None, s, s, device=tokens.device)
+
+    def forward_args(self, tokens, mask):
+        """Transformer.forward(tokens, attention_masks, positions)."""
+        return (tokens,) if mask is None else (tokens, mask)
 
 
 def titan_version():
@@ -94,53 +223,84 @@ def titan_version():
     return version("torchtitan")
 
 
-def model_config(vocab, attn="sdpa"):
-    """Llama3Model.Config at the tiny size, built like torchtitan's debug
-    model (llama3._debugmodel) with our sizes."""
-    tt = import_torchtitan()
-    L = tt.llama3
-    if attn not in ("sdpa", "flex"):
+def _adapter():
+    v = titan_version()
+    parts = v.split(".")
+    try:
+        major, minor = int(parts[0]), int(parts[1])
+    except (IndexError, ValueError):
+        raise RuntimeError("torchtitan version %r: cannot read it" % (v,)) from None
+    if (major, minor) >= (0, 3):
+        return _Titan030()
+    if (major, minor) == (0, 2):
+        return _Titan022()
+    raise RuntimeError("torchtitan %s: titan_model supports 0.2.x (0.2.2) and 0.3.x (0.3.0)" % v)
+
+
+def release():
+    """"0.3" or "0.2": which adapter the installed torchtitan gets."""
+    return _adapter().release
+
+
+def _install_stand_ins(stand_ins):
+    """[(package, [module names], why)]: the modules of each absent package
+    (decided before any is installed) become stand-ins. The names stood
+    in, in order."""
+    absent = [(names, why) for package, names, why in stand_ins if _absent(package)]
+    done = []
+    for names, why in absent:
+        for name in names:
+            if name not in sys.modules:
+                _stand_in(name, why)
+                done.append(name)
+    return done
+
+
+def import_torchtitan():
+    """The torchtitan modules used here, as a namespace (simple_fsdp,
+    llama3, attention, ...; `adapter`: the release's adapter)."""
+    ad = _adapter()
+    _install_stand_ins(ad.stand_ins)
+    import torchtitan
+    return types.SimpleNamespace(torchtitan=torchtitan, adapter=ad, **ad.modules())
+
+
+def _check(mp=None, attn=None):
+    if attn is not None and attn not in ("sdpa", "flex"):
         raise ValueError("attn must be 'sdpa' or 'flex', not %r" % (attn,))
-    layers = L._build_llama3_layers(
-        fuse_qkv=True, n_layers=LAYERS, dim=DIM, n_heads=HEADS,
-        hidden_dim=tt.compute_ffn_hidden_dim(DIM, multiple_of=64),
-        rope=tt.rope.ComplexRoPE.Config(dim=DIM // HEADS, max_seq_len=MAX_SEQ, theta=500000,
-                                        scaling="llama"),
-        attn_backend="flex")
-    if attn == "sdpa":
-        for layer in layers:
-            layer.attention.inner_attention = tt.attention.ScaledDotProductAttention.Config()
-    return L.Llama3Model.Config(
-        dim=DIM, vocab_size=vocab,
-        tok_embeddings=tt.Embedding.Config(num_embeddings=vocab, embedding_dim=DIM,
-                                           param_init=L._EMBEDDING_INIT),
-        norm=tt.RMSNorm.Config(normalized_shape=DIM, param_init=L._NORM_INIT),
-        lm_head=tt.Linear.Config(in_features=DIM, out_features=vocab,
-                                 param_init=L._output_linear_init(DIM)),
-        layers=layers)
+    if mp is not None and mp not in ("fp32", "bf16"):
+        raise ValueError("mp must be 'fp32' or 'bf16', not %r" % (mp,))
+
+
+def model_config(vocab, attn="sdpa"):
+    """The release's model configuration at the tiny size (0.3.0:
+    Llama3Model.Config; 0.2.2: TransformerModelArgs)."""
+    _check(attn=attn)
+    tt = import_torchtitan()
+    return tt.adapter.config(tt, vocab, attn)
 
 
 def mp_policy(mp):
     import torch
-    tt = import_torchtitan()
-    P = tt.simple_fsdp.MixedPrecisionPolicy
+    _check(mp=mp)
+    P = import_torchtitan().simple_fsdp.MixedPrecisionPolicy
     if mp == "fp32":
         return P(param_dtype=torch.float32, reduce_dtype=torch.float32)
-    if mp == "bf16":
-        return P(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
-    raise ValueError("mp must be 'fp32' or 'bf16', not %r" % (mp,))
+    return P(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
 
 
-def _full_model(vocab, attn):
-    """The unsharded model, float32, initialised by torchtitan's
-    init_states() from SEED (identical on every rank)."""
+def _full_model(vocab, attn, device=None):
+    """The unsharded model, float32, initialised by torchtitan
+    (init_states() / init_weights()) from SEED on the CPU (identical on
+    every rank), then moved to `device`."""
     import torch
-    cfg = model_config(vocab, attn)
+    tt = import_torchtitan()
+    cfg = tt.adapter.config(tt, vocab, attn)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(SEED)
-        m = cfg.build()
-        m.init_states()
-    return m
+        with torch.device("cpu"):
+            m = tt.adapter.init(tt, cfg)
+    return m if device is None else m.to(device)
 
 
 def _block_mask(tokens):
@@ -148,27 +308,24 @@ def _block_mask(tokens):
     its torch.compile'd create_block_mask: the same BlockMask, no Inductor
     build. positions: two packed documents per row (0..7, 0..7)."""
     import torch
-    from torch.nn.attention.flex_attention import and_masks, create_block_mask
     tt = import_torchtitan()
-    A = tt.attention
     b, s = tokens.shape
-    positions = torch.arange(s).remainder(s // 2).expand(b, s).contiguous()
-    mask = and_masks(A.get_causal_mask_mod(),
-                     A.get_efficient_causal_mask_mod_for_packed_document(positions))
-    bs = A.FlexAttention.Config().block_size
-    return create_block_mask(mask, b, None, s, s, device=tokens.device, BLOCK_SIZE=bs)
+    positions = torch.arange(s, device=tokens.device).remainder(s // 2).expand(b, s).contiguous()
+    return tt.adapter.block_mask(tt, tokens, positions)
 
 
-def example_args(vocab, attn="sdpa"):
-    """The positional args of model(*args): (tokens,) for sdpa;
-    (tokens, None, block_mask) for flex (Decoder.forward(tokens, positions,
-    attention_masks))."""
+def example_args(vocab, attn="sdpa", device=None):
+    """The positional args of model(*args): (tokens,) for sdpa; for flex
+    the tokens and the BlockMask in the release's forward order (0.3.0:
+    (tokens, None, block_mask); 0.2.2: (tokens, block_mask))."""
     import torch
+    _check(attn=attn)
     g = torch.Generator().manual_seed(INPUT_SEED)
     tokens = torch.randint(0, vocab, (BATCH, SEQ), generator=g)
-    if attn == "flex":
-        return (tokens, None, _block_mask(tokens))
-    return (tokens,)
+    if device is not None:
+        tokens = tokens.to(device)
+    mask = _block_mask(tokens) if attn == "flex" else None
+    return import_torchtitan().adapter.forward_args(tokens, mask)
 
 
 def _freeze(m):
@@ -177,19 +334,24 @@ def _freeze(m):
     return m
 
 
-def build_reference(vocab, mp="fp32", attn="sdpa"):
+def build_reference(vocab, mp="fp32", attn="sdpa", device=None):
     """(model, args): the same model unsharded, no process group needed.
     With mp="bf16" its parameters are cast to bfloat16 as SimpleFSDP's
     forward_dtype casts each gathered weight (buffers such as the RoPE
     cache stay as they are)."""
     import torch
-    m = _full_model(vocab, attn)
+    _check(mp, attn)
+    m = _full_model(vocab, attn, device)
     if mp == "bf16":
         for p in m.parameters():
             p.data = p.data.to(torch.bfloat16)
-    elif mp != "fp32":
-        raise ValueError("mp must be 'fp32' or 'bf16', not %r" % (mp,))
-    return _freeze(m), example_args(vocab, attn)
+    return _freeze(m), example_args(vocab, attn, device)
+
+
+def weight_count(vocab=1000, attn="sdpa"):
+    """How many parameters the model has: 17 with 0.3.0's fused qkv, 21
+    with 0.2.2's wq/wk/wv."""
+    return sum(1 for _ in _full_model(vocab, attn).parameters())
 
 
 def init_gloo(rank, world, store_path, timeout_s=120):
@@ -201,27 +363,31 @@ def init_gloo(rank, world, store_path, timeout_s=120):
                             timeout=datetime.timedelta(seconds=timeout_s))
 
 
-def mesh(world):
+def mesh(world, device_type="cpu"):
     from torch.distributed.device_mesh import init_device_mesh
-    return init_device_mesh("cpu", (world,), mesh_dim_names=(MESH_DIM,))
+    return init_device_mesh(device_type, (world,), mesh_dim_names=(MESH_DIM,))
 
 
-def build(world, rank, vocab, mp="fp32", attn="sdpa", device_mesh=None):
-    """(model, args) on this rank: the full model from SEED wrapped by
-    torchtitan's data_parallel(model, mesh, "fully_shard", mp_policy),
-    eval(), requires_grad_(False). Needs the default process group (gloo,
-    `world` ranks; init_gloo does it) already initialised."""
+def build(world, rank, vocab, mp="fp32", attn="sdpa", device_mesh=None, device=None):
+    """(model, args) on this rank: the full model from SEED (moved to
+    `device`) wrapped by torchtitan's data_parallel(model, mesh,
+    "fully_shard", mp_policy), eval(), requires_grad_(False). Needs the
+    default process group (gloo, `world` ranks; init_gloo does it) already
+    initialised; the mesh is on `device`'s type (cpu by default)."""
+    import torch
     import torch.distributed as dist
+    _check(mp, attn)
     if not dist.is_initialized():
         raise RuntimeError("titan_model.build needs an initialised process group (init_gloo)")
     if dist.get_world_size() != world or dist.get_rank() != rank:
         raise RuntimeError("process group is rank %d of %d, asked for rank %d of %d"
                            % (dist.get_rank(), dist.get_world_size(), rank, world))
     tt = import_torchtitan()
-    dm = device_mesh if device_mesh is not None else mesh(world)
-    m = _full_model(vocab, attn)
+    dev = torch.device(device if device is not None else "cpu")
+    dm = device_mesh if device_mesh is not None else mesh(world, dev.type)
+    m = _full_model(vocab, attn, device)
     m = tt.simple_fsdp.data_parallel(m, dm, "fully_shard", mp_policy(mp))
-    return _freeze(m), example_args(vocab, attn)
+    return _freeze(m), example_args(vocab, attn, device)
 
 
 def local_shapes(dtensor_model):

@@ -2,7 +2,7 @@
 # One device call on the H200 machine (PyTorch 2.11, CUDA 13, no msgpack or
 # jansson): build libmagi_aot from the working tree, run the Python tests
 # (binding + torch), then the save/load round trip and the benchmark.
-#   bash python/tests/gpu/run.sh [all|unittest|warmprocs|roundtrip|zoo|runtime|exposed|warmstart|opshost]
+#   bash python/tests/gpu/run.sh [all|unittest|warmprocs|roundtrip|zoo|runtime|exposed|warmstart|opshost|titan]
 # (unittest: the Python suite but test_warm.WarmStartProcesses, which runs
 # alone as warmprocs: its fresh processes take ~400 s on one H200 machine)
 # (zoo: the model-zoo table of gpu/zoo.py into $OUT/zoo, docs/ZOO.md)
@@ -22,6 +22,15 @@
 # into $OUT/opshost.log and $OUT/opshost.json)
 # (warmstart: python/tests/gpu/warmstart.py into $OUT/warmstart - magi cache vs torch's
 # cold / warm / mega-cache warm start, fresh processes; not part of all: ~8 minutes)
+# (titan: the library with the cuda backend, then python/tests/titan_e2e.py
+# with torchtitan's SimpleFSDP Llama3 on 4 ranks sharing the one GPU: fp32
+# vocab 1000 and bf16 vocab 1001 (uneven), saved in rank processes, loaded
+# with copy_engine in fresh ones on the cuda backend (gloo for what stays on
+# c10d), eager bit-exact against the compiled original and through Inductor
+# within tolerance; bf16 also with the cast and pad kept on c10d. Needs
+# torchtitan importable: 0.2.2 and the wheels it needs (docs/PYTHON.md,
+# "run.sh titan") installed by the device command into a --target dir on
+# PYTHONPATH. Results in $OUT/titan; not part of all)
 # Debian packages the machine lacks travel in .debs/ (see docs/PYTHON.md);
 # .debs/fallback/ holds zstd/OpenSSL/pkgconf, unpacked only when missing.
 # Logs and JSON results go to $OUT (or /tmp/magi-gpu-out).
@@ -60,7 +69,7 @@ if [ -d .debs ]; then
 fi
 stamp "configure"
 cuda=OFF
-{ [ "$what" = runtime ] || [ "$what" = exposed ] || [ "$what" = opshost ]; } && cuda=ON
+{ [ "$what" = runtime ] || [ "$what" = exposed ] || [ "$what" = opshost ] || [ "$what" = titan ]; } && cuda=ON
 cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DMAGI_WITH_CUDA=$cuda -DBUILD_TESTING=OFF \
   -DCMAKE_PREFIX_PATH=$PFX/usr -DCMAKE_INSTALL_RPATH=$LIBD -DCMAKE_BUILD_RPATH=$LIBD \
   "${extra[@]}" >"$OUT/build.log" 2>&1 &&
@@ -161,6 +170,33 @@ if [ "$what" = opshost ]; then
   timeout 500 python3 bench/bench_symm_ops.py --device cuda --calls 1000 --json "$OUT/opshost.json" 2>&1 \
     | tee "$OUT/opshost.log" | grep -Ev "Warning|^\s*$" | tail -12
   [ "${PIPESTATUS[0]}" -eq 0 ] || fail=1
+fi
+if [ "$what" = titan ]; then
+  TT=/tmp/magi-titan; rm -rf "$TT"; mkdir -p "$OUT/titan"
+  if ! python3 -c "import sys; sys.path.insert(0, 'python/tests'); import titan_model as tm, torch; tm.import_torchtitan(); print('torch', torch.__version__, 'torchtitan', tm.titan_version(), 'adapter', tm.release())" 2>&1 | tee "$OUT/titan/versions.log" | tail -3; then
+    stamp "titan: torchtitan does not import (install its wheels on PYTHONPATH first)"; fail=1
+  else
+    stamp "titan: fp32 vocab 1000 and bf16 vocab 1001, 4 ranks on one GPU, side by side"
+    timeout 330 python3 python/tests/titan_e2e.py --out "$TT/fp32_v1000_w4" --device cuda --world 4 \
+      --vocab 1000 --mp fp32 --inductor --timeout 300 >"$OUT/titan/fp32_v1000_w4.log" 2>&1 &
+    p1=$!
+    timeout 330 python3 python/tests/titan_e2e.py --out "$TT/bf16_v1001_w4" --device cuda --world 4 \
+      --vocab 1001 --mp bf16 --runs bind,keep --inductor --timeout 300 >"$OUT/titan/bf16_v1001_w4.log" 2>&1 &
+    p2=$!
+    rc1=0; rc2=0
+    wait $p1 || rc1=$?
+    wait $p2 || rc2=$?
+    for c in fp32_v1000_w4:$rc1 bf16_v1001_w4:$rc2; do
+      rc=${c#*:}; c=${c%%:*}
+      # rank 0's line per phase and the verdict; on a failure the log's tail
+      grep -E "^titan_e2e" "$OUT/titan/$c.log" | grep -Ev "^titan_e2e (save|run_[a-z]+) rank [1-9]" | cut -c1-700
+      if [ "$rc" -ne 0 ]; then
+        fail=1; echo "titan $c: exit $rc"; grep -Ev "Warning|warnings.warn|^\s*$" "$OUT/titan/$c.log" | tail -40
+      fi
+      mkdir -p "$OUT/titan/$c"
+      cp "$TT/$c"/*.json "$TT/$c"/*.log "$OUT/titan/$c/" 2>/dev/null
+    done
+  fi
 fi
 stamp "done, fail=$fail"
 exit $fail
