@@ -40,8 +40,8 @@ from ._lib import (SECTION_COMPILED, CachePutResult, CRegion, MagiError, cstr, h
                    read_opaque_sections)
 from .region import load_buffers, _dumps, load_bytes
 
-__all__ = ["SaveBackend", "SavedRegion", "cache_get", "cache_get_bytes", "cache_get_entry",
-           "index_key", "read_index"]
+__all__ = ["SaveBackend", "SavedRegion", "SideEffectsRefused", "cache_get", "cache_get_bytes",
+           "cache_get_entry", "index_key", "read_index"]
 
 MAX_VARIANTS = 4  # compiled-code variants kept per region (one per key)
 
@@ -243,6 +243,49 @@ def _frame_facts(gm):
     return frame, guards, shapes
 
 
+def replayed_side_effects():
+    """What the frame Dynamo is compiling changes in Python objects that
+    existed before it ran (an attribute set on a module or on an argument,
+    an item appended to a list it was given): Dynamo replays these in
+    bytecode after the graph, so code that runs the region alone would
+    skip them. Returns their sources ("L['self'].steps",
+    "L['args'][1].layers"), [] where there are none or this torch does not
+    say. Objects the frame created itself (a cache it builds and returns)
+    and globals (transformers sets and resets a context variable in every
+    forward) are not listed."""
+    try:
+        from torch._dynamo.symbolic_convert import InstructionTranslator
+        from torch._dynamo.variables.base import AttributeMutationNew, ValueMutationNew
+        se = InstructionTranslator.current_tx().output.side_effects
+        found = set()
+        for v in list(se.id_to_variable.values()):
+            if isinstance(v.mutation_type, (AttributeMutationNew, ValueMutationNew)) or \
+                    not se.is_modified(v):
+                continue
+            src = getattr(v, "source", None)
+            name = getattr(src, "name", None)
+            name = name() if callable(name) else name
+            if not name or not name.startswith("L["):
+                continue   # a global (a library's context variable set and reset)
+            attrs = se.store_attr_mutations.get(v) or {}
+            found |= {"%s.%s" % (name, a) for a in attrs} if attrs else {name}
+        return sorted(found)
+    except Exception:  # noqa: BLE001 - internals of another torch release
+        return []
+
+
+class SideEffectsRefused(MagiError):
+    """Raised by a backend made with refuse_side_effects=True, before it
+    compiles, for a frame that changes objects it did not create
+    (.sources: replayed_side_effects())."""
+
+    def __init__(self, sources):
+        self.sources = list(sources)
+        super().__init__(-13, "the traced code changes %s, which Dynamo replays after the "
+                         "graph (stored code runs the graph alone)" % ", ".join(self.sources),
+                         "save_backend")
+
+
 class SaveBackend:
     """A torch.compile backend that saves each region into a cache directory.
 
@@ -254,12 +297,15 @@ class SaveBackend:
                     produces the runnable callable; default: gm.forward
     strict          raise when saving fails instead of logging
     zstd_level      artifact compression level (0: the library default, see FORMAT.md §3)
+    refuse_side_effects  raise SideEffectsRefused for a frame that changes
+                    objects it did not create, before compiling it
+                    (bind_model: such a region cannot run without Dynamo)
     Thread-safe: model_idx allocation and the entries list are locked.
     """
 
     def __init__(self, cache_dir, model_tag, *, compile_config=None, compiler=None,
                  start_idx=0, strict=False, zstd_level=0, store_code=False,
-                 inductor_options=None):
+                 inductor_options=None, refuse_side_effects=False):
         self.cache_dir = os.fspath(cache_dir)
         self.model_tag = model_tag
         self.compile_config = compile_config
@@ -268,6 +314,7 @@ class SaveBackend:
         self.zstd_level = zstd_level
         self.store_code = store_code
         self.inductor_options = inductor_options
+        self.refuse_side_effects = refuse_side_effects
         self.entries = []
         self.stored_code = {}   # cache key -> the compiled-code payload this backend stored
         self.record_outputs = False   # keep the last outputs of the returned callable
@@ -409,6 +456,10 @@ class SaveBackend:
         return run
 
     def __call__(self, gm, example_inputs):
+        if self.refuse_side_effects:
+            effects = replayed_side_effects()
+            if effects:
+                raise SideEffectsRefused(effects)
         with self._lock:
             idx = self._next
             self._next += 1

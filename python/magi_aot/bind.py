@@ -44,10 +44,20 @@ How the forward is obtained, in order:
 `report["served"]` is "stored", "compiled" or "traced"; `report["reason"]`
 says why the stored code was not used (the key field or the file).
 
-A model with graph breaks has several regions joined by Python code that
-only Dynamo's bytecode knows; the helper needs a single region and says so
-(MagiError MAGI_ERR_UNSUPPORTED naming the count) rather than guessing
-how they connect.
+Graph breaks. The trace runs under fullgraph, so a graph break (or a
+frame that changes an object it did not create, which Dynamo replays in
+Python after the graph) is met before anything runs. The model is then
+served per submodule: its forward runs as Python, and each of the
+largest submodules whose forwards trace as one graph (transformers'
+decoder layers, a head) is bound like a model of its own, stored under
+"<model_tag>/<qualified name>" in the same cache (one stored code for
+layers that trace alike); a submodule that breaks is run as Python in
+turn and its children are bound. The index records the split (which
+submodules are bound, each break with its file:line and Dynamo's
+reason), so a later process binds the same submodules without Dynamo.
+Where nothing can be bound, or with submodules=False, the error names
+the break and the fix. Dynamo's own joining of regions (resume
+functions in rewritten bytecode) is not reproduced.
 """
 import inspect
 import re
@@ -365,8 +375,9 @@ class BoundForward:
     traced call), fn (the compiled callable of the region)."""
 
     def __init__(self, model, cache_dir, model_tag, transport, dynamic, store_code,
-                 trust_compiled=None, allow_targets=()):
+                 trust_compiled=None, allow_targets=(), submodules=None):
         self.model = model
+        self.submodules = submodules
         self.trust_compiled = trust_compiled
         self.allow_targets = tuple(allow_targets or ())
         self.cache_dir = cache_dir
@@ -383,6 +394,7 @@ class BoundForward:
         self._tree = None
         self._compiled = None   # the torch.compile'd model when this process traced
         self._backend = None
+        self._split = None      # a _Split when the model is served per submodule
 
     # -- the call's arguments, as the traced frame saw them
     def _normalise(self, args, kwargs):
@@ -397,6 +409,10 @@ class BoundForward:
         b.apply_defaults()
         return args, kwargs, dict(b.arguments)
 
+    # the traced frame's locals holding the call's positional and keyword
+    # arguments (torch.compile's wrapper around the module)
+    _ARGS, _KWARGS = "args", "kwargs"
+
     def _root(self, root, args, kwargs, named):
         """The value of a local of the traced frame: forward's own
         parameters, else the positional / keyword arguments of the wrapper
@@ -405,7 +421,7 @@ class BoundForward:
             return self.model
         if root in self._sig.parameters:
             return named[root]
-        return args if root == "args" else kwargs
+        return args if root == self._ARGS else kwargs
 
     # -- binding
     def _bind(self, region, ent):
@@ -431,7 +447,7 @@ class BoundForward:
                     continue
                 _check_tensor(t, ph, text)
                 plan.append(("const", t))
-            elif root in ("args", "kwargs") or root in self._sig.parameters:
+            elif root in (self._ARGS, self._KWARGS) or root in self._sig.parameters:
                 plan.append(("input", root, steps, text, ev))
             else:
                 raise _err(-13, "source %r: '%s' is neither the model nor an argument of "
@@ -444,7 +460,7 @@ class BoundForward:
             root, steps = parse_source(g["source"])
             # the frame's other locals (a wrapper's function object) are not
             # the call's to change
-            if root in ("self", "args", "kwargs") or root in self._sig.parameters:
+            if root in ("self", self._ARGS, self._KWARGS) or root in self._sig.parameters:
                 self._guards.append((g["source"], root, steps, g["value"]))
         self._shapes = ent.get("shapes") or {}
 
@@ -579,10 +595,17 @@ class BoundForward:
         idx = read_index(self.cache_dir, self.model_tag)
         if idx is None:
             return "no region stored for model '%s'" % self.model_tag
+        if idx.get("split") is not None:
+            return self._from_split_record(idx["split"])
+        if self.submodules not in (None, False):
+            return "model '%s' is stored whole; submodules=%r binds its submodules" % (
+                self.model_tag, self.submodules)
         regions = idx.get("regions") or []
         if len(regions) != 1:
-            raise _err(-13, "model '%s' has %d regions (graph breaks); bind_model needs a "
-                       "single region" % (self.model_tag, len(regions)))
+            # a trace with graph breaks outside bind_model (torch.compile
+            # with the save backend): the regions' Python glue is unknown
+            return ("the index of model '%s' lists %d regions (graph breaks) from a trace "
+                    "outside bind_model" % (self.model_tag, len(regions)))
         ent = regions[0]
         data, untrusted = cache_get_entry(self.cache_dir, ent["key"])
         if data is None:
@@ -603,13 +626,56 @@ class BoundForward:
         from .compiled import region_device, use_triton_cache
         if region_device(region.doc) == "cuda":
             use_triton_cache(self.cache_dir)
-        fn, rep = load_region_code(region, payloads, transport_used=used, untrusted=untrusted,
-                                   trust_compiled=self.trust_compiled,
-                                   allow_targets=self.allow_targets)
+        fn, rep = self._load_code(ent["key"], lambda: load_region_code(
+            region, payloads, transport_used=used, untrusted=untrusted,
+            trust_compiled=self.trust_compiled, allow_targets=self.allow_targets))
         rep["timings"]["artifact_load_s"] = load_s
         self.region, self.fn = region, fn
         self.report.update(rep)
         return None
+
+    def _start(self):
+        """Load what the cache holds for the model (None), else say why not;
+        with submodules patterns and nothing usable stored, the matching
+        submodules are bound (each traced on its first call)."""
+        why = self._from_cache()
+        if why and self._split is None and self.submodules not in (None, False):
+            self._split = _Split(self, _match_key(self.submodules))
+            self._split.reason = why
+        return why
+
+    def _load_code(self, key, load):
+        return load()
+
+    def _from_split_record(self, rec):
+        want = _match_key(self.submodules)
+        if self.submodules is False:
+            return ("model '%s' is stored per submodule (its forward has graph breaks); "
+                    "submodules=False binds it whole" % self.model_tag)
+        if want is not None and rec.get("match") != want:
+            return "the stored submodules were chosen by %r, not %r" % (rec.get("match"), want)
+        self._split = _Split(self, rec.get("match"), rec)
+        self.report.update(self._split.summary())
+        return None
+
+    def _compile_model(self):
+        import torch
+        return torch.compile(self.model, backend=self._backend, dynamic=self.dynamic,
+                             fullgraph=True)
+
+    def _on_break(self, info, args, kwargs):
+        """The trace met a graph break (nothing of the call ran): serve the
+        model per submodule, or refuse naming the break."""
+        if self.submodules is False:
+            raise _err(-13, "model '%s' %s; bind_model(..., submodules=False) serves only a "
+                       "model that traces as one graph. %s, or leave submodules at its "
+                       "default to bind the largest submodules that trace as one graph and "
+                       "run the code around them eagerly"
+                       % (self.model_tag, _describe_break(info), _FIX))
+        self.fn = self.region = None
+        self._split = _Split(self, None)
+        self._split.broke("", self.model, info)
+        return self._split(*args, **kwargs)
 
     def _trace(self, args, kwargs, why):
         """Run the model through torch.compile with the save backend (the
@@ -622,26 +688,34 @@ class BoundForward:
         from .backend import SaveBackend
         t = time.perf_counter()
         if self._compiled is None:
+            # refuse_side_effects: a frame that changes objects it did not
+            # create needs Dynamo's bytecode after the graph (a break, below)
             self._backend = SaveBackend(self.cache_dir, self.model_tag, store_code=True,
-                                        strict=True)
-            self._compiled = torch.compile(self.model, backend=self._backend,
-                                           dynamic=self.dynamic, fullgraph=False)
+                                        strict=True, refuse_side_effects=True)
+            self._compiled = self._compile_model()
         be = self._backend
         n0 = len(be.entries)
         be.record_outputs = True
+        broke = None
         try:
             ret = self._compiled(*args, **kwargs)
             outs = be.last_outputs
+        except Exception as e:  # noqa: BLE001 - a graph break, else raised again
+            broke = _break_info(e)
+            if broke is None:
+                raise
         finally:
             be.record_outputs = False
             be.last_outputs = None
+        if broke is not None:
+            return self._on_break(broke, args, kwargs)
         new = [e for e in be.entries[n0:] if not e.error]
         if len(new) != 1:
-            raise _err(-13, "model '%s' traced into %d regions (graph breaks); bind_model "
-                       "needs a single region" % (self.model_tag, len(new)))
+            raise _err(-13, "model '%s' traced into %d regions; bind_model binds one region "
+                       "per forward" % (self.model_tag, len(new)))
         if outs is None:
             raise _err(-13, "model '%s': the traced region did not run" % self.model_tag)
-        tree = encode_output(ret, outs, args, kwargs)
+        tree = self._encode(ret, outs, args, kwargs)
         call = {"args": [_kind(a) for a in args],
                 "kwargs": {k: _kind(v) for k, v in kwargs.items()}}
         be.annotate(new[0].model_idx, outputs=tree, call=call)
@@ -653,10 +727,17 @@ class BoundForward:
                             "trace_s": time.perf_counter() - t})
         return ret
 
+    def _encode(self, ret, outs, args, kwargs):
+        return encode_output(ret, outs, args, kwargs)
+
     def __call__(self, *args, **kwargs):
+        if self._split is not None:
+            return self._split(*args, **kwargs)
         args, kwargs, named = self._normalise(args, kwargs)
         if self.fn is None:
-            why = self._from_cache()
+            why = self._start()
+            if self._split is not None:
+                return self._split(*args, **kwargs)
             if why:
                 return self._trace(args, kwargs, why)
         try:
@@ -677,8 +758,272 @@ class BoundForward:
         return self._tree.build(outs, args, kwargs)
 
 
+# ------------------------------------------------------------------ graph breaks
+_FIX = ("Remove the break (a data-dependent branch: torch.where or torch.cond; a print or "
+        "other Python call: move it out of forward)")
+
+
+def _break_info(exc):
+    """{"reason", "where", "code"} of a graph break Dynamo refused under
+    fullgraph (nothing of the call ran), or of a frame the save backend
+    refused for its side effects; None for any other error."""
+    from torch._dynamo import exc as dx
+    from .backend import SideEffectsRefused
+    inner = getattr(exc, "inner_exception", None)
+    if isinstance(exc, dx.BackendCompilerFailed) and isinstance(inner, SideEffectsRefused):
+        return {"reason": "changes %s, which Dynamo replays in Python after the graph"
+                % ", ".join(inner.sources), "where": None, "code": None}
+    if not isinstance(exc, dx.Unsupported):
+        return None
+    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
+    reason = lines[0] if lines else type(exc).__name__
+    stack = getattr(exc, "real_stack", None) or []
+    where = code = None
+    if stack:
+        fs = stack[-1]
+        where = "%s:%s" % (fs.filename, fs.lineno)
+        code = (fs.line or "").strip() or None
+    return {"reason": reason, "where": where, "code": code}
+
+
+def _describe_break(info):
+    if info.get("where"):
+        return "has a graph break at %s%s: %s" % (
+            info["where"], " (`%s`)" % info["code"] if info.get("code") else "", info["reason"])
+    return "cannot be traced as one graph: it %s" % info["reason"]
+
+
+def _match_key(submodules):
+    if submodules is None or submodules is False:
+        return None
+    if isinstance(submodules, str):
+        submodules = [submodules]
+    return sorted(str(p) for p in submodules)
+
+
+def _is_container(m):
+    """A ModuleList / ModuleDict: no forward of its own, never called."""
+    import torch
+    return type(m).forward is torch.nn.Module.forward
+
+
+def _part_frame(self, *magi_args, **magi_kwargs):
+    # the frame Dynamo traces for one bound submodule (a fresh code object
+    # per submodule: _frame_for)
+    return type(self).forward(self, *magi_args, **magi_kwargs)
+
+
+def _frame_for(path):
+    import types
+    name = "forward_of_" + re.sub(r"\W", "_", path)
+    code = _part_frame.__code__.replace(co_name=name)
+    if hasattr(code, "co_qualname"):
+        code = code.replace(co_qualname=name)
+    return types.FunctionType(code, _part_frame.__globals__, name)
+
+
+class _Broken(Exception):
+    """A submodule that cannot be bound; ret: what its call returned when
+    it ran (the save went wrong after the run), else nothing ran."""
+
+    def __init__(self, info, ran=False, ret=None):
+        super().__init__(info.get("reason"))
+        self.info, self.ran, self.ret = info, ran, ret
+
+
+class _Part(BoundForward):
+    """The bound forward of one submodule of a model served per submodule:
+    traced as the frame _part_frame(module, *args, **kwargs), so the
+    call's arguments are L['magi_args'] / L['magi_kwargs']; stored under
+    the model tag "<model tag>/<qualified name>"."""
+
+    _ARGS, _KWARGS = "magi_args", "magi_kwargs"
+
+    def __init__(self, split, path, module, orig):
+        o = split.owner
+        super().__init__(module, o.cache_dir, "%s/%s" % (o.model_tag, path), o.transport,
+                         o.dynamic, True, o.trust_compiled, o.allow_targets)
+        self.split, self.path = split, path
+        self._sig = inspect.signature(orig)
+
+    def _compile_model(self):
+        import torch
+        fn = torch.compile(_frame_for(self.path), backend=self._backend, dynamic=self.dynamic,
+                           fullgraph=True)
+        m = self.model
+        return lambda *a, **k: fn(m, *a, **k)
+
+    def _on_break(self, info, args, kwargs):
+        raise _Broken(info)
+
+    def _encode(self, ret, outs, args, kwargs):
+        try:
+            return encode_output(ret, outs, args, kwargs)
+        except MagiError as e:
+            raise _Broken({"reason": e.message, "where": None, "code": None}, True, ret)
+
+    def _load_code(self, key, load):
+        memo = self.split.code
+        if key not in memo:
+            memo[key] = load()
+        fn, rep = memo[key]
+        return fn, dict(rep)
+
+
+class _Hook:
+    """Installed as a bound submodule's forward: inside the model's bound
+    call it runs the stored code (tracing it first where nothing is
+    stored), elsewhere the module's own forward."""
+
+    def __init__(self, split, path, module, orig):
+        self.split, self.path, self.module, self.orig = split, path, module, orig
+
+    def __call__(self, *args, **kwargs):
+        if not self.split.active():
+            return self.orig(*args, **kwargs)
+        return self.split.call_part(self, args, kwargs)
+
+
+class _Split:
+    """A model served per submodule: the model's own forward (and every
+    module that broke the graph) runs as Python; each bound submodule's
+    call runs its stored region."""
+
+    def __init__(self, owner, match, record=None):
+        import threading
+        self.owner, self.model, self.match = owner, owner.model, match
+        self.parts = {}      # path -> _Part
+        self.hooks = {}      # id(module) -> _Hook
+        self.breaks = []     # {"module", "reason", "where", "code"}
+        self.eager = []      # modules whose forward runs as Python
+        self.code = {}       # cache key -> (callable, report): one load per stored code
+        self.reason = owner.report.get("reason")
+        self._local = threading.local()
+        self._dirty = record is None
+        if record is not None:
+            self.breaks = list(record.get("breaks") or ())
+            self.eager = list(record.get("eager") or ())
+            for path in record.get("modules") or ():
+                self._install(path, self._module(path), load=True)
+        elif match is not None:
+            self._install_matches()
+
+    # -- which submodules
+    def _module(self, path):
+        try:
+            return self.model.get_submodule(path)
+        except AttributeError:
+            raise _err(-14, "model '%s': submodule '%s' of the stored split is not in the "
+                       "model" % (self.owner.model_tag, path))
+
+    def _install_matches(self):
+        import fnmatch
+        taken = []
+        for path, m in self.model.named_modules():
+            if not path or _is_container(m) or any(path.startswith(t + ".") for t in taken):
+                continue
+            if any(fnmatch.fnmatchcase(path, p) for p in self.match):
+                taken.append(path)
+                self._install(path, m)
+        if not taken:
+            raise _err(-14, "model '%s': submodules=%r match no submodule with a forward"
+                       % (self.owner.model_tag, self.match))
+
+    def _install(self, path, module, load=False):
+        if id(module) in self.hooks or self.owner.model is module:
+            return
+        if "forward" in vars(module):
+            # someone else's instance forward: not ours to replace
+            self._children(path, module)
+            return
+        orig = module.forward
+        part = _Part(self, path, module, orig)
+        self.parts[path] = part
+        hook = self.hooks[id(module)] = _Hook(self, path, module, orig)
+        module.forward = hook
+        if load:
+            why = part._start()
+            if why:
+                part.report["reason"] = why
+
+    def _children(self, path, module):
+        for name, c in module.named_children():
+            p = "%s.%s" % (path, name) if path else name
+            if _is_container(c):
+                self._children(p, c)
+            else:
+                self._install(p, c)
+
+    def broke(self, path, module, info):
+        """module cannot be bound: its forward runs as Python, its children
+        are bound instead."""
+        hook = self.hooks.pop(id(module), None)
+        if hook is not None and vars(module).get("forward") is hook:
+            del module.forward
+        self.parts.pop(path, None)
+        self.breaks.append(dict(info, module=path))
+        self.eager.append(path)
+        self._dirty = True
+        self._children(path, module)
+
+    # -- calls
+    def active(self):
+        return getattr(self._local, "on", False)
+
+    def call_part(self, hook, args, kwargs):
+        part = self.parts.get(hook.path)
+        if part is None:   # broke since this hook was found
+            return hook.orig(*args, **kwargs)
+        try:
+            return part(*args, **kwargs)
+        except _Broken as b:
+            self.broke(hook.path, hook.module, b.info)
+            return b.ret if b.ran else hook.orig(*args, **kwargs)
+
+    def __call__(self, *args, **kwargs):
+        self._local.on = True
+        try:
+            ret = self.model(*args, **kwargs)
+        finally:
+            self._local.on = False
+        if not self.parts:
+            first = self.breaks[0] if self.breaks else {}
+            raise _err(-13, "model '%s' cannot be served: it %s, and no submodule it calls "
+                       "traces as one graph (%d breaks: %s). %s, or run it with torch.compile"
+                       % (self.owner.model_tag, _describe_break(first) if first else
+                          "binds nothing", len(self.breaks),
+                          "; ".join("%s: %s" % (b["module"] or "the model", b["reason"])
+                                    for b in self.breaks[:4]), _FIX))
+        if self._dirty:
+            self._publish()
+        self.owner.report.update(self.summary())
+        return ret
+
+    # -- the record and the report
+    def _publish(self):
+        import json
+        from .backend import _Cache, index_key
+        doc = {"model_tag": self.owner.model_tag, "regions": [],
+               "split": {"match": self.match, "modules": list(self.parts),
+                         "breaks": self.breaks, "eager": self.eager}}
+        with _Cache(self.owner.cache_dir) as c:
+            c.put(index_key(self.owner.model_tag), json.dumps(doc).encode(), replace=True)
+        self._dirty = False
+
+    def summary(self):
+        served = [p.report.get("served") for p in self.parts.values()]
+        reasons = [p.report.get("reason") for p in self.parts.values() if p.report.get("reason")]
+        agg = next((s for s in ("traced", "compiled", None) if s in served), "stored") \
+            if served else None
+        return {"served": agg, "reason": self.reason or (reasons[0] if reasons else None),
+                "recompiles": ["%s: %s" % (k, r) for k, p in self.parts.items()
+                               for r in p.report.get("recompiles") or ()],
+                "modules": {k: p.report.get("served") for k, p in self.parts.items()},
+                "breaks": list(self.breaks), "eager": list(self.eager)}
+
+
 def bind_model(model, cache_dir, model_tag, *, transport=None, dynamic=None, load_now=True,
-               trust_compiled=None, allow_targets=()):
+               trust_compiled=None, allow_targets=(), submodules=None):
     """A BoundForward for `model` from the region stored under model_tag in
     cache_dir (see the module doc): fwd(*args, **kwargs) returns what
     model(*args, **kwargs) returns. dynamic: torch.compile's, for the trace
@@ -689,11 +1034,16 @@ def bind_model(model, cache_dir, model_tag, *, transport=None, dynamic=None, loa
     from a cache others can write (default: MAGI_AOT_TRUST_COMPILED=1;
     otherwise such a region is compiled from its graph and
     report["reason"] says why). allow_targets: graph targets past the
-    loader's allow-list (magi_aot.targets)."""
+    loader's allow-list (magi_aot.targets). submodules: how a model whose
+    forward has graph breaks is served (see "Graph breaks" in the module
+    doc): None binds the largest submodules whose forwards trace as one
+    graph, False refuses such a model naming the break, a list of
+    qualified-name patterns ("model.layers.*", fnmatch) binds the largest
+    matching submodules whatever the model's own forward does."""
     b = BoundForward(model, cache_dir, model_tag, transport, dynamic, True, trust_compiled,
-                     allow_targets)
+                     allow_targets, submodules)
     if load_now:
-        why = b._from_cache()
+        why = b._start()
         if why:
             b.report["reason"] = why
     return b

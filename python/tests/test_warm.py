@@ -12,8 +12,10 @@ Dynamo graphs, zero Inductor code generations and zero C++ builds and
 matches A's and the baseline's outputs exactly; C runs after the model's source file was edited and re-traces,
 naming the file; D simulates another torch version in the key and compiles
 from the stored graph, naming the field. Binding errors (missing
-parameter, wrong shape, wrong dtype) and the single-region rule use the
-cache A left. MAGI_WARM_DEVICE=cuda runs the processes on the GPU
+parameter, wrong shape, wrong dtype) and an index of several regions
+stored outside bind_model use the cache A left. GraphBreaks: the errors
+for a model with a graph break that bind_model cannot serve (Dynamo only,
+nothing compiled). MAGI_WARM_DEVICE=cuda runs the processes on the GPU
 (Triton kernels instead of C++).
 """
 import hashlib
@@ -488,6 +490,97 @@ class TritonCache(unittest.TestCase):
         self.assertNotIn("TRITON_CACHE_DIR", os.environ)
 
 
+def _graph_break_models():
+    """Models with a graph break and nothing bind_model can bind, built
+    when torch is there."""
+    import torch
+    from torch import nn
+
+    class Branch(nn.Module):
+        """A data-dependent branch in a module with no submodules."""
+
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.ones(4))
+
+        def forward(self, x):
+            y = x * self.w
+            if y.sum() > 0:
+                y = -y
+            return y
+
+    class Counts(nn.Module):
+        """Changes an attribute of itself: Dynamo replays it after the graph."""
+
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.ones(4))
+            self.calls = 0
+
+        def forward(self, x):
+            self.calls += 1
+            return x * self.w
+
+    class Outer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = Branch()
+
+        def forward(self, x):
+            return self.inner(x) + 1
+    return Branch, Counts, Outer
+
+
+@unittest.skipUnless(HAVE_TORCH, TORCH_REASON)
+class GraphBreaks(unittest.TestCase):
+    """What bind_model says of a graph break it cannot serve (the breaks
+    are met by Dynamo under fullgraph before anything compiles or runs)."""
+
+    def setUp(self):
+        import torch
+        self.torch = torch
+        self.tmp = tempfile.mkdtemp(prefix="magi-breaks-")
+        self.Branch, self.Counts, self.Outer = _graph_break_models()
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def _fails(self, model, **kw):
+        fwd = magi_aot.bind_model(model, self.tmp, type(model).__name__, **kw)
+        with self.assertRaises(MagiError) as cm:
+            fwd(self.torch.ones(4))
+        return cm.exception
+
+    def test_nothing_to_bind_names_the_break_and_the_fix(self):
+        e = self._fails(self.Branch())
+        self.assertEqual(e.status, "MAGI_ERR_UNSUPPORTED")
+        with open(__file__) as f:
+            line = [ln.strip() for ln in f].index("if y.sum() > 0:") + 1
+        self.assertIn("model 'Branch' cannot be served: it has a graph break at %s:%d "
+                      "(`if y.sum() > 0:`): Data-dependent branching" % (__file__, line),
+                      e.message)
+        self.assertIn("no submodule it calls traces as one graph", e.message)
+        self.assertIn("torch.cond", e.message)
+
+    def test_side_effect_on_the_module_is_a_break(self):
+        m = self.Counts()
+        e = self._fails(m)
+        self.assertIn("changes L['self'].calls, which Dynamo replays in Python after the graph",
+                      e.message)
+        self.assertEqual(m.calls, 1)   # the call ran once, as Python
+
+    def test_submodules_false_refuses_naming_the_break(self):
+        e = self._fails(self.Outer(), submodules=False)
+        self.assertIn("model 'Outer' has a graph break at %s:" % __file__, e.message)
+        self.assertIn("submodules=False) serves only a model that traces as one graph",
+                      e.message)
+
+    def test_patterns_that_match_nothing(self):
+        with self.assertRaises(MagiError) as cm:
+            magi_aot.bind_model(self.Outer(), self.tmp, "outer", submodules=["nope.*"])
+        self.assertIn("submodules=['nope.*'] match no submodule", cm.exception.message)
+
+
 class WarmStartProcesses(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -603,7 +696,7 @@ class WarmStartProcesses(unittest.TestCase):
         self.assertIn("_modules['head']", msg)
         self.assertIn("float64", msg)
 
-    def test_graph_breaks_need_a_single_region(self):
+    def test_regions_stored_outside_bind_model_are_traced_again(self):
         from magi_aot.backend import _Cache, index_key
         cache = os.path.join(self.tmp, "cache-two")
         doc = {"model_tag": "two", "regions": [{"model_idx": 0, "key": "a", "sources": []},
@@ -611,11 +704,10 @@ class WarmStartProcesses(unittest.TestCase):
         with _Cache(cache) as c:
             c.put(index_key("two"), json.dumps(doc).encode())
         m = self.mod.Model(self.mod.CONFIG)
-        with self.assertRaises(MagiError) as cm:
-            magi_aot.bind_model(m, cache, "two")
-        self.assertIn("2 regions", cm.exception.message)
-        self.assertIn("single region", cm.exception.message)
-
+        fwd = magi_aot.bind_model(m, cache, "two")
+        self.assertIsNone(fwd.fn)
+        self.assertIn("lists 2 regions (graph breaks) from a trace outside bind_model",
+                      fwd.report["reason"])
 
 if __name__ == "__main__":
     unittest.main()

@@ -32,9 +32,9 @@ TINY = dict(vocab_size=100, hidden_size=32, intermediate_size=64, num_hidden_lay
             num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
 
 
-def _hf(cfg, cls):
+def _hf(cfg, cls, **extra):
     import transformers
-    return getattr(transformers, cls)(getattr(transformers, cfg)(**TINY))
+    return getattr(transformers, cls)(getattr(transformers, cfg)(**TINY, **extra))
 
 
 class Gate(nn.Module):
@@ -63,6 +63,34 @@ class Keywords(nn.Module):
         return {"y": y, "aux": (y.sum(-1), {"mask": mask})}
 
 
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.up = nn.Linear(16, 32)
+        self.down = nn.Linear(32, 16)
+
+    def forward(self, x):
+        return x + self.down(torch.relu(self.up(x)))
+
+
+class Breaks(nn.Module):
+    """A data-dependent Python branch between its layers: a graph break in
+    forward, so bind_model binds the layers and the head and runs the
+    loop and the branch as Python."""
+
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList([Block(), Block()])
+        self.head = nn.Linear(16, 8)
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+            if x.sum() > 0:
+                x = x * 0.5
+        return {"y": self.head(x)}
+
+
 def _ids(n):
     g = torch.Generator().manual_seed(n)
     return torch.randint(0, TINY["vocab_size"], (2, n), generator=g)
@@ -79,6 +107,9 @@ MODELS = {
               [((_ids(16),), {}), ((_ids(24),), {}), ((_ids(9),), {})]),
     "qwen2": (lambda: _hf("Qwen2Config", "Qwen2ForCausalLM"),
               [((), {"input_ids": _ids(16)}), ((), {"input_ids": _ids(24)})]),
+    "mixtral": (lambda: _hf("MixtralConfig", "MixtralForCausalLM", num_local_experts=4,
+                            num_experts_per_tok=2), [((_ids(16),), {})]),
+    "breaks": (Breaks, [((_x(2, 8, 16),), {}), ((-_x(2, 8, 16),), {})]),
     "gate": (Gate, [((_x(2, 8, 16), _x(2, 1, 16)), {}), ((_x(2, 12, 16), _x(2, 1, 16)), {})]),
     "keywords": (Keywords, [((), {"x": _x(2, 8, 16), "bias": _x(16)}),
                             ((), {"x": _x(2, 12, 16), "bias": _x(16)})]),
@@ -150,6 +181,8 @@ for name, (build, calls) in MODELS.items():
     r["report"] = rep
     tensors[name] = outs
 res["dynamo_unique_graphs"] = warm_counts.dynamo_graphs()
+with open(__file__) as f:
+    res["break_line"] = [ln.strip() for ln in f].index("if x.sum() > 0:") + 1
 torch.save(tensors, out + ".pt")
 with open(out, "w") as f:
     json.dump(res, f, default=str)

@@ -3,10 +3,13 @@ test_python_warm_models, kept out of test_python's discovery so its
 compile time has its own budget).
 
 Two fresh processes (warm_models_child.py) share one magi cache: the
-first binds and runs transformers' Llama and Qwen2 (tiny configs, random
-weights), a model whose second input has a size-1 dimension that
-broadcasts, and a model called with keyword inputs that returns a dict
-with a nested tuple; the second does the same with 0 Dynamo graphs, 0
+first binds and runs transformers' Llama, Qwen2 and Mixtral (tiny
+configs, random weights), a model whose second input has a size-1
+dimension that broadcasts, a model called with keyword inputs that
+returns a dict with a nested tuple, and a model with a data-dependent
+branch between its layers (a graph break: served per submodule, the
+layers and the head bound, the loop and the branch run as Python, the
+break named with its file:line); the second does the same with 0 Dynamo graphs, 0
 Inductor code generations and 0 C++ builds. Checked: every call returns
 what model(...) returns (the same type: CausalLMOutputWithPast with its
 DynamicCache, dict, tensor) with the same values as eager and as the
@@ -73,7 +76,8 @@ class WarmModels(unittest.TestCase):
                 self.assertIsNone(r["report"]["reason"])
 
     def test_returns_what_the_model_returns(self):
-        self.assertEqual(sorted(self.b["models"]), ["gate", "keywords", "llama", "qwen2"])
+        self.assertEqual(sorted(self.b["models"]),
+                         ["breaks", "gate", "keywords", "llama", "mixtral", "qwen2"])
         for proc in (self.a, self.b):
             for name, r in proc["models"].items():
                 with self.subTest(model=name):
@@ -83,6 +87,9 @@ class WarmModels(unittest.TestCase):
         self.assertEqual(self.b["models"]["llama"]["types"][0],
                          "CausalLMOutputWithPast(logits,past_key_values)")
         self.assertEqual(self.b["models"]["keywords"]["types"][0], "dict(y,aux)")
+        self.assertEqual(self.b["models"]["mixtral"]["types"][0],
+                         "MoeCausalLMOutputWithPast(logits,past_key_values)")
+        self.assertEqual(self.b["models"]["breaks"]["types"], ["dict(y)", "dict(y)"])
         a = self.torch.load(self.out["first"] + ".pt")
         b = self.torch.load(self.out["second"] + ".pt")
         for name in b:
@@ -99,6 +106,19 @@ class WarmModels(unittest.TestCase):
                          "L['x'] dim 1 is 12; the st")
         # marked dynamic: one trace serves both lengths
         self.assertEqual(self.a["models"]["qwen2"]["report"]["recompiles"], [])
+
+    def test_graph_break_binds_the_submodules(self):
+        for proc in (self.a, self.b):
+            rep = proc["models"]["breaks"]["report"]
+            self.assertEqual(sorted(rep["modules"]), ["head", "layers.0", "layers.1"])
+            self.assertEqual(rep["eager"], [""])
+            (brk,) = rep["breaks"]
+            self.assertEqual(brk["reason"], "Data-dependent branching")
+            self.assertTrue(brk["where"].endswith("warm_models_child.py:%d" % self.b["break_line"]),
+                            brk)
+            self.assertEqual(brk["code"], "if x.sum() > 0:")
+        self.assertEqual(set(self.b["models"]["breaks"]["report"]["modules"].values()),
+                         {"stored"})
 
     def test_changed_float_attribute(self):
         k = self.a["models"]["keywords"]
