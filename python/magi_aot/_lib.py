@@ -34,14 +34,29 @@ from ctypes import (POINTER, Structure, byref, c_char, c_char_p, c_double, c_int
 
 __all__ = ["MagiError", "MagiUnsupported", "lib", "lib_path", "has"]
 
-STATUS_NAMES = {
-    0: "MAGI_OK", -1: "MAGI_ERR_INVALID_ARG", -2: "MAGI_ERR_NOMEM", -3: "MAGI_ERR_IO",
-    -4: "MAGI_ERR_FORMAT", -5: "MAGI_ERR_VERSION", -6: "MAGI_ERR_DIGEST",
-    -7: "MAGI_ERR_LIMIT", -8: "MAGI_ERR_MISSING_META", -9: "MAGI_ERR_UNBACKED",
-    -10: "MAGI_ERR_EXPR", -11: "MAGI_ERR_MISMATCH", -12: "MAGI_ERR_TIMEOUT",
-    -13: "MAGI_ERR_UNSUPPORTED", -14: "MAGI_ERR_NOT_FOUND", -15: "MAGI_ERR_CORRUPT",
-    -16: "MAGI_ERR_DEVICE",
-}
+def status_name(code):
+    """The library's name of a status code (magi_status_str: one table, in
+    C); "MAGI_ERR_<code>" when the library is not loaded or does not know it."""
+    name = None
+    try:
+        lib._load()
+    except OSError:  # no library: the number is all there is
+        pass
+    if lib._dll is not None and "magi_status_str" in lib._fns:
+        name = lib._fns["magi_status_str"][0](int(code))
+        name = name.decode() if name else None
+    if not name or name == "MAGI_ERR_UNKNOWN":
+        return "MAGI_OK" if code == 0 else "MAGI_ERR_%d" % code
+    return name
+
+
+def status_code(name):
+    """The status code the library names `name` ("MAGI_ERR_FORMAT" -> -4),
+    or None (codes 0 .. -255 are asked)."""
+    for code in range(0, -256, -1):
+        if status_name(code) == name:
+            return code
+    return None
 
 
 class MagiError(Exception):
@@ -50,7 +65,7 @@ class MagiError(Exception):
 
     def __init__(self, code, message, func=""):
         self.code = code
-        self.status = STATUS_NAMES.get(code, "MAGI_ERR_%d" % code)
+        self.status = status_name(code)
         self.message = message
         self.func = func
         super().__init__("%s: %s%s" % (self.status, message, (" (in %s)" % func) if func else ""))
@@ -213,6 +228,16 @@ SYMM_TRANSPORTS = {0: "copy_engine", 1: "nccl"}
 TRANSPORT_SOURCES = {0: "option", 1: "compile_config", 2: "default"}
 
 
+class UnbackedGuess(Structure):
+    """magi_unbacked_guess (costs.h)."""
+    _fields_ = [("name", c_char_p), ("value", c_int64), ("source", c_int)]
+
+
+# MAGI_COST_MODEL_H200's unbacked_hint (costs.h): what the analytical model
+# assumes for an unbacked symbol nothing in the graph sizes
+COST_MODEL_UNBACKED_HINT = 256
+
+
 class LoadedInfo(Structure):
     _fields_ = [("path", c_char_p), ("fingerprint", c_char * 65), ("artifact_v1", c_int),
                 ("legacy_v0", c_int), ("transport", c_int), ("transport_source", c_int),
@@ -326,6 +351,11 @@ _PROTOS = {
     "magi_loader_plan": (c_void_p, [c_void_p]),
     "magi_loader_lowered": (POINTER(Lowered), [POINTER(c_uint32), c_void_p, c_uint32]),
     "magi_localize": (_STATUS, [POINTER(c_uint32), c_void_p]),
+    "magi_cost_keys": (_STATUS, [POINTER(c_void_p), c_void_p]),
+    "magi_cost_keyset_free": (None, [c_void_p]),
+    "magi_cost_keyset_node_count": (c_uint32, [c_void_p]),
+    "magi_cost_keyset_node_key": (c_char_p, [c_void_p, c_uint32]),
+    "magi_cost_unbacked_guesses": (_STATUS, [POINTER(c_void_p), POINTER(c_uint32), c_void_p, c_int64]),
     "magi_loader_backend": (c_void_p, [c_void_p]),
     "magi_loader_report": (_STATUS, [POINTER(c_void_p), POINTER(c_size_t), c_void_p, c_uint]),
     "magi_loader_save": (_STATUS, [c_void_p, c_uint32, c_char_p]),

@@ -92,7 +92,7 @@ import threading
 import weakref
 from ctypes import byref, c_char_p, c_double, c_int, c_int64, c_size_t, c_uint32, c_uint64, c_void_p
 
-from ._lib import STATUS_NAMES, MagiError
+from ._lib import MagiError, status_code
 
 __all__ = ["REGISTRY", "SymmRegistry", "register", "OPS", "IMPLEMENTATION", "FALLBACK_REASON",
            "EXTENSION_PATH", "OP_ERRORS", "as_magi_error", "bound_count"]
@@ -101,7 +101,6 @@ IMPLEMENTATION = None   # "c++" or "python", set by register()
 FALLBACK_REASON = None  # why the Python kernels serve (None under "c++")
 EXTENSION_PATH = None   # the loaded extension (None under "python")
 OP_ERRORS = (MagiError, RuntimeError)  # what the kernels raise when they refuse
-_STATUS_CODES = {v: k for k, v in STATUS_NAMES.items()}
 _ERR_PREFIX = re.compile(r"(MAGI_ERR_[A-Z_]+): (.*)", re.S)
 
 # torch op name -> the _c10d_functional op whose schema it copies
@@ -383,7 +382,8 @@ def as_magi_error(e):
     if isinstance(e, RuntimeError):
         m = _ERR_PREFIX.match(str(e))
         if m:
-            return MagiError(_STATUS_CODES.get(m.group(1), -1), m.group(2).rstrip())
+            code = status_code(m.group(1))
+            return MagiError(-1 if code is None else code, m.group(2).rstrip())
     return None
 
 

@@ -2,7 +2,7 @@
 the table under the canonical keys the scheduler reads (docs/PROFILE.md).
 
     python -m magi_aot.profile REGION --out TABLE.json [--report R.json]
-        [--device cuda|cpu] [--iters N] [--cli MAGI_CLI]
+        [--device cuda|cpu] [--iters N]
     magi-aot schedule REGION --costs TABLE.json
 
 Keys come from the C library (`magi-aot costs REGION --json`, one per node),
@@ -33,71 +33,72 @@ every node with its key, value and method.
 import json
 import math
 import os
-import shutil
-import subprocess
+import ctypes
 import sys
 import tempfile
 import time
+from ctypes import POINTER, byref, c_uint32, c_void_p
 
+from ._lib import COST_MODEL_UNBACKED_HINT, CRegion, MagiError, UnbackedGuess, lib
 from .optable import classify, is_gather
 
-__all__ = ["cli_path", "node_keys", "symm_node_keys", "unbacked_values", "build_table", "write_table",
+__all__ = ["node_keys", "symm_node_keys", "unbacked_values", "build_table", "write_table",
            "profile", "main"]
 
 TABLE_FORMAT = "magi-cost-table"
 TABLE_VERSION = 1
 
 
-# ------------------------------------------------------------ the CLI side
+# ------------------------------------------------ what the library says
 
-def cli_path(cli=None):
-    """The magi-aot executable: `cli`, $MAGI_CLI, or magi-aot on PATH."""
-    p = cli or os.environ.get("MAGI_CLI") or shutil.which("magi-aot")
-    if not p:
-        raise RuntimeError("magi-aot not found: pass --cli or set MAGI_CLI")
-    return p
-
-
-def _run_json(cli, *args):
-    proc = subprocess.run([cli] + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
-    if proc.returncode != 0:
-        raise RuntimeError("magi-aot %s: exit %d: %s" % (" ".join(args), proc.returncode,
-                                                         proc.stderr.decode(errors="replace").strip()))
-    return json.loads(proc.stdout)
-
-
-def node_keys(path, cli=None):
-    """The cost key of every node of the region file (None: no key)."""
-    rep = _run_json(cli_path(cli), "costs", path, "--json")
-    keys = [None] * len(rep["nodes"])
-    for n in rep["nodes"]:
-        keys[n["index"]] = n["key"]
-    return keys
+def _keys_of(creg_ptr):
+    """The cost key of every node of a C region (magi_cost_keys), None where
+    a node has none."""
+    ks = c_void_p()
+    lib.magi_cost_keys(byref(ks), creg_ptr)
+    try:
+        out = []
+        for i in range(lib.magi_cost_keyset_node_count(ks)):
+            k = lib.magi_cost_keyset_node_key(ks, i)
+            out.append(k.decode() if k is not None else None)
+        return out
+    finally:
+        lib.magi_cost_keyset_free(ks)
 
 
-def symm_node_keys(path, cli=None):
+def node_keys(path):
+    """The cost key of every node of the region file (None: no key), as
+    the library computes them (what `magi-aot costs --json` prints)."""
+    with CRegion.from_file(os.fspath(path)) as r:
+        return _keys_of(r.ptr)
+
+
+def symm_node_keys(path):
     """The keys of the same nodes after the copy-engine rewrite (gathers of
     resident shards become magi.symm_*; indices do not change), or None when
     the region cannot be rewritten (the reason is not an error here)."""
-    cli = cli_path(cli)
-    d = tempfile.mkdtemp(prefix="magi-profile-")
+    from .region import load
     try:
-        out = os.path.join(d, "rewritten.magi")
-        proc = subprocess.run([cli, "load", path, "--transport", "copy_engine", "--emit", out],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
-        if proc.returncode != 0 or not os.path.exists(out):
-            return None
-        return node_keys(out, cli)
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
+        region = load(path, transport="copy_engine")
+    except MagiError:
+        return None
+    s = region.loaded
+    return _keys_of(c_void_p(lib.magi_loader_region(s.handle, region.loaded_index)))
 
 
-def unbacked_values(path, cli=None):
+def unbacked_values(path):
     """{symbol: value} the analytical model assumes for unbacked symbols
-    (magi-aot schedule --json "unbacked"), so a profile measures the sizes
-    the model prices."""
-    rep = _run_json(cli_path(cli), "schedule", path, "--json")
-    return {u["symbol"]: u["value"] for u in rep.get("unbacked", [])}
+    (magi_cost_unbacked_guesses, what `magi-aot schedule --json` lists as
+    "unbacked"), so a profile measures the sizes the model prices."""
+    with CRegion.from_file(os.fspath(path)) as r:
+        g, n = c_void_p(), c_uint32()
+        lib.magi_cost_unbacked_guesses(byref(g), byref(n), r.ptr, COST_MODEL_UNBACKED_HINT)
+        try:
+            arr = ctypes.cast(g, POINTER(UnbackedGuess))
+            return {arr[i].name.decode(): int(arr[i].value) for i in range(n.value)}
+        finally:
+            if g:
+                lib.magi_free(g)
 
 
 # --------------------------------------------------------------- the table
@@ -343,19 +344,18 @@ def _measure_gather(torch, timer, vals, node, iters):
     return plain, graph, graph_issue, plain_issue
 
 
-def profile(path, *, device="cuda", iters=20, cli=None, log=None, only=None):
+def profile(path, *, device="cuda", iters=20, log=None, only=None):
     """Measure every node of the region file (`only`: a set of node names to
     restrict it to). Returns (measured, report):
     measured {key: [us...]} (build_table() makes the table) and one report
     row per node {index, name, key, symm_key, us, issue_us, method}."""
     import torch
     from . import region as _region
-    cli = cli_path(cli)
-    keys = node_keys(path, cli)
-    skeys = symm_node_keys(path, cli) or [None] * len(keys)
+    keys = node_keys(path)
+    skeys = symm_node_keys(path) or [None] * len(keys)
     reg = _region.load(path, transport="nccl")
     hints = {k: v for k, v in reg.symbols.items() if v is not None}
-    hints.update(unbacked_values(path, cli))
+    hints.update(unbacked_values(path))
     nodes = reg.nodes
     if len(nodes) != len(keys):
         raise RuntimeError("%s: %d nodes but %d keys" % (path, len(nodes), len(keys)))
@@ -421,7 +421,6 @@ def main(argv=None):
     ap.add_argument("--report", help="per-node report (JSON)")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--iters", type=int, default=20)
-    ap.add_argument("--cli", help="magi-aot executable (default $MAGI_CLI, then PATH)")
     ap.add_argument("--only", help="comma-separated node names to measure (default: all)")
     a = ap.parse_args(argv)
     if a.iters < 1:
@@ -431,7 +430,7 @@ def main(argv=None):
         print("profile: " + msg, file=sys.stderr)
 
     only = set(a.only.split(",")) if a.only else None
-    measured, report = profile(a.region, device=a.device, iters=a.iters, cli=a.cli, log=log, only=only)
+    measured, report = profile(a.region, device=a.device, iters=a.iters, log=log, only=only)
     table = build_table(measured)
     write_table(a.out, table)
     if a.report:

@@ -1,5 +1,5 @@
 """Document load speed on real regions: traces tiny gpt2 and bert (CPU,
-tests/zoo.py), writes their artifacts, and runs magi_aot.bench_doc on them
+tests/zoo.py), writes their artifacts, and runs bench/bench_doc.py on them
 (JSON text vs marshal vs pickle.loads of the same document, one run).
 
     MAGI_AOT_LIB=build/libmagi_aot.so python3 python/tests/bench_doc_zoo.py [-n N] [--models gpt2,bert]
@@ -20,7 +20,8 @@ def main():
     ap.add_argument("-n", type=int, default=300)
     ap.add_argument("--models", default="gpt2,bert")
     a = ap.parse_args()
-    from magi_aot import bench_doc
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
+    import bench_doc
     from magi_aot.backend import _Cache
     with tempfile.TemporaryDirectory() as d:
         cache = os.path.join(d, "cache")

@@ -30,7 +30,7 @@ class Table(unittest.TestCase):
     def test_written_table_is_read_by_the_cli(self):
         if not _cli():
             self.skipTest("MAGI_CLI not set (CTest sets it)")
-        keys = prof.node_keys(fixture("block"), _cli())
+        keys = prof.node_keys(fixture("block"))
         some = sorted({k for k in keys if k})[:3]
         self.assertTrue(some)
         with tempfile.TemporaryDirectory() as d:
@@ -62,7 +62,7 @@ class Measure(unittest.TestCase):
     def test_gathers_and_compute_on_cpu(self):
         # two gathers (a single and a coalesced one) and two compute nodes of fsdp_block
         only = {"tensor", "all_gather_into_tensor_coalesced", "h", "silu"}
-        measured, report = prof.profile(fixture("fsdp_block"), device="cpu", iters=1, cli=_cli(), only=only)
+        measured, report = prof.profile(fixture("fsdp_block"), device="cpu", iters=1, only=only)
         rows = {r["name"]: r for r in report}
         for name in only:
             self.assertIsNotNone(rows[name]["us"], rows[name]["method"])
@@ -87,8 +87,8 @@ class Measure(unittest.TestCase):
 
     def test_unbacked_sizes_follow_the_model(self):
         # cp_a2a: the matmul runs at u0+..+u3 = 64 rows, the value the analytical model assumes
-        self.assertEqual(prof.unbacked_values(fixture("cp_a2a"), _cli()), {"u0": 16, "u1": 16, "u2": 16, "u3": 16})
-        measured, report = prof.profile(fixture("cp_a2a"), device="cpu", iters=1, cli=_cli(), only={"matmul"})
+        self.assertEqual(prof.unbacked_values(fixture("cp_a2a")), {"u0": 16, "u1": 16, "u2": 16, "u3": 16})
+        measured, report = prof.profile(fixture("cp_a2a"), device="cpu", iters=1, only={"matmul"})
         row = next(r for r in report if r["name"] == "matmul")
         self.assertIsNotNone(row["us"], row["method"])
         self.assertEqual(list(measured), [row["key"]])

@@ -122,7 +122,7 @@ class TorchRoundTrip(unittest.TestCase):
         # Every dim of every placeholder: the SymInt's hint in the new
         # ShapeEnv equals what the C library evaluates under the hints
         # (mixed has FloorDiv/Mod/Max; devices relocated to cpu).
-        from magi_aot._torch_compat import hint_int
+        from _torch_compat import hint_int
         from _util import REAL, fixture
         for name in REAL:
             with self.subTest(name):
@@ -168,7 +168,7 @@ class TorchRoundTrip(unittest.TestCase):
         self.assertIn("'local'", cm.exception.message)
 
     def test_unbacked_placeholder_dim_is_rebuilt_unbacked(self):
-        from magi_aot._torch_compat import has_hint
+        from _torch_compat import has_hint
         from _util import read_fixture
         doc = read_fixture("cp_a2a")
         x = next(n for n in doc["graph"]["nodes"] if n["name"] == "l_x_")

@@ -170,7 +170,7 @@ class Capture:
 
 def _hint_of(s):
     try:
-        from magi_aot._torch_compat import has_hint, hint_int
+        from _torch_compat import has_hint, hint_int
         return int(hint_int(s)) if has_hint(s) else None
     except ImportError:
         h = getattr(s.node, "hint", None)
@@ -357,7 +357,7 @@ def run_rebuilt(region, device=None):
     the saved example value of the node it comes from: dtype, rank, and each
     dim's hint against the C evaluator on the saved expression (unbacked
     dims: no hint on either side). Returns (problems, n_outputs_checked)."""
-    from magi_aot._torch_compat import has_hint, hint_int
+    from _torch_compat import has_hint, hint_int
     from magi_aot import _expr
     from magi_aot.rebuild import run_fake
     out, _, _ = run_fake(region, device=device)

@@ -182,7 +182,7 @@ def trace(name, cache_dir, device="cpu", batch=2, seq=16, dynamic=True):
 # ---------------------------------------------------------- fresh process
 def _compare_outputs(want, got):
     import torch
-    from magi_aot._torch_compat import has_hint, hint_int
+    from _torch_compat import has_hint, hint_int
     problems = []
     got = got if isinstance(got, (tuple, list)) else (got,)
     if len(want) != len(got):

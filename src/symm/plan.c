@@ -395,159 +395,183 @@ static magi_status find_or_add_slot(build_ctx *b, uint32_t ri, const magi_node *
     return MAGI_OK;
 }
 
-static magi_status plan_region(build_ctx *b, uint32_t ri, const magi_region *r) {
+/* A gather node the table recognises: its node, row and overload suffix. */
+typedef struct found_gather {
+    uint32_t node;
+    const magi_op_info *row;
+    const char *suffix;
+} found_gather;
+
+/* The gathers of r, in graph order: one table lookup per node. *out is
+ * malloc'd (the caller frees it), *n its length. */
+static magi_status find_gathers(found_gather **out, uint32_t *n, const magi_region *r) {
+    found_gather *found = malloc((r->n_nodes ? r->n_nodes : 1) * sizeof *found);
+    row_memo_set memo = {calloc(64, sizeof(row_memo)), 64, 0};
+    int ok = found && memo.slot != NULL;
+    uint32_t ng = 0;
+    for (uint32_t i = 0; i < r->n_nodes && ok; i++)
+        if ((ok = gather_row_memo(&memo, &r->nodes[i], &found[ng].row, &found[ng].suffix)) && found[ng].row)
+            found[ng++].node = i;
+    free(memo.slot);
+    if (!ok) {
+        free(found);
+        return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
+    }
+    *out = found;
+    *n = ng;
+    return MAGI_OK;
+}
+
+/* Gather g's decision from its inputs' verdicts (ins[0..nin), n_ok of them
+ * resident shards) and the region's transport: its target, reason and
+ * detail; *plan_it = 1 when its inputs get slots. */
+static magi_status decide_gather(magi_symm_gather *g, int *plan_it, magi_arena *a, const magi_op_info *row,
+                                 const char *suffix, magi_symm_transport transport, const input_res *ins,
+                                 uint32_t nin, uint32_t n_ok) {
+    int symm = g->already_symm;
+    uint32_t k = 0;
+    while (k < nin && ins[k].reason == MAGI_SYMM_REWRITTEN) k++; /* the first input that does not qualify */
+    *plan_it = 0;
+    if (symm && transport == MAGI_SYMM_TRANSPORT_NCCL) {
+        /* an earlier load rewrote it: give the NCCL gather back */
+        g->to = magi_arena_printf(a, "%s%s", row->counterpart, suffix);
+        g->reason = MAGI_SYMM_KEEP_TRANSPORT;
+        g->detail = "transport nccl selected: restored to the NCCL gather";
+    } else if (symm && n_ok != nin) {
+        /* rewritten by an earlier load under rules this one refuses
+         * (e.g. an activation): serve it from NCCL again */
+        g->to = magi_arena_printf(a, "%s%s", row->counterpart, suffix);
+        g->reason = ins[k].reason;
+        g->detail = magi_arena_printf(a, "restored to the NCCL gather: input %u: %s", k, ins[k].detail);
+    } else if (symm) {
+        g->to = g->from;
+        g->reason = MAGI_SYMM_REWRITTEN;
+        g->detail = "already a symmetric-buffer gather";
+        *plan_it = 1;
+    } else if (transport == MAGI_SYMM_TRANSPORT_NCCL) {
+        g->to = g->from;
+        g->reason = MAGI_SYMM_KEEP_TRANSPORT;
+        g->detail = "transport nccl selected";
+    } else if (n_ok == nin) {
+        g->to = magi_arena_printf(a, "%s%s", row->counterpart, suffix);
+        g->reason = MAGI_SYMM_REWRITTEN;
+        g->detail = "";
+        *plan_it = 1;
+    } else if (n_ok > 0) {
+        g->to = g->from;
+        g->reason = MAGI_SYMM_KEEP_MIXED_COALESCED;
+        g->detail = magi_arena_printf(a, "%u of %u inputs qualify; input %u: %s (%s)", n_ok, nin, k,
+                                      magi_symm_reason_name(ins[k].reason), ins[k].detail);
+    } else {
+        g->to = g->from;
+        g->reason = ins[k].reason;
+        g->detail = g->coalesced ? magi_arena_printf(a, "input %u: %s", k, ins[k].detail) : ins[k].detail;
+    }
+    if (!g->to || !g->detail) return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
+    return MAGI_OK;
+}
+
+/* The weight uses of one region: one per input of a planned gather. */
+typedef struct usage_list {
+    usage *v;
+    size_t n, cap;
+} usage_list;
+
+static magi_status usage_push(usage_list *l, usage **out) {
+    if (l->n == l->cap) {
+        size_t nc = l->cap ? l->cap * 2 : 16;
+        usage *nu = realloc(l->v, nc * sizeof *nu);
+        if (!nu) return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
+        l->v = nu;
+        l->cap = nc;
+    }
+    *out = &l->v[l->n++];
+    return MAGI_OK;
+}
+
+/* Classify and decide the gather at found[fi]; a planned gather's inputs
+ * join `uses`. */
+static magi_status plan_gather(build_ctx *b, uint32_t ri, const magi_region *r, const found_gather *f,
+                               usage_list *uses) {
     magi_symm_plan *p = b->p;
     magi_arena *a = p->arena;
     magi_symm_region_plan *rp = &p->regions[ri];
     magi_status st = MAGI_OK;
-    usage *us = NULL;
-    size_t n_us = 0, cap_us = 0;
     input_res *ins = NULL;
-    struct {
-        uint32_t node;
-        const magi_op_info *row;
-        const char *suffix;
-    } *found = NULL;
-
-    rp->n_nodes = r->n_nodes;
-    /* one table lookup per node: the gathers' nodes, rows and overloads */
-    uint32_t ng = 0;
-    found = malloc((r->n_nodes ? r->n_nodes : 1) * sizeof *found);
-    if (!found) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
-    {
-        row_memo_set memo = {calloc(64, sizeof(row_memo)), 64, 0};
-        int ok = memo.slot != NULL;
-        for (uint32_t i = 0; i < r->n_nodes && ok; i++)
-            if ((ok = gather_row_memo(&memo, &r->nodes[i], &found[ng].row, &found[ng].suffix)) && found[ng].row)
-                found[ng++].node = i;
-        free(memo.slot);
-        if (!ok) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
+    uint32_t i = f->node;
+    const magi_node *n = &r->nodes[i];
+    magi_symm_gather *g = &rp->gathers[rp->n_gathers++];
+    int coalesced = (f->row->flags & MAGI_OPF_COALESCED) != 0;
+    g->node = i;
+    g->name = magi_arena_strdup(a, n->name);
+    g->from = magi_arena_strdup(a, n->target);
+    g->coalesced = coalesced;
+    g->already_symm = f->row->cls == MAGI_OP_CLASS_SYMM_GATHER;
+    if (!g->name || !g->from) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
+    const magi_value *vin = magi_node_arg(n, 0, coalesced ? "inputs" : "input");
+    const magi_value *vgs = magi_node_arg(n, 1, "group_size");
+    const magi_value *vgn = magi_node_arg(n, 2, "group_name");
+    if (!vin || !vgs || vgs->kind != MAGI_V_INT || vgs->u.i < 1 || vgs->u.i > 1 << 20 || !vgn ||
+        vgn->kind != MAGI_V_STR || (coalesced && vin->kind != MAGI_V_LIST && vin->kind != MAGI_V_TUPLE))
+        MAGI_FAIL(MAGI_ERR_FORMAT,
+                  "%s: node '%s' (#%u): %s: expected args [%s, group_size (int), "
+                  "group_name (str)]",
+                  rname(b, ri, 0), n->name, i, n->target, coalesced ? "[inputs]" : "input");
+    uint32_t nin = coalesced ? vin->u.seq.n : 1;
+    const magi_value *items = coalesced ? vin->u.seq.items : vin;
+    if (nin == 0)
+        MAGI_FAIL(MAGI_ERR_FORMAT, "%s: node '%s' (#%u): coalesced gather has no inputs", rname(b, ri, 0), n->name,
+                  i);
+    ins = calloc(nin, sizeof *ins);
+    if (!ins) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
+    uint32_t n_ok = 0;
+    for (uint32_t k = 0; k < nin; k++) {
+        const magi_example *oex = NULL;
+        if (n->example) {
+            if (!coalesced)
+                oex = n->example;
+            else if ((n->example->kind == MAGI_EX_LIST || n->example->kind == MAGI_EX_TUPLE) &&
+                     n->example->u.seq.n == nin)
+                oex = &n->example->u.seq.items[k];
+        }
+        classify_input(a, r, &items[k], oex, vgs->u.i, &ins[k]);
+        if (ins[k].reason == MAGI_SYMM_REWRITTEN) n_ok++;
     }
-    rp->gathers = magi_arena_calloc(a, ng ? ng : 1, sizeof *rp->gathers);
-    if (!rp->gathers) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
-
-    for (uint32_t fi = 0; fi < ng; fi++) {
-        uint32_t i = found[fi].node;
-        const magi_node *n = &r->nodes[i];
-        const magi_op_info *row = found[fi].row;
-        const char *suffix = found[fi].suffix;
-        magi_symm_gather *g = &rp->gathers[rp->n_gathers++];
-        int coalesced = (row->flags & MAGI_OPF_COALESCED) != 0;
-        int symm = row->cls == MAGI_OP_CLASS_SYMM_GATHER;
-        g->node = i;
-        g->name = magi_arena_strdup(a, n->name);
-        g->from = magi_arena_strdup(a, n->target);
-        g->coalesced = coalesced;
-        g->already_symm = symm;
-        if (!g->name || !g->from) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
-        const magi_value *vin = magi_node_arg(n, 0, coalesced ? "inputs" : "input");
-        const magi_value *vgs = magi_node_arg(n, 1, "group_size");
-        const magi_value *vgn = magi_node_arg(n, 2, "group_name");
-        if (!vin || !vgs || vgs->kind != MAGI_V_INT || vgs->u.i < 1 || vgs->u.i > 1 << 20 || !vgn ||
-            vgn->kind != MAGI_V_STR ||
-            (coalesced && vin->kind != MAGI_V_LIST && vin->kind != MAGI_V_TUPLE))
-            MAGI_FAIL(MAGI_ERR_FORMAT,
-                      "%s: node '%s' (#%u): %s: expected args [%s, group_size (int), "
-                      "group_name (str)]",
-                      rname(b, ri, 0), n->name, i, n->target, coalesced ? "[inputs]" : "input");
-        uint32_t nin = coalesced ? vin->u.seq.n : 1;
-        const magi_value *items = coalesced ? vin->u.seq.items : vin;
-        if (nin == 0)
-            MAGI_FAIL(MAGI_ERR_FORMAT, "%s: node '%s' (#%u): coalesced gather has no inputs",
-                      rname(b, ri, 0), n->name, i);
-        free(ins);
-        ins = calloc(nin, sizeof *ins);
-        if (!ins) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
-        uint32_t n_ok = 0;
-        for (uint32_t k = 0; k < nin; k++) {
-            const magi_example *oex = NULL;
-            if (n->example) {
-                if (!coalesced)
-                    oex = n->example;
-                else if ((n->example->kind == MAGI_EX_LIST || n->example->kind == MAGI_EX_TUPLE) &&
-                         n->example->u.seq.n == nin)
-                    oex = &n->example->u.seq.items[k];
-            }
-            classify_input(a, r, &items[k], oex, vgs->u.i, &ins[k]);
-            if (ins[k].reason == MAGI_SYMM_REWRITTEN) n_ok++;
-        }
-        int plan_it = 0;
-        if (symm && rp->transport == MAGI_SYMM_TRANSPORT_NCCL) {
-            /* an earlier load rewrote it: give the NCCL gather back */
-            g->to = magi_arena_printf(a, "%s%s", row->counterpart, suffix);
-            g->reason = MAGI_SYMM_KEEP_TRANSPORT;
-            g->detail = "transport nccl selected: restored to the NCCL gather";
-        } else if (symm && n_ok != nin) {
-            /* rewritten by an earlier load under rules this one refuses
-             * (e.g. an activation): serve it from NCCL again */
-            uint32_t k = 0;
-            while (ins[k].reason == MAGI_SYMM_REWRITTEN) k++;
-            g->to = magi_arena_printf(a, "%s%s", row->counterpart, suffix);
-            g->reason = ins[k].reason;
-            g->detail = magi_arena_printf(a, "restored to the NCCL gather: input %u: %s", k, ins[k].detail);
-        } else if (symm) {
-            g->to = g->from;
-            g->reason = MAGI_SYMM_REWRITTEN;
-            g->detail = "already a symmetric-buffer gather";
-            plan_it = 1;
-        } else if (rp->transport == MAGI_SYMM_TRANSPORT_NCCL) {
-            g->to = g->from;
-            g->reason = MAGI_SYMM_KEEP_TRANSPORT;
-            g->detail = "transport nccl selected";
-        } else if (n_ok == nin) {
-            g->to = magi_arena_printf(a, "%s%s", row->counterpart, suffix);
-            g->reason = MAGI_SYMM_REWRITTEN;
-            g->detail = "";
-            plan_it = 1;
-        } else {
-            uint32_t k = 0;
-            while (ins[k].reason == MAGI_SYMM_REWRITTEN) k++;
-            g->to = g->from;
-            if (n_ok > 0) {
-                g->reason = MAGI_SYMM_KEEP_MIXED_COALESCED;
-                g->detail = magi_arena_printf(a, "%u of %u inputs qualify; input %u: %s (%s)", n_ok, nin, k,
-                                 magi_symm_reason_name(ins[k].reason), ins[k].detail);
-            } else {
-                g->reason = ins[k].reason;
-                g->detail = coalesced ? magi_arena_printf(a, "input %u: %s", k, ins[k].detail) : ins[k].detail;
-            }
-        }
-        if (!g->to || !g->detail) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
-        if (!plan_it) continue;
-        g->n_slots = nin;
-        uint32_t *sl = magi_arena_calloc(a, nin, sizeof *sl);
-        if (!sl) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
-        g->slots = sl;
-        for (uint32_t k = 0; k < nin; k++) {
-            if (n_us == cap_us) {
-                size_t nc = cap_us ? cap_us * 2 : 16;
-                usage *nu = realloc(us, nc * sizeof *nu);
-                if (!nu) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
-                us = nu;
-                cap_us = nc;
-            }
-            usage *u = &us[n_us++];
-            u->src = ins[k].src;
-            u->gather = rp->n_gathers - 1;
-            u->k = k;
-            u->in = ins[k];
-            u->group = vgn->u.s;
-            u->gs = (uint32_t)vgs->u.i;
-        }
+    int plan_it = 0;
+    MAGI_CHECK(decide_gather(g, &plan_it, a, f->row, f->suffix, rp->transport, ins, nin, n_ok));
+    if (!plan_it) goto cleanup;
+    g->n_slots = nin;
+    g->slots = magi_arena_calloc(a, nin, sizeof *g->slots);
+    if (!g->slots) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
+    for (uint32_t k = 0; k < nin; k++) {
+        usage *u = NULL;
+        MAGI_CHECK(usage_push(uses, &u));
+        u->src = ins[k].src;
+        u->gather = rp->n_gathers - 1;
+        u->k = k;
+        u->in = ins[k];
+        u->group = vgn->u.s;
+        u->gs = (uint32_t)vgs->u.i;
     }
+cleanup:
+    free(ins);
+    return st;
+}
 
-    /* Slots, deterministic: gathers in graph order; within a gather its
-     * inputs class by class (equal shard bytes, classes in order of first
-     * appearance, inputs in order within a class), so each size class of a
-     * bucket is one arithmetic progression of offsets in its window and the
-     * cuda backend gathers it as one 2D copy per member (docs/SYMM.md). */
-    uint32_t *slot_of = calloc(n_us ? n_us : 1, sizeof *slot_of);
+/* Slots, deterministic: gathers in graph order; within a gather its
+ * inputs class by class (equal shard bytes, classes in order of first
+ * appearance, inputs in order within a class), so each size class of a
+ * bucket is one arithmetic progression of offsets in its window and the
+ * cuda backend gathers it as one 2D copy per member (docs/SYMM.md).
+ * slot_of[k]: the slot of use k. */
+static magi_status assign_slots(build_ctx *b, uint32_t ri, const magi_region *r, const usage_list *uses,
+                                uint32_t *slot_of) {
+    magi_symm_region_plan *rp = &b->p->regions[ri];
+    const usage *us = uses->v;
+    size_t n_us = uses->n;
+    magi_status st = MAGI_OK;
     uint8_t *done = calloc(n_us ? n_us : 1, 1);
-    if (!slot_of || !done) {
-        free(slot_of);
-        free(done);
-        MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
-    }
+    if (!done) return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
     for (size_t k = 0; k < n_us && !st; k++) {
         if (done[k]) continue;
         /* us[] holds each gather's inputs consecutively, in input order:
@@ -560,41 +584,57 @@ static magi_status plan_region(build_ctx *b, uint32_t ri, const magi_region *r) 
         }
     }
     free(done);
-    if (st) {
-        free(slot_of);
-        goto cleanup;
-    }
-    /* Bindings: weights in graph order, then their uses in order. */
-    rp->bindings = magi_arena_calloc(a, n_us ? n_us : 1, sizeof *rp->bindings);
-    if (!rp->bindings) {
-        free(slot_of);
-        MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
-    }
+    return st;
+}
+
+/* Bindings: weights in graph order, then their uses in order; one per
+ * (weight node, slot). */
+static magi_status record_bindings(magi_symm_plan *p, uint32_t ri, const magi_region *r, const usage_list *uses,
+                                   const uint32_t *slot_of) {
+    magi_symm_region_plan *rp = &p->regions[ri];
+    rp->bindings = magi_arena_calloc(p->arena, uses->n ? uses->n : 1, sizeof *rp->bindings);
+    if (!rp->bindings) return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
     for (uint32_t i = 0; i < r->n_nodes; i++) {
         if (!is_weight_op(&r->nodes[i])) continue;
-        for (size_t k = 0; k < n_us; k++) {
-            if (us[k].src != i) continue;
+        for (size_t k = 0; k < uses->n; k++) {
+            if (uses->v[k].src != i) continue;
             uint32_t slot = slot_of[k];
             int have = 0;
             for (uint32_t j = 0; j < rp->n_bindings; j++)
                 have |= rp->bindings[j].node == i && rp->bindings[j].slot == slot;
-            if (!have) {
-                magi_symm_binding *bd = &rp->bindings[rp->n_bindings++];
-                bd->node = i;
-                bd->placeholder = magi_arena_strdup(a, r->nodes[i].name);
-                bd->slot = slot;
-                if (!bd->placeholder) {
-                    free(slot_of);
-                    MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
-                }
-            }
+            if (have) continue;
+            magi_symm_binding *bd = &rp->bindings[rp->n_bindings++];
+            bd->node = i;
+            bd->placeholder = magi_arena_strdup(p->arena, r->nodes[i].name);
+            bd->slot = slot;
+            if (!bd->placeholder) return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
         }
     }
-    free(slot_of);
+    return MAGI_OK;
+}
+
+/* Region ri's part of the plan: every gather decided, the planned ones'
+ * inputs given slots, the weights' bindings. */
+static magi_status plan_region(build_ctx *b, uint32_t ri, const magi_region *r) {
+    magi_symm_region_plan *rp = &b->p->regions[ri];
+    magi_status st = MAGI_OK;
+    usage_list uses = {NULL, 0, 0};
+    found_gather *found = NULL;
+    uint32_t *slot_of = NULL;
+    uint32_t ng = 0;
+    rp->n_nodes = r->n_nodes;
+    MAGI_CHECK(find_gathers(&found, &ng, r));
+    rp->gathers = magi_arena_calloc(b->p->arena, ng ? ng : 1, sizeof *rp->gathers);
+    if (!rp->gathers) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
+    for (uint32_t fi = 0; fi < ng; fi++) MAGI_CHECK(plan_gather(b, ri, r, &found[fi], &uses));
+    slot_of = calloc(uses.n ? uses.n : 1, sizeof *slot_of);
+    if (!slot_of) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
+    MAGI_CHECK(assign_slots(b, ri, r, &uses, slot_of));
+    MAGI_CHECK(record_bindings(b->p, ri, r, &uses, slot_of));
 cleanup:
+    free(slot_of);
     free(found);
-    free(us);
-    free(ins);
+    free(uses.v);
     return st;
 }
 

@@ -1,4 +1,4 @@
-"""Load-path benchmark through Python: python3 -m magi_aot.bench FILE... [-n N]
+"""Load-path benchmark through Python: python3 bench/bench_load_python.py FILE... [-n N]
 
 For each file (magi-fx JSON or artifact), prints the median and minimum
 wall time of: load() with the copy-engine plan, load() without it,
@@ -12,7 +12,10 @@ import statistics
 import tempfile
 import time
 
-from . import fingerprint, inputs, load, save_doc
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from magi_aot import fingerprint, inputs, load, save_doc  # noqa: E402
 
 
 def _time(fn, n):
@@ -25,7 +28,7 @@ def _time(fn, n):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python3 -m magi_aot.bench")
+    ap = argparse.ArgumentParser(prog="python3 bench/bench_load_python.py")
     ap.add_argument("files", nargs="+")
     ap.add_argument("-n", type=int, default=20, help="repetitions (default 20)")
     a = ap.parse_args(argv)

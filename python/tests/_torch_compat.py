@@ -1,4 +1,4 @@
-"""Names that moved between the PyTorch releases magi_aot supports (2.11 on
+"""For the tests: names that moved between the PyTorch releases magi_aot supports (2.11 on
 the GPU side, 2.13 in the CPU test suite). Import torch lazily: this module
 is only imported by code that already needs torch."""
 from torch.fx.experimental import symbolic_shapes as _ss

@@ -1,6 +1,6 @@
 """Document load speed through Python, side by side in one run:
 
-    python3 -m magi_aot.bench_doc FILE... [-n N]
+    python3 bench/bench_doc.py FILE... [-n N]
 
 For each region file (artifact or JSON), the C region is loaded once; then,
 per repetition, its document is built as Python objects each way
@@ -21,11 +21,13 @@ import os
 import pickle
 import statistics
 import tempfile
+import sys
 import time
 from ctypes import byref, c_void_p
 
-from . import docio
-from ._lib import cstr, lib
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from magi_aot import docio  # noqa: E402
+from magi_aot._lib import cstr, lib  # noqa: E402
 
 
 def _interleaved(rows, n):
@@ -47,7 +49,7 @@ def _load_c(path):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python3 -m magi_aot.bench_doc")
+    ap = argparse.ArgumentParser(prog="python3 bench/bench_doc.py")
     ap.add_argument("files", nargs="+")
     ap.add_argument("-n", type=int, default=200, help="repetitions (default 200)")
     a = ap.parse_args(argv)
