@@ -665,8 +665,24 @@ class OneLoad(_ThreadRanks, unittest.TestCase):
         loads = {r: magi.load_many([fixture("fsdp_block")], transport="copy_engine", rank=r, world=WORLD)
                  for r in range(WORLD)}
         other = magi.load(fixture("fsdp_block"), transport="copy_engine", rank=0, world=WORLD)
+        # every way the runtime could load or serialise again, counted per rank
+        from magi_aot.runtime import plan as plan_mod
+        trips = {}
+
+        def counting(name, fn):
+            def wrapped(*a, **kw):
+                r = getattr(threading.current_thread(), "magi_rank", None)
+                trips.setdefault(r, []).append(name)
+                return fn(*a, **kw)
+            return wrapped
+        patches = [(plan_mod, "load_many"), (plan_mod, "load_buffers"), (plan_mod, "_dumps")]
+        saved = [(m, n, getattr(m, n)) for m, n in patches]
+        for m, n, f in saved:
+            setattr(m, n, counting(n, f))
+        self.addCleanup(lambda: [setattr(m, n, f) for m, n, f in saved])
 
         def rank(r):
+            threading.current_thread().magi_rank = r
             regions = loads[r] if r != 3 else [other]  # rank 3 is given rank 0's load
             rt = self.runtime.SymmRuntime(regions, device="cpu", rank=r, world=WORLD, store=store,
                                           new_groups=False, timeout=20, rendezvous_base=self.rdzv)
@@ -680,6 +696,9 @@ class OneLoad(_ThreadRanks, unittest.TestCase):
         for r, v in res.items():
             if isinstance(v, BaseException):
                 raise v
+        # ranks 0-2: no load, no document serialised; rank 3: one load of the document
+        self.assertEqual({r: trips.get(r, []) for r in range(WORLD)},
+                         {0: [], 1: [], 2: [], 3: ["_dumps", "load_buffers"]})
         for r in range(WORLD):
             rt, regions, _, out = res[r]
             if r != 3:
