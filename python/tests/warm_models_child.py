@@ -1,4 +1,5 @@
-"""One fresh process of the warm-start test over stock models (CPU):
+"""One fresh process of the warm-start test over stock models (CPU, or
+the device MAGI_WARM_DEVICE names, e.g. cuda on the GPU machine):
 
     warm_models_child.py CACHE OUT MODE      MODE: first | second
 
@@ -115,6 +116,11 @@ MODELS = {
                             ((), {"x": _x(2, 12, 16), "bias": _x(16)})]),
 }
 ONLY = os.environ.get("MAGI_WARM_MODELS")
+DEV = torch.device(os.environ.get("MAGI_WARM_DEVICE") or "cpu")
+
+
+def on_dev(v):
+    return pytree.tree_map(lambda x: x.to(DEV) if isinstance(x, torch.Tensor) else x, v)
 
 
 def leaves(v):
@@ -132,7 +138,8 @@ for name, (build, calls) in MODELS.items():
     if ONLY and name not in ONLY.split(","):
         continue
     torch.manual_seed(0)
-    model = build().eval()
+    model = build().eval().to(DEV)
+    calls = [(on_dev(a), on_dev(k)) for a, k in calls]
     r = res["models"][name] = {"types": [], "eager_types": [], "max_abs_vs_eager": 0.0}
     fwd = magi_aot.bind_model(model, cache, name)
     outs = []
@@ -172,7 +179,7 @@ for name, (build, calls) in MODELS.items():
                 r["scaling_changed"] = {"error": e.message, "status": e.status}
             rot.attention_scaling = 1.0
             try:   # the batch was static in both traces
-                fwd(_ids(16)[:1])
+                fwd(_ids(16)[:1].to(DEV))
                 r["new_batch"] = {"served": fwd.report["served"]}
             except MagiError as e:
                 r["new_batch"] = {"error": e.message, "status": e.status}
