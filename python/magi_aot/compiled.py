@@ -21,7 +21,12 @@ for every C++ kernel library Inductor built while compiling the region
 (Inductor's cache entry holds the generated Python module, not the shared
 objects its C++ kernels compile to; without them a fresh process would
 run the C++ compiler again). On GPU the Triton kernels are already inside
-the standalone artifact.
+the standalone artifact. "direct.json" (always): whether the compiled
+graph runs without AOTAutograd's runtime wrappers and why not, the inputs
+to align, the CPU vector ISA; where it does, "direct.py" (Inductor's
+generated module, header imports lightened) and "direct.pyc" (its code
+object, marshal of the Python in the key): the load runs that module
+(load_direct) and falls back to the standalone artifact.
 
 The key (`environment_key`): torch version and git revision, Python
 version, CUDA version, Triton version, GPU architecture (sm_XY) or CPU
@@ -37,8 +42,8 @@ names the field or file. The payload is parsed only after the library
 verified the section's digest; the header is JSON, so nothing is
 unpickled before the key and the blob digests match.
 
-Compiled code is code: loading it (CompiledArtifact.load unpickles, and
-the kernel libraries are dlopen'ed) runs whatever its writer put there, as
+Compiled code is code: loading it (the generated module is run,
+CompiledArtifact.load unpickles, the kernel libraries are dlopen'ed) runs whatever its writer put there, as
 the loading user, and a digest proves only that the bytes are intact, not
 who wrote them. So stored code is loaded only when the caller says the
 payloads can only be this user's own (bind_model: the cache directories
@@ -843,7 +848,9 @@ def load_region_code(region, payloads, *, transport_used="as_saved", allow_compi
                     from its graph instead and the reason says why
     allow_targets   opt-ins past the loader's allow-list of graph targets
     Returns (callable, report); report = {"served": "stored" | "compiled",
-    "reason": None | why the stored code was not used, "stale_sources":
+    "reason": None | why the stored code was not used, "code_path":
+    "direct" | "standalone" | None (how stored code was loaded),
+    "code_path_reason": None | why not directly, "stale_sources":
     [files] (then the graph itself may be stale: callers should re-trace),
     "untrusted": None | why the payloads' writer is not known to be this
     user, "timings": {...}}."""
