@@ -408,6 +408,7 @@ def compile_region(gm, example_inputs, *, options=None):
 
 # ------------------------------------------------------------------ the direct module
 DIRECT_VERSION = 1
+DIRECT_ENV = "MAGI_AOT_DIRECT"   # "0": load stored code with CompiledArtifact.load only
 
 
 @contextlib.contextmanager
@@ -622,6 +623,8 @@ def load_direct(blobs, timings):
     (CPU); Triton kernels compile from the module through Triton's cache."""
     import marshal
     import types
+    if os.environ.get(DIRECT_ENV) == "0":
+        return None, "%s=0" % DIRECT_ENV
     raw = blobs.get("direct.json")
     if raw is None:
         return None, "no directly loadable module stored"

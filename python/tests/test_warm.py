@@ -490,15 +490,21 @@ class DirectModule(_StoredCode):
                  ([("direct.json", bad)], "output 1 is alias_of_input"),
                  ([("direct.json", _DIRECT_OK), ("direct.py", b"raise RuntimeError('boom')")],
                   "did not load: RuntimeError: boom"),
-                 ([("direct.json", _DIRECT_OK)], "direct.py missing")]
+                 ([("direct.json", _DIRECT_OK)], "direct.py missing"),
+                 ([("direct.json", _DIRECT_OK), ("direct.py", _DIRECT_PY)],
+                  "MAGI_AOT_DIRECT=0")]
         for i, (blobs, why) in enumerate(cases):
             with self.subTest(why=why):
                 cache = os.path.join(self.tmp, "c%d" % i)
                 self.store_with(cache, blobs)
+                if why.startswith("MAGI_AOT_DIRECT"):
+                    os.environ["MAGI_AOT_DIRECT"] = "0"
+                    self.addCleanup(os.environ.pop, "MAGI_AOT_DIRECT", None)
                 rep, loads, _ = self.bind(cache)
                 self.assertEqual((rep["served"], rep["code_path"], len(loads)),
                                  ("stored", "standalone", 1), rep)
                 self.assertIn(why, rep["code_path_reason"])
+        self.assertIsNone(os.environ.get("MAGI_TEST_DIRECT_RAN"))
 
     def test_direct_call(self):
         """Misaligned inputs Inductor asked to check are copied aligned,
