@@ -24,7 +24,9 @@ Paths (each run is a fresh interpreter started by this script):
   aoti-load        AOTInductor: the package that aoti-save built
                    (torch.export + aoti_compile_and_package), loaded with
                    AOTIModelPackageLoader constructed directly (falls back to
-                   aoti_load_package).
+                   aoti_load_package); the model's use_cache is off on
+                   these two (an exported program cannot return
+                   transformers' DynamicCache), static shapes.
 Setup processes (magi-store, compile-cold, mega-save, precompile-save,
 aoti-save) run once, before the timed runs, and are reported as rows too
 (their time is a cold compile). A path that fails reports its error; the
@@ -88,7 +90,7 @@ LABEL = {
     "compile-warm": "torch.compile, warm Inductor cache",
     "mega-load": "torch mega-cache (load_cache_artifacts + torch.compile)",
     "precompile-load": "torch AOT precompile (load_compiled_function)",
-    "aoti-load": "AOTInductor package (AOTIModelPackageLoader)",
+    "aoti-load": "AOTInductor package (AOTIModelPackageLoader; use_cache=False)",
     "magi-store": "setup: magi bind_model, trace + compile + store",
     "compile-cold": "setup: torch.compile, cold Inductor cache",
     "mega-save": "setup: torch.compile cold + save_cache_artifacts",
@@ -188,6 +190,8 @@ def child(path, root, size, device):
     m, ids = _build(size, device)
     if path not in ("aoti-save", "aoti-load", "precompile-save", "precompile-load"):
         torch._dynamo.mark_dynamic(ids, 1)
+    if path in ("aoti-save", "aoti-load"):
+        m.config.use_cache = False   # torch.export cannot return the DynamicCache
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     res = {"path": path}
     t_model = time.time()
@@ -270,8 +274,9 @@ def _spawn(cmd, timeout, env=None):
     wall = time.time() - t
     lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
     if p.returncode != 0 or not lines:
-        tail = (p.stderr or p.stdout).strip().splitlines()[-3:]
-        return {"error": "rc %d: %s" % (p.returncode, " | ".join(tail)[-600:])}, wall
+        tail = [ln for ln in (p.stderr or p.stdout).strip().splitlines() if ln.strip()][-4:]
+        return {"error": "rc %d: %s" % (p.returncode, (tail or ["(no output)"])[-1][-300:]),
+                "error_context": "\n".join(tail[:-1])[-1200:]}, wall
     return json.loads(lines[-1]), wall
 
 
