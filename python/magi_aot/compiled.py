@@ -21,7 +21,12 @@ for every C++ kernel library Inductor built while compiling the region
 (Inductor's cache entry holds the generated Python module, not the shared
 objects its C++ kernels compile to; without them a fresh process would
 run the C++ compiler again). On GPU the Triton kernels are already inside
-the standalone artifact.
+the standalone artifact. "direct.json" (always): whether the compiled
+graph runs without AOTAutograd's runtime wrappers and why not, the inputs
+to align, the CPU vector ISA; where it does, "direct.py" (Inductor's
+generated module, header imports lightened) and "direct.pyc" (its code
+object, marshal of the Python in the key): the load runs that module
+(load_direct) and falls back to the standalone artifact.
 
 The key (`environment_key`): torch version and git revision, Python
 version, CUDA version, Triton version, GPU architecture (sm_XY) or CPU
@@ -37,8 +42,8 @@ names the field or file. The payload is parsed only after the library
 verified the section's digest; the header is JSON, so nothing is
 unpickled before the key and the blob digests match.
 
-Compiled code is code: loading it (CompiledArtifact.load unpickles, and
-the kernel libraries are dlopen'ed) runs whatever its writer put there, as
+Compiled code is code: loading it (the generated module is run,
+CompiledArtifact.load unpickles, the kernel libraries are dlopen'ed) runs whatever its writer put there, as
 the loading user, and a digest proves only that the bytes are intact, not
 who wrote them. So stored code is loaded only when the caller says the
 payloads can only be this user's own (bind_model: the cache directories
@@ -386,7 +391,8 @@ def compile_region(gm, example_inputs, *, options=None):
     # Removed at exit, not now: the returned callable may still open files
     # there (kernels loaded on first use).
     atexit.register(shutil.rmtree, tmp, True)
-    with temporary_cache_dir(tmp), _config(cpp_cache_precompile_headers=False):
+    with temporary_cache_dir(tmp), _config(cpp_cache_precompile_headers=False), \
+            _capture_graphs() as seen:
         _forget_loaded_kernels()
         art = standalone_compile(gm, example_inputs, dynamic_shapes="from_graph",
                                  options=dict(options or {}))
@@ -396,8 +402,261 @@ def compile_region(gm, example_inputs, *, options=None):
             blob = f.read()
         os.unlink(path)
         _isa_probes(tmp)
-        blobs = [("standalone", blob)] + _so_blobs(tmp)
+        blobs = [("standalone", blob)] + _so_blobs(tmp) + _direct_blobs(seen)
     return art, blobs
+
+
+# ------------------------------------------------------------------ the direct module
+DIRECT_VERSION = 1
+DIRECT_ENV = "MAGI_AOT_DIRECT"   # "0": load stored code with CompiledArtifact.load only
+
+
+@contextlib.contextmanager
+def _capture_graphs():
+    """The output graphs Inductor builds inside the block, each with
+    AOTAutograd's runtime metadata of the graph it compiled
+    ([(CompiledFxGraph, ViewAndMutationMeta or None)])."""
+    seen = []
+    try:
+        from torch._inductor import output_code
+        cls = output_code.CompiledFxGraph
+    except (ImportError, AttributeError):
+        yield seen
+        return
+    orig = cls.__init__
+
+    def init(self, *a, **k):
+        orig(self, *a, **k)
+        meta = None
+        try:
+            from torch._guards import TracingContext
+            meta = getattr(TracingContext.try_get(), "fw_metadata", None)
+        except Exception:  # noqa: BLE001 - internals of another torch release
+            pass
+        seen.append((self, meta))
+    cls.__init__ = init
+    try:
+        yield seen
+    finally:
+        cls.__init__ = orig
+
+
+def _direct_refusal(seen):
+    """None when the one compiled graph can run without AOTAutograd's
+    runtime wrappers (its call(args) returns exactly the region's outputs),
+    else why not."""
+    import torch
+    if torch.is_grad_enabled():
+        return "compiled with grad enabled (an autograd graph)"
+    if len(seen) != 1:
+        return "Inductor built %d output graphs, not one" % len(seen)
+    g, meta = seen[0]
+    if meta is None:
+        return "no AOTAutograd metadata for the graph"
+    if not isinstance(getattr(g, "source_code", None), str) or not g.source_code:
+        return "no generated module source"
+    for what in ("constants", "torchbind_constants", "opaque_value_type_classes",
+                 "mutated_inputs", "partition_maps"):
+        if getattr(g, what, None):
+            return "the compiled graph has %s" % what
+    if getattr(g, "cudagraph_info", None) is not None or getattr(g, "_boxed_call", True) is not True:
+        return "the compiled graph runs through CUDA graphs or an unboxed call"
+    for i, inp in enumerate(meta.input_info):
+        if any(getattr(inp, f, False) for f in ("mutates_data", "mutates_metadata",
+                                                "mutates_storage_metadata",
+                                                "mutation_inductor_storage_resize")):
+            return "input %d is mutated" % i
+    for i, out in enumerate(meta.output_info):
+        kind = getattr(out.output_type, "name", str(out.output_type))
+        if kind != "non_alias" or getattr(out, "requires_grad", False):
+            return "output %d is %s (AOTAutograd rebuilds it at run time)" % (i, kind)
+    if getattr(meta, "num_intermediate_bases", 0) or getattr(meta, "tokens", None) or \
+            getattr(meta, "num_graphsafe_rng_states", 0):
+        return "intermediate bases, effect tokens or RNG states"
+    for m in list(getattr(meta, "subclass_inp_meta", ())) + \
+            list(getattr(meta, "subclass_fw_graph_out_meta", ())):
+        if not isinstance(m, int) and type(m).__name__ != "PlainTensorMeta":
+            return "a tensor subclass among the inputs or outputs"
+    return None
+
+
+def _direct_blobs(seen):
+    """"direct.json" (always: eligible or why not) and, when eligible,
+    "direct.py" (Inductor's generated module) and "direct.pyc" (its code
+    object, marshalled for this Python)."""
+    import marshal
+    try:
+        why = _direct_refusal(seen)
+    except Exception as e:  # noqa: BLE001 - internals of another torch release
+        why = "metadata not readable: %s" % e
+    meta = {"version": DIRECT_VERSION, "eligible": why is None, "why": why}
+    if why is not None:
+        return [("direct.json", json.dumps(meta).encode())]
+    g = seen[0][0]
+    src, meta["lightened"] = _lighter_imports(g.source_code)
+    meta["inputs_to_check"] = [int(i) for i in (getattr(g, "inputs_to_check", None) or ())]
+    meta["python"] = sys.version
+    if "cpu" in (getattr(g, "device_types", None) or ()):
+        try:
+            from torch._inductor.cpu_vec_isa import pick_vec_isa
+            meta["vec_isa"] = str(pick_vec_isa())
+        except Exception:  # noqa: BLE001 - internals of another torch release
+            pass
+    code = compile(src, "<magi region module>", "exec")
+    return [("direct.json", json.dumps(meta).encode()), ("direct.py", src.encode()),
+            ("direct.pyc", marshal.dumps(code))]
+
+
+_EXTERN_IMPORT = "from torch._inductor.select_algorithm import extern_kernels"
+_ALIGN_IMPORT = "from torch._inductor.codegen.memory_planning import _align as align"
+
+
+def _lighter_imports(src):
+    """(source, [what changed]): the generated module's header imports
+    Inductor's autotuner (select_algorithm, and through it the lowerings)
+    for its `extern_kernels` namespace and the memory planner for `align`;
+    seconds in a fresh process. Where every `extern_kernels.NAME` the
+    module calls is, in this (the compiling) process, the very function
+    torch.NAME, the import becomes a namespace of those functions; the
+    `align` import goes where the module never calls align."""
+    import re
+    import torch
+    lines = src.split("\n")
+    done = []
+    if _EXTERN_IMPORT in lines:
+        names = sorted(set(re.findall(r"\bextern_kernels\.(\w+)", src)))
+        try:
+            from torch._inductor.select_algorithm import extern_kernels
+            same = all(getattr(extern_kernels, n, None) is getattr(torch, n, object())
+                       for n in names)
+        except Exception:  # noqa: BLE001 - internals of another torch release
+            same = False
+        if same:
+            lines[lines.index(_EXTERN_IMPORT)] = (
+                "import types as _magi_types; extern_kernels = _magi_types.SimpleNamespace(%s)"
+                % ", ".join("%s=torch.%s" % (n, n) for n in names))
+            done.append("extern_kernels: " + (", ".join(names) or "none used"))
+    if _ALIGN_IMPORT in lines and not re.search(r"\balign\(", src):
+        lines[lines.index(_ALIGN_IMPORT)] = "pass"
+        done.append("align (unused)")
+    return "\n".join(lines), done
+
+
+@contextlib.contextmanager
+def _known_vec_isa(recorded):
+    """While the stored module loads: Inductor picks the CPU vector ISA
+    for its kernel libraries' build flags (their paths hash them) by
+    building a probe library per ISA and loading each in a child Python
+    (a subprocess per probe, each time a process starts). The libraries
+    are already built, so the probes are not run when the CPU's flags
+    alone (/proc/cpuinfo, torch.cpu's feature checks) pick the ISA the
+    compiling process picked: vec_isa_ok for the base probes, and no
+    child Python for the finer ones (bf16, VNNI), which still check the
+    CPU's feature. Inductor's ISA choices are forgotten afterwards, so a
+    later compile in this process probes as usual. Otherwise the probes
+    run."""
+    if not recorded:
+        yield
+        return
+    try:
+        from torch._inductor import cpu_vec_isa
+        classes = [cpu_vec_isa.VecISA] + [type(i) for i in cpu_vec_isa.supported_vec_isa_list]
+
+        def forget():
+            cpu_vec_isa.valid_vec_isa_list.cache_clear()
+            for cls in classes:
+                for f in vars(cls).values():
+                    if callable(getattr(f, "cache_clear", None)):
+                        f.cache_clear()
+        probe = getattr(cpu_vec_isa.VecISA, "_probe_load", None)
+        with _config(**{"cpp.vec_isa_ok": True}):
+            if probe is not None:
+                cpu_vec_isa.VecISA._probe_load = lambda self, path: True
+            try:
+                ok = str(cpu_vec_isa.pick_vec_isa()) == recorded
+            finally:
+                if probe is not None:
+                    cpu_vec_isa.VecISA._probe_load = probe
+        if not ok:
+            forget()
+    except Exception:  # noqa: BLE001 - internals of another torch release
+        yield
+        return
+    if not ok:
+        yield
+        return
+    try:
+        with _config(**{"cpp.vec_isa_ok": True}):
+            yield
+    finally:
+        forget()
+
+
+class DirectCall:
+    """Inductor's generated call(args) for a region whose compiled graph
+    needs no AOTAutograd runtime wrapper (checked when it was stored): the
+    inputs Inductor asked to have aligned are copied when they are not, and
+    an inference graph runs with grad off, as AOTAutograd runs it."""
+
+    def __init__(self, call, inputs_to_check):
+        self._call = call
+        self._check = tuple(inputs_to_check)
+
+    def __call__(self, *args):
+        import torch
+        args = list(args)
+        for i in self._check:
+            a = args[i]
+            if isinstance(a, torch.Tensor) and a.data_ptr() % 16:
+                from torch._inductor.utils import clone_preserve_strides
+                args[i] = clone_preserve_strides(a)
+        if torch.is_grad_enabled():
+            with torch.no_grad():
+                return list(self._call(args))
+        return list(self._call(args))
+
+
+def load_direct(blobs, timings):
+    """(callable, None) from the stored generated module, or (None, why not)
+    when the payload has none or it does not load (the caller then loads
+    the standalone artifact). The kernel libraries are put in place first
+    (CPU); Triton kernels compile from the module through Triton's cache."""
+    import marshal
+    import types
+    if os.environ.get(DIRECT_ENV) == "0":
+        return None, "%s=0" % DIRECT_ENV
+    raw = blobs.get("direct.json")
+    if raw is None:
+        return None, "no directly loadable module stored"
+    try:
+        meta = json.loads(raw.decode("utf-8"))
+    except ValueError as e:
+        return None, "direct.json is not JSON: %s" % e
+    if not isinstance(meta, dict) or meta.get("version") != DIRECT_VERSION:
+        return None, "direct module of another format version"
+    if not meta.get("eligible"):
+        return None, "not stored directly loadable: %s" % meta.get("why")
+    if "direct.py" not in blobs:
+        return None, "direct.py missing"
+    t = time.perf_counter()
+    try:
+        timings["restore_so_files"] = _restore_so(blobs)
+        code = None
+        if meta.get("python") == sys.version and "direct.pyc" in blobs:
+            try:
+                code = marshal.loads(blobs["direct.pyc"])
+            except (ValueError, EOFError, TypeError):
+                code = None
+        if not isinstance(code, types.CodeType):
+            code = compile(blobs["direct.py"].decode("utf-8"), "<magi region module>", "exec")
+        mod = types.ModuleType("magi_aot_region")
+        with _load_config(), _known_vec_isa(meta.get("vec_isa")):
+            exec(code, mod.__dict__)  # noqa: S102 - trusted stored code (module doc)
+        call = mod.__dict__["call"]
+    except Exception as e:  # noqa: BLE001 - any failure: the standalone artifact serves
+        return None, "direct module did not load: %s: %s" % (type(e).__name__, e)
+    timings["direct_load_s"] = time.perf_counter() - t
+    return DirectCall(call, meta.get("inputs_to_check") or ()), None
 
 
 def make_header(key, traced_files, placeholders, options=None, grad_enabled=False):
@@ -456,7 +715,15 @@ def _load_config():
 def _config(**kw):
     """inductor config.patch of the settings this torch release has."""
     from torch._inductor import config
-    return config.patch({k: v for k, v in kw.items() if hasattr(config, k)})
+
+    def has(name):
+        obj = config
+        for part in name.split("."):
+            if not hasattr(obj, part):
+                return False
+            obj = getattr(obj, part)
+        return True
+    return config.patch({k: v for k, v in kw.items() if has(k)})
 
 
 def load_standalone(blobs, timings):
@@ -584,7 +851,9 @@ def load_region_code(region, payloads, *, transport_used="as_saved", allow_compi
                     from its graph instead and the reason says why
     allow_targets   opt-ins past the loader's allow-list of graph targets
     Returns (callable, report); report = {"served": "stored" | "compiled",
-    "reason": None | why the stored code was not used, "stale_sources":
+    "reason": None | why the stored code was not used, "code_path":
+    "direct" | "standalone" | None (how stored code was loaded),
+    "code_path_reason": None | why not directly, "stale_sources":
     [files] (then the graph itself may be stale: callers should re-trace),
     "untrusted": None | why the payloads' writer is not known to be this
     user, "timings": {...}}."""
@@ -592,7 +861,8 @@ def load_region_code(region, payloads, *, transport_used="as_saved", allow_compi
     timings = {}
     header, blobs, reason = choose(region, payloads, transport_used)
     report = {"served": None, "reason": reason, "stale_sources": [], "timings": timings,
-              "header": header, "untrusted": untrusted}
+              "header": header, "untrusted": untrusted, "code_path": None,
+              "code_path_reason": None}
     if reason and reason.startswith("source changed"):
         report["stale_sources"] = reason.split(": ", 1)[1].split(", ")
     if header is not None and untrusted and not trust_opted_in(trust_compiled):
@@ -602,7 +872,11 @@ def load_region_code(region, payloads, *, transport_used="as_saved", allow_compi
         report["reason"] = reason
         header = blobs = None
     if header is not None:
-        fn = load_standalone(blobs, timings)
+        fn, why = load_direct(blobs, timings)
+        report["code_path"], report["code_path_reason"] = "direct", why
+        if fn is None:
+            fn = load_standalone(blobs, timings)
+            report["code_path"] = "standalone"
         report["served"] = "stored"
     else:
         if not allow_compile:

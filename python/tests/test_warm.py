@@ -305,14 +305,10 @@ class ReturnValue(unittest.TestCase):
         self.assertIn("no_such_module.Cls is not an imported class", cm.exception.message)
 
 
-@unittest.skipUnless(HAVE_TORCH, TORCH_REASON)
-class Trust(unittest.TestCase):
-    """Stored code is code: bind_model loads it only from a cache entry
-    only this user can have written, or on an explicit opt-in; otherwise it
-    compiles the region from its graph and says why. The region is traced
-    by Dynamo for real; the compiled code is a stand-in payload, and
-    CompiledArtifact.load (the unpickler) and the compile from the graph are
-    replaced by recorders, so the test shows which one would run."""
+class _StoredCode(unittest.TestCase):
+    """A model traced by Dynamo for real into a cache with a stand-in
+    payload; CompiledArtifact.load (the unpickler) and the compile from the
+    graph replaced by recorders, so a test shows which one would run."""
 
     def setUp(self):
         import torch
@@ -380,6 +376,13 @@ class Trust(unittest.TestCase):
             fwd = magi_aot.bind_model(self.model(), cache, "trust", **kw)
         return fwd.report, loads, compiles
 
+
+@unittest.skipUnless(HAVE_TORCH, TORCH_REASON)
+class Trust(_StoredCode):
+    """Stored code is code: bind_model loads it only from a cache entry
+    only this user can have written, or on an explicit opt-in; otherwise it
+    compiles the region from its graph and says why."""
+
     def test_own_cache_serves_stored_code(self):
         cache = os.path.join(self.tmp, "own")
         self.store(cache)
@@ -430,6 +433,96 @@ class Trust(unittest.TestCase):
         cg.assert_called_once()
         self.assertEqual(rep["served"], "compiled")
         self.assertIn("stored code not loaded", rep["reason"])
+
+
+_DIRECT_OK = json.dumps({"version": 1, "eligible": True, "why": None,
+                         "inputs_to_check": []}).encode()
+_DIRECT_PY = b"""
+import os
+os.environ["MAGI_TEST_DIRECT_RAN"] = "1"
+def call(args):
+    args.clear()
+    return ("direct",)
+"""
+
+
+@unittest.skipUnless(HAVE_TORCH, TORCH_REASON)
+class DirectModule(_StoredCode):
+    """Stored code loads as Inductor's generated module run directly (no
+    CompiledArtifact.load) when the payload carries one; a payload without
+    it, one stored not directly loadable, or a module that fails to load
+    is served by the standalone artifact, and the report says which path
+    served and why. A module from a cache others can write is never run."""
+
+    def setUp(self):
+        super().setUp()
+        os.environ.pop("MAGI_TEST_DIRECT_RAN", None)
+        self.addCleanup(os.environ.pop, "MAGI_TEST_DIRECT_RAN", None)
+
+    def store_with(self, cache, blobs, shared=False):
+        from unittest import mock
+        real = compiled.pack
+
+        def pack(header, bl):
+            return real(header, list(bl) + blobs)
+        with mock.patch("magi_aot.compiled.pack", pack):
+            return self.store(cache, shared)
+
+    def test_direct_module_serves(self):
+        cache = os.path.join(self.tmp, "own")
+        self.store_with(cache, [("direct.json", _DIRECT_OK), ("direct.py", _DIRECT_PY)])
+        rep, loads, compiles = self.bind(cache)
+        self.assertEqual((rep["served"], rep["code_path"]), ("stored", "direct"), rep)
+        self.assertIsNone(rep["code_path_reason"])
+        self.assertEqual((len(loads), len(compiles)), (0, 0))
+        self.assertEqual(os.environ.get("MAGI_TEST_DIRECT_RAN"), "1")
+
+    def test_group_shared_cache_never_runs_the_module(self):
+        cache = os.path.join(self.tmp, "shared")
+        self.store_with(cache, [("direct.json", _DIRECT_OK), ("direct.py", _DIRECT_PY)],
+                        shared=True)
+        rep, loads, compiles = self.bind(cache)
+        self.assertIsNone(os.environ.get("MAGI_TEST_DIRECT_RAN"))
+        self.assertEqual((rep["served"], len(loads), len(compiles)), ("compiled", 0, 1))
+
+    def test_fallbacks_name_the_reason(self):
+        bad = json.dumps({"version": 1, "eligible": False,
+                          "why": "output 1 is alias_of_input"}).encode()
+        cases = [([], "no directly loadable module stored"),
+                 ([("direct.json", bad)], "output 1 is alias_of_input"),
+                 ([("direct.json", _DIRECT_OK), ("direct.py", b"raise RuntimeError('boom')")],
+                  "did not load: RuntimeError: boom"),
+                 ([("direct.json", _DIRECT_OK)], "direct.py missing"),
+                 ([("direct.json", _DIRECT_OK), ("direct.py", _DIRECT_PY)],
+                  "MAGI_AOT_DIRECT=0")]
+        for i, (blobs, why) in enumerate(cases):
+            with self.subTest(why=why):
+                cache = os.path.join(self.tmp, "c%d" % i)
+                self.store_with(cache, blobs)
+                if why.startswith("MAGI_AOT_DIRECT"):
+                    os.environ["MAGI_AOT_DIRECT"] = "0"
+                    self.addCleanup(os.environ.pop, "MAGI_AOT_DIRECT", None)
+                rep, loads, _ = self.bind(cache)
+                self.assertEqual((rep["served"], rep["code_path"], len(loads)),
+                                 ("stored", "standalone", 1), rep)
+                self.assertIn(why, rep["code_path_reason"])
+        self.assertIsNone(os.environ.get("MAGI_TEST_DIRECT_RAN"))
+
+    def test_direct_call(self):
+        """Misaligned inputs Inductor asked to check are copied aligned,
+        and the call runs with grad off."""
+        torch = self.torch
+        seen = []
+
+        def call(args):
+            seen.append((args[0].data_ptr() % 16, torch.is_grad_enabled()))
+            return (args[0] + 1,)
+        base = torch.zeros(9)
+        fn = compiled.DirectCall(call, [0])
+        out = fn(base[1:])
+        self.assertEqual(seen, [(0, False)])
+        self.assertIsInstance(out, list)
+        self.assertTrue(torch.equal(out[0], torch.ones(8)))
 
 
 def _run_child(cache, model_py, state, out, *extra):

@@ -10,7 +10,8 @@ returns a dict with a nested tuple, and a model with a data-dependent
 branch between its layers (a graph break: served per submodule, the
 layers and the head bound, the loop and the branch run as Python, the
 break named with its file:line); the second does the same with 0 Dynamo graphs, 0
-Inductor code generations and 0 C++ builds. Checked: every call returns
+Inductor code generations and 0 C++ builds, each region's code served by
+Inductor's generated module run directly (report code_path "direct"). Checked: every call returns
 what model(...) returns (the same type: CausalLMOutputWithPast with its
 DynamicCache, dict, tensor) with the same values as eager and as the
 first process; a second sequence length recompiles in the first process
@@ -74,6 +75,9 @@ class WarmModels(unittest.TestCase):
             with self.subTest(model=name):
                 self.assertEqual(r["report"]["served"], "stored", r["report"])
                 self.assertIsNone(r["report"]["reason"])
+                # Inductor's generated module run directly, no CompiledArtifact.load
+                self.assertEqual(r["report"]["code_path"], "direct",
+                                 r["report"]["code_path_reason"])
 
     def test_returns_what_the_model_returns(self):
         self.assertEqual(sorted(self.b["models"]),

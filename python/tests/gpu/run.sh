@@ -2,7 +2,7 @@
 # One device call on the H200 machine (PyTorch 2.11, CUDA 13, no msgpack or
 # jansson): build libmagi_aot from the working tree, run the Python tests
 # (binding + torch), then the save/load round trip and the benchmark.
-#   bash python/tests/gpu/run.sh [all|unittest|warmprocs|roundtrip|zoo|runtime|exposed|warmstart|opshost|titan]
+#   bash python/tests/gpu/run.sh [all|unittest|warmprocs|roundtrip|zoo|runtime|exposed|warmstart|warmchecks|opshost|titan]
 # (unittest: the Python suite but test_warm.WarmStartProcesses, which runs
 # alone as warmprocs: its fresh processes take ~400 s on one H200 machine)
 # (zoo: the model-zoo table of gpu/zoo.py into $OUT/zoo, docs/ZOO.md)
@@ -20,8 +20,6 @@
 # sharing the GPU, call alone / + the one wait a loaded graph holds / + 20
 # waits, beside torch's NCCL coalesced gather of the same shapes, one table
 # into $OUT/opshost.log and $OUT/opshost.json)
-# (warmstart: python/tests/gpu/warmstart.py into $OUT/warmstart - magi cache vs torch's
-# cold / warm / mega-cache warm start, fresh processes; not part of all: ~8 minutes)
 # (titan: the library with the cuda backend, then python/tests/titan_e2e.py
 # with torchtitan's SimpleFSDP Llama3 on 4 ranks sharing the one GPU: fp32
 # vocab 1000 and bf16 vocab 1001 (uneven), saved in rank processes, loaded
@@ -31,6 +29,12 @@
 # torchtitan importable: 0.2.2 and the wheels it needs (docs/PYTHON.md,
 # "run.sh titan") installed by the device command into a --target dir on
 # PYTHONPATH. Results in $OUT/titan; not part of all)
+# (warmstart: bench/warmstart.py into $OUT/warmstart - the warm-start benchmark: eager,
+# magi bind_model, torch.compile's warm Inductor cache, mega-cache, AOT precompile and
+# AOTInductor, every path timed by the same code in fresh processes, 3 runs each, the
+# torch anchor's eager/cold/warm beside; not part of all: ~6 minutes)
+# (warmchecks: python/tests/gpu/warmstart.py into $OUT/warmchecks - the warm start's
+# checks: simulated other GPU architecture, flipped byte, Mixtral; ~8 minutes)
 # Debian packages the machine lacks travel in .debs/ (see docs/PYTHON.md);
 # .debs/fallback/ holds zstd/OpenSSL/pkgconf, unpacked only when missing.
 # Logs and JSON results go to $OUT (or /tmp/magi-gpu-out).
@@ -133,8 +137,14 @@ if [ "$what" = warmprocs ]; then
   [ "${PIPESTATUS[0]}" -eq 0 ] || fail=1
 fi
 if [ "$what" = warmstart ]; then
-  stamp "warm start: magi cache vs torch.compile cold / warm / mega-cache"
-  timeout 560 python3 python/tests/gpu/warmstart.py --out "$OUT/warmstart" 2>&1 | tee "$OUT/warmstart.log" | tail -40
+  stamp "warm start benchmark: every path by the same clock, fresh processes"
+  timeout 540 python3 bench/warmstart.py --out "$OUT/warmstart" --runs 3 --device cuda \
+    --anchor-modes eager,cold,warm --budget 400 --timeout 150 2>&1 | tee "$OUT/warmstart.log" | grep -v '^{' | tail -40
+  [ "${PIPESTATUS[0]}" -eq 0 ] || fail=1
+fi
+if [ "$what" = warmchecks ]; then
+  stamp "warm start checks: simulated key, flipped byte, Mixtral"
+  timeout 560 python3 python/tests/gpu/warmstart.py --out "$OUT/warmchecks" --skip-anchor 2>&1 | tee "$OUT/warmchecks.log" | tail -40
   [ "${PIPESTATUS[0]}" -eq 0 ] || fail=1
 fi
 if [ "$what" = zoo ]; then
