@@ -1015,7 +1015,14 @@ class _Split:
         reasons = [p.report.get("reason") for p in self.parts.values() if p.report.get("reason")]
         agg = next((s for s in ("traced", "compiled", None) if s in served), "stored") \
             if served else None
+        paths = [p.report.get("code_path") for p in self.parts.values()]
+        path_why = ["%s: %s" % (k, p.report["code_path_reason"]) for k, p in self.parts.items()
+                    if p.report.get("code_path_reason")]
         return {"served": agg, "reason": self.reason or (reasons[0] if reasons else None),
+                # "direct" when every bound submodule's code ran directly, else the first other path
+                "code_path": ("direct" if paths and all(x == "direct" for x in paths)
+                              else next((x for x in paths if x != "direct"), None)),
+                "code_path_reason": path_why[0] if path_why else None,
                 "recompiles": ["%s: %s" % (k, r) for k, p in self.parts.items()
                                for r in p.report.get("recompiles") or ()],
                 "modules": {k: p.report.get("served") for k, p in self.parts.items()},
