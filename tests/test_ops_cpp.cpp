@@ -27,6 +27,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -196,6 +198,31 @@ int run_region(const OpsApi &api, uint32_t rank, const char *region, const char 
         }
     }
     EXPECT(calls > 0, "%s: no gather was rewritten", region);
+
+    // MAGI_OPS_CPP_CALLS=N: host time of each coalesced call, N calls, the
+    // median (the kernels' own cost, no Python; not part of the test).
+    const char *env = std::getenv("MAGI_OPS_CPP_CALLS");
+    long timed = env ? std::strtol(env, nullptr, 10) : 0;
+    for (uint32_t k = 0; timed > 0 && k < ng; k++) {
+        if (g[k].reason != MAGI_SYMM_REWRITTEN || !g[k].coalesced) continue;
+        uint32_t w = slots[g[k].slots[0]].window;
+        std::vector<at::Tensor> in;
+        for (uint32_t j = 0; j < g[k].n_slots; j++) in.push_back(weights[g[k].slots[j]]);
+        std::vector<double> us;
+        for (long c = 0; c < timed; c++) {
+            auto t0 = std::chrono::steady_clock::now();
+            torch::jit::Stack st{c10::IValue(in), c10::IValue(static_cast<int64_t>(win[w].group_size)),
+                                 c10::IValue(std::string(win[w].group))};
+            coalesced->callBoxed(&st);
+            st.clear();
+            us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+        }
+        std::sort(us.begin(), us.end());
+        std::printf("rank %u: %s: gather %s (%u inputs): %.1f us per call, median of %ld\n", rank, region,
+                    g[k].name, g[k].n_slots, us[us.size() / 2], timed);
+        calls += timed;
+        outputs += timed * g[k].n_slots;
+    }
 
     // An unbound tensor is refused.
     {
