@@ -199,6 +199,39 @@ int run_region(const OpsApi &api, uint32_t rank, const char *region, const char 
     }
     EXPECT(calls > 0, "%s: no gather was rewritten", region);
 
+    // The outputs of a coalesced call: a storage of its own each, of the
+    // output's bytes, in one block; one kept after the others and the
+    // call's list are gone keeps its bytes while memory is reused.
+    for (uint32_t k = 0; k < ng; k++) {
+        if (g[k].reason != MAGI_SYMM_REWRITTEN || !g[k].coalesced || g[k].n_slots < 2) continue;
+        uint32_t w = slots[g[k].slots[0]].window, sl = g[k].slots[1];
+        std::vector<at::Tensor> in;
+        for (uint32_t j = 0; j < g[k].n_slots; j++) in.push_back(weights[g[k].slots[j]]);
+        torch::jit::Stack st{c10::IValue(in), c10::IValue(static_cast<int64_t>(win[w].group_size)),
+                             c10::IValue(std::string(win[w].group))};
+        coalesced->callBoxed(&st);
+        calls++;
+        outputs += g[k].n_slots;
+        std::vector<at::Tensor> out = st[0].toTensorVector();
+        st.clear();
+        for (size_t a = 0; a < out.size(); a++) {
+            EXPECT(out[a].storage().nbytes() == out[a].nbytes(), "output %zu: storage of %zu bytes, tensor %zu", a,
+                   out[a].storage().nbytes(), out[a].nbytes());
+            for (size_t c = 0; c < a; c++)
+                EXPECT(!out[a].is_alias_of(out[c]), "outputs %zu and %zu share a storage", c, a);
+        }
+        at::Tensor kept = out[1];
+        out.clear();
+        std::vector<at::Tensor> junk;
+        for (int j = 0; j < 64; j++) {
+            junk.push_back(at::empty({1 << 16}, at::TensorOptions().dtype(at::kByte)));
+            std::memset(junk.back().data_ptr(), 0xa5, junk.back().nbytes());
+        }
+        EXPECT(gathered_ok(kept, slots[sl], types[sl], sl, groups[slots[sl].window]),
+               "%s: gather %s: an output kept alone changed once its siblings were freed", region, g[k].name);
+        break;
+    }
+
     // MAGI_OPS_CPP_CALLS=N: host time of each coalesced call, N calls, the
     // median (the kernels' own cost, no Python; not part of the test).
     const char *env = std::getenv("MAGI_OPS_CPP_CALLS");
