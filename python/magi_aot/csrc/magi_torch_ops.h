@@ -20,7 +20,9 @@
  * the same way), or by value (a copy of one local slot's bytes). Anything
  * else is refused: the kernels throw c10::Error (Python: RuntimeError)
  * whose message starts with the status name ("MAGI_ERR_NOT_FOUND: ...").
- * docs/SYMM.md, "The operators", says more.
+ * docs/PYTHON.md, "How an operator finds its buffer", says more; docs/SYMM.md,
+ * "From C or C++ (no Python)", lists what a runtime without Python does
+ * (tests/test_ops_cpp.cpp does it).
  *
  * Errors: functions returning int return 0 (MAGI_OK) or a negative
  * magi_status and, when err is not NULL, write a NUL-terminated message of

@@ -77,14 +77,27 @@ bool contiguous(c10::IntArrayRef shape, c10::IntArrayRef strides) {
     return true;
 }
 
-std::vector<int64_t> contiguous_strides(c10::IntArrayRef shape) {
-    std::vector<int64_t> out(shape.size());
-    int64_t step = 1;
-    for (size_t i = shape.size(); i-- > 0;) {
-        out[i] = step;
-        step *= std::max<int64_t>(shape[i], 1);
-    }
-    return out;
+// The deleter of a slice's storage: its context is a reference to the
+// block's storage, dropped when the slice's storage goes.
+void release_block(void *ctx) {
+    c10::intrusive_ptr<c10::StorageImpl>::reclaim(static_cast<c10::StorageImpl *>(ctx));
+}
+
+// A contiguous tensor of `shape` and `dtype` at `p` in `block` (nbytes of
+// it), with a storage of its own that holds a reference to the block's.
+// Built directly (one storage, one tensor, no std::function deleter, no
+// options parsing): one is made per output of every call.
+at::Tensor slice_tensor(const at::Tensor &block, void *p, uint64_t nbytes, c10::IntArrayRef shape,
+                        at::ScalarType dtype, c10::DispatchKeySet keys) {
+    c10::Storage owner = block.storage();
+    c10::DataPtr data(p, owner.unsafeReleaseStorageImpl(), &release_block, block.device());
+    c10::Storage storage(c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(),
+                                                               static_cast<int64_t>(nbytes), std::move(data),
+                                                               /*allocator=*/nullptr, /*resizable=*/false));
+    at::Tensor t = at::detail::make_tensor<c10::TensorImpl>(std::move(storage), keys,
+                                                            caffe2::TypeMeta::fromScalarType(dtype));
+    t.unsafeGetTensorImpl()->set_sizes_contiguous(shape);
+    return t;
 }
 
 }  // namespace
@@ -177,7 +190,7 @@ struct Runtime {
         if (closed) fail(MAGI_ERR_INVALID_ARG, "SymmRuntime is closed");
         auto out_shape = [&](size_t i) {
             if (shapes[i].empty()) fail(MAGI_ERR_INVALID_ARG, "magi::symm_all_gather: a 0-dimensional input");
-            std::vector<int64_t> shp(shapes[i].begin(), shapes[i].end());
+            c10::SmallVector<int64_t, 6> shp(shapes[i].begin(), shapes[i].end());
             shp[0] *= group_size;
             return shp;
         };
@@ -187,19 +200,10 @@ struct Runtime {
         } else {
             const Layout &l = layout_of(sl);
             block = at::empty({static_cast<int64_t>(l.total)}, at::TensorOptions().dtype(at::kByte).device(device));
-            c10::Storage store = block.storage();
             char *base = static_cast<char *>(block.data_ptr());
-            for (size_t i = 0; i < n; i++) {
-                std::vector<int64_t> shp = out_shape(i);
-                std::vector<int64_t> strides = contiguous_strides(shp);
-                // its own storage over the slice; the deleter holds the block
-                outs[i] = at::for_blob(base + l.offsets[i], shp)
-                              .strides(strides)
-                              .deleter([store](void *) {})
-                              .options(at::TensorOptions().dtype(dtypes[i]).device(device))
-                              .target_device(device)
-                              .make_tensor();
-            }
+            c10::DispatchKeySet keys(device.is_cuda() ? c10::DispatchKey::CUDA : c10::DispatchKey::CPU);
+            for (size_t i = 0; i < n; i++)
+                outs[i] = slice_tensor(block, base + l.offsets[i], sizes[i], out_shape(i), dtypes[i], keys);
         }
         for (size_t i = 0; i < n; i++) dsts[i] = outs[i].data_ptr();
         auto launch = [&](void *stream) {
@@ -238,14 +242,17 @@ struct Key {
     int8_t dev_index;
     uintptr_t ptr;
     std::string group;
+    size_t group_hash;  // of group, computed once (a call looks up all its inputs in one group)
+    Key(int8_t type, int8_t index, uintptr_t p, std::string g)
+        : dev_type(type), dev_index(index), ptr(p), group(std::move(g)), group_hash(std::hash<std::string>()(group)) {}
     bool operator==(const Key &o) const {
         return ptr == o.ptr && dev_type == o.dev_type && dev_index == o.dev_index && group == o.group;
     }
 };
 struct KeyHash {
     size_t operator()(const Key &k) const noexcept {
-        return std::hash<uintptr_t>()(k.ptr) ^ (std::hash<std::string>()(k.group) << 1) ^
-               (static_cast<size_t>(k.dev_type) << 40) ^ (static_cast<size_t>(k.dev_index) << 48);
+        return std::hash<uintptr_t>()(k.ptr) ^ (k.group_hash << 1) ^ (static_cast<size_t>(k.dev_type) << 40) ^
+               (static_cast<size_t>(k.dev_index) << 48);
     }
 };
 struct Entry {
@@ -305,6 +312,45 @@ class Registry {
     uint64_t size() {
         std::lock_guard<std::mutex> lk(mu_);
         return entries_.size();
+    }
+
+    // Every input of a call: the identity matches under one lock, with the
+    // group hashed once and the runtime's reference taken once; the others
+    // through lookup().
+    std::vector<Found> lookup_all(const std::vector<at::Tensor> &ts, const std::string &group) {
+        size_t n = ts.size();
+        std::vector<Found> out(n);
+        std::vector<size_t> missed;
+        {
+            std::lock_guard<std::mutex> lk(mu_);
+            Key key(0, 0, 0, group);
+            const Entry *prev = nullptr;
+            for (size_t i = 0; i < n; i++) {
+                const at::Tensor &t = ts[i];
+                key.dev_type = static_cast<int8_t>(t.device().type());
+                key.dev_index = t.device().index();
+                key.ptr = reinterpret_cast<uintptr_t>(t.data_ptr());
+                auto it = entries_.find(key);
+                if (it != entries_.end()) {
+                    const Entry &e = it->second;
+                    if (e.dtype == t.scalar_type() && t.sizes().equals(e.shape) && t.strides().equals(e.strides)) {
+                        bool same_owner = prev && !prev->rt.owner_before(e.rt) && !e.rt.owner_before(prev->rt);
+                        Found &f = out[i];
+                        f.rt = same_owner ? out[i - 1].rt : e.rt.lock();
+                        if (f.rt && !f.rt->closed) {
+                            f.slot = e.slot;
+                            prev = &e;
+                            continue;
+                        }
+                        f.rt.reset();
+                    }
+                }
+                prev = nullptr;
+                missed.push_back(i);
+            }
+        }
+        for (size_t i : missed) out[i] = lookup(ts[i], group);
+        return out;
     }
 
     Found lookup(const at::Tensor &t, const std::string &group) {
@@ -433,9 +479,7 @@ at::Tensor apply_view(at::Tensor out, const Found &f, int64_t group_size, bool d
 std::vector<at::Tensor> gather(const std::vector<at::Tensor> &ts, int64_t group_size, const std::string &group,
                                const char *op) {
     size_t n = ts.size();
-    std::vector<Found> found;
-    found.reserve(n);
-    for (const at::Tensor &t : ts) found.push_back(registry().lookup(t, group));
+    std::vector<Found> found = registry().lookup_all(ts, group);
     std::vector<uint32_t> slots(n);
     std::vector<at::ScalarType> dtypes(n);
     std::vector<c10::IntArrayRef> shapes(n);
