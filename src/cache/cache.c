@@ -7,7 +7,7 @@
  * name is removed (a reader racing gc or a replacement reads a complete,
  * consistent entry). Writers lock their temporary with flock(2), so gc can
  * tell a dead writer's leftovers from a live one's work in progress. */
-#include "rebuild_internal.h"
+#include "cache_internal.h"
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
