@@ -46,7 +46,7 @@ static void fix_digests(uint8_t *d, size_t size) {
     magi_sha256(d, (size_t)table_end, d + table_end);
 }
 
-static void load_bytes(const uint8_t *d, size_t size, const magi_load_options *o) {
+static void load_bytes(const uint8_t *d, size_t size, const magi_read_limits *o) {
     magi_artifact *a = (magi_artifact *)o;
     magi_status st = magi_artifact_open(&a, d, size, o);
     if (st) {
@@ -76,7 +76,7 @@ static void load_bytes(const uint8_t *d, size_t size, const magi_load_options *o
     magi_artifact_free(a);
 }
 
-static void load_as_file(const uint8_t *d, size_t size, const magi_load_options *o) {
+static void load_as_file(const uint8_t *d, size_t size, const magi_read_limits *o) {
     int fd = memfd_create("magi-fuzz", MFD_CLOEXEC);
     if (fd < 0) return;
     size_t off = 0;
@@ -110,7 +110,7 @@ static void load_as_file(const uint8_t *d, size_t size, const magi_load_options 
     close(fd);
 }
 
-static void load_sections(const uint8_t *d, size_t size, const magi_load_options *o) {
+static void load_sections(const uint8_t *d, size_t size, const magi_read_limits *o) {
     magi_raw_section secs[16];
     uint32_t n = 0;
     while (size >= 5 && n < 16) {
@@ -135,7 +135,7 @@ static void load_sections(const uint8_t *d, size_t size, const magi_load_options
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
-    magi_load_options o = fuzz_load_options();
+    magi_read_limits o = fuzz_load_options();
     uint8_t mode = data[0] & 3;
     data++;
     size--;

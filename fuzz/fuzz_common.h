@@ -26,8 +26,8 @@
 
 /* Limits used by every target: small enough that one input stays far below
  * -rss_limit_mb=256, large enough for the real fixtures. */
-static inline magi_load_options fuzz_load_options(void) {
-    magi_load_options o = MAGI_LOAD_OPTIONS_INIT;
+static inline magi_read_limits fuzz_load_options(void) {
+    magi_read_limits o = MAGI_READ_LIMITS_INIT;
     o.max_input_bytes = 4u << 20;
     o.max_decompressed_bytes = 32u << 20;
     o.max_depth = 0; /* default 128 */

@@ -1,5 +1,6 @@
-# Canonical fingerprints, diff and cost-table keys (src/canon, tools/cmd_{fingerprint,diff,costs}.c).
+# Tests of the canon module (src/canon/): canonical fingerprints
+# (test_canon), and the commands over them and over the cost keys
+# (tools/cmd_{fingerprint,diff,costs}.c, test_canon_cli).
 magi_add_unit_test(test_canon SOURCES ${PROJECT_SOURCE_DIR}/tests/test_canon.c)
-magi_add_unit_test(test_costs SOURCES ${PROJECT_SOURCE_DIR}/tests/test_costs.c)
 magi_add_unit_test(test_canon_cli SOURCES ${PROJECT_SOURCE_DIR}/tests/test_canon_cli.c LABELS cli)
 add_dependencies(test_canon_cli magi-aot)

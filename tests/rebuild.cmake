@@ -1,6 +1,3 @@
-# Tests of the rebuild module: fake inputs from placeholder metadata and the
-# cross-process artifact cache.
-magi_add_unit_test(test_cache SOURCES ${PROJECT_SOURCE_DIR}/tests/test_cache.c LABELS unit cli)
-magi_add_unit_test(test_cache_xproc SOURCES ${PROJECT_SOURCE_DIR}/tests/test_cache_xproc.c LABELS crossproc)
+# Tests of the rebuild module (src/rebuild/): input descriptors from
+# placeholder metadata (the API and `magi-aot inputs`).
 magi_add_unit_test(test_inputs SOURCES ${PROJECT_SOURCE_DIR}/tests/test_inputs.c LABELS unit cli)
-

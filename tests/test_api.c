@@ -20,7 +20,7 @@ static magi_region *fixture(void) {
 static void test_version_macros_carry_the_size(void) {
 #define SIZE_OK(macro, type) \
     MT_CHECK(((macro) & 0xffffu) == (sizeof(type) & 0xffffu) && ((macro) >> 16) >= 1, #macro)
-    SIZE_OK(MAGI_LOAD_OPTIONS_VERSION, magi_load_options);
+    SIZE_OK(MAGI_READ_LIMITS_VERSION, magi_read_limits);
     SIZE_OK(MAGI_SAVE_OPTIONS_VERSION, magi_save_options);
     SIZE_OK(MAGI_SCHED_OPTIONS_VERSION, magi_sched_options);
     SIZE_OK(MAGI_CACHE_GC_OPTIONS_VERSION, magi_cache_gc_options);
@@ -31,12 +31,12 @@ static void test_version_macros_carry_the_size(void) {
     SIZE_OK(MAGI_LOADER_OPTIONS_VERSION, magi_loader_options);
 #undef SIZE_OK
     /* the INIT macros use them */
-    magi_load_options lo = MAGI_LOAD_OPTIONS_INIT;
+    magi_read_limits lo = MAGI_READ_LIMITS_INIT;
     magi_save_options so = MAGI_SAVE_OPTIONS_INIT;
     magi_sched_options sc = MAGI_SCHED_OPTIONS_INIT;
     magi_cache_gc_options gc = MAGI_CACHE_GC_OPTIONS_INIT;
     magi_cost_model cm = MAGI_COST_MODEL_H200;
-    MT_CHECK(lo.version == MAGI_LOAD_OPTIONS_VERSION && so.version == MAGI_SAVE_OPTIONS_VERSION &&
+    MT_CHECK(lo.version == MAGI_READ_LIMITS_VERSION && so.version == MAGI_SAVE_OPTIONS_VERSION &&
              sc.version == MAGI_SCHED_OPTIONS_VERSION && gc.version == MAGI_CACHE_GC_OPTIONS_VERSION &&
              cm.version == MAGI_COST_MODEL_VERSION);
     /* the shipped backends carry the ops version */
@@ -52,15 +52,50 @@ static void test_version_macros_carry_the_size(void) {
                  magi_last_error());                                                         \
     } while (0)
 
+/* The read limits' earlier names (load_options.h) are the same type,
+ * initialiser, version word and function: a caller written against them
+ * builds and runs unchanged, and its struct passes where magi_read_limits
+ * is taken (no cast: one type). */
+static void test_read_limits_earlier_names(void) {
+    MT_CHECK(MAGI_LOAD_OPTIONS_VERSION == MAGI_READ_LIMITS_VERSION);
+    MT_CHECK(sizeof(magi_load_options) == sizeof(magi_read_limits));
+    magi_load_options old = MAGI_LOAD_OPTIONS_INIT;
+    magi_read_limits *as_new = &old; /* a distinct type would warn (-Werror) */
+    magi_read_limits cur = MAGI_READ_LIMITS_INIT;
+    MT_CHECK(as_new->version == cur.version && as_new->max_input_bytes == cur.max_input_bytes &&
+             as_new->max_decompressed_bytes == cur.max_decompressed_bytes &&
+             as_new->max_depth == cur.max_depth && as_new->max_elements == cur.max_elements,
+             "the two INIT macros differ");
+    old.max_depth = 7;
+    magi_read_limits out_new;
+    magi_load_options out_old;
+    MT_OK(magi_read_limits_resolve(&out_new, &old));
+    MT_OK(magi_load_options_resolve(&out_old, as_new));
+    MT_CHECK(out_new.max_depth == 7 && out_old.max_depth == 7 &&
+             out_new.max_input_bytes == out_old.max_input_bytes &&
+             out_new.max_decompressed_bytes == out_old.max_decompressed_bytes &&
+             out_new.max_elements == out_old.max_elements &&
+             out_new.version == MAGI_READ_LIMITS_VERSION && out_old.version == out_new.version);
+    magi_region *r = NULL;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/fsdp_block.json", MAGI_FIXTURES_REAL);
+    MT_OK(magi_json_read_file(&r, path, &old));
+    magi_region_free(r);
+    MT_CHECK(magi_load_options_resolve(NULL, NULL) == MAGI_ERR_INVALID_ARG &&
+             strstr(magi_last_error(), "magi_load_options_resolve"), "%s", magi_last_error());
+}
+
 static void test_load_options_checked(void) {
     char path[1024];
     snprintf(path, sizeof path, "%s/fsdp_block.json", MAGI_FIXTURES_REAL);
-    magi_load_options bad = MAGI_LOAD_OPTIONS_INIT, out;
+    magi_read_limits bad = MAGI_READ_LIMITS_INIT, out;
     bad.version = 1; /* the unversioned value of older headers */
     memset(&out, 0xab, sizeof out);
-    REFUSED(magi_load_options_resolve(&out, &bad));
+    REFUSED(magi_read_limits_resolve(&out, &bad));
+    MT_CHECK(strstr(magi_last_error(), "magi_read_limits"), "%s", magi_last_error());
     MT_CHECK(out.version == 0xabababab, "out touched on failure");
-    MT_OK(magi_load_options_resolve(&out, NULL));
+    REFUSED(magi_load_options_resolve(&out, &bad));
+    MT_OK(magi_read_limits_resolve(&out, NULL));
     MT_CHECK(out.max_depth == MAGI_DEFAULT_MAX_DEPTH);
     magi_region *r = (magi_region *)1;
     REFUSED(magi_json_read_file(&r, path, &bad));
@@ -152,6 +187,7 @@ static void test_cache_gc_options_checked(void) {
     MT_CHECK(system(cmd) == 0);
 }
 
-MT_MAIN(MT_CASE(test_version_macros_carry_the_size), MT_CASE(test_load_options_checked),
+MT_MAIN(MT_CASE(test_version_macros_carry_the_size), MT_CASE(test_read_limits_earlier_names),
+        MT_CASE(test_load_options_checked),
         MT_CASE(test_save_options_checked), MT_CASE(test_sched_and_cost_model_checked),
         MT_CASE(test_cache_gc_options_checked))

@@ -596,7 +596,7 @@ static void test_depth_limit_counts_leaf_args(void) {
     MT_OK(load_bytes(art, n, &r, 1));
     magi_region_free(r);
     r = NULL;
-    magi_load_options o = MAGI_LOAD_OPTIONS_INIT;
+    magi_read_limits o = MAGI_READ_LIMITS_INIT;
     o.max_depth = 1;
     magi_artifact *h = NULL;
     MT_OK(magi_artifact_open(&h, art, n, &o));
@@ -611,7 +611,7 @@ static void test_limits(void) {
     void *a = NULL;
     size_t n;
     encode(r, &a, &n);
-    magi_load_options lo = MAGI_LOAD_OPTIONS_INIT;
+    magi_read_limits lo = MAGI_READ_LIMITS_INIT;
     lo.max_decompressed_bytes = 1000;
     magi_artifact *h = NULL;
     MT_CHECK(magi_artifact_open(&h, a, n, &lo) == MAGI_ERR_LIMIT, "decompression limit not applied");
@@ -804,7 +804,7 @@ static void test_legacy_v0_roundtrip(void) {
     magi_region_free(nomodel);
     MT_OK(magi_legacy_v0_write(r, p, 8u << 20, NULL, NULL));
     /* the input limit counts bytes read: the skipped payload is not */
-    magi_load_options lo = MAGI_LOAD_OPTIONS_INIT;
+    magi_read_limits lo = MAGI_READ_LIMITS_INIT;
     lo.max_input_bytes = 1u << 20;
     magi_region *b4 = NULL;
     MT_OK(magi_load_file(&b4, p, &lo));
@@ -936,7 +936,7 @@ static uint64_t elements_charged(const void *art, size_t n) {
     uint64_t lo = 1, hi = 1u << 26;
     while (lo < hi) {
         uint64_t mid = lo + (hi - lo) / 2;
-        magi_load_options o = MAGI_LOAD_OPTIONS_INIT;
+        magi_read_limits o = MAGI_READ_LIMITS_INIT;
         o.max_elements = mid;
         magi_artifact *h = NULL;
         magi_region *r = NULL;
@@ -1039,7 +1039,7 @@ static void widen_artifact(const void *a, size_t na, void **b, size_t *nb) {
 
 /* Load the artifact of r: its own bytes (wide = 0: the short forms, the
  * fast paths) or widened (1: the general path). */
-static magi_status load_encoded(const magi_region *r, int wide, const magi_load_options *lo, magi_region **out) {
+static magi_status load_encoded(const magi_region *r, int wide, const magi_read_limits *lo, magi_region **out) {
     void *a = NULL, *b = NULL;
     size_t na = 0, nb = 0;
     *out = NULL;
@@ -1180,7 +1180,7 @@ static void test_opaque_json_nesting_limited_like_values(void) {
         "{\"name\":\"x\",\"op\":\"placeholder\",\"target\":\"x\",\"meta\":{\"example_value\":"
         "{\"kind\":\"int\",\"value\":3%s}}},"
         "{\"name\":\"output\",\"op\":\"output\",\"target\":\"output\",\"args\":[{\"node\":\"x\"}]}]}}";
-    magi_load_options raised = MAGI_LOAD_OPTIONS_INIT;
+    magi_read_limits raised = MAGI_READ_LIMITS_INIT;
     raised.max_depth = depth + 10;
     for (int which = 0; which < 2; which++) { /* 0: extra members, 1: compile_config */
         size_t n = strlen(head) + strlen(deep) + 64;

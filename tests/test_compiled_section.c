@@ -204,7 +204,7 @@ static void test_hostile_sizes(void) {
     encode2(r, p1, n1, NULL, 0, &a, &n);
     magi_artifact *h = NULL;
     /* a 2 MiB section under a 1 MiB decompression limit: refused at open */
-    magi_load_options lo = MAGI_LOAD_OPTIONS_INIT;
+    magi_read_limits lo = MAGI_READ_LIMITS_INIT;
     lo.max_decompressed_bytes = 1u << 20;
     MT_CHECK(magi_artifact_open(&h, a, n, &lo) == MAGI_ERR_LIMIT && !h, "limit not applied at open");
     MT_CHECK(strstr(magi_last_error(), "compiled") != NULL, "message: %s", magi_last_error());

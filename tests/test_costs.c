@@ -4,6 +4,7 @@
 #include "testlib.h"
 #include "canon_gen.h"
 #include "canon/canon_internal.h"
+#include "costs/costs_internal.h"
 #include <math.h>
 #include <stdio.h>
 #include <string.h>

@@ -582,7 +582,7 @@ static void base_sections(hsec s[4]) {
     sec_symbols(&s[2].raw);
 }
 
-static magi_status load_artifact(const uint8_t *buf, size_t len, const magi_load_options *o) {
+static magi_status load_artifact(const uint8_t *buf, size_t len, const magi_read_limits *o) {
     if (len && buf[0] == 'M') hx_dump("artifact", 0, buf, len);
     else hx_dump("legacy_v0", -1, buf, len);
     magi_artifact *a = NULL;
@@ -595,7 +595,7 @@ static magi_status load_artifact(const uint8_t *buf, size_t len, const magi_load
     return st;
 }
 
-static magi_status run_sections(hsec s[4], const magi_load_options *o) {
+static magi_status run_sections(hsec s[4], const magi_read_limits *o) {
     size_t len;
     uint8_t *buf = container(s, 4, &len);
     magi_status st = load_artifact(buf, len, o);
@@ -777,7 +777,7 @@ static magi_status a_bin_len_past_end(void) {
     graph_head(&s[3].raw, 0);
     return run_sections(s, NULL);
 }
-static magi_status a_deep_100k_opts(const magi_load_options *o) { /* [LIST, [LIST, ...]] 100,000 deep */
+static magi_status a_deep_100k_opts(const magi_read_limits *o) { /* [LIST, [LIST, ...]] 100,000 deep */
     hsec s[4];
     base_sections(s);
     graph_head(&s[3].raw, 1);
@@ -793,9 +793,9 @@ static magi_status a_deep_100k_opts(const magi_load_options *o) { /* [LIST, [LIS
 static magi_status a_deep_100k(void) { return a_deep_100k_opts(NULL); }
 /* A caller that raises max_depth past the ceiling gets the ceiling, not a
  * recursion that overflows the stack. */
-static const magi_load_options raised_depth = {MAGI_LOAD_OPTIONS_VERSION, 0, 0, UINT32_MAX, 0};
+static const magi_read_limits raised_depth = {MAGI_READ_LIMITS_VERSION, 0, 0, UINT32_MAX, 0};
 static magi_status a_deep_100k_raised(void) { return a_deep_100k_opts(&raised_depth); }
-static magi_status a_deep_example_100k_opts(const magi_load_options *o) { /* tuple example 100,000 deep */
+static magi_status a_deep_example_100k_opts(const magi_read_limits *o) { /* tuple example 100,000 deep */
     hsec s[4];
     base_sections(s);
     graph_head(&s[3].raw, 1);
@@ -817,8 +817,8 @@ static magi_status a_deep_example_100k_opts(const magi_load_options *o) { /* tup
 static magi_status a_deep_example_100k(void) { return a_deep_example_100k_opts(NULL); }
 static magi_status a_deep_example_100k_raised(void) { return a_deep_example_100k_opts(&raised_depth); }
 static magi_status depth_ceiling_resolved(void) {
-    magi_load_options out;
-    magi_status st = magi_load_options_resolve(&out, &raised_depth);
+    magi_read_limits out;
+    magi_status st = magi_read_limits_resolve(&out, &raised_depth);
     if (st) return st;
     return out.max_depth == MAGI_MAX_DEPTH_CEILING ? MAGI_OK
                                                    : magi_set_error(MAGI_ERR_LIMIT, "max_depth not clamped: %u", out.max_depth);
@@ -847,7 +847,7 @@ static magi_status nodes_padded(uint32_t n, uint64_t max_elements) {
     MT_REQUIRE(magi_buf_reserve(&s[3].raw, n), "oom");
     memset(s[3].raw.data + s[3].raw.len, 0, n);
     s[3].raw.len += n;
-    magi_load_options o = MAGI_LOAD_OPTIONS_INIT;
+    magi_read_limits o = MAGI_READ_LIMITS_INIT;
     o.max_elements = max_elements;
     return run_sections(s, &o);
 }
@@ -1005,7 +1005,7 @@ static magi_status z_bomb_small_cap(void) {
     base_sections(s);
     graph_head(&s[3].raw, 0);
     for (int i = 0; i < 100000; i++) mp_byte(&s[3].raw, 0xc0); /* 100 kB raw */
-    magi_load_options o = MAGI_LOAD_OPTIONS_INIT;
+    magi_read_limits o = MAGI_READ_LIMITS_INIT;
     o.max_decompressed_bytes = 4096;
     return run_sections(s, &o);
 }

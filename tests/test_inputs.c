@@ -467,7 +467,7 @@ static void test_legacy_not_read(void) {
     char *big = mt_fmt("%s/block_v0_1g.bin", dir);
     magi_region *r1 = NULL;
     MT_OK(magi_legacy_v0_write(r, big, 1ull << 30, NULL, NULL));
-    magi_load_options lo = MAGI_LOAD_OPTIONS_INIT;
+    magi_read_limits lo = MAGI_READ_LIMITS_INIT;
     lo.max_input_bytes = 1ull << 40;
     MT_OK(magi_load_file(&r1, big, &lo));
     dropped = 0;

@@ -525,7 +525,7 @@ static void test_report_refused_when_the_fingerprint_fails(void) {
 static void test_options_version_is_checked(void) {
     magi_loader_options o = MAGI_LOADER_OPTIONS_INIT;
     magi_loader *ld = NULL;
-    o.version = MAGI_STRUCT_VERSION(1, magi_load_options); /* another struct's size */
+    o.version = MAGI_STRUCT_VERSION(1, magi_read_limits); /* another struct's size */
     MT_CHECK(magi_loader_new(&ld, &o) == MAGI_ERR_VERSION && !ld);
     MT_CHECK(strstr(magi_last_error(), "magi_loader_options"), "%s", magi_last_error());
     o = (magi_loader_options)MAGI_LOADER_OPTIONS_INIT;

@@ -77,7 +77,7 @@ static json_t *doc_of(const magi_region *r) {
 }
 
 /* r through artifact bytes and back (opts: the reader's limits) */
-static magi_status via_artifact(magi_region **out, const magi_region *r, const magi_load_options *opts) {
+static magi_status via_artifact(magi_region **out, const magi_region *r, const magi_read_limits *opts) {
     void *bytes = NULL;
     size_t len = 0;
     magi_artifact *a = NULL;
@@ -285,7 +285,7 @@ static void test_hostile(void) {
 static uint64_t min_elements(const char *text, int artifact) {
     magi_region *full = read_doc(text);
     for (uint64_t lim = 1; lim < 100000; lim++) {
-        magi_load_options o = MAGI_LOAD_OPTIONS_INIT;
+        magi_read_limits o = MAGI_READ_LIMITS_INIT;
         o.max_elements = lim;
         magi_region *r = NULL;
         magi_status st = artifact ? via_artifact(&r, full, &o) : magi_json_read(&r, text, strlen(text), &o);

@@ -86,7 +86,7 @@ static int legacy_child(const char *path) {
     magi_inputs *in = NULL;
     /* The default input limit (1 GiB) counts the whole file, skipped legacy
      * payload included; raise it for this oversized file. */
-    magi_load_options opts = MAGI_LOAD_OPTIONS_INIT;
+    magi_read_limits opts = MAGI_READ_LIMITS_INIT;
     opts.max_input_bytes = 1ull << 40;
     magi_status st = magi_load_file(&r, path, &opts);
     if (!st) st = magi_inputs_build(&in, r, MAGI_INPUTS_CONCRETE);

@@ -92,11 +92,11 @@ typedef struct magi_artifact magi_artifact;
  * the handle. Checks the header, the section table against `size`, and the
  * header digest. Owned by the caller: magi_artifact_free(). */
 MAGI_API magi_status magi_artifact_open(magi_artifact **out, const void *data, size_t size,
-                                        const magi_load_options *opts);
+                                        const magi_read_limits *opts);
 /* Open a file (memory-mapped read-only; only touched pages are read, so a
  * skipped legacy payload costs nothing). Errors name the file. */
 MAGI_API magi_status magi_artifact_open_file(magi_artifact **out, const char *path,
-                                             const magi_load_options *opts);
+                                             const magi_read_limits *opts);
 /* NULL is a no-op. */
 MAGI_API void magi_artifact_free(magi_artifact *a);
 

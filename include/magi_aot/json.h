@@ -28,11 +28,11 @@ extern "C" {
  * On success *out is owned by the caller (magi_region_free()). On failure
  * *out is NULL and nothing is left allocated. */
 MAGI_API magi_status magi_json_read(magi_region **out, const char *text, size_t len,
-                                    const magi_load_options *opts);
+                                    const magi_read_limits *opts);
 
 /* Read a JSON file; errors name the file. */
 MAGI_API magi_status magi_json_read_file(magi_region **out, const char *path,
-                                         const magi_load_options *opts);
+                                         const magi_read_limits *opts);
 
 #define MAGI_JSON_PRETTY 0x1u  /* indent 2; default is compact */
 #define MAGI_JSON_STRICT_UTF8 0x2u /* refuse strings that are not UTF-8 */

@@ -67,7 +67,7 @@ typedef struct magi_loader_options {
     uint32_t version;                 /* MAGI_LOADER_OPTIONS_VERSION */
     magi_load_transport transport;    /* AUTO by default */
     uint64_t window_cap_bytes;        /* 0: MAGI_SYMM_DEFAULT_WINDOW_CAP */
-    const magi_load_options *limits;  /* NULL: defaults (load_options.h) */
+    const magi_read_limits *limits;  /* NULL: defaults (load_options.h) */
     const char *backend;              /* NULL: plan and rewrite only; "host", "cuda":
                                          create the backend and rendezvous */
     /* rank, world and process groups (checked against the plan even without
@@ -96,7 +96,7 @@ typedef struct magi_loader_options {
  * Owned by the caller. Errors name the file. max_input_bytes counts bytes
  * actually read: a v0 file's skipped payload does not count. */
 MAGI_API magi_status magi_load_file(magi_region **out, const char *path,
-                                    const magi_load_options *opts);
+                                    const magi_read_limits *opts);
 
 typedef struct magi_loader magi_loader;
 

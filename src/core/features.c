@@ -64,12 +64,11 @@ unsigned magi_features(void) {
     return f;
 }
 
-magi_status magi_load_options_resolve(magi_load_options *out, const magi_load_options *in) {
-    magi_load_options d = MAGI_LOAD_OPTIONS_INIT;
-    MAGI_ARG_NONNULL(out);
+static magi_status read_limits_resolve(magi_read_limits *out, const magi_read_limits *in) {
+    magi_read_limits d = MAGI_READ_LIMITS_INIT;
     if (in) {
-        static const uint32_t revs[] = {MAGI_LOAD_OPTIONS_VERSION};
-        magi_status st = magi_struct_read(&d, NULL, in, SIZE_MAX, "magi_load_options", MAGI_STRUCT_REVS(revs));
+        static const uint32_t revs[] = {MAGI_READ_LIMITS_VERSION};
+        magi_status st = magi_struct_read(&d, NULL, in, SIZE_MAX, "magi_read_limits", MAGI_STRUCT_REVS(revs));
         if (st) return st;
     }
     if (!d.max_input_bytes) d.max_input_bytes = MAGI_DEFAULT_MAX_INPUT_BYTES;
@@ -77,7 +76,19 @@ magi_status magi_load_options_resolve(magi_load_options *out, const magi_load_op
     if (!d.max_depth) d.max_depth = MAGI_DEFAULT_MAX_DEPTH;
     if (d.max_depth > MAGI_MAX_DEPTH_CEILING) d.max_depth = MAGI_MAX_DEPTH_CEILING;
     if (!d.max_elements) d.max_elements = MAGI_DEFAULT_MAX_ELEMENTS;
-    d.version = MAGI_LOAD_OPTIONS_VERSION;
+    d.version = MAGI_READ_LIMITS_VERSION;
     *out = d;
     return MAGI_OK;
+}
+
+magi_status magi_read_limits_resolve(magi_read_limits *out, const magi_read_limits *in) {
+    MAGI_ARG_NONNULL(out);
+    return read_limits_resolve(out, in);
+}
+
+/* The earlier name (load_options.h): the same function, its own name in
+ * the argument message. */
+magi_status magi_load_options_resolve(magi_load_options *out, const magi_load_options *in) {
+    MAGI_ARG_NONNULL(out);
+    return read_limits_resolve(out, in);
 }

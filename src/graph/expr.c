@@ -1265,198 +1265,294 @@ static magi_status mul_nums(const magi_expr *e, magi_num a, magi_num b, magi_num
     return MAGI_OK;
 }
 
+/* The functions a CALL node may name, by family: eval_call looks the name
+ * up once (call_lookup) and hands the node to its family's step. */
+typedef enum call_family {
+    CF_EXTREMUM, /* Max, Min: n-ary */
+    CF_LOGIC,    /* And, Or: n-ary, short-circuit */
+    CF_WHERE,    /* Where(cond, a, b) */
+    CF_UNARY,    /* rounding to int, Abs, Identity, ToFloat, TruncToFloat, Not */
+    CF_ROUND_DECIMAL,
+    CF_BINARY,   /* division, modulo, powers, shifts, bitwise ops, Eq, Ne */
+    CF_MODULAR_INDEXING,
+} call_family;
+
+typedef enum call_fn {
+    C_MAX, C_MIN, C_AND, C_OR, C_WHERE,
+    C_FLOOR, C_CEIL, C_TRUNC, C_ROUND, C_ABS, C_ID, C_TOFLOAT, C_TRUNCF, C_NOT,
+    C_ROUND_DECIMAL,
+    C_MOD, C_FLOORDIV, C_CEILDIV, C_CLEANDIV, C_TRUEDIV, C_POW, C_FPOW, C_LSHIFT, C_RSHIFT,
+    C_BAND, C_BOR, C_BXOR, C_EQ, C_NE,
+    C_MODULAR_INDEXING,
+} call_fn;
+
+typedef struct call_name {
+    const char *name;
+    call_family family;
+    call_fn fn;
+} call_name;
+
+static const call_name CALL_NAMES[] = {
+    {"Max", CF_EXTREMUM, C_MAX},
+    {"Min", CF_EXTREMUM, C_MIN},
+    {"And", CF_LOGIC, C_AND},
+    {"Or", CF_LOGIC, C_OR},
+    {"Where", CF_WHERE, C_WHERE},
+    {"FloorToInt", CF_UNARY, C_FLOOR},
+    {"floor", CF_UNARY, C_FLOOR},
+    {"CeilToInt", CF_UNARY, C_CEIL},
+    {"ceiling", CF_UNARY, C_CEIL},
+    {"TruncToInt", CF_UNARY, C_TRUNC},
+    {"RoundToInt", CF_UNARY, C_ROUND},
+    {"Abs", CF_UNARY, C_ABS},
+    {"Identity", CF_UNARY, C_ID},
+    {"ToFloat", CF_UNARY, C_TOFLOAT},
+    {"TruncToFloat", CF_UNARY, C_TRUNCF},
+    {"Not", CF_UNARY, C_NOT},
+    {"RoundDecimal", CF_ROUND_DECIMAL, C_ROUND_DECIMAL},
+    {"Mod", CF_BINARY, C_MOD},
+    {"PythonMod", CF_BINARY, C_MOD},
+    {"FloorDiv", CF_BINARY, C_FLOORDIV},
+    {"CeilDiv", CF_BINARY, C_CEILDIV},
+    {"CleanDiv", CF_BINARY, C_CLEANDIV},
+    {"IntTrueDiv", CF_BINARY, C_TRUEDIV},
+    {"FloatTrueDiv", CF_BINARY, C_TRUEDIV},
+    {"PowByNatural", CF_BINARY, C_POW},
+    {"Pow", CF_BINARY, C_POW},
+    {"FloatPow", CF_BINARY, C_FPOW},
+    {"LShift", CF_BINARY, C_LSHIFT},
+    {"RShift", CF_BINARY, C_RSHIFT},
+    {"BitwiseFn_bitwise_and", CF_BINARY, C_BAND},
+    {"BitwiseFn_bitwise_or", CF_BINARY, C_BOR},
+    {"BitwiseFn_bitwise_xor", CF_BINARY, C_BXOR},
+    {"Eq", CF_BINARY, C_EQ},
+    {"Ne", CF_BINARY, C_NE},
+    {"ModularIndexing", CF_MODULAR_INDEXING, C_MODULAR_INDEXING},
+};
+
+static const call_name *call_lookup(const char *f) {
+    for (size_t i = 0; i < sizeof CALL_NAMES / sizeof CALL_NAMES[0]; i++)
+        if (!strcmp(f, CALL_NAMES[i].name)) return &CALL_NAMES[i];
+    return NULL;
+}
+
+/* torch's OpaqueUnaryFn_NAME: the C math function of NAME, or NULL. */
+static double (*opaque_unary_fn(const char *f))(double) {
+    static const struct { const char *name; double (*fn)(double); } fns[] = {
+        {"sqrt", sqrt}, {"exp", exp}, {"log", log}, {"log2", log2}, {"sin", sin},
+        {"cos", cos}, {"tan", tan}, {"sinh", sinh}, {"cosh", cosh}, {"tanh", tanh},
+        {"asin", asin}, {"acos", acos}, {"atan", atan}, {"asinh", asinh},
+    };
+    if (strncmp(f, "OpaqueUnaryFn_", 14)) return NULL;
+    for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++)
+        if (!strcmp(f + 14, fns[i].name)) return fns[i].fn;
+    return NULL;
+}
+
+/* Max / Min: the largest / smallest argument (the first of equals). */
+static magi_status call_extremum(const magi_expr *e, const evctx *c, int is_max, magi_num *out,
+                                 unsigned depth) {
+    magi_status st;
+    if (e->nkids == 0) return eval_error(MAGI_ERR_EXPR, e, "%s of no arguments", e->name);
+    magi_num best, x;
+    if ((st = eval_rec(e->kids[0], c, &best, depth + 1))) return st;
+    for (uint32_t i = 1; i < e->nkids; i++) {
+        if ((st = eval_rec(e->kids[i], c, &x, depth + 1))) return st;
+        int d = num_cmp(x, best);
+        if (is_max ? d > 0 : d < 0) best = x;
+    }
+    *out = best;
+    return MAGI_OK;
+}
+
+/* And / Or: 0 or 1, arguments evaluated up to the first that decides. */
+static magi_status call_logic(const magi_expr *e, const evctx *c, int is_and, magi_num *out,
+                              unsigned depth) {
+    magi_status st;
+    magi_num x;
+    for (uint32_t i = 0; i < e->nkids; i++) {
+        if ((st = eval_rec(e->kids[i], c, &x, depth + 1))) return st;
+        if (num_truthy(x) != is_and) { /* short-circuit */
+            *out = num_i(!is_and);
+            return MAGI_OK;
+        }
+    }
+    *out = num_i(is_and);
+    return MAGI_OK;
+}
+
+/* Where(cond, a, b): only the branch taken is evaluated. */
+static magi_status call_where(const magi_expr *e, const evctx *c, magi_num *out, unsigned depth) {
+    magi_status st;
+    magi_num cond;
+    if ((st = arity(e, 3))) return st;
+    if ((st = eval_rec(e->kids[0], c, &cond, depth + 1))) return st;
+    return eval_rec(e->kids[num_truthy(cond) ? 1 : 2], c, out, depth + 1);
+}
+
+/* FloorToInt, CeilToInt, TruncToInt, RoundToInt (half to even) of a
+ * number: an int stays, a finite float is rounded into an int64. */
+static magi_status round_to_int(const magi_expr *e, call_fn fn, magi_num a, magi_num *out) {
+    if (!a.is_float) {
+        *out = a;
+        return MAGI_OK;
+    }
+    double d = a.f;
+    if (!isfinite(d)) return eval_error(MAGI_ERR_EXPR, e, "%g is not finite", d);
+    d = fn == C_FLOOR ? floor(d) : fn == C_CEIL ? ceil(d) : fn == C_TRUNC ? trunc(d) : round_half_even(d);
+    return to_int(e, d, out);
+}
+
+static magi_status call_unary(const magi_expr *e, const evctx *c, call_fn fn, magi_num *out,
+                              unsigned depth) {
+    magi_status st;
+    magi_num a;
+    if ((st = arity(e, 1))) return st;
+    if ((st = eval_rec(e->kids[0], c, &a, depth + 1))) return st;
+    switch (fn) {
+    case C_ID: *out = a; return MAGI_OK;
+    case C_NOT: *out = num_i(!num_truthy(a)); return MAGI_OK;
+    case C_TOFLOAT: *out = num_f(num_d(a)); return MAGI_OK;
+    case C_TRUNCF: *out = num_f(trunc(num_d(a))); return MAGI_OK;
+    case C_ABS:
+        if (a.is_float) {
+            *out = num_f(fabs(a.f));
+        } else {
+            if (a.i == INT64_MIN) return overflow(e);
+            *out = num_i(a.i < 0 ? -a.i : a.i);
+        }
+        return MAGI_OK;
+    default: return round_to_int(e, fn, a, out);
+    }
+}
+
+static magi_status call_opaque_unary(const magi_expr *e, const evctx *c, double (*fn)(double),
+                                     magi_num *out, unsigned depth) {
+    magi_status st;
+    magi_num a;
+    if ((st = arity(e, 1))) return st;
+    if ((st = eval_rec(e->kids[0], c, &a, depth + 1))) return st;
+    *out = num_f(fn(num_d(a)));
+    return MAGI_OK;
+}
+
+/* RoundDecimal(x, digits): x rounded half to even at 10^-digits, x itself
+ * when the scaled value is not finite. */
+static magi_status call_round_decimal(const magi_expr *e, const evctx *c, magi_num *out,
+                                      unsigned depth) {
+    magi_status st;
+    magi_num v[2];
+    if ((st = arity(e, 2))) return st;
+    if ((st = eval_kids(e, c, v, 2, depth))) return st;
+    if ((st = need_int(e, v[1]))) return st;
+    if (v[1].i < -308 || v[1].i > 308)
+        return eval_error(MAGI_ERR_EXPR, e, "RoundDecimal digits %lld out of range", (long long)v[1].i);
+    double x = num_d(v[0]), scale = pow(10.0, (double)(v[1].i < 0 ? -v[1].i : v[1].i));
+    double y = v[1].i >= 0 ? round_half_even(x * scale) / scale : round_half_even(x / scale) * scale;
+    *out = num_f(isfinite(y) ? y : x);
+    return MAGI_OK;
+}
+
+/* CeilDiv: -((-x) // y). */
+static magi_status op_ceildiv(const magi_expr *e, magi_num x, magi_num y, magi_num *out) {
+    magi_status st;
+    magi_num nx, q;
+    if (x.is_float) nx = num_f(-x.f);
+    else if (x.i == INT64_MIN) return overflow(e);
+    else nx = num_i(-x.i);
+    if ((st = op_floordiv(e, nx, y, &q))) return st;
+    if (q.is_float) *out = num_f(-q.f);
+    else if (q.i == INT64_MIN) return overflow(e);
+    else *out = num_i(-q.i);
+    return MAGI_OK;
+}
+
+/* CleanDiv: x // y, refused unless y divides x. */
+static magi_status op_cleandiv(const magi_expr *e, magi_num x, magi_num y, magi_num *out) {
+    magi_status st;
+    magi_num m;
+    if ((st = op_mod(e, x, y, &m))) return st;
+    if (num_truthy(m))
+        return eval_error(MAGI_ERR_EXPR, e, "CleanDiv of %.17g by %.17g is not exact", num_d(x), num_d(y));
+    return op_floordiv(e, x, y, out);
+}
+
+/* Shifts and bitwise operators: integers only; shifts floor as Python's. */
+static magi_status op_bits(const magi_expr *e, call_fn fn, magi_num x, magi_num y, magi_num *out) {
+    magi_status st;
+    if ((st = need_int(e, x)) || (st = need_int(e, y))) return st;
+    switch (fn) {
+    case C_BAND: *out = num_i(x.i & y.i); return MAGI_OK;
+    case C_BOR: *out = num_i(x.i | y.i); return MAGI_OK;
+    case C_BXOR: *out = num_i(x.i ^ y.i); return MAGI_OK;
+    case C_LSHIFT:
+        if (y.i < 0) return eval_error(MAGI_ERR_EXPR, e, "negative shift count");
+        if (x.i == 0) {
+            *out = num_i(0);
+            return MAGI_OK;
+        }
+        if (y.i >= 63) return overflow(e);
+        if ((x.i > 0 ? x.i : -(x.i + 1)) >> (62 - y.i)) return overflow(e);
+        *out = num_i((int64_t)((uint64_t)x.i << y.i));
+        return MAGI_OK;
+    default: /* C_RSHIFT */
+        if (y.i < 0) return eval_error(MAGI_ERR_EXPR, e, "negative shift count");
+        *out = num_i(y.i >= 63 ? (x.i < 0 ? -1 : 0) : (x.i >> y.i)); /* floor, as Python */
+        return MAGI_OK;
+    }
+}
+
+static magi_status call_binary(const magi_expr *e, const evctx *c, call_fn fn, magi_num *out,
+                               unsigned depth) {
+    magi_status st;
+    magi_num v[2];
+    if ((st = arity(e, 2))) return st;
+    if ((st = eval_kids(e, c, v, 2, depth))) return st;
+    magi_num x = v[0], y = v[1];
+    switch (fn) {
+    case C_MOD: return op_mod(e, x, y, out);
+    case C_FLOORDIV: return op_floordiv(e, x, y, out);
+    case C_TRUEDIV: return op_truediv(e, x, y, out);
+    case C_POW: return op_pow(e, x, y, out);
+    case C_FPOW: return op_pow(e, num_f(num_d(x)), num_f(num_d(y)), out);
+    case C_EQ: *out = num_i(cmp_holds(MAGI_E_EQ, x, y)); return MAGI_OK;
+    case C_NE: *out = num_i(cmp_holds(MAGI_E_NE, x, y)); return MAGI_OK;
+    case C_CEILDIV: return op_ceildiv(e, x, y, out);
+    case C_CLEANDIV: return op_cleandiv(e, x, y, out);
+    default: return op_bits(e, fn, x, y, out);
+    }
+}
+
+/* ModularIndexing(x, d, m): (x // d) % m. */
+static magi_status call_modular_indexing(const magi_expr *e, const evctx *c, magi_num *out,
+                                         unsigned depth) {
+    magi_status st;
+    magi_num v[3], q;
+    if ((st = arity(e, 3))) return st;
+    if ((st = eval_kids(e, c, v, 3, depth))) return st;
+    if ((st = op_floordiv(e, v[0], v[1], &q))) return st;
+    return op_mod(e, q, v[2], out);
+}
+
+/* A CALL node: its function found by name, then evaluated by its family. */
 static magi_status eval_call(const magi_expr *e, const evctx *c, magi_num *out, unsigned depth) {
     const char *f = e->name;
-    magi_num v[3];
-    magi_status st;
     if (!f) return eval_error(MAGI_ERR_EXPR, e, "call without a name");
-
-    /* n-ary */
-    int is_max = !strcmp(f, "Max"), is_min = !strcmp(f, "Min");
-    if (is_max || is_min) {
-        if (e->nkids == 0) return eval_error(MAGI_ERR_EXPR, e, "%s of no arguments", f);
-        magi_num best, x;
-        if ((st = eval_rec(e->kids[0], c, &best, depth + 1))) return st;
-        for (uint32_t i = 1; i < e->nkids; i++) {
-            if ((st = eval_rec(e->kids[i], c, &x, depth + 1))) return st;
-            int d = num_cmp(x, best);
-            if (is_max ? d > 0 : d < 0) best = x;
-        }
-        *out = best;
-        return MAGI_OK;
+    const call_name *k = call_lookup(f);
+    if (!k) {
+        double (*fn)(double) = opaque_unary_fn(f);
+        if (fn) return call_opaque_unary(e, c, fn, out, depth);
+        return eval_error(MAGI_ERR_EXPR, e, "uninterpreted function '%s' cannot be evaluated", f);
     }
-    int is_and = !strcmp(f, "And"), is_or = !strcmp(f, "Or");
-    if (is_and || is_or) {
-        magi_num x;
-        for (uint32_t i = 0; i < e->nkids; i++) {
-            if ((st = eval_rec(e->kids[i], c, &x, depth + 1))) return st;
-            if (num_truthy(x) != is_and) { /* short-circuit */
-                *out = num_i(is_or);
-                return MAGI_OK;
-            }
-        }
-        *out = num_i(is_and);
-        return MAGI_OK;
+    switch (k->family) {
+    case CF_EXTREMUM: return call_extremum(e, c, k->fn == C_MAX, out, depth);
+    case CF_LOGIC: return call_logic(e, c, k->fn == C_AND, out, depth);
+    case CF_WHERE: return call_where(e, c, out, depth);
+    case CF_UNARY: return call_unary(e, c, k->fn, out, depth);
+    case CF_ROUND_DECIMAL: return call_round_decimal(e, c, out, depth);
+    case CF_BINARY: return call_binary(e, c, k->fn, out, depth);
+    default: return call_modular_indexing(e, c, out, depth);
     }
-    if (!strcmp(f, "Where")) {
-        if ((st = arity(e, 3))) return st;
-        if ((st = eval_rec(e->kids[0], c, &v[0], depth + 1))) return st;
-        return eval_rec(e->kids[num_truthy(v[0]) ? 1 : 2], c, out, depth + 1);
-    }
-
-    /* unary */
-    enum { F_NONE, F_FLOOR, F_CEIL, F_TRUNC, F_ROUND, F_ABS, F_ID, F_TOFLOAT, F_TRUNCF, F_NOT };
-    int u = F_NONE;
-    if (!strcmp(f, "FloorToInt") || !strcmp(f, "floor")) u = F_FLOOR;
-    else if (!strcmp(f, "CeilToInt") || !strcmp(f, "ceiling")) u = F_CEIL;
-    else if (!strcmp(f, "TruncToInt")) u = F_TRUNC;
-    else if (!strcmp(f, "RoundToInt")) u = F_ROUND;
-    else if (!strcmp(f, "Abs")) u = F_ABS;
-    else if (!strcmp(f, "Identity")) u = F_ID;
-    else if (!strcmp(f, "ToFloat")) u = F_TOFLOAT;
-    else if (!strcmp(f, "TruncToFloat")) u = F_TRUNCF;
-    else if (!strcmp(f, "Not")) u = F_NOT;
-    if (u != F_NONE) {
-        if ((st = arity(e, 1))) return st;
-        if ((st = eval_rec(e->kids[0], c, &v[0], depth + 1))) return st;
-        magi_num a = v[0];
-        switch (u) {
-        case F_ID: *out = a; return MAGI_OK;
-        case F_NOT: *out = num_i(!num_truthy(a)); return MAGI_OK;
-        case F_TOFLOAT: *out = num_f(num_d(a)); return MAGI_OK;
-        case F_TRUNCF: *out = num_f(trunc(num_d(a))); return MAGI_OK;
-        case F_ABS:
-            if (a.is_float) {
-                *out = num_f(fabs(a.f));
-            } else {
-                if (a.i == INT64_MIN) return overflow(e);
-                *out = num_i(a.i < 0 ? -a.i : a.i);
-            }
-            return MAGI_OK;
-        default: break;
-        }
-        if (!a.is_float) {
-            *out = a;
-            return MAGI_OK;
-        }
-        double d = a.f;
-        if (!isfinite(d)) return eval_error(MAGI_ERR_EXPR, e, "%g is not finite", d);
-        d = u == F_FLOOR ? floor(d) : u == F_CEIL ? ceil(d) : u == F_TRUNC ? trunc(d)
-                                                                         : round_half_even(d);
-        return to_int(e, d, out);
-    }
-
-    /* torch's OpaqueUnaryFn_NAME: C math on a double */
-    if (!strncmp(f, "OpaqueUnaryFn_", 14)) {
-        static const struct { const char *name; double (*fn)(double); } fns[] = {
-            {"sqrt", sqrt}, {"exp", exp}, {"log", log}, {"log2", log2}, {"sin", sin},
-            {"cos", cos}, {"tan", tan}, {"sinh", sinh}, {"cosh", cosh}, {"tanh", tanh},
-            {"asin", asin}, {"acos", acos}, {"atan", atan}, {"asinh", asinh},
-        };
-        for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
-            if (strcmp(f + 14, fns[i].name)) continue;
-            if ((st = arity(e, 1))) return st;
-            if ((st = eval_rec(e->kids[0], c, &v[0], depth + 1))) return st;
-            *out = num_f(fns[i].fn(num_d(v[0])));
-            return MAGI_OK;
-        }
-    }
-    if (!strcmp(f, "RoundDecimal")) {
-        if ((st = arity(e, 2))) return st;
-        if ((st = eval_kids(e, c, v, 2, depth))) return st;
-        if ((st = need_int(e, v[1]))) return st;
-        if (v[1].i < -308 || v[1].i > 308)
-            return eval_error(MAGI_ERR_EXPR, e, "RoundDecimal digits %lld out of range",
-                              (long long)v[1].i);
-        double x = num_d(v[0]), scale = pow(10.0, (double)(v[1].i < 0 ? -v[1].i : v[1].i));
-        double y = v[1].i >= 0 ? round_half_even(x * scale) / scale
-                               : round_half_even(x / scale) * scale;
-        *out = num_f(isfinite(y) ? y : x);
-        return MAGI_OK;
-    }
-
-    /* binary */
-    enum { B_NONE, B_FLOORDIV, B_CEILDIV, B_CLEANDIV, B_TRUEDIV, B_MOD, B_POW, B_FPOW, B_LSHIFT,
-           B_RSHIFT, B_AND, B_OR, B_XOR, B_EQ, B_NE };
-    int b = B_NONE;
-    if (!strcmp(f, "Mod") || !strcmp(f, "PythonMod")) b = B_MOD;
-    else if (!strcmp(f, "FloorDiv")) b = B_FLOORDIV;
-    else if (!strcmp(f, "CeilDiv")) b = B_CEILDIV;
-    else if (!strcmp(f, "CleanDiv")) b = B_CLEANDIV;
-    else if (!strcmp(f, "IntTrueDiv") || !strcmp(f, "FloatTrueDiv")) b = B_TRUEDIV;
-    else if (!strcmp(f, "PowByNatural") || !strcmp(f, "Pow")) b = B_POW;
-    else if (!strcmp(f, "FloatPow")) b = B_FPOW;
-    else if (!strcmp(f, "LShift")) b = B_LSHIFT;
-    else if (!strcmp(f, "RShift")) b = B_RSHIFT;
-    else if (!strcmp(f, "BitwiseFn_bitwise_and")) b = B_AND;
-    else if (!strcmp(f, "BitwiseFn_bitwise_or")) b = B_OR;
-    else if (!strcmp(f, "BitwiseFn_bitwise_xor")) b = B_XOR;
-    else if (!strcmp(f, "Eq")) b = B_EQ;
-    else if (!strcmp(f, "Ne")) b = B_NE;
-    if (b != B_NONE) {
-        if ((st = arity(e, 2))) return st;
-        if ((st = eval_kids(e, c, v, 2, depth))) return st;
-        magi_num x = v[0], y = v[1];
-        switch (b) {
-        case B_MOD: return op_mod(e, x, y, out);
-        case B_FLOORDIV: return op_floordiv(e, x, y, out);
-        case B_TRUEDIV: return op_truediv(e, x, y, out);
-        case B_POW: return op_pow(e, x, y, out);
-        case B_FPOW: return op_pow(e, num_f(num_d(x)), num_f(num_d(y)), out);
-        case B_EQ: *out = num_i(cmp_holds(MAGI_E_EQ, x, y)); return MAGI_OK;
-        case B_NE: *out = num_i(cmp_holds(MAGI_E_NE, x, y)); return MAGI_OK;
-        case B_CEILDIV: {
-            /* -((-x) // y) */
-            magi_num nx, q;
-            if (x.is_float) nx = num_f(-x.f);
-            else if (x.i == INT64_MIN) return overflow(e);
-            else nx = num_i(-x.i);
-            if ((st = op_floordiv(e, nx, y, &q))) return st;
-            if (q.is_float) *out = num_f(-q.f);
-            else if (q.i == INT64_MIN) return overflow(e);
-            else *out = num_i(-q.i);
-            return MAGI_OK;
-        }
-        case B_CLEANDIV: {
-            magi_num m;
-            if ((st = op_mod(e, x, y, &m))) return st;
-            if (num_truthy(m))
-                return eval_error(MAGI_ERR_EXPR, e, "CleanDiv of %.17g by %.17g is not exact",
-                                  num_d(x), num_d(y));
-            return op_floordiv(e, x, y, out);
-        }
-        default: break;
-        }
-        if ((st = need_int(e, x)) || (st = need_int(e, y))) return st;
-        switch (b) {
-        case B_AND: *out = num_i(x.i & y.i); return MAGI_OK;
-        case B_OR: *out = num_i(x.i | y.i); return MAGI_OK;
-        case B_XOR: *out = num_i(x.i ^ y.i); return MAGI_OK;
-        case B_LSHIFT:
-            if (y.i < 0) return eval_error(MAGI_ERR_EXPR, e, "negative shift count");
-            if (x.i == 0) {
-                *out = num_i(0);
-                return MAGI_OK;
-            }
-            if (y.i >= 63) return overflow(e);
-            if ((x.i > 0 ? x.i : -(x.i + 1)) >> (62 - y.i)) return overflow(e);
-            *out = num_i((int64_t)((uint64_t)x.i << y.i));
-            return MAGI_OK;
-        case B_RSHIFT:
-            if (y.i < 0) return eval_error(MAGI_ERR_EXPR, e, "negative shift count");
-            *out = num_i(y.i >= 63 ? (x.i < 0 ? -1 : 0) : (x.i >> y.i)); /* floor, as Python */
-            return MAGI_OK;
-        default: break;
-        }
-    }
-    if (!strcmp(f, "ModularIndexing")) {
-        if ((st = arity(e, 3))) return st;
-        if ((st = eval_kids(e, c, v, 3, depth))) return st;
-        magi_num q;
-        if ((st = op_floordiv(e, v[0], v[1], &q))) return st;
-        return op_mod(e, q, v[2], out);
-    }
-    return eval_error(MAGI_ERR_EXPR, e, "uninterpreted function '%s' cannot be evaluated", f);
 }
 
 static magi_status eval_rec(const magi_expr *e, const evctx *c, magi_num *out, unsigned depth) {

@@ -3,14 +3,14 @@
 #include "magi_aot/load.h"
 #include <string.h>
 
-magi_status magi_load_file(magi_region **out, const char *path, const magi_load_options *opts) {
+magi_status magi_load_file(magi_region **out, const char *path, const magi_read_limits *opts) {
     magi_status st = MAGI_OK;
     magi_mapped mf;
-    magi_load_options lo;
+    magi_read_limits lo;
     MAGI_ARG_NONNULL(out);
     *out = NULL;
     MAGI_ARG_NONNULL(path);
-    if ((st = magi_load_options_resolve(&lo, opts))) return st;
+    if ((st = magi_read_limits_resolve(&lo, opts))) return st;
     MAGI_CHECK(magi_map_file(&mf, path, UINT64_MAX)); /* mapping reads nothing; each format applies the limit */
     size_t i = 0;
     while (i < mf.size && (mf.data[i] == ' ' || mf.data[i] == '\t' || mf.data[i] == '\n' || mf.data[i] == '\r'))

@@ -34,7 +34,7 @@ typedef struct entry {
 
 struct magi_loader {
     magi_loader_options o;
-    magi_load_options limits;
+    magi_read_limits limits;
     entry *e;
     uint32_t n, cap;
     magi_symm_plan *plan;
@@ -96,8 +96,8 @@ magi_status magi_loader_new(magi_loader **out, const magi_loader_options *opts) 
     if (o.bind.n_groups && !o.bind.groups)
         return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_loader_options: n_groups %u but groups is NULL",
                               o.bind.n_groups);
-    magi_load_options limits;
-    if ((st = magi_load_options_resolve(&limits, o.limits))) return st;
+    magi_read_limits limits;
+    if ((st = magi_read_limits_resolve(&limits, o.limits))) return st;
     if (o.backend && !magi_symm_backend_find(o.backend)) return MAGI_ERR_UNSUPPORTED;
     magi_loader *ld = calloc(1, sizeof *ld);
     if (!ld) return magi_set_error(MAGI_ERR_NOMEM, "out of memory");

@@ -79,7 +79,7 @@ magi_status magi_json_canon_opaque(magi_arena *a, const char *text, int object, 
 magi_status magi_json_example_extra_check(const char *canon, magi_example_kind kind);
 
 magi_status magi_legacy_v0_read(magi_region **out, const uint8_t *data, size_t size,
-                                const magi_load_options *opts);
+                                const magi_read_limits *opts);
 
 
 #endif

@@ -15,7 +15,7 @@ struct magi_artifact {
     size_t size;
     magi_mapped map;      /* when opened from a file */
     char *name;           /* file path or "artifact" (for messages) */
-    magi_load_options lo;
+    magi_read_limits lo;
     int legacy;
     uint16_t major, minor;
     uint32_t n;
@@ -157,9 +157,9 @@ static magi_status open_common(magi_artifact *a) {
     return magi_set_error(MAGI_ERR_FORMAT, "not a magi artifact (bad magic; first byte 0x%02x)", a->data[0]);
 }
 
-static magi_status new_handle(magi_artifact **out, const char *name, const magi_load_options *opts) {
-    magi_load_options lo;
-    magi_status st = magi_load_options_resolve(&lo, opts);
+static magi_status new_handle(magi_artifact **out, const char *name, const magi_read_limits *opts) {
+    magi_read_limits lo;
+    magi_status st = magi_read_limits_resolve(&lo, opts);
     if (st) return st;
     magi_artifact *a = calloc(1, sizeof *a);
     if (!a) return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
@@ -174,7 +174,7 @@ static magi_status new_handle(magi_artifact **out, const char *name, const magi_
 }
 
 magi_status magi_artifact_open(magi_artifact **out, const void *data, size_t size,
-                               const magi_load_options *opts) {
+                               const magi_read_limits *opts) {
     magi_artifact *a = NULL;
     MAGI_ARG_NONNULL(out);
     *out = NULL;
@@ -193,7 +193,7 @@ magi_status magi_artifact_open(magi_artifact **out, const void *data, size_t siz
     return MAGI_OK;
 }
 
-magi_status magi_artifact_open_file(magi_artifact **out, const char *path, const magi_load_options *opts) {
+magi_status magi_artifact_open_file(magi_artifact **out, const char *path, const magi_read_limits *opts) {
     magi_artifact *a = NULL;
     MAGI_ARG_NONNULL(out);
     *out = NULL;
@@ -401,7 +401,7 @@ typedef struct dec {
     magi_arena *ar;
     const char **strs;
     uint32_t nstr;
-    const magi_load_options *lo;
+    const magi_read_limits *lo;
     uint64_t elements;
     magi_mp m;
     uint32_t self; /* index of the node being read (references must be lower) */

@@ -22,13 +22,13 @@ static int key_eq(const magi_mp_obj *k, const char *s) {
 #define V0_MAX_REPORT 64
 
 magi_status magi_legacy_v0_read(magi_region **out, const uint8_t *data, size_t size,
-                                const magi_load_options *opts) {
+                                const magi_read_limits *opts) {
     magi_status st = MAGI_OK;
     magi_region *r = NULL;
-    magi_load_options lo;
+    magi_read_limits lo;
     magi_mp m;
     *out = NULL;
-    if ((st = magi_load_options_resolve(&lo, opts))) return st;
+    if ((st = magi_read_limits_resolve(&lo, opts))) return st;
     const char *dropped[V0_MAX_REPORT];
     char ignored[V0_MAX_REPORT][80];
     uint32_t n_dropped = 0, n_ignored = 0;

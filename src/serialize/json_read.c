@@ -8,7 +8,7 @@
 typedef struct reader {
     magi_region *r;
     magi_arena *a;
-    magi_load_options opts;
+    magi_read_limits opts;
     magi_smap names;       /* node name -> index */
     uint64_t elements;
     uint32_t cur;          /* index of the node being read */
@@ -638,7 +638,7 @@ static magi_status read_document(reader *rd, json_t *root) {
     return MAGI_OK;
 }
 
-magi_status magi_json_read(magi_region **out, const char *text, size_t len, const magi_load_options *opts) {
+magi_status magi_json_read(magi_region **out, const char *text, size_t len, const magi_read_limits *opts) {
     magi_status st = MAGI_OK;
     json_t *root = NULL;
     reader rd;
@@ -646,7 +646,7 @@ magi_status magi_json_read(magi_region **out, const char *text, size_t len, cons
     MAGI_ARG_NONNULL(out);
     *out = NULL;
     MAGI_ARG_NONNULL(text);
-    if ((st = magi_load_options_resolve(&rd.opts, opts))) return st;
+    if ((st = magi_read_limits_resolve(&rd.opts, opts))) return st;
     if (len > rd.opts.max_input_bytes)
         return magi_set_error(MAGI_ERR_LIMIT, "JSON input of %zu bytes exceeds the limit of %llu bytes", len,
                               (unsigned long long)rd.opts.max_input_bytes);
@@ -671,14 +671,14 @@ cleanup:
     return MAGI_OK;
 }
 
-magi_status magi_json_read_file(magi_region **out, const char *path, const magi_load_options *opts) {
-    magi_load_options o;
+magi_status magi_json_read_file(magi_region **out, const char *path, const magi_read_limits *opts) {
+    magi_read_limits o;
     char *text = NULL;
     size_t len = 0;
     MAGI_ARG_NONNULL(out);
     *out = NULL;
     MAGI_ARG_NONNULL(path);
-    magi_status st = magi_load_options_resolve(&o, opts);
+    magi_status st = magi_read_limits_resolve(&o, opts);
     if (st) return st;
     st = magi_read_file(path, o.max_input_bytes, &text, &len);
     if (st) return st;

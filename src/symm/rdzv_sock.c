@@ -162,7 +162,9 @@ static void drop_pending(pending *p, uint32_t *n, uint32_t i) {
     p[i] = p[--*n];
 }
 
-static magi_status root_open(magi_symm_sock *s, int64_t deadline) {
+/* Rank 0's listening socket at bind_path. A name already there is not
+ * ours and is left alone (the directory must be fresh per job). */
+static magi_status root_listen(magi_symm_sock *s) {
     struct sockaddr_un a;
     memset(&a, 0, sizeof a);
     a.sun_family = AF_UNIX;
@@ -181,109 +183,147 @@ static magi_status root_open(magi_symm_sock *s, int64_t deadline) {
         unlink(s->bind_path);
         return magi_set_error(MAGI_ERR_IO, "rendezvous: listen '%s': %s", s->path, strerror(errno));
     }
-    magi_status st = MAGI_OK;
-    uint32_t joined = 1, arrived = 1, np = 0;
-    char err[512] = "";
-    pending *pend = calloc(MAX_PENDING, sizeof *pend);
-    struct pollfd *pf = calloc(MAX_PENDING + 1, sizeof *pf);
-    if (!pend || !pf) {
-        st = magi_set_error(MAGI_ERR_NOMEM, "out of memory");
-        goto done;
+    return MAGI_OK;
+}
+
+/* Rank 0 while the ranks arrive: the connections that have not said HELLO
+ * yet (pend, polled through pf[1..np]; pf[0] is the listening socket), the
+ * ranks that arrived (rank 0 included) and those of them that joined, and
+ * the first refusal, sent to every refused rank and, at the end, to all. */
+typedef struct root_arrivals {
+    pending *pend;
+    struct pollfd *pf;
+    uint32_t np, arrived, joined;
+    char err[512];
+} root_arrivals;
+
+/* Why rank 0 refuses a HELLO of this job, or NULL to take it. */
+static const char *hello_refusal(const magi_symm_sock *s, const frame *f, char *msg, size_t cap) {
+    if (f->world != s->world) {
+        snprintf(msg, cap, "rank %d has world %u but rank 0 has world %u", f->arg, f->world, s->world);
+        return msg;
     }
-    /* Accept until every rank has arrived (or the deadline): a bad arrival
-     * is answered with the error at once, the good ones at the end, so that
-     * every process that shows up learns the verdict. Connections are
-     * served together (poll), each with its own HELLO deadline, so a silent
-     * or slow one never holds up the others. A HELLO from another user, of
-     * another job, or garbage is dropped without counting. */
-    while (arrived < s->world) {
+    if (f->arg <= 0 || (uint32_t)f->arg >= s->world) {
+        snprintf(msg, cap, "a process joined as rank %d, outside world %u", f->arg, s->world);
+        return msg;
+    }
+    if (s->fds[f->arg] >= 0) {
+        snprintf(msg, cap, "two processes joined as rank %d", f->arg);
+        return msg;
+    }
+    return NULL;
+}
+
+/* The complete HELLO of pending connection i: of another job, dropped with
+ * an error frame; else it has arrived, and joins as its rank or is refused
+ * (the first refusal recorded in ra->err, which it is sent). */
+static void take_hello(magi_symm_sock *s, root_arrivals *ra, uint32_t i, const frame *f) {
+    pending *p = &ra->pend[i];
+    int fd = p->fd;
+    if (memcmp(p->buf + sizeof *f, s->job, 32)) {
+        const char *m = "rendezvous: this socket belongs to another job (different job id)";
+        send_frame(fd, F_ERROR, MAGI_ERR_MISMATCH, 0, m, strlen(m), now_ms() + 200);
+        drop_pending(ra->pend, &ra->np, i);
+        return;
+    }
+    ra->pend[i] = ra->pend[--ra->np];
+    ra->arrived++;
+    char msg[256];
+    const char *why = hello_refusal(s, f, msg, sizeof msg);
+    if (why) {
+        if (!ra->err[0]) snprintf(ra->err, sizeof ra->err, "rendezvous at '%s': %s", s->path, why);
+        send_frame(fd, F_ERROR, MAGI_ERR_MISMATCH, 0, ra->err, strlen(ra->err), now_ms() + 2000);
+        close(fd);
+        return;
+    }
+    s->fds[f->arg] = fd;
+    ra->joined++;
+}
+
+/* Read what pending connection i sent (never blocking): a closed one, or
+ * one whose first bytes are not our HELLO frame, is dropped; a complete
+ * HELLO is taken. */
+static void read_pending(magi_symm_sock *s, root_arrivals *ra, uint32_t i) {
+    pending *p = &ra->pend[i];
+    ssize_t k = recv(p->fd, p->buf + p->got, sizeof p->buf - p->got, MSG_DONTWAIT);
+    if (k < 0 && (errno == EAGAIN || errno == EINTR)) return;
+    if (k <= 0) {
+        drop_pending(ra->pend, &ra->np, i);
+        return;
+    }
+    p->got += (size_t)k;
+    frame f;
+    memcpy(&f, p->buf, p->got < sizeof f ? p->got : sizeof f);
+    if (p->got >= sizeof f && (f.magic != FRAME_MAGIC || f.kind != F_HELLO || f.len != 32)) {
+        drop_pending(ra->pend, &ra->np, i); /* not one of ours */
+        return;
+    }
+    if (p->got < sizeof p->buf) return;
+    take_hello(s, ra, i, &f);
+}
+
+/* Accept every waiting connection as pending, with its HELLO deadline; one
+ * from another user is never a rank of ours. */
+static void accept_pending(magi_symm_sock *s, root_arrivals *ra) {
+    for (;;) {
+        int fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0) break;
+        if (peer_is_us(fd) != 0) {
+            close(fd);
+            continue;
+        }
+        if (ra->np == MAX_PENDING) drop_pending(ra->pend, &ra->np, 0); /* the oldest silent one */
+        memset(&ra->pend[ra->np], 0, sizeof ra->pend[ra->np]);
+        ra->pend[ra->np].fd = fd;
+        ra->pend[ra->np].until = now_ms() + HELLO_MS;
+        ra->np++;
+    }
+}
+
+/* Accept until every rank has arrived (or the deadline): a bad arrival is
+ * answered with the error at once, the good ones by root_verdict, so that
+ * every process that shows up learns the verdict. Connections are served
+ * together (poll), each with its own HELLO deadline, so a silent or slow
+ * one never holds up the others. A HELLO from another user, of another
+ * job, or garbage is dropped without counting. */
+static void wait_for_ranks(magi_symm_sock *s, root_arrivals *ra, int64_t deadline) {
+    while (ra->arrived < s->world) {
         int64_t now = now_ms(), left = deadline - now;
         if (left <= 0) break;
-        for (uint32_t i = 0; i < np;)
-            if (pend[i].until <= now) drop_pending(pend, &np, i);
+        for (uint32_t i = 0; i < ra->np;)
+            if (ra->pend[i].until <= now) drop_pending(ra->pend, &ra->np, i);
             else i++;
-        pf[0].fd = s->listen_fd;
-        pf[0].events = POLLIN;
-        pf[0].revents = 0;
-        for (uint32_t i = 0; i < np; i++) {
-            pf[i + 1].fd = pend[i].fd;
-            pf[i + 1].events = POLLIN;
-            pf[i + 1].revents = 0;
+        ra->pf[0].fd = s->listen_fd;
+        ra->pf[0].events = POLLIN;
+        ra->pf[0].revents = 0;
+        for (uint32_t i = 0; i < ra->np; i++) {
+            ra->pf[i + 1].fd = ra->pend[i].fd;
+            ra->pf[i + 1].events = POLLIN;
+            ra->pf[i + 1].revents = 0;
         }
-        int r = poll(pf, np + 1, left > 200 ? 200 : (int)left);
+        int r = poll(ra->pf, ra->np + 1, left > 200 ? 200 : (int)left);
         if (r <= 0) continue;
-        /* Read what the pending connections sent (never blocking). */
-        for (uint32_t i = np; i-- > 0;) {
-            if (!pf[i + 1].revents) continue;
-            pending *p = &pend[i];
-            ssize_t k = recv(p->fd, p->buf + p->got, sizeof p->buf - p->got, MSG_DONTWAIT);
-            if (k < 0 && (errno == EAGAIN || errno == EINTR)) continue;
-            if (k <= 0) {
-                drop_pending(pend, &np, i);
-                continue;
-            }
-            p->got += (size_t)k;
-            frame f;
-            memcpy(&f, p->buf, p->got < sizeof f ? p->got : sizeof f);
-            if (p->got >= sizeof f && (f.magic != FRAME_MAGIC || f.kind != F_HELLO || f.len != 32)) {
-                drop_pending(pend, &np, i); /* not one of ours */
-                continue;
-            }
-            if (p->got < sizeof p->buf) continue;
-            int fd = p->fd;
-            if (memcmp(p->buf + sizeof f, s->job, 32)) {
-                const char *m = "rendezvous: this socket belongs to another job (different job id)";
-                send_frame(fd, F_ERROR, MAGI_ERR_MISMATCH, 0, m, strlen(m), now_ms() + 200);
-                drop_pending(pend, &np, i);
-                continue;
-            }
-            pend[i] = pend[--np];
-            arrived++;
-            const char *why = NULL;
-            char msg[256];
-            if (f.world != s->world) {
-                snprintf(msg, sizeof msg, "rank %d has world %u but rank 0 has world %u", f.arg, f.world, s->world);
-                why = msg;
-            } else if (f.arg <= 0 || (uint32_t)f.arg >= s->world) {
-                snprintf(msg, sizeof msg, "a process joined as rank %d, outside world %u", f.arg, s->world);
-                why = msg;
-            } else if (s->fds[f.arg] >= 0) {
-                snprintf(msg, sizeof msg, "two processes joined as rank %d", f.arg);
-                why = msg;
-            }
-            if (why) {
-                if (!err[0]) snprintf(err, sizeof err, "rendezvous at '%s': %s", s->path, why);
-                send_frame(fd, F_ERROR, MAGI_ERR_MISMATCH, 0, err, strlen(err), now_ms() + 2000);
-                close(fd);
-                continue;
-            }
-            s->fds[f.arg] = fd;
-            joined++;
-        }
-        if (!(pf[0].revents & POLLIN)) continue;
-        for (;;) {
-            int fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-            if (fd < 0) break;
-            if (peer_is_us(fd) != 0) { /* another user: never a rank of ours */
-                close(fd);
-                continue;
-            }
-            if (np == MAX_PENDING) drop_pending(pend, &np, 0); /* the oldest silent one */
-            memset(&pend[np], 0, sizeof pend[np]);
-            pend[np].fd = fd;
-            pend[np].until = now_ms() + HELLO_MS;
-            np++;
-        }
+        /* Downwards: a connection dropped or taken at i is replaced by the
+         * last one, which has been read already. */
+        for (uint32_t i = ra->np; i-- > 0;)
+            if (ra->pf[i + 1].revents) read_pending(s, ra, i);
+        if (ra->pf[0].revents & POLLIN) accept_pending(s, ra);
     }
-    /* The accepted connections go back to blocking mode for the collectives. */
+}
+
+/* After the arrivals: the joined connections back in blocking mode for the
+ * collectives, then the verdict sent to every joined rank - the first
+ * refusal, the ranks that did not join in time, or the release. */
+static magi_status root_verdict(magi_symm_sock *s, const root_arrivals *ra, int64_t deadline) {
+    magi_status st;
     for (uint32_t r = 1; r < s->world; r++)
         if (s->fds[r] >= 0) fcntl(s->fds[r], F_SETFL, fcntl(s->fds[r], F_GETFL) & ~O_NONBLOCK);
-    if (err[0]) {
-        st = magi_set_error(MAGI_ERR_MISMATCH, "%s", err);
-        root_broadcast_error(s, st, err, UINT32_MAX);
-        goto done;
+    if (ra->err[0]) {
+        st = magi_set_error(MAGI_ERR_MISMATCH, "%s", ra->err);
+        root_broadcast_error(s, st, ra->err, UINT32_MAX);
+        return st;
     }
-    if (joined < s->world) {
+    if (ra->joined < s->world) {
         char list[512];
         size_t o = 0;
         list[0] = 0;
@@ -292,7 +332,7 @@ static magi_status root_open(magi_symm_sock *s, int64_t deadline) {
         st = magi_set_error(MAGI_ERR_TIMEOUT, "rendezvous at '%s' timed out after %u ms: rank(s) %s did not join",
                             s->path, s->timeout_ms, list);
         root_broadcast_error(s, st, magi_last_error(), UINT32_MAX);
-        goto done;
+        return st;
     }
     /* Everyone is here: release them. */
     for (uint32_t r = 1; r < s->world; r++) {
@@ -300,13 +340,31 @@ static magi_status root_open(magi_symm_sock *s, int64_t deadline) {
         if (rr) {
             st = magi_set_error(io_status(rr), "rendezvous at '%s': rank %u: %s", s->path, r, io_what(rr));
             root_broadcast_error(s, st, magi_last_error(), r);
-            goto done;
+            return st;
         }
     }
-done:
-    for (uint32_t i = 0; i < np; i++) close(pend[i].fd);
-    free(pend);
-    free(pf);
+    return MAGI_OK;
+}
+
+/* Rank 0: listen, wait for the ranks, send the verdict; the socket's name
+ * is removed whatever the outcome. */
+static magi_status root_open(magi_symm_sock *s, int64_t deadline) {
+    magi_status st = root_listen(s);
+    if (st) return st;
+    root_arrivals ra;
+    memset(&ra, 0, sizeof ra);
+    ra.arrived = ra.joined = 1;
+    ra.pend = calloc(MAX_PENDING, sizeof *ra.pend);
+    ra.pf = calloc(MAX_PENDING + 1, sizeof *ra.pf);
+    if (!ra.pend || !ra.pf) {
+        st = magi_set_error(MAGI_ERR_NOMEM, "out of memory");
+    } else {
+        wait_for_ranks(s, &ra, deadline);
+        st = root_verdict(s, &ra, deadline);
+    }
+    for (uint32_t i = 0; i < ra.np; i++) close(ra.pend[i].fd);
+    free(ra.pend);
+    free(ra.pf);
     unlink(s->bind_path);
     close(s->listen_fd);
     s->listen_fd = -1;

@@ -2,7 +2,7 @@
  * Structural cost-table keys, measured tables, the analytical fallback and
  * the key-set agreement check (include/magi_aot/costs.h).
  */
-#include "canon_internal.h"
+#include "costs_internal.h"
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>

@@ -1,7 +1,7 @@
 /* The cache key of a region (policy documented in docs/CACHE.md). Kept apart
  * from cache.c so the directory protocol itself depends on nothing but the
  * file system and SHA-256. */
-#include "rebuild_internal.h"
+#include "cache_internal.h"
 #include "magi_aot/artifact.h"
 #include "magi_aot/fingerprint.h"
 #include <stdio.h>

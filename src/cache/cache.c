@@ -7,7 +7,7 @@
  * name is removed (a reader racing gc or a replacement reads a complete,
  * consistent entry). Writers lock their temporary with flock(2), so gc can
  * tell a dead writer's leftovers from a live one's work in progress. */
-#include "rebuild_internal.h"
+#include "cache_internal.h"
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -408,73 +408,61 @@ static void temp_name(char *dst, size_t cap, const char *key, const char *what) 
     snprintf(dst, cap, "%s.%ld.%016llx.%s", key, (long)getpid(), (unsigned long long)rnd, what);
 }
 
-magi_status magi_cache_put_stream(magi_cache_put_result *res, magi_cache *c, const char *key,
-                                  uint64_t len, magi_chunk_fill_fn fill, void *ctx,
-                                  unsigned flags) {
+/* The temporary in tmp/ a put writes its entry into: unnamed (O_TMPFILE,
+ * reached through procpath) where the file system has it, so a killed
+ * writer leaves nothing at all; else named (name) and locked, so gc removes
+ * it once the lock is free. name is also set when an unnamed temporary is
+ * given a name to be renamed. */
+typedef struct put_temp {
+    int fd;
+    int unnamed;
+    char procpath[64];
+    char *name;
+} put_temp;
+
+/* Create and lock the temporary. On failure t may hold a descriptor and a
+ * name: temp_discard() removes them. */
+static magi_status temp_open(put_temp *t, magi_cache *c, const char *key, unsigned flags) {
     magi_status st = MAGI_OK;
-    magi_cache_put_result r;
-    int fd = -1;
-    char *tmp_path = NULL, *final_path = NULL;
-    uint8_t *chunk = NULL, *head = NULL;
-    EVP_MD_CTX *md = NULL;
-    memset(&r, 0, sizeof r);
-    MAGI_ARG_NONNULL(c);
-    MAGI_ARG_NONNULL(key);
-    MAGI_ARG_NONNULL(fill);
-    MAGI_CHECK(magi_cache_key_check(key));
-    if (len > ENTRY_MAX_CONTENT)
-        MAGI_FAIL(MAGI_ERR_LIMIT, "cache put '%s': %llu bytes exceeds the entry limit of %llu", key,
-                  (unsigned long long)len, (unsigned long long)ENTRY_MAX_CONTENT);
-    size_t klen = strlen(key);
-    final_path = path_join(c->entries, key);
-    if (!final_path) MAGI_FAIL(MAGI_ERR_NOMEM, "cache: out of memory");
-
-    uint8_t sha[32];
-    if (!(flags & MAGI_CACHE_PUT_REPLACE)) {
-        int p = entry_probe(c, key, sha, &r.quarantined);
-        if (p < 0) { st = MAGI_ERR_IO; goto cleanup; }
-        if (p == 1) {
-            magi_hex(r.sha256_hex, sha, 32);
-            goto done;
-        }
-    }
-
-    /* Write the entry into a temporary: unnamed when the file system has
-     * O_TMPFILE (a killed writer then leaves nothing at all), else named and
-     * locked (gc removes it once the lock is free). */
-    char procpath[64] = "";
-    int unnamed = 0;
     if (!(flags & MAGI_CACHE_PUT_NAMED_TEMP)) {
 #ifdef O_TMPFILE
-        fd = openat(c->tmp_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0644);
-        if (fd >= 0) {
+        t->fd = openat(c->tmp_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0644);
+        if (t->fd >= 0) {
             struct stat sb;
-            snprintf(procpath, sizeof procpath, "/proc/self/fd/%d", fd);
-            if (stat(procpath, &sb) == 0) unnamed = 1; /* linkat through /proc works */
-            else { close(fd); fd = -1; }
+            snprintf(t->procpath, sizeof t->procpath, "/proc/self/fd/%d", t->fd);
+            if (stat(t->procpath, &sb) == 0) t->unnamed = 1; /* linkat through /proc works */
+            else { close(t->fd); t->fd = -1; }
         }
 #endif
     }
-    if (!unnamed) {
+    if (!t->unnamed) {
         char name[MAGI_CACHE_KEY_MAX + 96];
         temp_name(name, sizeof name, key, "tmp");
-        tmp_path = strdup(name);
-        if (!tmp_path) MAGI_FAIL(MAGI_ERR_NOMEM, "cache: out of memory");
-        fd = openat(c->tmp_fd, tmp_path, O_CREAT | O_EXCL | O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0644);
-        if (fd < 0) MAGI_FAIL(MAGI_ERR_IO, "cache put '%s': cannot create %s: %s", key, tmp_path, strerror(errno));
+        t->name = strdup(name);
+        if (!t->name) MAGI_FAIL(MAGI_ERR_NOMEM, "cache: out of memory");
+        t->fd = openat(c->tmp_fd, t->name, O_CREAT | O_EXCL | O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (t->fd < 0) MAGI_FAIL(MAGI_ERR_IO, "cache put '%s': cannot create %s: %s", key, t->name, strerror(errno));
     }
     /* The lock marks a live writer; it follows the inode into entries/ and
      * ends when this process closes the file or dies. */
-    if (flock(fd, LOCK_EX) != 0)
+    if (flock(t->fd, LOCK_EX) != 0)
         MAGI_FAIL(MAGI_ERR_IO, "cache put '%s': cannot lock the temporary: %s", key, strerror(errno));
+cleanup:
+    return st;
+}
 
-    size_t hlen = ENTRY_FIXED + klen;
-    head = calloc(1, hlen);
-    chunk = malloc(IO_CHUNK);
-    md = EVP_MD_CTX_new();
+/* Write the entry into the temporary: a zero header, the content from
+ * fill() in chunks hashed as they pass, then the header with the length
+ * and the content's SHA-256 (into sha), and fsync. */
+static magi_status temp_write(uint8_t sha[32], const put_temp *t, const char *key, uint64_t len,
+                              magi_chunk_fill_fn fill, void *ctx) {
+    magi_status st = MAGI_OK;
+    size_t klen = strlen(key), hlen = ENTRY_FIXED + klen;
+    uint8_t *head = calloc(1, hlen), *chunk = malloc(IO_CHUNK);
+    EVP_MD_CTX *md = EVP_MD_CTX_new();
     if (!head || !chunk || !md) MAGI_FAIL(MAGI_ERR_NOMEM, "cache: out of memory");
     if (!EVP_DigestInit_ex(md, EVP_sha256(), NULL)) MAGI_FAIL(MAGI_ERR_NOMEM, "cache: sha256 init failed");
-    if (write_full(fd, head, hlen, 0) != 0) /* placeholder; rewritten with the digest */
+    if (write_full(t->fd, head, hlen, 0) != 0) /* placeholder; rewritten with the digest */
         MAGI_FAIL(MAGI_ERR_IO, "cache put '%s': write failed: %s", key, strerror(errno));
     for (uint64_t off = 0; off < len;) {
         size_t n = len - off > IO_CHUNK ? IO_CHUNK : (size_t)(len - off);
@@ -484,7 +472,7 @@ magi_status magi_cache_put_stream(magi_cache_put_result *res, magi_cache *c, con
             goto cleanup;
         }
         EVP_DigestUpdate(md, chunk, n);
-        if (write_full(fd, chunk, n, hlen + off) != 0)
+        if (write_full(t->fd, chunk, n, hlen + off) != 0)
             MAGI_FAIL(MAGI_ERR_IO, "cache put '%s': write failed: %s", key, strerror(errno));
         off += n;
     }
@@ -496,65 +484,110 @@ magi_status magi_cache_put_stream(magi_cache_put_result *res, magi_cache *c, con
     put_u64(head + 16, len);
     memcpy(head + 24, sha, 32);
     memcpy(head + ENTRY_FIXED, key, klen);
-    if (write_full(fd, head, hlen, 0) != 0)
+    if (write_full(t->fd, head, hlen, 0) != 0)
         MAGI_FAIL(MAGI_ERR_IO, "cache put '%s': write failed: %s", key, strerror(errno));
-    if (fsync(fd) != 0) MAGI_FAIL(MAGI_ERR_IO, "cache put '%s': fsync failed: %s", key, strerror(errno));
-    magi_hex(r.sha256_hex, sha, 32);
+    if (fsync(t->fd) != 0) MAGI_FAIL(MAGI_ERR_IO, "cache put '%s': fsync failed: %s", key, strerror(errno));
+cleanup:
+    free(chunk);
+    free(head);
+    EVP_MD_CTX_free(md);
+    return st;
+}
 
-    if (flags & MAGI_CACHE_PUT_REPLACE) {
-        if (unnamed) { /* give it a name in tmp/ first: rename needs one */
-            char name[MAGI_CACHE_KEY_MAX + 96];
-            temp_name(name, sizeof name, key, "pub");
-            tmp_path = strdup(name);
-            if (!tmp_path) MAGI_FAIL(MAGI_ERR_NOMEM, "cache: out of memory");
-            if (linkat(AT_FDCWD, procpath, c->tmp_fd, tmp_path, AT_SYMLINK_FOLLOW) != 0)
-                MAGI_FAIL(MAGI_ERR_IO, "cache put '%s': cannot name the temporary: %s", key, strerror(errno));
+/* MAGI_CACHE_PUT_REPLACE: rename the temporary over the entry (an unnamed
+ * one is given a name in tmp/ first: rename needs one). */
+static magi_status publish_replace(magi_cache_put_result *r, put_temp *t, magi_cache *c, const char *key) {
+    magi_status st = MAGI_OK;
+    if (t->unnamed) {
+        char name[MAGI_CACHE_KEY_MAX + 96];
+        temp_name(name, sizeof name, key, "pub");
+        t->name = strdup(name);
+        if (!t->name) MAGI_FAIL(MAGI_ERR_NOMEM, "cache: out of memory");
+        if (linkat(AT_FDCWD, t->procpath, c->tmp_fd, t->name, AT_SYMLINK_FOLLOW) != 0)
+            MAGI_FAIL(MAGI_ERR_IO, "cache put '%s': cannot name the temporary: %s", key, strerror(errno));
+    }
+    if (renameat(c->tmp_fd, t->name, c->entries_fd, key) != 0) {
+        int e = errno;
+        unlinkat(c->tmp_fd, t->name, 0);
+        MAGI_FAIL(MAGI_ERR_IO, "cache put '%s': cannot publish: %s", key, strerror(e));
+    }
+    free(t->name);
+    t->name = NULL;
+    r->published = 1;
+cleanup:
+    return st;
+}
+
+/* Link the temporary as the entry: the first complete publish wins. On
+ * EEXIST the winner is checked; a valid one serves (its digest in r), a
+ * corrupt one is quarantined and the link tried again (bounded). */
+static magi_status publish_first(magi_cache_put_result *r, put_temp *t, magi_cache *c, const char *key) {
+    magi_status st = MAGI_OK;
+    for (int attempt = 0;; attempt++) {
+        int rc = t->unnamed ? linkat(AT_FDCWD, t->procpath, c->entries_fd, key, AT_SYMLINK_FOLLOW)
+                            : linkat(c->tmp_fd, t->name, c->entries_fd, key, 0);
+        if (rc == 0) { r->published = 1; break; }
+        if (errno != EEXIST)
+            MAGI_FAIL(MAGI_ERR_IO, "cache put '%s': cannot publish: %s", key, strerror(errno));
+        uint8_t other[32];
+        int p = entry_probe(c, key, other, &r->quarantined);
+        if (p < 0) { st = MAGI_ERR_IO; goto cleanup; }
+        if (p == 1) {
+            magi_hex(r->sha256_hex, other, 32);
+            break;
         }
-        if (renameat(c->tmp_fd, tmp_path, c->entries_fd, key) != 0) {
-            int e = errno;
-            unlinkat(c->tmp_fd, tmp_path, 0);
-            MAGI_FAIL(MAGI_ERR_IO, "cache put '%s': cannot publish: %s", key, strerror(e));
-        }
-        free(tmp_path);
-        tmp_path = NULL;
-        r.published = 1;
-    } else {
-        /* First complete publish wins. On EEXIST check the winner; a corrupt
-         * winner is quarantined and we try again (bounded). */
-        for (int attempt = 0;; attempt++) {
-            int rc = unnamed ? linkat(AT_FDCWD, procpath, c->entries_fd, key, AT_SYMLINK_FOLLOW)
-                             : linkat(c->tmp_fd, tmp_path, c->entries_fd, key, 0);
-            if (rc == 0) { r.published = 1; break; }
-            if (errno != EEXIST)
-                MAGI_FAIL(MAGI_ERR_IO, "cache put '%s': cannot publish: %s", key, strerror(errno));
-            uint8_t other[32];
-            int p = entry_probe(c, key, other, &r.quarantined);
-            if (p < 0) { st = MAGI_ERR_IO; goto cleanup; }
-            if (p == 1) {
-                magi_hex(r.sha256_hex, other, 32);
-                break;
-            }
-            if (attempt >= 16)
-                MAGI_FAIL(MAGI_ERR_IO, "cache put '%s': entry keeps reappearing corrupt", key);
-        }
-        if (tmp_path) {
-            unlinkat(c->tmp_fd, tmp_path, 0);
-            free(tmp_path);
-            tmp_path = NULL;
+        if (attempt >= 16)
+            MAGI_FAIL(MAGI_ERR_IO, "cache put '%s': entry keeps reappearing corrupt", key);
+    }
+    if (t->name) {
+        unlinkat(c->tmp_fd, t->name, 0);
+        free(t->name);
+        t->name = NULL;
+    }
+cleanup:
+    return st;
+}
+
+/* What is left of a temporary: a name not published is removed. */
+static void temp_discard(put_temp *t, magi_cache *c) {
+    if (t->name) unlinkat(c->tmp_fd, t->name, 0); /* failed before publishing */
+    if (t->fd >= 0) close(t->fd);
+    free(t->name);
+}
+
+magi_status magi_cache_put_stream(magi_cache_put_result *res, magi_cache *c, const char *key,
+                                  uint64_t len, magi_chunk_fill_fn fill, void *ctx,
+                                  unsigned flags) {
+    magi_status st = MAGI_OK;
+    magi_cache_put_result r;
+    put_temp t = {-1, 0, "", NULL};
+    uint8_t sha[32];
+    memset(&r, 0, sizeof r);
+    MAGI_ARG_NONNULL(c);
+    MAGI_ARG_NONNULL(key);
+    MAGI_ARG_NONNULL(fill);
+    MAGI_CHECK(magi_cache_key_check(key));
+    if (len > ENTRY_MAX_CONTENT)
+        MAGI_FAIL(MAGI_ERR_LIMIT, "cache put '%s': %llu bytes exceeds the entry limit of %llu", key,
+                  (unsigned long long)len, (unsigned long long)ENTRY_MAX_CONTENT);
+    if (!(flags & MAGI_CACHE_PUT_REPLACE)) {
+        int p = entry_probe(c, key, sha, &r.quarantined);
+        if (p < 0) { st = MAGI_ERR_IO; goto cleanup; }
+        if (p == 1) { /* a valid entry is there already */
+            magi_hex(r.sha256_hex, sha, 32);
+            goto done;
         }
     }
+    MAGI_CHECK(temp_open(&t, c, key, flags));
+    MAGI_CHECK(temp_write(sha, &t, key, len, fill, ctx));
+    magi_hex(r.sha256_hex, sha, 32);
+    MAGI_CHECK(flags & MAGI_CACHE_PUT_REPLACE ? publish_replace(&r, &t, c, key) : publish_first(&r, &t, c, key));
     if (fsync_dir(c->entries_fd) != 0)
         MAGI_FAIL(MAGI_ERR_IO, "cache put '%s': cannot fsync %s: %s", key, c->entries, strerror(errno));
 done:
     if (res) *res = r;
 cleanup:
-    if (tmp_path) unlinkat(c->tmp_fd, tmp_path, 0); /* failed before publishing */
-    if (fd >= 0) close(fd);
-    free(tmp_path);
-    free(final_path);
-    free(chunk);
-    free(head);
-    EVP_MD_CTX_free(md);
+    temp_discard(&t, c);
     return st;
 }
 

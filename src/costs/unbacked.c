@@ -10,7 +10,7 @@
  *      `E >= u0`, `E > u0`, E evaluable with the hints): caps 1 and 3;
  *   3. otherwise model.unbacked_hint, flagged as a guess.
  */
-#include "canon_internal.h"
+#include "costs_internal.h"
 #include <stdlib.h>
 #include <string.h>
 
