@@ -1098,6 +1098,28 @@ ARGS(magi_lower_redistribute) {
     INVALID(magi_lower_redistribute(&l, &n, r, NULL, 0), "c");
     magi_region_free(r);
 }
+ARGS(magi_hex_encode) {
+    char out[5] = "zzzz";
+    const uint8_t b[2] = {0xab, 0x01};
+    INVALID(magi_hex_encode(NULL, 5, b, 2), "out");
+    INVALID(magi_hex_encode(out, 5, NULL, 2), "data");
+    INVALID(magi_hex_encode(out, 4, b, 2), "cap");
+    MT_OK(magi_hex_encode(out, 5, b, 2));
+    MT_CHECK(!strcmp(out, "ab01"), "hex %s", out);
+    MT_OK(magi_hex_encode(out, 1, NULL, 0));
+    MT_CHECK(out[0] == '\0', "empty hex");
+}
+ARGS(magi_file_format_of) {
+    static const char art[] = "MAGIAOT\0rest";
+    EQ(magi_file_format_of(NULL, 0), MAGI_FILE_UNKNOWN);
+    EQ(magi_file_format_of(NULL, 5), MAGI_FILE_UNKNOWN);
+    EQ(magi_file_format_of("", 0), MAGI_FILE_UNKNOWN);
+    EQ(magi_file_format_of(" \r\n\t{}", 6), MAGI_FILE_JSON);
+    EQ(magi_file_format_of("   ", 3), MAGI_FILE_UNKNOWN);
+    EQ(magi_file_format_of(art, sizeof art - 1), MAGI_FILE_ARTIFACT_V1);
+    EQ(magi_file_format_of(art, 7), MAGI_FILE_UNKNOWN); /* a cut magic */
+    EQ(magi_file_format_of("[1]", 3), MAGI_FILE_UNKNOWN);
+}
 ARGS(magi_localize) {
     uint32_t n = 7;
     magi_region *r = NULL;
@@ -1210,7 +1232,8 @@ static const arg_case cases[] = {
     ARGS_CASE(magi_loader_report), ARGS_CASE(magi_loader_save),
     ARGS_CASE(magi_placement_parse), ARGS_CASE(magi_placement_format), ARGS_CASE(magi_dtensor_spec_get),
     ARGS_CASE(magi_dtensor_spec_check_json), ARGS_CASE(magi_dtensor_extent), ARGS_CASE(magi_lower_redistribute),
-    ARGS_CASE(magi_loader_lowered), ARGS_CASE(magi_localize),
+    ARGS_CASE(magi_loader_lowered), ARGS_CASE(magi_localize), ARGS_CASE(magi_hex_encode),
+    ARGS_CASE(magi_file_format_of),
     ARGS_CASE(magi_text_escape), ARGS_CASE(magi_text_is_safe), ARGS_CASE(magi_text_safe),
     ARGS_CASE(magi_text_fputs), ARGS_CASE(magi_text_fput_json),
 };

@@ -53,9 +53,7 @@ magi_status magi_cli_read_region(magi_region **out, const char *path) {
     size_t len = 0;
     magi_status st = read_stdin(&buf, &len, (size_t)1 << 30);
     if (st) return st;
-    size_t i = 0;
-    while (i < len && (buf[i] == ' ' || buf[i] == '\t' || buf[i] == '\n' || buf[i] == '\r')) i++;
-    if (i < len && buf[i] == '{') {
+    if (magi_file_format_of(buf, len) == MAGI_FILE_JSON) {
         st = magi_json_read(out, buf, len, NULL);
     } else {
         magi_artifact *a = NULL;

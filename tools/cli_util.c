@@ -44,18 +44,20 @@ const char *magi_cli_json_num(char *buf, size_t cap, double v, int prec) {
 int magi_cli_is_json_file(const char *path) {
     FILE *f = fopen(path, "rb");
     if (!f) return 0;
-    int c;
-    do c = fgetc(f);
-    while (c == ' ' || c == '\t' || c == '\n' || c == '\r');
+    unsigned char chunk[4096];
+    size_t n;
+    magi_file_format fmt = MAGI_FILE_UNKNOWN;
+    /* blanks may run past one chunk: the format is judged at the first other byte */
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
+        size_t i = 0;
+        while (i < n && (chunk[i] == ' ' || chunk[i] == '\t' || chunk[i] == '\n' || chunk[i] == '\r')) i++;
+        if (i < n) {
+            fmt = magi_file_format_of(chunk + i, n - i);
+            break;
+        }
+    }
     fclose(f);
-    return c == '{';
+    return fmt == MAGI_FILE_JSON;
 }
 
-void magi_cli_hex(char *dst, const uint8_t *src, size_t n) {
-    static const char digits[] = "0123456789abcdef";
-    for (size_t i = 0; i < n; i++) {
-        dst[2 * i] = digits[src[i] >> 4];
-        dst[2 * i + 1] = digits[src[i] & 15];
-    }
-    dst[2 * n] = '\0';
-}
+void magi_cli_hex(char *dst, const uint8_t *src, size_t n) { magi_hex_encode(dst, 2 * n + 1, src, n); }

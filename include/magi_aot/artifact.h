@@ -29,6 +29,19 @@ extern "C" {
 #define MAGI_ARTIFACT_MAJOR 1
 #define MAGI_ARTIFACT_MINOR 0
 
+/* What a file's bytes hold, judged from their start the way every reader
+ * of the library picks its format (the loader, magi_load_file, the CLI). */
+typedef enum magi_file_format {
+    MAGI_FILE_UNKNOWN = 0,     /* none of the below (also: empty, NULL) */
+    MAGI_FILE_JSON = 1,        /* magi-fx JSON: the first byte after blanks (space, tab, CR, LF) is '{' */
+    MAGI_FILE_ARTIFACT_V1 = 2, /* starts with the artifact magic "MAGIAOT\0" */
+    MAGI_FILE_LEGACY_V0 = 3    /* MagiCompiler's legacy v0 state dict (a msgpack map of its keys) */
+} magi_file_format;
+
+/* The format of `size` bytes at `data` (NULL with size 0 allowed). Reads
+ * only their start; never fails. Thread-safe. */
+MAGI_API magi_file_format magi_file_format_of(const void *data, size_t size);
+
 /* Section kinds of format v1. Unknown kinds are skipped when reading. */
 typedef enum magi_section_kind {
     MAGI_SECTION_META = 1,     /* model tag/idx, traced files, config, dropped legacy keys */

@@ -95,6 +95,12 @@ MAGI_API void magi_free(void *p);
  * existing file there is untouched. */
 MAGI_API magi_status magi_write_file_atomic(const char *path, const void *data, size_t len);
 
+/* Lower-case hex of `n` bytes at `data` into out (cap bytes: at least
+ * 2 * n + 1, NUL-terminated), as the library prints every digest.
+ * MAGI_ERR_INVALID_ARG for NULL out or data (n > 0) or a short cap.
+ * Thread-safe. */
+MAGI_API magi_status magi_hex_encode(char *out, size_t cap, const void *data, size_t n);
+
 /* Feature bits reported by magi_features(). */
 #define MAGI_FEATURE_CUDA 0x1u   /* the cuda SymmBuffer backend is built in */
 #define MAGI_FEATURE_NCCL 0x2u   /* NCCL rendezvous is built in */

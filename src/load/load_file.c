@@ -12,14 +12,12 @@ magi_status magi_load_file(magi_region **out, const char *path, const magi_read_
     MAGI_ARG_NONNULL(path);
     if ((st = magi_read_limits_resolve(&lo, opts))) return st;
     MAGI_CHECK(magi_map_file(&mf, path, UINT64_MAX)); /* mapping reads nothing; each format applies the limit */
-    size_t i = 0;
-    while (i < mf.size && (mf.data[i] == ' ' || mf.data[i] == '\t' || mf.data[i] == '\n' || mf.data[i] == '\r'))
-        i++;
-    if (i < mf.size && mf.data[i] == '{') {
+    magi_file_format fmt = magi_file_format_of(mf.data, mf.size);
+    if (fmt == MAGI_FILE_JSON) {
         magi_unmap_file(&mf);
         return magi_json_read_file(out, path, &lo);
     }
-    if ((mf.size >= 8 && memcmp(mf.data, MAGI_ART_MAGIC, 8) == 0) || magi_legacy_v0_sniff(mf.data, mf.size)) {
+    if (fmt == MAGI_FILE_ARTIFACT_V1 || fmt == MAGI_FILE_LEGACY_V0) {
         magi_artifact *a = NULL;
         st = magi_artifact_open(&a, mf.data, mf.size, &lo);
         if (!st) st = magi_artifact_load_region(out, a);

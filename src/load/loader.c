@@ -125,9 +125,8 @@ static magi_status read_region(magi_loader *ld, entry *e) {
     magi_status st = MAGI_OK;
     magi_artifact *a = NULL;
     const uint8_t *d = e->data;
-    size_t size = e->size, i = 0;
-    while (i < size && (d[i] == ' ' || d[i] == '\t' || d[i] == '\n' || d[i] == '\r')) i++;
-    if (i < size && d[i] == '{') {
+    size_t size = e->size;
+    if (magi_file_format_of(d, size) == MAGI_FILE_JSON) {
         st = magi_json_read(&e->region, (const char *)d, size, &ld->limits);
         if (st) magi_error_prefix(st, "%s", e->path);
         goto cleanup;

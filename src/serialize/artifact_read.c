@@ -1910,3 +1910,14 @@ cleanup:
     } /* else the caller resets mem->arena */
     return st;
 }
+
+magi_file_format magi_file_format_of(const void *data, size_t size) {
+    const uint8_t *d = data;
+    if (!d || !size) return MAGI_FILE_UNKNOWN;
+    size_t i = 0;
+    while (i < size && (d[i] == ' ' || d[i] == '\t' || d[i] == '\n' || d[i] == '\r')) i++;
+    if (i < size && d[i] == '{') return MAGI_FILE_JSON;
+    if (size >= 8 && memcmp(d, MAGI_ART_MAGIC, 8) == 0) return MAGI_FILE_ARTIFACT_V1;
+    if (magi_legacy_v0_sniff(d, size)) return MAGI_FILE_LEGACY_V0;
+    return MAGI_FILE_UNKNOWN;
+}
