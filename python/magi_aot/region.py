@@ -130,14 +130,14 @@ class Region:
         return _inputs_of_doc(self.doc, concrete=True)
 
     def fake_inputs(self, fake_mode=None, *, device=None):
-        """Rebuild the placeholders as FakeTensors / SymInts (see magi_aot.fake)."""
-        from .fake import fake_inputs
+        """Rebuild the placeholders as FakeTensors / SymInts (see magi_aot.fx.fake)."""
+        from .fx.fake import fake_inputs
         return fake_inputs(self, fake_mode, device=device)
 
     def graph_module(self, *, symbol_values=None, allow_targets=()):
-        """Rebuild the graph as a torch.fx.GraphModule (see magi_aot.rebuild;
-        allow_targets: targets past the allow-list, magi_aot.targets)."""
-        from .rebuild import graph_module
+        """Rebuild the graph as a torch.fx.GraphModule (see magi_aot.fx.rebuild;
+        allow_targets: targets past the allow-list, magi_aot.fx.targets)."""
+        from .fx.rebuild import graph_module
         return graph_module(self, symbol_values=symbol_values, allow_targets=allow_targets)
 
     def __repr__(self):

@@ -16,7 +16,7 @@ import sys
 sys.modules["torch"] = None
 sys.path.insert(0, sys.argv[1])
 import magi_aot
-from magi_aot import fake, rebuild
+from magi_aot.fx import fake, rebuild
 region = magi_aot.load(sys.argv[2])
 calls = {
     "fake_inputs": lambda: region.fake_inputs(),
@@ -73,12 +73,16 @@ except OSError as e:
 
 
 def _copy_package(dest):
+    """The package's Python sources (subpackages included) under dest."""
     src = os.path.join(ROOT, "python", "magi_aot")
     pkg = os.path.join(dest, "magi_aot")
-    os.makedirs(pkg)
-    for f in os.listdir(src):
-        if f.endswith(".py"):
-            shutil.copy(os.path.join(src, f), pkg)
+    for d, dirs, files in os.walk(src):
+        dirs[:] = [x for x in dirs if x != "__pycache__"]
+        out = os.path.join(pkg, os.path.relpath(d, src))
+        os.makedirs(out, exist_ok=True)
+        for f in files:
+            if f.endswith(".py"):
+                shutil.copy(os.path.join(d, f), out)
     return pkg
 
 

@@ -1,4 +1,4 @@
-"""torch.compile backend helper: the "save tool" a runtime plugs in.
+"""The torch.compile save backend: the "save tool" a runtime plugs in.
 
     backend = magi_aot.save_backend("/cache", model_tag="llama", compiler=None)
     model = torch.compile(model, backend=backend, dynamic=True)
@@ -17,31 +17,26 @@ compiler is given (e.g. the inductor backend), else gm.forward (eager).
 With store_code=True the backend also compiles each region with
 Inductor's standalone compile and stores the compiled code in the same
 artifact as an opaque COMPILED section keyed by the environment
-(magi_aot.compiled); variants for other keys already in the entry are
+(magi_aot.compile.code); variants for other keys already in the entry are
 kept. It then returns the compiled callable, and publishes the model's
 region list (keys in model_idx order, each placeholder's Dynamo source)
-under the cache key `index_key(model_tag)` for magi_aot.bind.
+under the cache key `index_key(model_tag)` for magi_aot.compile.warm.
 
 A failure to save never breaks the model: the error is recorded in
 entry.error and logged (strict=True raises instead).
 """
-import ctypes
 import json
 import logging
 import os
 import threading
 import time
 import warnings
-from ctypes import byref, c_void_p
 
-import re
+from .._lib import SECTION_COMPILED, CRegion, MagiError, cstr, has, lib, read_opaque_sections
+from ..cache import _Cache, index_key
+from ..region import _dumps
 
-from ._lib import (SECTION_COMPILED, CachePutResult, CRegion, MagiError, cstr, has, lib,
-                   read_opaque_sections)
-from .region import load_buffers, _dumps, load_bytes
-
-__all__ = ["SaveBackend", "SavedRegion", "SideEffectsRefused", "cache_get", "cache_get_bytes",
-           "cache_get_entry", "index_key", "read_index"]
+__all__ = ["SaveBackend", "SavedRegion", "SideEffectsRefused", "replayed_side_effects"]
 
 MAX_VARIANTS = 4  # compiled-code variants kept per region (one per key)
 
@@ -64,100 +59,6 @@ class SavedRegion:
 
     def __repr__(self):
         return "SavedRegion(%r)" % self.as_dict()
-
-
-class _Cache:
-    """Owns a magi_cache* for one call."""
-
-    def __init__(self, path):
-        self.ptr = c_void_p()
-        lib.magi_cache_open(byref(self.ptr), cstr(path))
-
-    def put(self, key, data, replace=False):
-        res = CachePutResult()
-        lib.magi_cache_put(byref(res), self.ptr, key.encode(), data, len(data),
-                           1 if replace else 0)
-        return res
-
-    def get_or_none(self, key):
-        try:
-            return self.get(key)
-        except MagiError as e:
-            if e.status == "MAGI_ERR_NOT_FOUND":
-                return None
-            raise
-
-    def get(self, key):
-        p = c_void_p()
-        n = ctypes.c_size_t()
-        lib.magi_cache_get(byref(p), byref(n), None, None, self.ptr, key.encode(), None, 0)
-        try:
-            return ctypes.string_at(p, n.value)
-        finally:
-            lib.magi_free(p)
-
-    def owner_problem(self, key):
-        """None when only this user can have written the entry under key
-        (magi_cache_check_owner: the cache's directories and the entry file
-        are this user's and writable by nobody else), else why not."""
-        if not has("magi_cache_check_owner"):
-            return "this libmagi_aot cannot tell who wrote the cache (no magi_cache_check_owner)"
-        try:
-            lib.magi_cache_check_owner(self.ptr, key.encode())
-        except MagiError as e:
-            return e.message
-        return None
-
-    def close(self):
-        if self.ptr:
-            lib.magi_cache_free(self.ptr)
-            self.ptr = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *a):
-        self.close()
-
-
-def cache_get_bytes(cache_dir, key):
-    """The verified bytes stored under `key`, or None when there is none."""
-    with _Cache(os.fspath(cache_dir)) as c:
-        return c.get_or_none(key)
-
-
-def cache_get_entry(cache_dir, key):
-    """(verified bytes or None, owner problem): the bytes stored under `key`
-    and None when only this user can have written them, else a sentence
-    saying why not (a group-shared cache, a file others can write; see
-    _Cache.owner_problem). Both come through one handle, so the check is
-    on the directories the read used."""
-    with _Cache(os.fspath(cache_dir)) as c:
-        data = c.get_or_none(key)
-        return data, (None if data is None else c.owner_problem(key))
-
-
-def cache_get(cache_dir, key, *, transport=None, rank=None, world=None, keep_cast_pad=False):
-    """Load the region stored under `key` in a cache directory (verified).
-    rank, world, keep_cast_pad: as magi_aot.load (a rank-local load, which
-    a SymmRuntime of that rank binds as it stands)."""
-    with _Cache(os.fspath(cache_dir)) as c:
-        data = c.get(key)
-    if world is None:
-        return load_bytes(data, transport=transport)
-    return load_buffers([data], ["cache entry %s" % key], transport=transport, rank=rank, world=world,
-                        keep_cast_pad=keep_cast_pad)[0]
-
-
-def index_key(model_tag):
-    """Cache key of a model's region list."""
-    return "index." + (re.sub(r"[^A-Za-z0-9._-]", "_", str(model_tag)) or "_")[:150]
-
-
-def read_index(cache_dir, model_tag):
-    """The region list the backend published for model_tag, or None."""
-    data = cache_get_bytes(cache_dir, index_key(model_tag))
-    return None if data is None else json.loads(data.decode("utf-8"))
 
 
 def _traced_files():
@@ -191,7 +92,7 @@ def _frame_facts(gm):
     shapes  {"ranges": {symbol: [lo, hi or None]}, "guards": [expression]}
             of the region's size symbols (the ShapeEnv's value ranges and
             its guards, after Inductor compiled the region)"""
-    from .bind import _follow, parse_source
+    from .warm import _follow, parse_source
     frame = guards = shapes = None
     try:
         from torch._guards import CompileContext, TracingContext
@@ -299,7 +200,7 @@ class SaveBackend:
     zstd_level      artifact compression level (0: the library default, see FORMAT.md §3)
     refuse_side_effects  raise SideEffectsRefused for a frame that changes
                     objects it did not create, before compiling it
-                    (bind_model: such a region cannot run without Dynamo)
+                    (warm_start: such a region cannot run without Dynamo)
     Thread-safe: model_idx allocation and the entries list are locked.
     """
 
@@ -324,13 +225,13 @@ class SaveBackend:
         self._lock = threading.Lock()
         for fn in ("magi_cache_open", "magi_cache_put", "magi_cache_region_key"):
             if not has(fn):
-                from ._lib import MagiUnsupported
+                from .._lib import MagiUnsupported
                 raise MagiUnsupported(fn + "()")
 
     def _check_rebuildable(self, doc, model_idx):
         """strict: refuse a region a load cannot rebuild; else warn, naming
         each node (the region is still saved: its code may not need it)."""
-        from .fx import UnrebuildableRegion, rebuild_problems
+        from ..fx import UnrebuildableRegion, rebuild_problems
         problems = rebuild_problems(doc)
         if not problems:
             return
@@ -344,7 +245,7 @@ class SaveBackend:
     def save_region(self, gm, model_idx, code=None):
         """Walk, encode and publish one region. code: (payload builder,
         compile seconds) when compiled code is stored with it."""
-        from .fx import graph_to_doc
+        from ..fx import graph_to_doc
         t0 = time.perf_counter()
         traced = _traced_files()
         doc = graph_to_doc(gm, model_tag=self.model_tag, model_idx=model_idx,
@@ -371,7 +272,7 @@ class SaveBackend:
             with self._lock:
                 self.stored_code[key] = payload
         t2 = time.perf_counter()
-        from .compiled import placeholder_sources
+        from .code import placeholder_sources
         return SavedRegion(model_tag=self.model_tag, model_idx=model_idx, key=key,
                            fingerprint=fp, nodes=n_nodes, bytes=len(data),
                            published=bool(res.published), walk_seconds=t1 - t0,
@@ -382,7 +283,7 @@ class SaveBackend:
     def _with_variants(self, creg, key, payload):
         """Artifact bytes holding `payload` plus the stored variants of the
         entry already under `key` whose environment key differs."""
-        from .compiled import unpack
+        from .code import unpack
         mine = unpack(payload)[0]["key"]
         keep = []
         with _Cache(self.cache_dir) as c:
@@ -399,13 +300,13 @@ class SaveBackend:
         return creg.encode_with(sections, self.zstd_level)
 
     def _compile(self, gm, example_inputs):
-        from .compiled import compile_region, environment_key, make_header, pack
-        from .compiled import placeholder_sources, region_device
+        from .code import compile_region, environment_key, make_header, pack
+        from .code import placeholder_sources, region_device
         t = time.perf_counter()
         import torch
         grad = torch.is_grad_enabled()
         if any(getattr(x, "is_cuda", False) for x in example_inputs):
-            from .compiled import use_triton_cache
+            from .code import use_triton_cache
             use_triton_cache(self.cache_dir)
         fn, blobs = compile_region(gm, example_inputs, options=self.inductor_options)
         dt = time.perf_counter() - t
@@ -440,7 +341,7 @@ class SaveBackend:
             c.put(index_key(self.model_tag), json.dumps(doc).encode(), replace=True)
 
     def annotate(self, model_idx, **fields):
-        """Add fields to a region's record in the published index (bind_model
+        """Add fields to a region's record in the published index (warm_start
         adds the return value's structure and the call's argument kinds)
         and publish it again."""
         with self._lock:

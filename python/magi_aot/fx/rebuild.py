@@ -9,10 +9,10 @@ from the artifact alone:
     compiled = my_backend(gm, args)
 
 Targets are resolved from their spec strings by
-magi_aot.targets.resolve_allowed: `torch.ops.NS.OP[.OVERLOAD]`,
+magi_aot.fx.targets.resolve_allowed: `torch.ops.NS.OP[.OVERLOAD]`,
 `torch.ops.higher_order.NAME`, and `module.path` callables, each checked
 against the loader's allow-list (torch operators and tensor functions,
-operator, math, a few builtins, tensor methods; magi_aot.targets) before
+operator, math, a few builtins, tensor methods; magi_aot.fx.targets) before
 anything is imported, since a target string is data and calling it is
 code; `allow_targets` (or MAGI_AOT_ALLOW_TARGETS) opts more in. A target
 off the list is refused with MagiError MAGI_ERR_UNSUPPORTED naming the
@@ -24,7 +24,7 @@ importing its namespace and the modules of the region's traced source
 files, when those modules are opted in. Dynamo's DTensor helper
 `...method_to_local.<locals>.to_local_fn_with_prim_types` (a closure over
 the constant arguments of `DTensor.to_local`) becomes `to_local` below, and
-`torch.ops.magi.*` (the rewritten gathers) registers magi_aot.ops first. Any
+`torch.ops.magi.*` (the rewritten gathers) registers magi_aot.runtime.ops first. Any
 other function local to a function (`...<locals>...`), a
 call_module or a get_attr of anything but a saved subgraph (the graph
 would need the module's attributes) or an opaque argument cannot be rebuilt: the call raises MagiError
@@ -36,11 +36,11 @@ library, as a load with rank= and world= does): DTensor placeholders
 shard's metadata, so fake inputs, the plan and the real inputs are all
 local shards.
 """
-from . import _expr
+from . import expr as _expr
 from . import dtensor as _dtensor
 from . import targets as _targets
-from ._lib import MagiError
-from ._torch_required import require_torch
+from .._lib import MagiError
+from .._torch_required import require_torch
 
 __all__ = ["graph_module", "resolve_target", "run_fake", "to_local", "localize", "TO_LOCAL"]
 
@@ -71,7 +71,7 @@ def localize(region):
     region given); raises MagiError MAGI_ERR_UNSUPPORTED naming the
     placeholder when one is also used other than through to_local, or by
     to_local nodes that disagree."""
-    from .region import localized
+    from ..region import localized
     return localized(region)
 
 
@@ -81,19 +81,19 @@ def _unsupported(node, why):
 
 def resolve_target(text, import_files=(), allow=()):
     """The callable a call_function target string names (see module doc and
-    magi_aot.targets, which the fx walk uses to pick names that resolve).
+    magi_aot.fx.targets, which the fx walk uses to pick names that resolve).
     import_files: source files whose modules may register a missing
     torch.ops operator (graph_module passes the region's traced_files;
     imported only when opted in). allow: opt-ins past the allow-list
-    (magi_aot.targets.resolve_allowed); a name off it raises
-    magi_aot.targets.TargetRefused (a LookupError)."""
+    (magi_aot.fx.targets.resolve_allowed); a name off it raises
+    magi_aot.fx.targets.TargetRefused (a LookupError)."""
     require_torch("magi_aot.resolve_target()")
     parts = text.split(".") if isinstance(text, str) else []
     if "<locals>" in parts and parts[-1].startswith("to_local") and any(
             p.endswith("to_local") for p in parts[:-2]):
         return to_local  # Dynamo's DTensor.to_local helper (see to_local)
-    if parts[:3] == ["torch", "ops", "magi"]:  # the rewritten gathers: magi_aot.ops
-        from .ops import register
+    if parts[:3] == ["torch", "ops", "magi"]:  # the rewritten gathers: magi_aot.runtime.ops
+        from ..runtime.ops import register
         register()
     return _targets.resolve_allowed(text, import_files, allow)
 

@@ -70,7 +70,10 @@ ALIAS_MODULES = ("torch", "torch.nn.functional", "torch.functional", "torch._C",
                  "torch._refs", "torch._prims", "torch._dynamo.polyfills", "operator", "math",
                  "builtins", "functools", "itertools")
 
-_MODULE_ALIASES = {"_operator": "operator", "__builtin__": "builtins", "_functools": "functools"}
+# "magi_aot.fx.rebuild": the to_local stand-in is named magi_aot.rebuild.to_local
+# in documents (the C localize pass writes that name; magi_aot.rebuild is that module).
+_MODULE_ALIASES = {"_operator": "operator", "__builtin__": "builtins", "_functools": "functools",
+                   "magi_aot.fx.rebuild": "magi_aot.rebuild"}
 
 
 def module_of_file(path):

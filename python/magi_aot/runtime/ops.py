@@ -92,7 +92,7 @@ import threading
 import weakref
 from ctypes import byref, c_char_p, c_double, c_int, c_int64, c_size_t, c_uint32, c_uint64, c_void_p
 
-from ._lib import MagiError, status_code
+from .._lib import MagiError, status_code
 
 __all__ = ["REGISTRY", "SymmRegistry", "register", "OPS", "IMPLEMENTATION", "FALLBACK_REASON",
            "EXTENSION_PATH", "OP_ERRORS", "as_magi_error", "bound_count"]
@@ -427,11 +427,12 @@ def _candidates():
         return [env]
     out = []
     try:
-        from .docio import _lib_dir
+        from ..docio import _lib_dir
         d = _lib_dir()
     except Exception:  # noqa: BLE001 - no library: the package directory only
         d = ""
-    for base in ([d] if d else []) + [os.path.dirname(os.path.abspath(__file__))]:
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # magi_aot/, above runtime/
+    for base in ([d] if d else []) + [package]:
         out += sorted(glob.glob(os.path.join(base, "_C.so")) + glob.glob(os.path.join(base, "_C.*.so")))
     return out
 
@@ -462,7 +463,7 @@ def _load_extension(torch):
 
 def register():
     """Define the two operators once per process (idempotent; called when
-    magi_aot.ops or magi_aot.runtime is imported): the extension's kernels
+    magi_aot.runtime.ops or magi_aot.runtime is imported): the extension's kernels
     where it loads, else the Python ones (the module docstring says how
     the choice is made). Returns torch.ops.magi."""
     global IMPLEMENTATION, FALLBACK_REASON, EXTENSION_PATH
