@@ -6,7 +6,10 @@ descriptors, the transport decision, the rank-local form and the lowering
 for a rank, one plan over all regions of a load and the rewrite; Python
 turns each loaded region into a document of dicts (docio: built from the C
 region directly, no JSON text) and keeps the loader alive behind the
-Regions of one load (magi_aot.loaded.LoadedSet).
+Regions of one load (magi_aot.loaded.LoadedSet). A save goes the other way
+as JSON text: the document the walk (magi_aot.fx.walk) made is printed
+once and read by the C reader (magi_json_read), which checks it and
+encodes the artifact.
 """
 import ctypes
 import json
