@@ -7,7 +7,7 @@ of one model in a fresh process, side by side in one run.
 
 Paths (each run is a fresh interpreter started by this script):
   eager            the model's forward, no compile;
-  magi             magi_aot.bind_model(model, cache, tag) over code stored by
+  magi             magi_aot.warm_start(model, cache, tag) over code stored by
                    the setup process magi-store (0 Dynamo graphs, 0 Inductor
                    code generations expected: counted);
   magi-standalone  the same stored code loaded with CompiledArtifact.load
@@ -85,13 +85,13 @@ SETUP = {"magi": "magi-store", "magi-standalone": "magi-store", "compile-warm": 
          "mega-load": "mega-save", "precompile-load": "precompile-save", "aoti-load": "aoti-save"}
 LABEL = {
     "eager": "eager",
-    "magi": "magi bind_model, stored code",
-    "magi-standalone": "magi bind_model, stored code, CompiledArtifact.load (MAGI_AOT_DIRECT=0)",
+    "magi": "magi warm_start, stored code",
+    "magi-standalone": "magi warm_start, stored code, CompiledArtifact.load (MAGI_AOT_DIRECT=0)",
     "compile-warm": "torch.compile, warm Inductor cache",
     "mega-load": "torch mega-cache (load_cache_artifacts + torch.compile)",
     "precompile-load": "torch AOT precompile (load_compiled_function)",
     "aoti-load": "AOTInductor package (AOTIModelPackageLoader; use_cache=False)",
-    "magi-store": "setup: magi bind_model, trace + compile + store",
+    "magi-store": "setup: magi warm_start, trace + compile + store",
     "compile-cold": "setup: torch.compile, cold Inductor cache",
     "mega-save": "setup: torch.compile cold + save_cache_artifacts",
     "precompile-save": "setup: torch AOT precompile + save_compiled_function",
@@ -200,7 +200,7 @@ def child(path, root, size, device):
         if path == "eager":
             fwd = m
         elif path in ("magi", "magi-store", "magi-standalone"):
-            fwd = magi_aot.bind_model(m, os.path.join(root, "magi-cache"), "warmstart")
+            fwd = magi_aot.warm_start(m, os.path.join(root, "magi-cache"), "warmstart")
         elif path in ("compile-cold", "compile-warm"):
             fwd = torch.compile(m)
         elif path == "mega-save":

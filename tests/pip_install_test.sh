@@ -39,6 +39,15 @@ lib = _lib.lib_path()
 assert lib and os.path.dirname(os.path.realpath(lib)) == pkg, (lib, pkg)
 assert docio.path_used() == "direct", (docio.path_used(), docio.extension_missing())
 assert len(region.nodes) == 45, len(region.nodes)
+import importlib, importlib.util
+# The subpackages are installed with it; fx/ and compile/ import without
+# torch, runtime/ (which registers the torch operators) is only found.
+for sub in ("fx", "compile", "runtime"):
+    spec = importlib.util.find_spec("magi_aot." + sub)
+    where = os.path.dirname(os.path.realpath(spec.origin))
+    assert where == os.path.join(pkg, sub), (sub, where)
+    if sub != "runtime":
+        importlib.import_module("magi_aot." + sub)
 print("installed package: %d nodes, library %s, document path %s"
       % (len(region.nodes), os.path.relpath(lib, sys.argv[2]), docio.path_used()))
 PY

@@ -28,7 +28,7 @@ if(Python3_Interpreter_FOUND AND NOT MAGI_SANITIZE)
     LABELS "python;nosan"
     TIMEOUT 900
     ENVIRONMENT "MAGI_AOT_LIB=$<TARGET_FILE:magi_aot>;MAGI_CLI=$<TARGET_FILE:magi-aot>;MAGI_FIXTURES_REAL=${MAGI_FIXTURES_REAL};PYTHONDONTWRITEBYTECODE=1")
-  # The warm start at bind_model's defaults on stock transformers models
+  # The warm start at warm_start's defaults on stock transformers models
   # (python/tests/warm_models_ci.py: two fresh processes sharing one cache).
   add_test(NAME test_python_warm_models
     COMMAND ${Python3_EXECUTABLE} -m unittest -v warm_models_ci

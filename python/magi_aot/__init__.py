@@ -8,7 +8,7 @@ files work without it.
 """
 from ._lib import MagiError, MagiUnsupported, lib_path
 from ._torch_required import TorchRequiredError, require_torch as _require_torch
-from .bind import bind_model
+from .compile.warm import warm_start
 from .region import (Region, fingerprint, inputs, load, load_bytes, load_many, region_from_doc, save,
                      save_doc)
 
@@ -24,10 +24,14 @@ def graph_to_doc(gm, **kw):
 
 def save_backend(cache_dir, model_tag, **kw):
     """A torch.compile backend that saves every region into `cache_dir`
-    (see magi_aot.backend.SaveBackend)."""
+    (see magi_aot.compile.backend.SaveBackend)."""
     _require_torch("magi_aot.save_backend()")
-    from .backend import SaveBackend
+    from .compile.backend import SaveBackend
     return SaveBackend(cache_dir, model_tag, **kw)
+
+
+# bind_model: the earlier name of warm_start, kept as an alias of it.
+bind_model = warm_start
 
 
 def library_version():
@@ -38,4 +42,4 @@ def library_version():
 __all__ = ["MagiError", "MagiUnsupported", "TorchRequiredError", "Region", "load", "load_bytes", "load_many",
            "save", "save_doc",
            "fingerprint", "inputs", "region_from_doc", "graph_to_doc", "save_backend",
-           "lib_path", "library_version", "bind_model"]
+           "lib_path", "library_version", "warm_start", "bind_model"]

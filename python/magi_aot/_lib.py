@@ -20,7 +20,10 @@ MagiUnsupported naming it when called, never a fake result.
 Ownership rules mirror the C headers: every region, arena, plan, cache
 handle and text the library hands out is freed here (with try/finally), so
 no Python object holds C memory past the call that made it, except the
-small RAII wrappers below (_Region, _Arena), which free on close().
+owning wrappers: CRegion below (one magi_region) and cache._Cache (one
+cache handle), freed by close() or at the end of their with-block, and
+loaded.LoadedSet (one loader and its plan), freed by close() or when the
+last Region or runtime that refers to it goes.
 """
 import ctypes
 import ctypes.util

@@ -174,7 +174,7 @@ class _Values:
     """Real values built from the region's metadata at the hints."""
 
     def __init__(self, torch, nodes, hints, device):
-        from . import _expr
+        from .fx import expr as _expr
         self.torch, self.nodes, self.hints, self.device = torch, nodes, hints, device
         self._expr = _expr
         self.by_name = {n["name"]: n for n in nodes}
@@ -361,7 +361,7 @@ def profile(path, *, device="cuda", iters=20, log=None, only=None):
         raise RuntimeError("%s: %d nodes but %d keys" % (path, len(nodes), len(keys)))
     vals = _Values(torch, nodes, hints, device)
     timer = _Timer(torch, device)
-    from .rebuild import resolve_target
+    from .fx.rebuild import resolve_target
     measured, report = {}, []
 
     def put(key, us):

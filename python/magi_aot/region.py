@@ -6,7 +6,10 @@ descriptors, the transport decision, the rank-local form and the lowering
 for a rank, one plan over all regions of a load and the rewrite; Python
 turns each loaded region into a document of dicts (docio: built from the C
 region directly, no JSON text) and keeps the loader alive behind the
-Regions of one load (magi_aot.loaded.LoadedSet).
+Regions of one load (magi_aot.loaded.LoadedSet). A save goes the other way
+as JSON text: the document the walk (magi_aot.fx.walk) made is printed
+once and read by the C reader (magi_json_read), which checks it and
+encodes the artifact.
 """
 import ctypes
 import json
@@ -130,14 +133,14 @@ class Region:
         return _inputs_of_doc(self.doc, concrete=True)
 
     def fake_inputs(self, fake_mode=None, *, device=None):
-        """Rebuild the placeholders as FakeTensors / SymInts (see magi_aot.fake)."""
-        from .fake import fake_inputs
+        """Rebuild the placeholders as FakeTensors / SymInts (see magi_aot.fx.fake)."""
+        from .fx.fake import fake_inputs
         return fake_inputs(self, fake_mode, device=device)
 
     def graph_module(self, *, symbol_values=None, allow_targets=()):
-        """Rebuild the graph as a torch.fx.GraphModule (see magi_aot.rebuild;
-        allow_targets: targets past the allow-list, magi_aot.targets)."""
-        from .rebuild import graph_module
+        """Rebuild the graph as a torch.fx.GraphModule (see magi_aot.fx.rebuild;
+        allow_targets: targets past the allow-list, magi_aot.fx.targets)."""
+        from .fx.rebuild import graph_module
         return graph_module(self, symbol_values=symbol_values, allow_targets=allow_targets)
 
     def __repr__(self):

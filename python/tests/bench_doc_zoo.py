@@ -22,7 +22,7 @@ def main():
     a = ap.parse_args()
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
     import bench_doc
-    from magi_aot.backend import _Cache
+    from magi_aot.cache import _Cache
     with tempfile.TemporaryDirectory() as d:
         cache = os.path.join(d, "cache")
         files = []

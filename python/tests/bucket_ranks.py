@@ -37,7 +37,7 @@ def rank_main(rank, tmp, device):
     import torch
     sys.path.insert(0, os.path.join(ROOT, "python"))
     import magi_aot
-    import magi_aot.ops
+    import magi_aot.runtime.ops
     from magi_aot.runtime import SymmRuntime
     from torch.distributed import FileStore
 
@@ -156,7 +156,7 @@ def rank_main(rank, tmp, device):
                    "host_us_p90": round(times[int(0.9 * (len(times) - 1))], 1) if times else None,
                    "host_us_op_median": round(op_times[len(op_times) // 2], 1) if op_times else None,
                    "host_us_one_wait_median": round(one_times[len(one_times) // 2], 1) if one_times else None,
-                   "implementation": magi_aot.ops.IMPLEMENTATION}, f)
+                   "implementation": magi_aot.runtime.ops.IMPLEMENTATION}, f)
 
 
 def main():

@@ -71,7 +71,7 @@ class _ThreadRanks:
         import torch
         import magi_aot
         from magi_aot import runtime
-        from magi_aot import ops
+        from magi_aot.runtime import ops
         cls.torch, cls.magi, cls.runtime, cls.ops = torch, magi_aot, runtime, ops
         cls.region = magi_aot.load(fixture("fsdp_block"), transport="copy_engine")
 
@@ -252,7 +252,7 @@ class AliasLifetime(unittest.TestCase):
 import gc, os, sys, tempfile, threading, weakref, torch
 sys.path.insert(0, os.path.join(%(root)r, "python"))
 import magi_aot
-import magi_aot.ops
+import magi_aot.runtime.ops
 from magi_aot.runtime import SymmRuntime
 from torch.distributed import FileStore
 tmp = tempfile.mkdtemp()
@@ -302,8 +302,8 @@ for r in range(4):
         assert torch.equal(views[k], want[k]), (r, k)
     try:
         torch.ops.magi.symm_all_gather(views["L_self_parameters_wq_"], 4, "0")
-    except magi_aot.ops.OP_ERRORS as e:
-        assert getattr(magi_aot.ops.as_magi_error(e), "status", None) == "MAGI_ERR_NOT_FOUND", e
+    except magi_aot.runtime.ops.OP_ERRORS as e:
+        assert getattr(magi_aot.runtime.ops.as_magi_error(e), "status", None) == "MAGI_ERR_NOT_FOUND", e
     else:
         raise AssertionError("rank %%d: a view of a freed runtime was gathered" %% r)
     views["L_self_parameters_wq_"].add_(1)  # still writable
@@ -538,7 +538,7 @@ class MixedBucketFourProcesses(unittest.TestCase):
     (opcheck of the flat outputs: RuntimeThreads)."""
 
     def test_mixed_bucket_through_the_operator(self):
-        from magi_aot import ops
+        from magi_aot.runtime import ops
         self.ops = ops
         with tempfile.TemporaryDirectory() as d:
             os.mkdir(os.path.join(d, "rdzv"))
@@ -569,14 +569,14 @@ class OperatorImplementation(unittest.TestCase):
     then serve unless MAGI_AOT_OPS=python). Both register the same
     schemas."""
 
-    SCHEMAS = ("import magi_aot.ops as o, torch\n"
+    SCHEMAS = ("import magi_aot.runtime.ops as o, torch\n"
                "print(o.IMPLEMENTATION)\n"
                "print(torch.ops.magi.symm_all_gather.default._schema)\n"
                "print(torch.ops.magi.symm_all_gather_coalesced.default._schema)\n"
                "print(o.FALLBACK_REASON)\n")
 
     def test_the_requested_kernels_serve(self):
-        from magi_aot import ops
+        from magi_aot.runtime import ops
         want = os.environ.get("MAGI_AOT_OPS", "auto")
         if want in ("c++", "python"):
             self.assertEqual(ops.IMPLEMENTATION, want, ops.FALLBACK_REASON)
@@ -590,7 +590,7 @@ class OperatorImplementation(unittest.TestCase):
 
     def test_both_register_the_schemas_of_c10d(self):
         import torch
-        from magi_aot import ops
+        from magi_aot.runtime import ops
         proc = _python(self.SCHEMAS, MAGI_AOT_OPS="python")
         self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
         lines = proc.stdout.splitlines()
@@ -733,7 +733,7 @@ class RebuildDTensorRegion(unittest.TestCase):
     def test_fsdp_region_rebuilds_rank_local_and_runs_on_fake_inputs(self):
         import torch
         import magi_aot
-        from magi_aot.rebuild import TO_LOCAL, localize, run_fake
+        from magi_aot.fx.rebuild import TO_LOCAL, localize, run_fake, to_local
         r = magi_aot.load(fixture("fsdp_block"), transport="copy_engine")
         loc = localize(r)
         ph = {p["name"]: p["example_value"] for p in loc.placeholders}
@@ -746,7 +746,7 @@ class RebuildDTensorRegion(unittest.TestCase):
         # the global (DTensor) region rebuilds too: to_local resolves to the stand-in
         gm = r.graph_module()
         fns = {n.target for n in gm.graph.nodes if n.op == "call_function"}
-        self.assertIn(magi_aot.rebuild.to_local, fns)
+        self.assertIn(to_local, fns)
         self.assertIn(torch.ops.magi.symm_all_gather, fns)
 
 
@@ -857,7 +857,7 @@ class RegistryMemo(unittest.TestCase):
 
     def test_memo_follows_the_registry(self):
         import torch
-        from magi_aot.ops import SymmRegistry
+        from magi_aot.runtime.ops import SymmRegistry
         from magi_aot import MagiError
         reg = SymmRegistry()
         a, b = torch.zeros(4), torch.zeros(8)

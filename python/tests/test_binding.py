@@ -15,8 +15,9 @@ import unittest
 from _util import REAL, ROOT, fixture, read_fixture
 
 import magi_aot
-from magi_aot import MagiError, _expr
-from magi_aot.backend import _Cache, cache_get
+from magi_aot import MagiError
+from magi_aot.fx import expr as _expr
+from magi_aot.cache import _Cache, cache_get
 from magi_aot.region import region_from_doc
 
 
@@ -400,7 +401,7 @@ class Cache(unittest.TestCase):
                     res = c.put(key, r.encode())
                 self.assertTrue(res.published)
             code = ("import sys, json; sys.path.insert(0, %r); import magi_aot;"
-                    "from magi_aot.backend import cache_get;"
+                    "from magi_aot.cache import cache_get;"
                     "r = cache_get(%r, %r, transport='copy_engine');"
                     "print(json.dumps([r.fingerprint, r.n_rewritten]))"
                     % (os.path.join(ROOT, "python"), d, key))

@@ -96,7 +96,7 @@ class HigherOrderOps(unittest.TestCase):
         return out[0] if isinstance(out, (tuple, list)) else out
 
     def _check_same_process(self, model, args, tag, subgraphs=None):
-        from magi_aot.backend import cache_get
+        from magi_aot.cache import cache_get
         torch = self.torch
         gm, inputs, ent = self._trace(model, args, tag)
         doc = self.magi.graph_to_doc(gm, model_tag=tag)
@@ -127,7 +127,7 @@ class HigherOrderOps(unittest.TestCase):
         code = ("import sys, json, warnings; sys.path[:0] = [%r, %r]\n"
                 "warnings.simplefilter('ignore')\n"
                 "import torch, magi_aot\n"
-                "from magi_aot.backend import cache_get\n"
+                "from magi_aot.cache import cache_get\n"
                 "r = cache_get(%r, %r)\n"
                 "io = torch.load(%r)\n"
                 "with torch.no_grad():\n"
@@ -153,7 +153,7 @@ class HigherOrderOps(unittest.TestCase):
         x = torch.randn(4, 8).abs()
         gm, inputs, ent, doc = self._check_same_process(self.Cond(), (x,), "cond",
                                                         ["cond_false_0", "cond_true_0"])
-        from magi_aot.backend import cache_get
+        from magi_aot.cache import cache_get
         region = cache_get(self.cache, ent.key)
         neg = [-t for t in inputs]  # the other branch, through the same rebuilt module
         self.assertTrue(torch.equal(self._run_rebuilt(region, neg), self.Cond()(-x)))
@@ -174,7 +174,7 @@ class HigherOrderOps(unittest.TestCase):
         self.assertTrue(all(k.startswith(outer_true + ".") for k in inner), names)
         targets = [n["target"] for n in doc["subgraphs"][outer_true]["nodes"] if n["op"] == "get_attr"]
         self.assertEqual(sorted(targets), inner)
-        from magi_aot.backend import cache_get
+        from magi_aot.cache import cache_get
         region = cache_get(self.cache, ent.key)
         for t in (x, x - 0.9, -x):  # every branch of both conds
             self.assertTrue(torch.equal(self._run_rebuilt(region, [t]), self.NestedCond()(t)))

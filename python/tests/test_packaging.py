@@ -16,7 +16,7 @@ import sys
 sys.modules["torch"] = None
 sys.path.insert(0, sys.argv[1])
 import magi_aot
-from magi_aot import fake, rebuild
+from magi_aot.fx import fake, rebuild
 region = magi_aot.load(sys.argv[2])
 calls = {
     "fake_inputs": lambda: region.fake_inputs(),
@@ -73,12 +73,16 @@ except OSError as e:
 
 
 def _copy_package(dest):
+    """The package's Python sources (subpackages included) under dest."""
     src = os.path.join(ROOT, "python", "magi_aot")
     pkg = os.path.join(dest, "magi_aot")
-    os.makedirs(pkg)
-    for f in os.listdir(src):
-        if f.endswith(".py"):
-            shutil.copy(os.path.join(src, f), pkg)
+    for d, dirs, files in os.walk(src):
+        dirs[:] = [x for x in dirs if x != "__pycache__"]
+        out = os.path.join(pkg, os.path.relpath(d, src))
+        os.makedirs(out, exist_ok=True)
+        for f in files:
+            if f.endswith(".py"):
+                shutil.copy(os.path.join(d, f), out)
     return pkg
 
 
@@ -141,6 +145,114 @@ class LibraryInPackage(unittest.TestCase):
             self.assertIn("cmake --build build --target magi_aot", r.stdout)
             self.assertIn("MAGI_AOT_LIB", r.stdout)
             self.assertIn(pkg, r.stdout)  # where it looked
+
+
+PACKAGE = os.path.join(ROOT, "python", "magi_aot")
+OLD_PATHS = ("rebuild.py", "targets.py", "ops.py", "backend.py")  # documented paths kept as aliases
+
+
+def _tree():
+    """The package's files as docs name them: magi_aot/REL (csrc/ as one)."""
+    out = set()
+    for d, dirs, files in os.walk(PACKAGE):
+        rel = os.path.relpath(d, PACKAGE)
+        if rel == "csrc":
+            out.add("magi_aot/csrc/")
+            dirs[:] = []
+            continue
+        dirs[:] = [x for x in dirs if x != "__pycache__"]
+        for f in files:
+            if f.endswith((".py", ".c")):
+                out.add("magi_aot/" + os.path.normpath(os.path.join(rel, f)))
+    return out
+
+
+def _imports(path):
+    """The package modules a file imports at module level (absolute names)."""
+    import ast
+    rel = os.path.relpath(path, PACKAGE)[:-3].replace(os.sep, ".")
+    parts = ["magi_aot"] + [p for p in rel.split(".") if p != "__init__"]
+    pkg = parts if rel.endswith("__init__") or rel == "__init__" else parts[:-1]
+    out = set()
+    with open(path) as f:
+        tree = ast.parse(f.read())
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom):
+            base = pkg[:len(pkg) - node.level + 1] if node.level else []
+            mod = ".".join(base + ([node.module] if node.module else []))
+            if mod.startswith("magi_aot"):
+                out.add(mod)
+                out.update(mod + "." + a.name for a in node.names)
+        elif isinstance(node, ast.Import):
+            out.update(a.name for a in node.names if a.name.startswith("magi_aot"))
+    return out
+
+
+class ModuleLayout(unittest.TestCase):
+    """docs/PYTHON.md's "Module layout" and docs/ARCHITECTURE.md's Python
+    table name the files of the tree, the subpackages import the core and
+    nothing the other way, and the documented old paths still serve."""
+
+    def _doc_files(self, doc, start, stop):
+        with open(os.path.join(ROOT, "docs", doc)) as f:
+            text = f.read()
+        text = text[text.index(start):]
+        end = text.find(stop, len(start))
+        return text if end < 0 else text[:end]
+
+    def test_python_md_lists_every_file(self):
+        import re
+        text = self._doc_files("PYTHON.md", "## Module layout", "\n## ")
+        listed = set(re.findall(r"^\| `(magi_aot/[^`]+)` \|", text, re.M))
+        self.assertEqual(listed, _tree())
+
+    def test_architecture_md_names_every_module(self):
+        import re
+        text = self._doc_files("ARCHITECTURE.md", "**Python** (`python/magi_aot/`", "\n\n**")
+        listed = set()
+        for where, mods in re.findall(r"^\| `(magi_aot/[^`]*)`[^|]* \| ([^|]+) \|", text, re.M):
+            base = where if where.endswith("/") else where + "/"
+            listed.update(base + m for m in re.findall(r"`([^`]+)`", mods))
+        want = {f for f in _tree() if f.endswith(".py") and not f.endswith("/__init__.py")} | \
+            {"magi_aot/_docbuild.c", "magi_aot/runtime/__init__.py"}
+        self.assertEqual(listed, want)
+
+    def test_imports_follow_the_layers(self):
+        subs = ("magi_aot.fx", "magi_aot.compile", "magi_aot.runtime")
+        may = {"magi_aot.fx": ("magi_aot.fx",), "magi_aot.compile": ("magi_aot.fx", "magi_aot.compile"),
+               "magi_aot.runtime": ("magi_aot.runtime",)}
+        for f in sorted(_tree()):
+            if not f.endswith(".py"):
+                continue
+            rel = f[len("magi_aot/"):]
+            if rel in OLD_PATHS or rel == "__init__.py":
+                continue
+            layer = next((s for s in subs if ("magi_aot/" + rel).startswith(s.replace(".", "/") + "/")), None)
+            for m in _imports(os.path.join(PACKAGE, rel)):
+                hit = next((s for s in subs if m == s or m.startswith(s + ".")), None)
+                if hit is not None:
+                    self.assertIn(hit, may.get(layer, ()), "%s imports %s at module level" % (f, m))
+
+    def test_documented_old_paths_serve(self):
+        import importlib
+        import magi_aot
+        from magi_aot.fx import rebuild, targets
+        self.assertIs(magi_aot.bind_model, magi_aot.warm_start)
+        self.assertIs(importlib.import_module("magi_aot.rebuild"), rebuild)
+        self.assertIs(importlib.import_module("magi_aot.targets"), targets)
+        from magi_aot import backend, cache
+        self.assertIs(backend.cache_get, cache.cache_get)
+        self.assertIs(backend.read_index, cache.read_index)
+        # documents name the to_local stand-in magi_aot.rebuild.to_local
+        self.assertEqual(rebuild.TO_LOCAL, "magi_aot.rebuild.to_local")
+        self.assertEqual(targets.name_of(rebuild.to_local), rebuild.TO_LOCAL)
+        self.assertIs(targets.resolve_allowed(rebuild.TO_LOCAL), rebuild.to_local)
+        try:
+            import torch  # noqa: F401
+        except ImportError:
+            return
+        from magi_aot.runtime import ops
+        self.assertIs(importlib.import_module("magi_aot.ops"), ops)
 
 
 if __name__ == "__main__":

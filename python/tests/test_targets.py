@@ -1,4 +1,4 @@
-"""Target names (magi_aot.targets) and float expressions through the binding.
+"""Target names (magi_aot.fx.targets) and float expressions through the binding.
 
 No torch: every target form the fx walk records is checked here on
 stand-ins from the standard library (operator, math, builtins, method
@@ -17,8 +17,8 @@ import unittest
 from _util import ROOT, TORCH_REASON, torch_available
 
 import magi_aot
-from magi_aot import _expr
-from magi_aot.targets import name_of, resolve
+from magi_aot.fx import expr as _expr
+from magi_aot.fx.targets import name_of, resolve
 
 FLOATS = os.path.join(ROOT, "fixtures", "floats", "item_scale.json")
 
@@ -166,7 +166,7 @@ class TorchTargets(unittest.TestCase):
         import torch.fx as fx
         import torch.nn.functional as F
         from magi_aot.fx import UnresolvableTarget, graph_to_doc
-        from magi_aot.rebuild import resolve_target
+        from magi_aot.fx.rebuild import resolve_target
 
         def local_helper(x):
             return x + 1
@@ -259,7 +259,7 @@ class LoaderAllowList(unittest.TestCase):
 
     def test_os_system_is_refused(self):
         from unittest import mock
-        from magi_aot.rebuild import run_fake
+        from magi_aot.fx.rebuild import run_fake
         msg = self.refused("os.system", ["echo pwned"])
         self.assertIn("os.system", msg)
         self.assertIn("allow_targets", msg)

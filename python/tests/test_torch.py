@@ -50,7 +50,7 @@ class TorchRoundTrip(unittest.TestCase):
         """Load from the cache in a fresh interpreter; return its findings."""
         code = ("import sys, json; sys.path[:0] = [%r, %r]\n"
                 "import torchcheck, magi_aot\n"
-                "from magi_aot.backend import cache_get\n"
+                "from magi_aot.cache import cache_get\n"
                 "r = cache_get(%r, %r)\n"
                 "fakes = r.fake_inputs()\n"
                 "exp = json.load(open(%r))\n"

@@ -13,8 +13,8 @@ matches A's and the baseline's outputs exactly; C runs after the model's source 
 naming the file; D simulates another torch version in the key and compiles
 from the stored graph, naming the field. Binding errors (missing
 parameter, wrong shape, wrong dtype) and an index of several regions
-stored outside bind_model use the cache A left. GraphBreaks: the errors
-for a model with a graph break that bind_model cannot serve (Dynamo only,
+stored outside warm_start use the cache A left. GraphBreaks: the errors
+for a model with a graph break that warm_start cannot serve (Dynamo only,
 nothing compiled). MAGI_WARM_DEVICE=cuda runs the processes on the GPU
 (Triton kernels instead of C++).
 """
@@ -30,7 +30,7 @@ import unittest
 from _util import HERE, ROOT, TORCH_REASON, fixture, torch_available
 
 import magi_aot
-from magi_aot import compiled
+from magi_aot.compile import code as compiled
 from magi_aot._lib import SECTION_COMPILED, CRegion, MagiError, read_opaque_sections
 
 HAVE_TORCH = torch_available()
@@ -91,7 +91,7 @@ class Payload(unittest.TestCase):
 _HOSTILE_FILES_CHILD = r"""
 import json, resource, sys
 resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
-from magi_aot import compiled
+from magi_aot.compile import code as compiled
 print(json.dumps(compiled.file_checksums(sys.argv[1:])))
 """
 
@@ -234,7 +234,7 @@ class Keys(unittest.TestCase):
 
 class Sources(unittest.TestCase):
     def test_forms(self):
-        from magi_aot.bind import parse_source
+        from magi_aot.compile.warm import parse_source
         root, steps = parse_source("L['self']._modules['layers']._modules['0']._parameters['weight']")
         self.assertEqual(root, "self")
         self.assertEqual(steps, [("module", "layers"), ("module", "0"), ("param", "weight")])
@@ -258,13 +258,13 @@ class _Slotted:
 
 @unittest.skipUnless(HAVE_TORCH, TORCH_REASON)
 class ReturnValue(unittest.TestCase):
-    """bind_model's record of what the model returned: every tensor one of
+    """warm_start's record of what the model returned: every tensor one of
     the region's outputs or an argument, rebuilt around new outputs."""
 
     def test_round_trip(self):
         import collections
         import torch
-        from magi_aot.bind import OutputTree, encode_output
+        from magi_aot.compile.warm import OutputTree, encode_output
         Pair = collections.namedtuple("Pair", "a b")
         globals()["Pair"] = Pair   # an imported class, as a model's would be
         Pair.__module__, Pair.__qualname__ = __name__, "Pair"
@@ -290,7 +290,7 @@ class ReturnValue(unittest.TestCase):
 
     def test_refusals_name_the_path(self):
         import torch
-        from magi_aot.bind import OutputTree, encode_output
+        from magi_aot.compile.warm import OutputTree, encode_output
         outs = [torch.ones(2)]
         with self.assertRaises(MagiError) as cm:
             encode_output({"h": [outs[0], torch.zeros(1)]}, outs, (), {})
@@ -341,7 +341,7 @@ class _StoredCode(unittest.TestCase):
         """Trace the model into `cache` with a stand-in payload under the
         running key (group-shared first when asked: chmod 2775)."""
         from unittest import mock
-        from magi_aot.backend import SaveBackend
+        from magi_aot.compile.backend import SaveBackend
         torch = self.torch
         if shared:
             os.makedirs(cache)
@@ -372,14 +372,14 @@ class _StoredCode(unittest.TestCase):
             compiles.append(region)
             return lambda *a: ("compiled",)
         with mock.patch("torch._inductor.standalone_compile.CompiledArtifact.load", fake_load), \
-                mock.patch("magi_aot.compiled.compile_from_graph", fake_compile_from_graph):
-            fwd = magi_aot.bind_model(self.model(), cache, "trust", **kw)
+                mock.patch("magi_aot.compile.code.compile_from_graph", fake_compile_from_graph):
+            fwd = magi_aot.warm_start(self.model(), cache, "trust", **kw)
         return fwd.report, loads, compiles
 
 
 @unittest.skipUnless(HAVE_TORCH, TORCH_REASON)
 class Trust(_StoredCode):
-    """Stored code is code: bind_model loads it only from a cache entry
+    """Stored code is code: warm_start loads it only from a cache entry
     only this user can have written, or on an explicit opt-in; otherwise it
     compiles the region from its graph and says why."""
 
@@ -426,8 +426,8 @@ class Trust(_StoredCode):
         region = _FakeRegion("f" * 64)
         key = compiled.environment_key("cpu", "f" * 64, "as_saved")
         p = compiled.pack(compiled.make_header(key, [], []), [("standalone", b"x")])
-        with mock.patch("magi_aot.compiled.load_standalone") as ls, \
-                mock.patch("magi_aot.compiled.compile_from_graph", return_value="fn") as cg:
+        with mock.patch("magi_aot.compile.code.load_standalone") as ls, \
+                mock.patch("magi_aot.compile.code.compile_from_graph", return_value="fn") as cg:
             fn, rep = compiled.load_region_code(region, [p])
         ls.assert_not_called()
         cg.assert_called_once()
@@ -465,7 +465,7 @@ class DirectModule(_StoredCode):
 
         def pack(header, bl):
             return real(header, list(bl) + blobs)
-        with mock.patch("magi_aot.compiled.pack", pack):
+        with mock.patch("magi_aot.compile.code.pack", pack):
             return self.store(cache, shared)
 
     def test_direct_module_serves(self):
@@ -584,7 +584,7 @@ class TritonCache(unittest.TestCase):
 
 
 def _graph_break_models():
-    """Models with a graph break and nothing bind_model can bind, built
+    """Models with a graph break and nothing warm_start can bind, built
     when torch is there."""
     import torch
     from torch import nn
@@ -626,7 +626,7 @@ def _graph_break_models():
 
 @unittest.skipUnless(HAVE_TORCH, TORCH_REASON)
 class GraphBreaks(unittest.TestCase):
-    """What bind_model says of a graph break it cannot serve (the breaks
+    """What warm_start says of a graph break it cannot serve (the breaks
     are met by Dynamo under fullgraph before anything compiles or runs)."""
 
     def setUp(self):
@@ -639,7 +639,7 @@ class GraphBreaks(unittest.TestCase):
         shutil.rmtree(self.tmp, ignore_errors=True)
 
     def _fails(self, model, **kw):
-        fwd = magi_aot.bind_model(model, self.tmp, type(model).__name__, **kw)
+        fwd = magi_aot.warm_start(model, self.tmp, type(model).__name__, **kw)
         with self.assertRaises(MagiError) as cm:
             fwd(self.torch.ones(4))
         return cm.exception
@@ -670,7 +670,7 @@ class GraphBreaks(unittest.TestCase):
 
     def test_patterns_that_match_nothing(self):
         with self.assertRaises(MagiError) as cm:
-            magi_aot.bind_model(self.Outer(), self.tmp, "outer", submodules=["nope.*"])
+            magi_aot.warm_start(self.Outer(), self.tmp, "outer", submodules=["nope.*"])
         self.assertIn("submodules=['nope.*'] match no submodule", cm.exception.message)
 
 
@@ -752,7 +752,7 @@ class WarmStartProcesses(unittest.TestCase):
             self.assertTrue(self.torch.allclose(x, y, atol=1e-5))
 
     def test_inspect_lists_compiled_section(self):
-        from magi_aot.backend import cache_get_bytes, read_index
+        from magi_aot.cache import cache_get_bytes, read_index
         idx = read_index(self.cache, "tiny")
         self.assertEqual(len(idx["regions"]), 1)
         data = cache_get_bytes(self.cache, idx["regions"][0]["key"])
@@ -774,7 +774,7 @@ class WarmStartProcesses(unittest.TestCase):
         m.to(os.environ.get("MAGI_WARM_DEVICE", "cpu"))  # where the children ran it
         mutate(m)
         with self.assertRaises(MagiError) as cm:
-            magi_aot.bind_model(m, self.cache, "tiny")
+            magi_aot.warm_start(m, self.cache, "tiny")
         return cm.exception.message
 
     def test_bind_errors_name_the_parameter(self):
@@ -789,17 +789,17 @@ class WarmStartProcesses(unittest.TestCase):
         self.assertIn("_modules['head']", msg)
         self.assertIn("float64", msg)
 
-    def test_regions_stored_outside_bind_model_are_traced_again(self):
-        from magi_aot.backend import _Cache, index_key
+    def test_regions_stored_outside_warm_start_are_traced_again(self):
+        from magi_aot.cache import _Cache, index_key
         cache = os.path.join(self.tmp, "cache-two")
         doc = {"model_tag": "two", "regions": [{"model_idx": 0, "key": "a", "sources": []},
                                                {"model_idx": 1, "key": "b", "sources": []}]}
         with _Cache(cache) as c:
             c.put(index_key("two"), json.dumps(doc).encode())
         m = self.mod.Model(self.mod.CONFIG)
-        fwd = magi_aot.bind_model(m, cache, "two")
+        fwd = magi_aot.warm_start(m, cache, "two")
         self.assertIsNone(fwd.fn)
-        self.assertIn("lists 2 regions (graph breaks) from a trace outside bind_model",
+        self.assertIn("lists 2 regions (graph breaks) from a trace outside warm_start",
                       fwd.report["reason"])
 
 if __name__ == "__main__":

@@ -183,7 +183,7 @@ def dump_graph(gm, example_inputs):
            "# placeholders (node.meta['example_value'], Dynamo's grapharg source)"]
     for n, x in zip([n for n in gm.graph.nodes if n.op == "placeholder"], example_inputs):
         ev = n.meta.get("example_value")
-        from magi_aot.fx import input_kind
+        from magi_aot.fx.walk import input_kind
         out.append("%s  source=%s  input_kind=%s  static_input_type=%r" % (
             n.name, _source(n), input_kind(n),
             (n.meta.get("tensor_dict") or {}).get("_dynamo_static_input_type")))
@@ -299,7 +299,7 @@ class Recorder:
 
     def __call__(self, gm, example_inputs):
         from magi_aot.fx import graph_to_doc
-        from magi_aot.backend import cache_get_bytes
+        from magi_aot.cache import cache_get_bytes
         from magi_aot.region import load_bytes
         idx = len(self.regions)
         rec = {"model_idx": idx, "fx": None, "doc": None, "error": None, "key": None,

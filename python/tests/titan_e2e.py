@@ -145,7 +145,7 @@ def _inductor(args, rt, region, inputs, want, rank):
 def _run(args, rank, run):
     import torch
     import titan_model as tm
-    from magi_aot.backend import cache_get
+    from magi_aot.cache import cache_get
     from magi_aot.runtime import SymmRuntime
     keep = run == "keep"
     dev = _device(args, rank)

@@ -358,8 +358,8 @@ def run_rebuilt(region, device=None):
     dim's hint against the C evaluator on the saved expression (unbacked
     dims: no hint on either side). Returns (problems, n_outputs_checked)."""
     from _torch_compat import has_hint, hint_int
-    from magi_aot import _expr
-    from magi_aot.rebuild import run_fake
+    from magi_aot.fx import expr as _expr
+    from magi_aot.fx.rebuild import run_fake
     out, _, _ = run_fake(region, device=device)
     outs = out if isinstance(out, (tuple, list)) else (out,)
     onode = next(n for n in region.nodes if n["op"] == "output")

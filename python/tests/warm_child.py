@@ -4,7 +4,7 @@ MAGI_WARM_DEVICE=cuda runs the same on the GPU, Triton kernels).
     warm_child.py CACHE MODEL_PY STATE OUT [--simulate FIELD=VALUE]
 
 Builds the model of MODEL_PY (`Model(cfg)`), loads STATE, binds it to the
-magi cache CACHE with magi_aot.bind_model and runs two calls (two sequence
+magi cache CACHE with magi_aot.warm_start and runs two calls (two sequence
 lengths). Inductor's own cache directory is fresh for every process, so
 only the magi artifact can supply compiled code. Writes OUT (JSON: the
 report, compile counts) and OUT.pt (the outputs).
@@ -41,7 +41,7 @@ model.load_state_dict(torch.load(state))
 model = model.to(DEVICE)
 ids = [(torch.arange(2 * n).reshape(2, n) % mod.CONFIG["vocab"]).to(DEVICE) for n in (12, 20)]
 t = time.perf_counter()
-fwd = magi_aot.bind_model(model, cache, "tiny")
+fwd = magi_aot.warm_start(model, cache, "tiny")
 outs = []
 with torch.no_grad():
     for i, x in enumerate(ids):

@@ -4,7 +4,7 @@ the device MAGI_WARM_DEVICE names, e.g. cuda on the GPU machine):
     warm_models_child.py CACHE OUT MODE      MODE: first | second
 
 Builds each model of MODELS with a fixed seed (tiny configs, random
-weights), binds it with magi_aot.bind_model at the defaults and calls it
+weights), binds it with magi_aot.warm_start at the defaults and calls it
 as a user would; Inductor's cache directory is fresh, so only the magi
 artifact can supply compiled code. Writes OUT (JSON: per model the
 report, the return types beside eager's, what each check did, the
@@ -76,7 +76,7 @@ class Block(nn.Module):
 
 class Breaks(nn.Module):
     """A data-dependent Python branch between its layers: a graph break in
-    forward, so bind_model binds the layers and the head and runs the
+    forward, so warm_start binds the layers and the head and runs the
     loop and the branch as Python."""
 
     def __init__(self):
@@ -141,7 +141,7 @@ for name, (build, calls) in MODELS.items():
     model = build().eval().to(DEV)
     calls = [(on_dev(a), on_dev(k)) for a, k in calls]
     r = res["models"][name] = {"types": [], "eager_types": [], "max_abs_vs_eager": 0.0}
-    fwd = magi_aot.bind_model(model, cache, name)
+    fwd = magi_aot.warm_start(model, cache, name)
     outs = []
     with torch.no_grad():
         for i, (args, kwargs) in enumerate(calls):

@@ -1,4 +1,4 @@
-"""The warm start at bind_model's defaults on stock models (CPU; CTest
+"""The warm start at warm_start's defaults on stock models (CPU; CTest
 test_python_warm_models, kept out of test_python's discovery so its
 compile time has its own budget).
 

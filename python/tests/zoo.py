@@ -219,8 +219,8 @@ def check_rows(cache_dir, rows):
     """Load, rebuild and fake-run every region (this process must not be
     the one that traced them). One result per row."""
     import torchcheck
-    from magi_aot.backend import cache_get
-    from magi_aot.rebuild import run_fake
+    from magi_aot.cache import cache_get
+    from magi_aot.fx.rebuild import run_fake
     results = []
     for row in rows:
         res = {"model": row["model"], "region": row["region"], "problems": []}

@@ -7,9 +7,9 @@
 // a c10d Work on the outputs (join "wait"); none of these is in the stable
 // ABI of the torch releases supported. So one build serves the torch it was
 // built with; the Python package falls back to its Python kernels where
-// the extension does not load (magi_aot.ops.IMPLEMENTATION says which).
+// the extension does not load (magi_aot.runtime.ops.IMPLEMENTATION says which).
 //
-// The same layout and rules as the Python kernels (magi_aot/ops.py): one
+// The same layout and rules as the Python kernels (magi_aot/runtime/ops.py): one
 // flat buffer per coalesced call laid out by magi_symm_output_layout, each
 // output a contiguous tensor with a storage of its own over its slice.
 #include "magi_torch_ops.h"

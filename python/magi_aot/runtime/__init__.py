@@ -42,7 +42,7 @@ readable and writable; the operators no longer gather them).
 import threading
 import weakref
 
-from .. import ops
+from . import ops
 from .._lib import MagiError, lib
 from .binding import Binder
 from .gather import Gatherer, _GatherWork, _register_work  # noqa: F401 - tests reach them here
@@ -202,7 +202,7 @@ class SymmRuntime:
     def _slot_for(self, name):
         return self._state.plan.slot_for(name)
 
-    # What the operator kernels read (magi_aot.ops): the backend and plan
+    # What the operator kernels read (magi_aot.runtime.ops): the backend and plan
     # handles, the Python kernels' gather entry and the registry's lookup.
     @property
     def _b(self):

@@ -3,15 +3,15 @@ and the placeholder values a region runs with.
 
 bind() (copy mode) copies each rank-local shard into its slot; alias()
 hands out tensors over the slots themselves. Either way the tensors are
-registered where the operator kernels find them (magi_aot.ops): with the
+registered where the operator kernels find them (magi_aot.runtime.ops): with the
 extension's runtime over this backend under the C++ kernels, in
-magi_aot.ops.REGISTRY under the Python ones. A weight whose lowered gather
+magi_aot.runtime.ops.REGISTRY under the Python ones. A weight whose lowered gather
 casts or pads it is cast and padded here, once (docs/SYMM.md, "at bind").
 """
 import ctypes
 from ctypes import byref, c_void_p
 
-from .. import ops
+from . import ops
 from .._lib import MagiError, lib
 from .plan import buffer_name, dynamo_param_name
 
@@ -56,7 +56,7 @@ class Binder:
     def __init__(self, state, registry_owner):
         self._state = state
         self._owner = registry_owner
-        self.ops_h = None   # the C++ kernels' runtime over the backend (magi_aot.ops.attach)
+        self.ops_h = None   # the C++ kernels' runtime over the backend (magi_aot.runtime.ops.attach)
         self.bound = {}     # weight -> tensor handed to the graph
         self.plain = {}     # weights without a slot (kept gathers), by name
 

@@ -1,6 +1,6 @@
 """The gathers of a SymmRuntime: what the operator kernels call.
 
-Gatherer.gather() is the Python kernels' entry (magi_aot.ops; the C++
+Gatherer.gather() is the Python kernels' entry (magi_aot.runtime.ops; the C++
 kernels gather in the extension over the same backend). It keeps, per
 (slot list, group size), what a call needs besides the inputs' pointers
 (_CallSpec), the cuda gathers' side stream, and the counts `stats` reports.
@@ -112,7 +112,7 @@ class Gatherer:
         return c_void_p(torch.cuda.current_stream(st.device).cuda_stream)
 
     def gather(self, slots, inputs, group_size):
-        """The operator kernels' entry (magi_aot.ops).
+        """The operator kernels' entry (magi_aot.runtime.ops).
 
         A coalesced call's outputs lie in ONE flat buffer allocated for the
         call, laid out by magi_symm_output_layout: the outputs of one size

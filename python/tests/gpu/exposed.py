@@ -178,7 +178,7 @@ def replace_kept(gm):
 
 def _values(torch, region, dev):
     """Random values at the hints for every placeholder (weights included)."""
-    from magi_aot import _expr
+    from magi_aot.fx import expr as _expr
     hints = {k: v for k, v in region.symbols.items() if v is not None}
     out = {}
     g = torch.Generator().manual_seed(7)

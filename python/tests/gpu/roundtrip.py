@@ -29,7 +29,7 @@ import torch  # noqa: E402
 
 import magi_aot  # noqa: E402
 import torchcheck as tc  # noqa: E402
-from magi_aot.backend import cache_get  # noqa: E402
+from magi_aot.cache import cache_get  # noqa: E402
 
 DEV = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 torch._dynamo.config.capture_scalar_outputs = True
@@ -188,7 +188,7 @@ def load(d):
                       ok, str(e))
                 res["rebuild"] = str(e)
                 if ok:  # the rank-local form rebuilds and runs
-                    from magi_aot.rebuild import localize
+                    from magi_aot.fx.rebuild import localize
                     probs, n_out = tc.run_rebuilt(localize(magi_aot.load(reg["file"], transport=None)))
                     check(tag + ": rank-local graph rebuilt from the artifact runs on its fake inputs",
                           not probs and n_out > 0, "; ".join(probs[:6]) or "no output checked")

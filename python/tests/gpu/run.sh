@@ -30,7 +30,7 @@
 # "run.sh titan") installed by the device command into a --target dir on
 # PYTHONPATH. Results in $OUT/titan; not part of all)
 # (warmstart: bench/warmstart.py into $OUT/warmstart - the warm-start benchmark: eager,
-# magi bind_model, torch.compile's warm Inductor cache, mega-cache, AOT precompile and
+# magi warm_start, torch.compile's warm Inductor cache, mega-cache, AOT precompile and
 # AOTInductor, every path timed by the same code in fresh processes, 3 runs each, the
 # torch anchor's eager/cold/warm beside; not part of all: ~6 minutes)
 # (warmchecks: python/tests/gpu/warmstart.py into $OUT/warmchecks - the warm start's

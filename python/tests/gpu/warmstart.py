@@ -10,7 +10,7 @@ Runs, each in a fresh process and in this order:
       mega-save, mega-load - torch.compile of the 8-layer Llama-style model;
   magi-save   the same model traced once by torch.compile with the magi save
               backend (compiled code stored in the artifact);
-  magi-warm   Model(cfg) + magi_aot.bind_model(model, cache): loads the
+  magi-warm   Model(cfg) + magi_aot.warm_start(model, cache): loads the
               stored code - counts Dynamo graphs and Inductor code
               generations (must be 0) and checks the output against eager;
   magi-warm2  the same again (a second process sharing the cache);
@@ -130,7 +130,7 @@ def worker(mode, root):
         prof.enable()
     t = time.perf_counter()
     with torch.no_grad():
-        fwd = magi_aot.bind_model(m, cache, tag, dynamic=None)
+        fwd = magi_aot.warm_start(m, cache, tag, dynamic=None)
         out = _logits(fwd(ids))
         _sync()
     res["first_call_s"] = round(time.perf_counter() - t, 3)
@@ -176,7 +176,7 @@ def flip(cache, res):
     """Flip one byte inside the stored compiled section of the cached entry:
     the region load must refuse it, and nothing may be unpickled."""
     import pickle
-    from magi_aot.backend import cache_get_bytes, read_index
+    from magi_aot.cache import cache_get_bytes, read_index
     from magi_aot._lib import MagiError, read_opaque_sections
     import magi_aot
     idx = read_index(cache, "warmstart-llama")

@@ -1,7 +1,7 @@
-"""Bind a model to its stored region: a compiled forward without torch.compile.
+"""The warm start: a model's compiled forward from its stored region, without torch.compile.
 
     model = Model(cfg); model.load_state_dict(sd)
-    fwd = magi_aot.bind_model(model, "/cache", "llama")
+    fwd = magi_aot.warm_start(model, "/cache", "llama")
     out = fwd(input_ids, attention_mask=m)   # what model(...) returns
     fwd.report                     # how it was served, and why
 
@@ -63,10 +63,10 @@ import inspect
 import re
 import time
 
-from . import _expr
-from ._lib import MagiError
+from ..fx import expr as _expr
+from .._lib import MagiError
 
-__all__ = ["bind_model", "BoundForward", "parse_source"]
+__all__ = ["warm_start", "BoundForward", "parse_source"]
 
 _ROOT = re.compile(r"L\['([^'\\]+)'\]")
 _STEP = re.compile(r"\._modules\['([^'\\]*)'\]|\._parameters\['([^'\\]*)'\]|"
@@ -75,7 +75,7 @@ _STEP = re.compile(r"\._modules\['([^'\\]*)'\]|\._parameters\['([^'\\]*)'\]|"
 
 
 def _err(code, msg):
-    return MagiError(code, msg, "bind_model")
+    return MagiError(code, msg, "warm_start")
 
 
 def parse_source(text):
@@ -242,7 +242,7 @@ def encode_output(ret, outputs, args, kwargs):
             attrs = vars(v)
             return {"t": "object", "type": _type_name(cls), "keys": list(attrs),
                     "items": [enc(x, "%s.%s" % (path, k), depth + 1) for k, x in attrs.items()]}
-        raise _err(-13, "%s: a %s, which bind_model cannot rebuild from the region's outputs"
+        raise _err(-13, "%s: a %s, which warm_start cannot rebuild from the region's outputs"
                    % (path, _type_name(cls)))
     return enc(ret, "output", 0)
 
@@ -588,10 +588,10 @@ class BoundForward:
         """None once loaded, else why the model must be traced. own_code:
         {key: payload} this process has just compiled and stored (a
         payload read back equal to one of them is this process's own)."""
-        from .backend import cache_get_entry, read_index
-        from .compiled import load_region_code, transport_used
-        from ._lib import read_opaque_sections
-        from .region import load_bytes
+        from ..cache import cache_get_entry, read_index
+        from .code import load_region_code, transport_used
+        from .._lib import read_opaque_sections
+        from ..region import load_bytes
         idx = read_index(self.cache_dir, self.model_tag)
         if idx is None:
             return "no region stored for model '%s'" % self.model_tag
@@ -602,10 +602,10 @@ class BoundForward:
                 self.model_tag, self.submodules)
         regions = idx.get("regions") or []
         if len(regions) != 1:
-            # a trace with graph breaks outside bind_model (torch.compile
+            # a trace with graph breaks outside warm_start (torch.compile
             # with the save backend): the regions' Python glue is unknown
             return ("the index of model '%s' lists %d regions (graph breaks) from a trace "
-                    "outside bind_model" % (self.model_tag, len(regions)))
+                    "outside warm_start" % (self.model_tag, len(regions)))
         ent = regions[0]
         data, untrusted = cache_get_entry(self.cache_dir, ent["key"])
         if data is None:
@@ -618,12 +618,12 @@ class BoundForward:
             payloads, untrusted = [mine], None   # the bytes this process compiled
         used = transport_used(region)
         load_s = time.perf_counter() - t
-        from .compiled import choose
+        from .code import choose
         _, _, why = choose(region, payloads, used)
         if why and why.startswith("source changed"):
             return why
         self._bind(region, ent)  # a missing/mismatched tensor fails before loading
-        from .compiled import region_device, use_triton_cache
+        from .code import region_device, use_triton_cache
         if region_device(region.doc) == "cuda":
             use_triton_cache(self.cache_dir)
         fn, rep = self._load_code(ent["key"], lambda: load_region_code(
@@ -667,7 +667,7 @@ class BoundForward:
         """The trace met a graph break (nothing of the call ran): serve the
         model per submodule, or refuse naming the break."""
         if self.submodules is False:
-            raise _err(-13, "model '%s' %s; bind_model(..., submodules=False) serves only a "
+            raise _err(-13, "model '%s' %s; warm_start(..., submodules=False) serves only a "
                        "model that traces as one graph. %s, or leave submodules at its "
                        "default to bind the largest submodules that trace as one graph and "
                        "run the code around them eagerly"
@@ -711,7 +711,7 @@ class BoundForward:
             return self._on_break(broke, args, kwargs)
         new = [e for e in be.entries[n0:] if not e.error]
         if len(new) != 1:
-            raise _err(-13, "model '%s' traced into %d regions; bind_model binds one region "
+            raise _err(-13, "model '%s' traced into %d regions; warm_start binds one region "
                        "per forward" % (self.model_tag, len(new)))
         if outs is None:
             raise _err(-13, "model '%s': the traced region did not run" % self.model_tag)
@@ -745,7 +745,7 @@ class BoundForward:
             flat = self._check_inputs(args, kwargs, named)
         except _Miss as miss:
             if self._compiled is None:
-                raise _err(-11, "%s. The stored code cannot serve this call and bind_model "
+                raise _err(-11, "%s. The stored code cannot serve this call and warm_start "
                            "does not run Dynamo in a process that loaded it; trace with this "
                            "input (its first process, or after removing index.%s), or mark "
                            "the dimension dynamic there (torch._dynamo.mark_dynamic)"
@@ -1002,7 +1002,7 @@ class _Split:
     # -- the record and the report
     def _publish(self):
         import json
-        from .backend import _Cache, index_key
+        from ..cache import _Cache, index_key
         doc = {"model_tag": self.owner.model_tag, "regions": [],
                "split": {"match": self.match, "modules": list(self.parts),
                          "breaks": self.breaks, "eager": self.eager}}
@@ -1029,7 +1029,7 @@ class _Split:
                 "breaks": list(self.breaks), "eager": list(self.eager)}
 
 
-def bind_model(model, cache_dir, model_tag, *, transport=None, dynamic=None, load_now=True,
+def warm_start(model, cache_dir, model_tag, *, transport=None, dynamic=None, load_now=True,
                trust_compiled=None, allow_targets=(), submodules=None):
     """A BoundForward for `model` from the region stored under model_tag in
     cache_dir (see the module doc): fwd(*args, **kwargs) returns what
@@ -1041,7 +1041,7 @@ def bind_model(model, cache_dir, model_tag, *, transport=None, dynamic=None, loa
     from a cache others can write (default: MAGI_AOT_TRUST_COMPILED=1;
     otherwise such a region is compiled from its graph and
     report["reason"] says why). allow_targets: graph targets past the
-    loader's allow-list (magi_aot.targets). submodules: how a model whose
+    loader's allow-list (magi_aot.fx.targets). submodules: how a model whose
     forward has graph breaks is served (see "Graph breaks" in the module
     doc): None binds the largest submodules whose forwards trace as one
     graph, False refuses such a model naming the break, a list of

@@ -12,7 +12,7 @@ for fake inputs) without a second grammar on the Python side:
 import functools
 from ctypes import POINTER, byref, c_int64, c_void_p
 
-from ._lib import ExprStruct, LOOKUP_NUM_FN, MagiError, lib
+from .._lib import ExprStruct, LOOKUP_NUM_FN, MagiError, lib
 
 _KINDS = ("int", "sym", "bool", "add", "mul", "neg", "floordiv", "truediv", "mod", "pow",
           "eq", "ne", "lt", "le", "gt", "ge", "call", "float")

@@ -46,13 +46,13 @@ Compiled code is code: loading it (the generated module is run,
 CompiledArtifact.load unpickles, the kernel libraries are dlopen'ed) runs whatever its writer put there, as
 the loading user, and a digest proves only that the bytes are intact, not
 who wrote them. So stored code is loaded only when the caller says the
-payloads can only be this user's own (bind_model: the cache directories
+payloads can only be this user's own (warm_start: the cache directories
 and the entry file are owned by this user and writable by nobody else,
 magi_cache_check_owner) or when it opts in (trust_compiled=True, or the
 environment variable MAGI_AOT_TRUST_COMPILED=1). Otherwise the region is
 compiled from its graph, as on a key miss, and the report says why; the
 graph's targets are resolved against the loader's allow-list
-(magi_aot.targets).
+(magi_aot.fx.targets).
 """
 import atexit
 import contextlib
@@ -67,7 +67,7 @@ import sys
 import tempfile
 import time
 
-from ._lib import MagiError
+from .._lib import MagiError
 
 __all__ = ["environment_key", "pack", "unpack", "compile_region", "load_region_code",
            "file_checksums", "placeholder_sources", "KEY_FIELDS"]
@@ -83,7 +83,7 @@ UNKNOWN_ORIGIN = "the caller did not say who wrote the compiled code"
 
 
 def _err(msg, code=-4):
-    return MagiError(code, "compiled section: " + msg, "magi_aot.compiled")
+    return MagiError(code, "compiled section: " + msg, "magi_aot.compile.code")
 
 
 # ------------------------------------------------------------------ payload
@@ -749,7 +749,7 @@ def compile_from_graph(region, timings, grad_enabled=False, allow_targets=()):
     """Compile a region from its graph and rebuilt fake inputs (no Dynamo),
     for the grad mode the stored code was compiled under (an inference
     graph when grad was off, as under torch.no_grad()). allow_targets:
-    opt-ins past the loader's allow-list (magi_aot.targets)."""
+    opt-ins past the loader's allow-list (magi_aot.fx.targets)."""
     import torch
     from torch._inductor import standalone_compile
     from torch._subclasses.fake_tensor import FakeTensorMode
@@ -806,7 +806,7 @@ def choose(region, payloads, transport_used):
     """Pick the stored variant matching the running key. Returns
     (header, blobs, reason): header None when nothing matches, reason says
     which key field or source file differed."""
-    from .region import fingerprint as fp_of
+    from ..region import fingerprint as fp_of
     fp = fp_of(region.doc) if rewritten(region) else region.fingerprint
     device = region_device(region.doc)
     running = environment_key(device, fp, transport_used)
@@ -844,7 +844,7 @@ def load_region_code(region, payloads, *, transport_used="as_saved", allow_compi
     transport_used  "as_saved" when the load rewrote nothing, else the
                     transport whose rewrite changed the graph
     untrusted       None when only this user can have written the payloads
-                    (bind_model checks the cache entry's owner and mode),
+                    (warm_start checks the cache entry's owner and mode),
                     else why not (default: nobody said). Untrusted stored
                     code is not loaded (it is code) unless trust_compiled
                     (or MAGI_AOT_TRUST_COMPILED=1): the region is compiled

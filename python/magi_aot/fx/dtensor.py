@@ -10,7 +10,7 @@ torch objects: one place for the spelling on the Python side.
 """
 import re
 
-from ._torch_required import require_torch
+from .._torch_required import require_torch
 
 __all__ = ["placement_text", "placement_object", "dtensor_spec", "is_placement", "is_dtensor"]
 
@@ -61,7 +61,7 @@ def placement_object(text):
     if not m:
         raise ValueError("placement %r is not one of Replicate(), Shard(D), Partial(OP), "
                          "_StridedShard(D,F)" % (text,))
-    require_torch("magi_aot.dtensor.placement_object()")
+    require_torch("magi_aot.fx.dtensor.placement_object()")
     pt = _placement_types()
     if pt is None:
         raise ValueError("this torch has no torch.distributed.tensor: cannot build %s" % text)

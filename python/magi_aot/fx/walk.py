@@ -78,13 +78,13 @@ VERSION = 1
 
 
 def _torch():
-    from ._torch_required import require_torch
+    from .._torch_required import require_torch
     return require_torch("magi_aot.fx")
 
 
 def target_name(node, cache=None):
     """The spec's target string of an fx node. For a call_function, a name
-    the loader resolves to the same object (magi_aot.targets.name_of); when
+    the loader resolves to the same object (magi_aot.fx.targets.name_of); when
     none exists, the object's own module.qualname and an
     UnresolvableTarget warning naming the node. `cache` (a dict) memoises
     names per target object within one walk."""

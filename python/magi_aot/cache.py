@@ -1,0 +1,113 @@
+"""The cross-process cache directory (libmagi_aot's magi_cache_*): a
+handle per call (_Cache), verified reads of an entry (cache_get_bytes,
+cache_get_entry with the owner check, cache_get loading it as a Region),
+and the key and reader of a model's region list (index_key, read_index),
+which the save backend (magi_aot.compile.backend) publishes and the warm
+start (magi_aot.compile.warm) reads.
+
+No torch: reading a cache works without PyTorch.
+"""
+import ctypes
+import json
+import os
+import re
+from ctypes import byref, c_void_p
+
+from ._lib import CachePutResult, MagiError, cstr, has, lib
+from .region import load_buffers, load_bytes
+
+__all__ = ["cache_get", "cache_get_bytes", "cache_get_entry", "index_key", "read_index"]
+
+
+class _Cache:
+    """Owns a magi_cache* for one call."""
+
+    def __init__(self, path):
+        self.ptr = c_void_p()
+        lib.magi_cache_open(byref(self.ptr), cstr(path))
+
+    def put(self, key, data, replace=False):
+        res = CachePutResult()
+        lib.magi_cache_put(byref(res), self.ptr, key.encode(), data, len(data),
+                           1 if replace else 0)
+        return res
+
+    def get_or_none(self, key):
+        try:
+            return self.get(key)
+        except MagiError as e:
+            if e.status == "MAGI_ERR_NOT_FOUND":
+                return None
+            raise
+
+    def get(self, key):
+        p = c_void_p()
+        n = ctypes.c_size_t()
+        lib.magi_cache_get(byref(p), byref(n), None, None, self.ptr, key.encode(), None, 0)
+        try:
+            return ctypes.string_at(p, n.value)
+        finally:
+            lib.magi_free(p)
+
+    def owner_problem(self, key):
+        """None when only this user can have written the entry under key
+        (magi_cache_check_owner: the cache's directories and the entry file
+        are this user's and writable by nobody else), else why not."""
+        if not has("magi_cache_check_owner"):
+            return "this libmagi_aot cannot tell who wrote the cache (no magi_cache_check_owner)"
+        try:
+            lib.magi_cache_check_owner(self.ptr, key.encode())
+        except MagiError as e:
+            return e.message
+        return None
+
+    def close(self):
+        if self.ptr:
+            lib.magi_cache_free(self.ptr)
+            self.ptr = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        self.close()
+
+
+def cache_get_bytes(cache_dir, key):
+    """The verified bytes stored under `key`, or None when there is none."""
+    with _Cache(os.fspath(cache_dir)) as c:
+        return c.get_or_none(key)
+
+
+def cache_get_entry(cache_dir, key):
+    """(verified bytes or None, owner problem): the bytes stored under `key`
+    and None when only this user can have written them, else a sentence
+    saying why not (a group-shared cache, a file others can write; see
+    _Cache.owner_problem). Both come through one handle, so the check is
+    on the directories the read used."""
+    with _Cache(os.fspath(cache_dir)) as c:
+        data = c.get_or_none(key)
+        return data, (None if data is None else c.owner_problem(key))
+
+
+def cache_get(cache_dir, key, *, transport=None, rank=None, world=None, keep_cast_pad=False):
+    """Load the region stored under `key` in a cache directory (verified).
+    rank, world, keep_cast_pad: as magi_aot.load (a rank-local load, which
+    a SymmRuntime of that rank binds as it stands)."""
+    with _Cache(os.fspath(cache_dir)) as c:
+        data = c.get(key)
+    if world is None:
+        return load_bytes(data, transport=transport)
+    return load_buffers([data], ["cache entry %s" % key], transport=transport, rank=rank, world=world,
+                        keep_cast_pad=keep_cast_pad)[0]
+
+
+def index_key(model_tag):
+    """Cache key of a model's region list."""
+    return "index." + (re.sub(r"[^A-Za-z0-9._-]", "_", str(model_tag)) or "_")[:150]
+
+
+def read_index(cache_dir, model_tag):
+    """The region list the backend published for model_tag, or None."""
+    data = cache_get_bytes(cache_dir, index_key(model_tag))
+    return None if data is None else json.loads(data.decode("utf-8"))

@@ -1,0 +1,548 @@
+"""The torch operators magi::symm_all_gather and magi::symm_all_gather_coalesced.
+
+A loaded region whose FSDP weight gathers were rewritten for the copy
+engine calls
+
+    torch.ops.magi.symm_all_gather(Tensor input, int group_size, Any group_name) -> Tensor
+    torch.ops.magi.symm_all_gather_coalesced(Tensor[] inputs, int group_size, Any group_name) -> Tensor[]
+
+with the schemas of `_c10d_functional.all_gather_into_tensor[_coalesced]`
+(copied from the installed torch at registration, so `group_name` is
+`str` on torch releases that spell it so and `Any` on those that do not):
+the rewrite changes only the target. The output is
+`[group_size * input.shape[0], *input.shape[1:]]`, the concatenation of
+every group member's shard in group order, like the NCCL op.
+
+Two implementations of the kernels, one per process (IMPLEMENTATION):
+
+  "c++"     the torch extension magi_aot/_C (python/magi_aot/csrc, built
+            by the root CMakeLists.txt with MAGI_TORCH_OPS): TORCH_LIBRARY
+            kernels that call libmagi_aot's gathers directly; the registry
+            of bound tensors lives in the extension (magi_torch_ops.h), so
+            a runtime that binds from C or C++ uses the same kernels.
+  "python"  the torch.library kernels of this module, with REGISTRY.
+
+register() loads the extension when it finds one (MAGI_AOT_TORCH_OPS_LIB,
+else _C.so next to the loaded libmagi_aot, else in the package) and falls
+back to the Python kernels when there is none or it fails to load
+(FALLBACK_REASON says why). MAGI_AOT_OPS=python selects the Python kernels,
+MAGI_AOT_OPS=c++ requires the extension (import fails, naming the reason,
+when it does not load). Both behave alike: the same schemas, outputs,
+layout, lookup rules and messages; a refusal is a MagiError from the Python
+kernels and a RuntimeError whose message starts with the status name
+("MAGI_ERR_NOT_FOUND: ...") from the C++ ones: catch OP_ERRORS and read it
+with as_magi_error(). The fake kernels are this module's in both.
+
+Kernels:
+  Meta / fake   the output's shape and dtype (Dynamo, AOTAutograd and
+                Inductor trace and compile graphs that contain the ops;
+                Inductor emits them as extern fallback calls).
+  CPU           the host backend: the output comes from torch's allocator
+                and magi_symm_all_gather[_coalesced] memcpy's every
+                member's slot from the shared-memory windows into it.
+  CUDA          the cuda backend: the output comes from torch's caching
+                allocator on the input's device; the library enqueues its
+                copy-engine gather after the work on torch's current stream,
+                with no host synchronisation. Where the consumer waits is
+                the runtime's `join`: "wait" (default), at
+                `_c10d_functional.wait_tensor` on the output, as for torch's
+                functional collectives (the copies run beside the compute
+                issued before the wait); "call", on the current stream at
+                the call (wait_tensor is then a no-op). Under "wait", an
+                output read without wait_tensor (eager code, opcheck) is
+                unordered with its copies, and its Work stays registered in
+                torch until waited: wait on every output, as traced graphs
+                do, or use "call".
+
+Outputs of the coalesced op (both kernels): one flat buffer per call, laid
+out by magi_symm_output_layout (the outputs of one size class back to back,
+docs/SYMM.md "Output layout"), so the cuda backend gathers each class with
+one 2D copy per group member. Each output is an ordinary contiguous tensor
+of its shape and dtype whose storage is a slice of the flat buffer's
+storage: outputs never share a storage (no aliasing, as the schema says),
+and the flat buffer lives as long as any output or any view of one
+(SymmRuntime._gather says more, including record_stream).
+
+How an operator finds its buffer. The operator sees only (input,
+group_size, group_name). The input is the rank's local shard of a weight
+that a `magi_aot.runtime.SymmRuntime` bound: either the window itself
+(alias mode: the parameter lives in the window, so its data_ptr *is* the
+slot) or the caller's tensor whose bytes were copied into the slot (copy
+mode). Every runtime registers each bound tensor in REGISTRY under
+(device, data_ptr, group_name) -> (runtime, slot, layout); the kernel looks
+the input up there and gathers through that runtime's backend. An identity
+match compares data_ptr, dtype, shape and strides: a view at the same
+address (w.t(), a stride-0 expand) is not the shard. A view of a bound
+shard in its dtype is gathered as all_gather_into_tensor gathers views:
+the shards are gathered whole and every member's block is viewed as the
+input views its own shard (the graph is the same on every rank, so every
+member passes the same view), concatenated into a new contiguous tensor.
+A copy of a shard is found by its bytes; anything else is refused naming
+the input (SymmRegistry says more). REGISTRY is the one process-level object of the
+package: torch.library operators are process-global, so their kernels can
+reach the runtime objects only through it. It holds weak references and
+each runtime removes its entries when it is closed (or collected), so it
+never keeps a runtime alive; the runtime stays an object the user holds.
+"""
+import ctypes
+import glob
+import os
+import re
+import threading
+import weakref
+from ctypes import byref, c_char_p, c_double, c_int, c_int64, c_size_t, c_uint32, c_uint64, c_void_p
+
+from .._lib import MagiError, status_code
+
+__all__ = ["REGISTRY", "SymmRegistry", "register", "OPS", "IMPLEMENTATION", "FALLBACK_REASON",
+           "EXTENSION_PATH", "OP_ERRORS", "as_magi_error", "bound_count"]
+
+IMPLEMENTATION = None   # "c++" or "python", set by register()
+FALLBACK_REASON = None  # why the Python kernels serve (None under "c++")
+EXTENSION_PATH = None   # the loaded extension (None under "python")
+OP_ERRORS = (MagiError, RuntimeError)  # what the kernels raise when they refuse
+_ERR_PREFIX = re.compile(r"(MAGI_ERR_[A-Z_]+): (.*)", re.S)
+
+# torch op name -> the _c10d_functional op whose schema it copies
+OPS = {
+    "symm_all_gather": "all_gather_into_tensor",
+    "symm_all_gather_coalesced": "all_gather_into_tensor_coalesced",
+}
+
+
+def _group_str(group_name):
+    """The group name as recorded in the graph (str), also when a caller
+    passes a process-group object where the schema says Any."""
+    if isinstance(group_name, str):
+        return group_name
+    name = getattr(group_name, "group_name", None)
+    if isinstance(name, str):
+        return name
+    raise MagiError(-1, "magi::symm_all_gather: group_name %r is not a string" % (group_name,))
+
+
+def _layout(t):
+    """(dtype, shape, strides) of a tensor: with its data_ptr, what an
+    identity match compares."""
+    return (t.dtype, tuple(t.shape), tuple(t.stride()))
+
+
+def _contiguous(shape, strides):
+    step = 1
+    for d, s in zip(reversed(shape), reversed(strides)):
+        if d != 1 and s != step:
+            return False
+        step *= d
+    return True
+
+
+def _describe(t):
+    return "%s %s strides %s on %s" % (t.dtype, list(t.shape), list(t.stride()), t.device)
+
+
+class SymmRegistry:
+    """Bound local shards -> (runtime, slot), for the operator kernels.
+
+    Keys are (device string, data_ptr, group name). Values hold a weak
+    reference to the runtime, the slot, its byte size and the bound
+    tensor's layout (dtype, shape, strides; None: a contiguous tensor of
+    any dtype). Thread-safe (one lock).
+
+    How an input resolves (lookup):
+      identity  data_ptr, dtype, shape and strides of a bound tensor: the
+                slot itself;
+      view      another view of a contiguous bound tensor of its dtype
+                (transposed, sliced, a stride-0 expand, ...) lying wholly
+                inside it: the slot, and the view (element offset, shape,
+                strides) that every member applies to its own shard;
+      value     a copy: the one slot of that group, size and device whose
+                local bytes equal the input's (contiguous) bytes.
+    Anything else is refused naming the input."""
+
+    _MEMO_CAP = 4096  # input lists remembered by lookup_many (a model has one per gather)
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._entries = {}
+        self._version = 0  # bumped by every change: lookup_many's memo is valid for one version
+        self._memo = {}
+
+    def add(self, runtime, device, ptr, group, slot, nbytes, layout=None):
+        key = (str(device), int(ptr), str(group))
+        ref = weakref.ref(runtime)
+        with self._lock:
+            old = self._entries.get(key)
+            if old is not None:
+                rt = old[0]()
+                if rt is not None and rt is not runtime and not rt.closed:
+                    raise MagiError(-11, "tensor at 0x%x on %s is already bound for group '%s' by "
+                                    "another SymmRuntime (slot %d)" % (ptr, device, group, old[1]))
+            self._entries[key] = (ref, slot, nbytes, layout)
+            self._version += 1
+
+    def remove_runtime(self, runtime):
+        with self._lock:
+            dead = [k for k, v in self._entries.items() if v[0]() in (None, runtime)]
+            for k in dead:
+                del self._entries[k]
+            self._version += 1
+
+    def __len__(self):
+        with self._lock:
+            return len(self._entries)
+
+    def lookup(self, t, group_name):
+        """(runtime, slot, view) of an input tensor; view is None for an
+        identity or value match, else (element offset, shape, strides) of
+        the input within its bound tensor (the class docstring says how).
+        MagiError naming tensor and group when no slot matches or several
+        do."""
+        return self._lookup(t, _group_str(group_name))[:3]
+
+    def _lookup(self, t, group):
+        """lookup()'s answer and whether it may be remembered (identity
+        and view matches: they depend only on the registry and the
+        input's pointer and layout, not on its bytes)."""
+        dev = str(t.device)
+        key = (dev, int(t.data_ptr()), group)
+        have = t.numel() * t.element_size()
+        with self._lock:
+            ent = self._entries.get(key)
+        rt = ent[0]() if ent else None
+        if rt is not None and not rt.closed:
+            layout = ent[3]
+            if layout is None and t.is_contiguous():
+                slot, nbytes = ent[1], ent[2]
+                if have != nbytes:
+                    raise MagiError(-11, "magi::symm_all_gather: tensor at 0x%x for group '%s' has %d "
+                                    "bytes, its slot %d holds %d" % (key[1], group, have, slot, nbytes))
+                return rt, ent[1], None, True
+            if layout is not None and layout == _layout(t):
+                return rt, ent[1], None, True
+        with self._lock:  # not an identity match: the bound tensors of that device and group
+            same = [(k[1], v) for k, v in self._entries.items() if k[0] == dev and k[2] == group]
+        views = self._views(t, key[1], same)
+        if len(views) == 1:
+            (r, slot, view), = views.values()
+            return r, slot, view, True
+        if len(views) > 1:
+            raise MagiError(-14, "magi::symm_all_gather: tensor at 0x%x (%s) for group '%s' lies in "
+                            "%d bound shards" % (key[1], _describe(t), group, len(views)))
+        matches = {}
+        for _, (ref, slot, nbytes, _) in same:
+            r = ref()
+            if nbytes != have or r is None or r.closed or (id(r), slot) in matches:
+                continue
+            if r._slot_equals(slot, t):
+                matches[(id(r), slot)] = (r, slot, None, False)
+        if len(matches) == 1:
+            return next(iter(matches.values()))
+        if matches:
+            why = "it is no bound tensor, and %d bound shards hold its bytes" % len(matches)
+        else:
+            why = "no SymmRuntime has bound it, nor a shard with its bytes"
+            over = self._overlapping(t, key[1], same)
+            if over is not None:
+                why = ("it overlaps the bound shard of slot %d (%s) but is no view of it in its "
+                       "dtype (nor a copy of a shard)" % over)
+        raise MagiError(-14, "magi::symm_all_gather: tensor at 0x%x (%s) for group '%s': "
+                        "%s; bind the rank's shards (SymmRuntime.bind / alias) before running the "
+                        "region" % (key[1], _describe(t), group, why))
+
+    @staticmethod
+    def _extent(t, ptr):
+        """[first, end) bytes the tensor's elements occupy."""
+        if t.numel() == 0:
+            return ptr, ptr
+        last = sum((d - 1) * s for d, s in zip(t.shape, t.stride()))
+        return ptr, ptr + (last + 1) * t.element_size()
+
+    def _views(self, t, ptr, same):
+        """{(runtime id, slot): (runtime, slot, view)} of the contiguous
+        bound tensors of t's dtype that wholly contain t (view: t's
+        element offset, shape and strides in the bound tensor)."""
+        lo, hi = self._extent(t, ptr)
+        es = t.element_size()
+        out = {}
+        for base, (ref, slot, nbytes, layout) in same:
+            if layout is None or layout[0] != t.dtype or not _contiguous(layout[1], layout[2]):
+                continue
+            if not (base <= lo and hi <= base + nbytes and (lo - base) % es == 0) or t.dim() == 0:
+                continue
+            r = ref()
+            if r is None or r.closed:
+                continue
+            out[(id(r), slot)] = (r, slot, ((lo - base) // es, tuple(t.shape), tuple(t.stride())))
+        return out
+
+    def _overlapping(self, t, ptr, same):
+        lo, hi = self._extent(t, ptr)
+        for base, (ref, slot, nbytes, layout) in same:
+            r = ref()
+            if r is not None and not r.closed and lo < base + nbytes and base < hi:
+                return slot, ("%s %s" % (layout[0], list(layout[1])) if layout else "%d bytes" % nbytes)
+        return None
+
+    def lookup_many(self, ts, group_name):
+        """(runtime, [slot, ...], [view, ...]) of a coalesced call's
+        inputs: lookup() of each, once per input list. The answer for a
+        list resolved by identity or view is remembered by (group, device,
+        each input's data pointer, dtype, shape and strides) while the
+        registry is unchanged, so a model's steady-state call costs one
+        dictionary probe instead of one lookup per input. All inputs must
+        resolve to one runtime."""
+        group = _group_str(group_name)
+        key = (group, str(ts[0].device), tuple([(t.data_ptr(), t.dtype, t.shape, t.stride()) for t in ts]))
+        with self._lock:
+            hit = self._memo.get(key)
+            version = self._version
+        if hit is not None and hit[0] == version:
+            rt = hit[1]()
+            if rt is not None and not rt.closed:
+                return rt, hit[2], hit[3]
+        found = [self._lookup(t, group) for t in ts]
+        rt = found[0][0]
+        if any(f[0] is not rt for f in found):
+            raise MagiError(-1, "magi::symm_all_gather_coalesced: inputs bound by different runtimes")
+        slots = [f[1] for f in found]
+        views = [f[2] for f in found]
+        keep = all(f[3] for f in found) and all(str(t.device) == key[1] for t in ts)
+        with self._lock:
+            if keep and version == self._version:
+                if len(self._memo) >= self._MEMO_CAP:
+                    self._memo.clear()
+                self._memo[key] = (version, weakref.ref(rt), slots, views)
+        return rt, slots, views
+
+
+REGISTRY = SymmRegistry()
+_LIBS = []  # the torch.library.Library objects: alive as long as the process
+
+
+def _out_shape(t, group_size):
+    return (group_size * t.shape[0],) + tuple(t.shape[1:])
+
+
+class _SlotInput:
+    """What SymmRuntime._gather reads of an input (dtype, shape, device):
+    the bound shard of a slot, gathered whole for an input that views it."""
+    __slots__ = ("dtype", "shape", "device")
+
+    def __init__(self, rt, slot, t):
+        import torch
+        self.dtype, self.device = t.dtype, t.device
+        self.shape = torch.Size(rt.slots[slot]["shape"])
+
+
+def _apply_view(out, view, group_size):
+    """The gather of a view from the gather of the shards it views: every
+    member's block of `out` viewed as the input views its own shard, the
+    blocks concatenated (a new contiguous tensor)."""
+    import torch
+    offset, shape, strides = view
+    if out.is_cuda:  # a deferred gather: the current stream waits for the copies first
+        out = torch.ops._c10d_functional.wait_tensor(out)
+    per = out.numel() // group_size
+    blocks = out.reshape(group_size, per).as_strided((group_size,) + shape, (per,) + strides, offset)
+    return blocks.contiguous().reshape((group_size * shape[0],) + shape[1:])
+
+
+def _gather(t, group_size, group_name):
+    rt, slot, view = REGISTRY.lookup(t, group_name)
+    if view is None:
+        return rt._gather([slot], [t], group_size)[0]
+    return _apply_view(rt._gather([slot], [_SlotInput(rt, slot, t)], group_size)[0], view, group_size)
+
+
+def _gather_coalesced(ts, group_size, group_name):
+    if not ts:
+        return []
+    rt, slots, views = REGISTRY.lookup_many(ts, group_name)
+    if not any(views):
+        return rt._gather(slots, list(ts), group_size)
+    ins = [t if v is None else _SlotInput(rt, s, t) for t, s, v in zip(ts, slots, views)]
+    outs = rt._gather(slots, ins, group_size)
+    return [o if v is None else _apply_view(o, v, group_size) for o, v in zip(outs, views)]
+
+
+def _fake(t, group_size, group_name):
+    return t.new_empty(_out_shape(t, group_size))
+
+
+def _fake_coalesced(ts, group_size, group_name):
+    return [t.new_empty(_out_shape(t, group_size)) for t in ts]
+
+
+def as_magi_error(e):
+    """The MagiError of an operator's refusal: `e` itself from the Python
+    kernels, or one made from the C++ kernels' RuntimeError
+    ("MAGI_ERR_NOT_FOUND: message"); None for another exception."""
+    if isinstance(e, MagiError):
+        return e
+    if isinstance(e, RuntimeError):
+        m = _ERR_PREFIX.match(str(e))
+        if m:
+            code = status_code(m.group(1))
+            return MagiError(-1 if code is None else code, m.group(2).rstrip())
+    return None
+
+
+class MagiOpsStats(ctypes.Structure):
+    """magi_ops_stats (magi_torch_ops.h)."""
+    _fields_ = [("gather_calls", c_uint64), ("gathered_tensors", c_uint64),
+                ("deferred_joins", c_uint64), ("host_seconds", c_double)]
+
+
+class _Extension:
+    """The C entry points of the loaded extension (magi_torch_ops.h)."""
+
+    def __init__(self, path):
+        dll = ctypes.CDLL(path)
+        self.new = dll.magi_ops_runtime_new
+        self.new.argtypes = [ctypes.POINTER(c_void_p), c_void_p, c_void_p, c_int, c_int, c_int, c_char_p, c_size_t]
+        self.bind = dll.magi_ops_runtime_bind
+        self.bind.argtypes = [c_void_p, c_uint32, c_void_p, c_char_p, c_uint32, ctypes.POINTER(c_int64),
+                              ctypes.POINTER(c_int64), c_char_p, c_size_t]
+        self.close = dll.magi_ops_runtime_close
+        self.close.argtypes = [c_void_p]
+        self.free = dll.magi_ops_runtime_free
+        self.free.argtypes = [c_void_p]
+        self.stats = dll.magi_ops_runtime_stats
+        self.stats.argtypes = [ctypes.POINTER(MagiOpsStats), c_void_p]
+        self.count = dll.magi_ops_bound_count
+        self.count.argtypes = []
+        self.count.restype = c_uint64
+        for f in (self.new, self.bind, self.stats):
+            f.restype = c_int
+        self.close.restype = self.free.restype = None
+
+
+_EXT = []  # the loaded extension's entry points (one, when IMPLEMENTATION is "c++")
+
+
+def _candidates():
+    """Where the extension may be, in order (docio finds _docbuild alike)."""
+    env = os.environ.get("MAGI_AOT_TORCH_OPS_LIB")
+    if env:
+        return [env]
+    out = []
+    try:
+        from ..docio import _lib_dir
+        d = _lib_dir()
+    except Exception:  # noqa: BLE001 - no library: the package directory only
+        d = ""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # magi_aot/, above runtime/
+    for base in ([d] if d else []) + [package]:
+        out += sorted(glob.glob(os.path.join(base, "_C.so")) + glob.glob(os.path.join(base, "_C.*.so")))
+    return out
+
+
+def _load_extension(torch):
+    """The path of the loaded extension, or None and why not."""
+    paths = _candidates()
+    if not paths:
+        return None, "no _C.so next to the library nor in the package (built with MAGI_TORCH_OPS)"
+    why = []
+    for path in paths:
+        if not os.path.isfile(path):
+            why.append("%s: no such file" % path)
+            continue
+        try:
+            torch.ops.load_library(path)
+            ext = _Extension(path)
+        except (OSError, RuntimeError, AttributeError) as e:
+            why.append("%s: %s" % (path, str(e).splitlines()[0] if str(e) else type(e).__name__))
+            continue
+        if not hasattr(torch.ops.magi, "symm_all_gather_coalesced"):
+            why.append("%s: loaded but registered no magi::symm_all_gather_coalesced" % path)
+            continue
+        _EXT.append(ext)
+        return path, None
+    return None, "; ".join(why)
+
+
+def register():
+    """Define the two operators once per process (idempotent; called when
+    magi_aot.runtime.ops or magi_aot.runtime is imported): the extension's kernels
+    where it loads, else the Python ones (the module docstring says how
+    the choice is made). Returns torch.ops.magi."""
+    global IMPLEMENTATION, FALLBACK_REASON, EXTENSION_PATH
+    import torch
+    if _LIBS:
+        return torch.ops.magi
+    want = os.environ.get("MAGI_AOT_OPS", "auto").strip().lower() or "auto"
+    if want not in ("auto", "c++", "python"):
+        raise MagiError(-1, "MAGI_AOT_OPS=%s: give auto, c++ or python" % want)
+    path, why = (None, "MAGI_AOT_OPS=python") if want == "python" else _load_extension(torch)
+    if path is None and want == "c++":
+        raise MagiError(-13, "MAGI_AOT_OPS=c++ but the operator extension did not load: %s" % why)
+    lib = torch.library.Library("magi", "FRAGMENT")
+    impls = {"symm_all_gather": (_gather, _fake),
+             "symm_all_gather_coalesced": (_gather_coalesced, _fake_coalesced)}
+    for name, c10d in OPS.items():
+        kernel, fake = impls[name]
+        if path is None:
+            schema = str(getattr(torch.ops._c10d_functional, c10d).default._schema)
+            # "_c10d_functional::all_gather_into_tensor(Tensor input, ...) -> Tensor"
+            sig = schema[schema.index("("):]
+            lib.define(name + sig)
+            lib.impl(name, kernel, "CPU")
+            lib.impl(name, kernel, "CUDA")
+        torch.library.register_fake("magi::" + name, fake, lib=lib)
+    _LIBS.append(lib)
+    IMPLEMENTATION, FALLBACK_REASON, EXTENSION_PATH = ("c++", None, path) if path else ("python", why, None)
+    return torch.ops.magi
+
+
+# ------------------------------------------------ the runtime's registrations
+def attach(rt):
+    """The extension's runtime over `rt`'s backend and plan (an opaque
+    handle), or None under the Python kernels (then REGISTRY serves)."""
+    if IMPLEMENTATION != "c++":
+        return None
+    ext = _EXT[0]
+    h, err = c_void_p(), ctypes.create_string_buffer(512)
+    dev = rt.device
+    rc = ext.new(byref(h), rt._b, rt._plan, 0 if dev.type == "cpu" else 1, dev.index or 0,
+                 0 if rt.join == "wait" else 1, err, len(err))
+    if rc:
+        raise MagiError(rc, err.value.decode(errors="replace"))
+    return h
+
+
+def bind_tensor(handle, slot, t):
+    """Register tensor t as bound to `slot` with the extension's runtime."""
+    ext = _EXT[0]
+    n = t.dim()
+    shape, strides = (c_int64 * max(n, 1))(*t.shape), (c_int64 * max(n, 1))(*t.stride())
+    err = ctypes.create_string_buffer(512)
+    rc = ext.bind(handle, slot, c_void_p(t.data_ptr()), str(t.dtype).replace("torch.", "").encode(), n,
+                  shape, strides, err, len(err))
+    if rc:
+        raise MagiError(rc, err.value.decode(errors="replace"))
+
+
+def runtime_stats(handle):
+    """{gather_calls, gathered_tensors, deferred_joins, host_seconds} of the
+    extension's runtime."""
+    st = MagiOpsStats()
+    _EXT[0].stats(byref(st), handle)
+    return {k: getattr(st, k) for k, _ in MagiOpsStats._fields_}
+
+
+def detach(handle):
+    """Close and free the extension's runtime (its tensors unregistered,
+    queued CUDA copies waited for); its last stats."""
+    st = runtime_stats(handle)
+    _EXT[0].free(handle)
+    return st
+
+
+def bound_count():
+    """Tensors registered by open runtimes with the kernels in use."""
+    if IMPLEMENTATION == "c++":
+        return int(_EXT[0].count())
+    return len(REGISTRY)
+
+
+register()
