@@ -9,8 +9,9 @@ files work without it.
 from ._lib import MagiError, MagiUnsupported, lib_path
 from ._torch_required import TorchRequiredError, require_torch as _require_torch
 from .compile.warm import warm_start
-from .region import (Region, fingerprint, inputs, load, load_bytes, load_many, region_from_doc, save,
-                     save_doc)
+from .region import (Region, fingerprint, inputs, load, load_buffers, load_bytes, load_many, region_from_doc,
+                     save, save_doc)
+from . import cache  # noqa: E402,F401 - magi_aot.cache.cache_get / read_index without torch
 
 __version__ = "0.1.0"
 
@@ -39,7 +40,8 @@ def library_version():
     return lib.magi_version().decode()
 
 
-__all__ = ["MagiError", "MagiUnsupported", "TorchRequiredError", "Region", "load", "load_bytes", "load_many",
+__all__ = ["MagiError", "MagiUnsupported", "TorchRequiredError", "Region", "load", "load_buffers", "load_bytes",
+           "load_many",
            "save", "save_doc",
            "fingerprint", "inputs", "region_from_doc", "graph_to_doc", "save_backend",
            "lib_path", "library_version", "warm_start", "bind_model"]

@@ -1,5 +1,6 @@
 """Cost-table profiler: measure each node of a region at its hints and write
-the table under the canonical keys the scheduler reads (docs/PROFILE.md).
+the table under the canonical keys the scheduler reads (docs/FINGERPRINT.md,
+"Measured tables: the profiler").
 
     python -m magi_aot.profile REGION --out TABLE.json [--report R.json]
         [--device cuda|cpu] [--iters N]

@@ -262,6 +262,9 @@ def _run_loader(fill, *, transport=None, window_cap_bytes=0, rank=None, world=No
         rank_local = world is not None
     if (rank_local or rank is not None) and world is None:
         raise ValueError("a rank-local load needs world= (and rank=)")
+    if world is not None and rank is None:
+        raise ValueError("world=%s needs rank= too (this process's rank): a rank view of rank 0 "
+                         "is rank=0" % (world,))
     opts = LoaderOptions(transport=LOAD_TRANSPORTS[transport], window_cap_bytes=int(window_cap_bytes))
     if world is not None:
         opts.bind.rank, opts.bind.world = int(rank or 0), int(world)

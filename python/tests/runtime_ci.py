@@ -726,6 +726,34 @@ class OneLoad(_ThreadRanks, unittest.TestCase):
         self.assertTrue(local.loaded.serves(rank=2, world=WORLD, keep_cast_pad=False, window_cap_bytes=0))
         self.assertFalse(local.loaded.serves(rank=1, world=WORLD, keep_cast_pad=False, window_cap_bytes=0))
         self.assertEqual(local.fingerprint, plain.fingerprint)  # of the region as read
+        with self.assertRaisesRegex(ValueError, "needs rank="):
+            magi.load(fixture("fsdp_block"), transport="copy_engine", world=WORLD)
+
+    def test_a_default_load_runs_copy_engine(self):
+        # loaded with no transport: nccl was only the load's default, so the
+        # runtime (which exists to serve the SymmBuffer) runs copy_engine
+        torch, magi = self.torch, self.magi
+        plain = magi.load(fixture("fsdp_block"))
+        self.assertEqual((plain.transport, plain.transport_source), ("nccl", "default"))
+        store = self._store()
+
+        def rank(r):
+            rt = self.runtime.SymmRuntime([plain], device="cpu", rank=r, world=WORLD, store=store,
+                                          new_groups=False, timeout=20, rendezvous_base=self.rdzv)
+            bound = rt.bind(self._shards(rt, r))
+            rt.ready()
+            out = torch.ops.magi.symm_all_gather(bound["L_self_parameters_wq_"], 4, "0")
+            return rt, out
+
+        res = _threads(rank)
+        for r, v in res.items():
+            if isinstance(v, BaseException):
+                raise v
+            rt, out = v
+            self.assertEqual(rt.transport, "copy_engine")
+            self.assertEqual(len(rt.slots), 5)
+            self.assertEqual(list(out.shape), [1024, 1024])
+            rt.close()
 
 
 @unittest.skipUnless(HAVE_TORCH, TORCH_REASON)

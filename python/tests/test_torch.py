@@ -118,6 +118,23 @@ class TorchRoundTrip(unittest.TestCase):
         self.assertTrue(any(t.endswith(".rsqrt") for t in targets), targets)
         self.assertIn("pow", targets)  # call_method targets are method names
 
+    def test_cuda_fixture_without_cuda_is_refused_naming_the_placeholder(self):
+        # a fake CUDA tensor in a torch without CUDA aborts the process: the
+        # rebuild refuses first and says to pass device="cpu"
+        if self.torch.cuda.is_available():
+            self.skipTest("this torch has a CUDA device: the recorded device is usable")
+        from magi_aot.fx.rebuild import run_fake
+        from _util import fixture
+        r = self.magi.load(fixture("block"), transport=None)
+        with self.assertRaises(self.magi.MagiError) as cm:
+            r.fake_inputs()
+        self.assertIn("recorded on cuda:0", cm.exception.message)
+        self.assertIn('device="cpu"', cm.exception.message)
+        with self.assertRaises(self.magi.MagiError):
+            run_fake(r)
+        out, _, _ = run_fake(r, device="cpu")
+        self.assertTrue(len(out) > 0)
+
     def test_fake_inputs_of_every_real_fixture_match_the_c_evaluator(self):
         # Every dim of every placeholder: the SymInt's hint in the new
         # ShapeEnv equals what the C library evaluates under the hints

@@ -470,8 +470,13 @@ class BoundForward:
         if call is not None:
             kinds = [_kind(a) for a in args]
             if len(kinds) != len(call["args"]):
-                raise _Miss("forward got %d positional arguments, the stored code was traced "
-                            "with %d" % (len(kinds), len(call["args"])))
+                params = [n for n in self._sig.parameters if n != "self"]
+
+                def names(k):
+                    return ", ".join(params[:k]) if len(params) >= k else "%d arguments" % k
+                raise _Miss("forward was called with (%s), the stored code was traced with (%s) "
+                            "(the other parameters at their defaults)"
+                            % (names(len(kinds)), names(len(call["args"]))))
             for i, (k, want) in enumerate(zip(kinds, call["args"])):
                 if k != want:
                     raise _Miss("argument %d is a %s, the stored code was traced with a %s"

@@ -168,6 +168,11 @@ def fake_inputs(region, fake_mode=None, *, device=None):
                 raise MagiError(-4, "placeholder '%s': unknown dtype '%s'" % (p["name"], ex["dtype"]))
             shape = [ev(d) for d in ex["shape"]]
             dev = dev_of(ex["device"])
+            if dev.type == "cuda" and not torch.cuda.is_available():
+                # torch aborts the process on a fake CUDA tensor without CUDA support
+                raise MagiError(-13, "placeholder '%s': recorded on %s, and this torch has no CUDA device: "
+                                "pass device=\"cpu\" (fake_inputs / run_fake) to fake it there"
+                                % (p["name"], ex["device"]))
             with fake_mode:
                 if ex.get("stride") is None:
                     t = torch.empty(shape, dtype=dtype, device=dev)

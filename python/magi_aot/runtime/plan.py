@@ -40,7 +40,11 @@ def buffer_name(fqn):
 
 
 def _transport_of(items):
-    kinds = {r.transport for r in items if isinstance(r, Region) and getattr(r, "transport", None)}
+    """The runtime's transport: nccl only for regions loaded with nccl asked
+    for (the option or their compile_config); a region whose nccl was only
+    the load's default, a path or a document, runs copy_engine."""
+    kinds = {r.transport for r in items if isinstance(r, Region) and getattr(r, "transport", None)
+             and getattr(r, "transport_source", None) != "default"}
     if len(kinds) > 1:
         raise MagiError(-1, "SymmRuntime: regions loaded with different transports %s: "
                         "give one runtime regions of one transport" % sorted(kinds))
