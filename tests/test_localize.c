@@ -9,15 +9,8 @@
 #include <string.h>
 
 static char *read_text(const char *path) {
-    FILE *f = fopen(path, "rb");
-    MT_REQUIRE(f != NULL, "cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    size_t n = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *p = malloc(n + 1);
-    MT_REQUIRE(p && fread(p, 1, n, f) == n, "read %s", path);
-    p[n] = '\0';
-    fclose(f);
+    char *p = mt_read(path, NULL);
+    MT_REQUIRE(p != NULL, "cannot read %s", path);
     return p;
 }
 

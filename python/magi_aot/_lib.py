@@ -53,13 +53,16 @@ def status_name(code):
     return name
 
 
+_CODES = {}  # status name -> code, filled from the library on first use
+
+
 def status_code(name):
     """The status code the library names `name` ("MAGI_ERR_FORMAT" -> -4),
-    or None (codes 0 .. -255 are asked)."""
-    for code in range(0, -256, -1):
-        if status_name(code) == name:
-            return code
-    return None
+    or None (codes 0 .. -255 are asked, once)."""
+    if not _CODES:
+        for code in range(0, -256, -1):
+            _CODES.setdefault(status_name(code), code)
+    return _CODES.get(name)
 
 
 class MagiError(Exception):

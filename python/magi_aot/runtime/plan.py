@@ -72,6 +72,7 @@ class RuntimePlan:
         finally:
             lib.magi_free(p)
         self.slot_of = {sl["weight"]: i for i, sl in enumerate(self.slots)}
+        self._transforms = None  # weight -> bind_transform, made on first use
 
     @classmethod
     def open(cls, items, *, rank, world, keep_cast_pad, window_cap_bytes):
@@ -126,12 +127,14 @@ class RuntimePlan:
         """The "bind_transform" member ({"dtype", "rows"}) of the weight's
         placeholder when the lowering folded its cast or pad into the bound
         shard (magi_aot/lower.h), else None."""
-        bt = None
-        for r in self.regions:
-            for p in r.placeholders:
-                if p["target"] == weight:
-                    bt = (p["example_value"] or {}).get("bind_transform") or bt
-        return bt
+        if self._transforms is None:  # read off the regions once
+            self._transforms = {}
+            for r in self.regions:
+                for p in r.placeholders:
+                    bt = (p["example_value"] or {}).get("bind_transform")
+                    if bt:
+                        self._transforms[p["target"]] = bt
+        return self._transforms.get(weight)
 
 
 def compare_plans(plans):
