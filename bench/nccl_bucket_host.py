@@ -12,8 +12,9 @@ allocated at the bucket's real size by gathering a world-times-larger
 input). Each call is `_c10d_functional.all_gather_into_tensor_coalesced`
 followed by `wait_tensor` on every output, as a traced graph does; prints
 the median host time per call of --calls calls (after 20 warm-up calls),
-with and without the waits, and with one wait (on the first output), timed
-by the same clock as bucket_ranks.py. --backend gloo runs the same calls on
+with and without the waits, and with one wait (on the first output), and
+with one wait with the device idle at each call (synchronised outside the
+clock), timed by the same clock as bucket_ranks.py. --backend gloo runs the same calls on
 the CPU (the comparator where there is no NCCL).
 """
 import argparse
@@ -70,13 +71,26 @@ def main():
             wait(o)
         if i >= 20:
             one.append((t1 - t0) * 1e6)
-    if dev.type == "cuda":
-        torch.cuda.synchronize()
+    idle = []   # the device idle at each call (synchronised outside the clock)
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+    for i in range(args.calls + 20):
+        sync()
+        t0 = time.perf_counter()
+        outs = ag(inputs, 1, group)
+        wait(outs[0])
+        t1 = time.perf_counter()
+        for o in outs[1:]:
+            wait(o)
+        if i >= 20:
+            idle.append((t1 - t0) * 1e6)
+    sync()
+    idle.sort()
     op.sort()
     both.sort()
     one.sort()
     res = {"inputs": len(inputs), "calls": args.calls, "host_us_op_median": round(op[len(op) // 2], 1),
            "host_us_median": round(both[len(both) // 2], 1), "host_us_one_wait_median": round(one[len(one) // 2], 1),
+           "host_us_idle_one_wait_median": round(idle[len(idle) // 2], 1),
            "backend": args.backend, "torch": torch.__version__}
     print(json.dumps(res))
     dist.destroy_process_group()

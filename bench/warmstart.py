@@ -61,7 +61,11 @@ the repository, else shared/anchors/ inside it).
 
 MAGI_BENCH_PROFILE=1 (or =PATH) profiles the children (cProfile from the
 child's start: DIR/work/profile-PATH.txt; the profiler slows them, so the
-clocks of a profiled run are not figures).
+clocks of a profiled run are not figures); with MAGI_BENCH_PROFILE_FROM=model
+the profile covers only the span from the model built to the first output,
+and with "steps" in it (model,steps) the steady steps are profiled too
+(DIR/work/profile-PATH-steps.txt). The steady step is the mean of 20 steps
+after 3 untimed ones.
 
 Prints a table (median and every run of both clocks), writes
 DIR/warmstart.json and DIR/warmstart.md. Needs MAGI_AOT_LIB for the magi
@@ -77,6 +81,7 @@ import time
 
 SPAWN_ENV = "MAGI_BENCH_SPAWN_T"
 PROFILE_ENV = "MAGI_BENCH_PROFILE"   # "1" or a path name: cProfile that child, from its start
+PROFILE_FROM_ENV = "MAGI_BENCH_PROFILE_FROM"   # "model": from the model built only; "steps": the steady steps too
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 TIMED = ("eager", "magi", "magi-standalone", "compile-warm", "mega-load", "precompile-load",
@@ -173,7 +178,9 @@ def _logits(out):
     return out.logits if hasattr(out, "logits") else out[0]
 
 
-def child(path, root, size, device):
+def child(path, root, size, device, prof=None):
+    """One timed process of `path`. prof: a cProfile.Profile to enable over
+    the span from the model built to the first output (PROFILE_FROM_ENV)."""
     t_spawn = float(os.environ.get(SPAWN_ENV, "nan"))
     proc_start = _proc_start_epoch()
     counts = _Counts()
@@ -194,6 +201,8 @@ def child(path, root, size, device):
         m.config.use_cache = False   # torch.export cannot return the DynamicCache
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     res = {"path": path}
+    if prof is not None and "model" in os.environ.get(PROFILE_FROM_ENV, ""):
+        prof.enable()
     t_model = time.time()
     with torch.no_grad():
         fwd = None
@@ -236,6 +245,8 @@ def child(path, root, size, device):
         out = _logits(fwd(ids))
         sync()
         t_first = time.time()
+    if prof is not None and "model" in os.environ.get(PROFILE_FROM_ENV, ""):
+        prof.disable()
     res["from_start_s"] = round(t_first - t_spawn, 3)
     res["proc_start_s"] = round(t_first - proc_start, 3) if proc_start else None
     res["from_model_s"] = round(t_first - t_model, 3)
@@ -251,14 +262,32 @@ def child(path, root, size, device):
         res["served"] = fwd.report.get("served")
         res["code_path"] = fwd.report.get("code_path")
         res["reason"] = fwd.report.get("reason")
+        res["timings"] = {k: round(v, 4) if isinstance(v, float) else v
+                          for k, v in (fwd.report.get("timings") or {}).items()}
     with torch.no_grad():
         ref = _logits(m(ids)).float()
         res["max_abs_vs_eager"] = round(float((out.float() - ref).abs().max()), 4)
-        t = time.perf_counter()
-        for _ in range(5):
+        for _ in range(3):   # past any lazy first-call work
             fwd(ids)
         sync()
-        res["step_ms"] = round((time.perf_counter() - t) / 5 * 1e3, 3)
+        steps = None
+        if os.environ.get(PROFILE_ENV) in ("1", path) and "steps" in os.environ.get(PROFILE_FROM_ENV, ""):
+            import cProfile
+            steps = cProfile.Profile()
+            steps.enable()
+        t = time.perf_counter()
+        for _ in range(20):
+            fwd(ids)
+        sync()
+        res["step_ms"] = round((time.perf_counter() - t) / 20 * 1e3, 3)
+        if steps is not None:
+            import io
+            import pstats
+            steps.disable()
+            buf = io.StringIO()
+            pstats.Stats(steps, stream=buf).sort_stats("tottime").print_stats(40)
+            with open(os.path.join(root, "profile-%s-steps.txt" % path), "a") as f:
+                f.write(buf.getvalue())
     return res
 
 
@@ -343,14 +372,15 @@ def main():
         if os.environ.get(PROFILE_ENV) in ("1", a.child):
             import cProfile
             prof = cProfile.Profile()
-            prof.enable()
-        res = child(a.child, a.root, a.size, a.device)
+            if "model" not in os.environ.get(PROFILE_FROM_ENV, ""):
+                prof.enable()
+        res = child(a.child, a.root, a.size, a.device, prof)
         if prof is not None:   # the whole process, by cumulative and own time
             import io
             import pstats
             prof.disable()
             buf = io.StringIO()
-            pstats.Stats(prof, stream=buf).sort_stats("cumulative").print_stats(80)
+            pstats.Stats(prof, stream=buf).sort_stats("cumulative").print_stats(120)
             pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(40)
             with open(os.path.join(a.root, "profile-%s.txt" % a.child), "a") as f:
                 f.write(buf.getvalue())

@@ -148,6 +148,33 @@ def rank_main(rank, tmp, device):
         del o
     sync()
     one_times.sort()
+    # the same with the device idle at each call (synchronised outside the
+    # clock): the host's own cost, with no queue of earlier calls behind it
+    # (back to back, a call may wait on the allocator or the driver for
+    # copies still running)
+    idle_times = []
+    for _ in range(n_timed):
+        sync()
+        t0 = time.perf_counter()
+        o = torch.ops.magi.symm_all_gather_coalesced(inputs, W, "0")
+        torch.ops._c10d_functional.wait_tensor(o[0])
+        idle_times.append((time.perf_counter() - t0) * 1e6)
+        del o
+    sync()
+    idle_times.sort()
+    if os.environ.get("MAGI_BUCKET_TORCH_PROFILE") and rank == 0:
+        # where the host time goes, CUDA runtime calls included (outside
+        # every figure above)
+        from torch.profiler import ProfilerActivity, profile
+        acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if rt.device.type == "cuda" else [])
+        with profile(activities=acts) as p:
+            for _ in range(50):
+                o = torch.ops.magi.symm_all_gather_coalesced(inputs, W, "0")
+                torch.ops._c10d_functional.wait_tensor(o[0])
+                del o
+            sync()
+        with open(os.path.join(tmp, "rank0.torchprof.txt"), "w") as f:
+            f.write(p.key_averages().table(sort_by="self_cpu_time_total", row_limit=40))
     rt.close()
     with open(os.path.join(tmp, "rank%d.json" % rank), "w") as f:
         json.dump({"rank": rank, "ok": True, "calls": 2, "host_us_per_call": round(host_us, 1),
@@ -156,6 +183,7 @@ def rank_main(rank, tmp, device):
                    "host_us_p90": round(times[int(0.9 * (len(times) - 1))], 1) if times else None,
                    "host_us_op_median": round(op_times[len(op_times) // 2], 1) if op_times else None,
                    "host_us_one_wait_median": round(one_times[len(one_times) // 2], 1) if one_times else None,
+                   "host_us_idle_one_wait_median": round(idle_times[len(idle_times) // 2], 1) if idle_times else None,
                    "implementation": magi_aot.runtime.ops.IMPLEMENTATION}, f)
 
 

@@ -11,19 +11,42 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
+#include <memory>
 #include <optional>
+#include <vector>
 
 namespace magi_ops {
 
+// Events are made once and reused: creating and destroying two CUDA events
+// per call was a measurable part of the call's host time. `ready` is
+// recorded and waited on at once (a stream wait captures the event's state
+// when it is issued), so one serves every call; a completion event belongs
+// to the Work of its call until that Work is gone (wait_tensor, or the
+// outputs freed unwaited), then returns to the pool. The runtime's mutex
+// guards the state (cuda_gather runs under it).
 struct CudaState {
     c10::DeviceIndex device;
     std::optional<c10::cuda::CUDAStream> side;  // the gather stream, made on first use
+    at::cuda::CUDAEvent ready;
+    std::vector<std::shared_ptr<at::cuda::CUDAEvent>> done_pool;
+
+    static constexpr size_t kPool = 64;  // past this, a call's event is its own
+
+    std::shared_ptr<at::cuda::CUDAEvent> done_event() {
+        for (auto &e : done_pool)
+            if (e.use_count() == 1) return e;  // no Work holds it any more
+        auto e = std::make_shared<at::cuda::CUDAEvent>();
+        if (done_pool.size() < kPool) done_pool.push_back(e);
+        return e;
+    }
 };
 
 void CudaStateDeleter::operator()(CudaState *s) const { delete s; }
 
 CudaStatePtr cuda_state_new(int device_index) {
-    return CudaStatePtr(new CudaState{static_cast<c10::DeviceIndex>(device_index), std::nullopt});
+    auto *s = new CudaState();
+    s->device = static_cast<c10::DeviceIndex>(device_index);
+    return CudaStatePtr(s);
 }
 
 namespace {
@@ -70,12 +93,11 @@ bool cuda_gather(CudaState &s, bool join_wait, const at::Tensor &block, const st
     // the copies follow everything the current stream holds (the block's
     // earlier users); the block is recorded on the gather stream, so the
     // caching allocator does not hand it out while the copies may write
-    at::cuda::CUDAEvent ready;
-    ready.record(cur);
-    ready.block(side);
+    s.ready.record(cur);
+    s.ready.block(side);
     c10::cuda::CUDACachingAllocator::recordStream(block.storage().data_ptr(), side);
     launch(side.stream());
-    auto done = std::make_shared<at::cuda::CUDAEvent>();
+    std::shared_ptr<at::cuda::CUDAEvent> done = s.done_event();
     done->record(side);
     c10::intrusive_ptr<c10d::Work> work = c10::make_intrusive<GatherWork>(done, s.device);
     for (const at::Tensor &o : outs) c10d::register_work(o, work);

@@ -177,7 +177,8 @@ if [ "$what" = runtime ] || [ "$what" = exposed ]; then
 fi
 if [ "$what" = opshost ]; then
   stamp "symm operator host cost: C++ / Python kernels vs NCCL coalesced, 20-input bucket"
-  timeout 500 python3 bench/bench_symm_ops.py --device cuda --calls 1000 --json "$OUT/opshost.json" 2>&1 \
+  timeout 500 python3 bench/bench_symm_ops.py --device cuda --calls 1000 --json "$OUT/opshost.json" \
+    --profile "$OUT/opsprof" 2>&1 \
     | tee "$OUT/opshost.log" | grep -Ev "Warning|^\s*$" | tail -12
   [ "${PIPESTATUS[0]}" -eq 0 ] || fail=1
 fi
