@@ -12,8 +12,9 @@ cuda, gloo on cpu), and prints the median host time per call (median over
 the ranks) of: the call alone; the call and one wait_tensor (what a loaded
 graph holds: the loader keeps one wait per coalesced call); the call and a
 wait_tensor on each of its 20 outputs (a traced graph as read); and the
-call and one wait with the device idle at each call ("idle": synchronised
-outside the clock, so no queue of earlier copies is behind the call). The C++
+call and one wait, and the call and every wait, with the device idle at
+each call ("idle": synchronised outside the clock, so no queue of earlier
+copies is behind the call: the host's own cost). The C++
 run needs the extension (built with the library when torch is
 importable: MAGI_TORCH_OPS).
 """
@@ -28,6 +29,10 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUCKET = os.path.join(ROOT, "python", "tests", "bucket_ranks.py")
 TORCH_REF = os.path.join(ROOT, "bench", "nccl_bucket_host.py")
+
+
+KEYS = ("host_us_op_median", "host_us_one_wait_median", "host_us_median",
+        "host_us_idle_one_wait_median", "host_us_idle_median")
 
 
 def run(impl, calls, device, profile_to=None):
@@ -80,21 +85,19 @@ def main():
     rows = {}
     for impl, rr in res.items():
         rows["magi " + impl] = tuple(statistics.median(r[k] for r in rr)
-                                     for k in ("host_us_op_median", "host_us_one_wait_median", "host_us_median",
-                                               "host_us_idle_one_wait_median"))
-    rows["torch %s" % ref["backend"]] = (ref["host_us_op_median"], ref["host_us_one_wait_median"], ref["host_us_median"],
-                                         ref["host_us_idle_one_wait_median"])
+                                     for k in KEYS)
+    rows["torch %s" % ref["backend"]] = tuple(ref[k] for k in KEYS)
     print("host us per call, 20-input bucket on %s, %d calls (magi: median over 4 ranks; torch: 1 rank)"
           % (a.device, a.calls))
-    print("%-12s %12s %14s %15s %22s" % ("", "call alone", "call + 1 wait", "call + 20 waits",
-                                         "call + 1 wait, idle"))
-    for name, (alone, one, every, idle) in rows.items():
-        print("%-12s %12.1f %14.1f %15.1f %22.1f" % (name, alone, one, every, idle))
+    print("%-12s %12s %14s %15s %20s %21s" % ("", "call alone", "call + 1 wait", "call + 20 waits",
+                                              "idle: call + 1 wait", "idle: call + 20 waits"))
+    for name, (alone, one, every, idle, idle_every) in rows.items():
+        print("%-12s %12.1f %14.1f %15.1f %20.1f %21.1f" % (name, alone, one, every, idle, idle_every))
     c = rows["magi c++"]
     t = rows["torch %s" % ref["backend"]]
     print("magi c++ with the loaded graph's waits (1) vs torch with every wait (20): %.1f vs %.1f us (%.2fx)"
           % (c[1], t[2], c[1] / t[2]))
-    print("the same with the device idle at each call: %.1f vs %.1f us (%.2fx)" % (c[3], t[3], c[3] / t[3]))
+    print("the same with the device idle at each call: %.1f vs %.1f us (%.2fx)" % (c[3], t[4], c[3] / t[4]))
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"device": a.device, "calls": a.calls, "rows": rows, "torch": ref["torch"]}, f, indent=1)

@@ -13,8 +13,8 @@ input). Each call is `_c10d_functional.all_gather_into_tensor_coalesced`
 followed by `wait_tensor` on every output, as a traced graph does; prints
 the median host time per call of --calls calls (after 20 warm-up calls),
 with and without the waits, and with one wait (on the first output), and
-with one wait with the device idle at each call (synchronised outside the
-clock), timed by the same clock as bucket_ranks.py. --backend gloo runs the same calls on
+with one wait and with every wait with the device idle at each call
+(synchronised outside the clock), timed by the same clock as bucket_ranks.py. --backend gloo runs the same calls on
 the CPU (the comparator where there is no NCCL).
 """
 import argparse
@@ -85,12 +85,25 @@ def main():
             idle.append((t1 - t0) * 1e6)
     sync()
     idle.sort()
+    idle_every = []   # idle, and every output waited on
+    for i in range(args.calls + 20):
+        sync()
+        t0 = time.perf_counter()
+        outs = ag(inputs, 1, group)
+        for o in outs:
+            wait(o)
+        t1 = time.perf_counter()
+        if i >= 20:
+            idle_every.append((t1 - t0) * 1e6)
+    sync()
+    idle_every.sort()
     op.sort()
     both.sort()
     one.sort()
     res = {"inputs": len(inputs), "calls": args.calls, "host_us_op_median": round(op[len(op) // 2], 1),
            "host_us_median": round(both[len(both) // 2], 1), "host_us_one_wait_median": round(one[len(one) // 2], 1),
            "host_us_idle_one_wait_median": round(idle[len(idle) // 2], 1),
+           "host_us_idle_median": round(idle_every[len(idle_every) // 2], 1),
            "backend": args.backend, "torch": torch.__version__}
     print(json.dumps(res))
     dist.destroy_process_group()

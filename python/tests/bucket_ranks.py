@@ -162,6 +162,17 @@ def rank_main(rank, tmp, device):
         del o
     sync()
     idle_times.sort()
+    idle_every = []   # idle, and every output waited on
+    for _ in range(n_timed):
+        sync()
+        t0 = time.perf_counter()
+        o = torch.ops.magi.symm_all_gather_coalesced(inputs, W, "0")
+        for x in o:
+            torch.ops._c10d_functional.wait_tensor(x)
+        idle_every.append((time.perf_counter() - t0) * 1e6)
+        del o
+    sync()
+    idle_every.sort()
     if os.environ.get("MAGI_BUCKET_TORCH_PROFILE") and rank == 0:
         # where the host time goes, CUDA runtime calls included (outside
         # every figure above)
@@ -184,6 +195,7 @@ def rank_main(rank, tmp, device):
                    "host_us_op_median": round(op_times[len(op_times) // 2], 1) if op_times else None,
                    "host_us_one_wait_median": round(one_times[len(one_times) // 2], 1) if one_times else None,
                    "host_us_idle_one_wait_median": round(idle_times[len(idle_times) // 2], 1) if idle_times else None,
+                   "host_us_idle_median": round(idle_every[len(idle_every) // 2], 1) if idle_every else None,
                    "implementation": magi_aot.runtime.ops.IMPLEMENTATION}, f)
 
 

@@ -21,7 +21,10 @@ for every C++ kernel library Inductor built while compiling the region
 (Inductor's cache entry holds the generated Python module, not the shared
 objects its C++ kernels compile to; without them a fresh process would
 run the C++ compiler again). On GPU the Triton kernels are already inside
-the standalone artifact. "direct.json" (always): whether the compiled
+the standalone artifact; what is stored beside it is "tune/REL", the
+autotune choice of each Triton kernel (.best_config), made by running the
+region once at store time (_tune_once), so a warm process neither
+benchmarks configs again nor picks other ones. "direct.json" (always): whether the compiled
 graph runs without AOTAutograd's runtime wrappers and why not, the inputs
 to align, the CPU vector ISA; where it does, "direct.py" (Inductor's
 generated module, header imports lightened) and "direct.pyc" (its code
@@ -402,8 +405,55 @@ def compile_region(gm, example_inputs, *, options=None):
             blob = f.read()
         os.unlink(path)
         _isa_probes(tmp)
-        blobs = [("standalone", blob)] + _so_blobs(tmp) + _direct_blobs(seen)
+        tuned = _tune_once(art, gm, example_inputs, seen)
+        blobs = [("standalone", blob)] + _so_blobs(tmp) + _tune_blobs(tmp) + \
+            _direct_blobs(seen, tuned)
     return art, blobs
+
+
+def _tune_once(art, gm, example_inputs, seen):
+    """Run a GPU region once, here, with the inputs Dynamo handed over, so
+    that Inductor autotunes its Triton kernels now and writes each choice
+    (a .best_config file) into this compile's cache directory, where
+    _tune_blobs finds them. A warm process then launches the configs chosen
+    here instead of benchmarking again at its first call, and so computes
+    what this process computes (a kernel's config decides its reduction
+    order). Returns None when it ran, else why not: only an inference
+    region of Triton kernels with no collective (a collective run here,
+    outside the step, would wait for peers that are not there) and no
+    mutated input is run."""
+    import torch
+    src = getattr(seen[0][0], "source_code", "") if len(seen) == 1 else ""
+    if "async_compile.triton(" not in (src or ""):
+        return "no Triton kernels"
+    if torch.is_grad_enabled():
+        return "compiled with grad enabled"
+    for n in gm.graph.nodes:
+        if n.op == "call_function" and any(
+                k in str(n.target) for k in ("c10d", "magi.", "magi::", "distributed")):
+            return "the region holds a collective (%s)" % n.name
+    why = _direct_refusal(seen)
+    if why is not None:
+        return "not directly loadable: %s" % why
+    try:
+        art(*example_inputs)
+        torch.cuda.synchronize()
+    except Exception as e:  # noqa: BLE001 - tuning is an optimisation: the load still works
+        return "the tuning run failed: %s: %s" % (type(e).__name__, str(e)[:200])
+    return None
+
+
+def _tune_blobs(root):
+    """("tune/REL", bytes) for every autotune choice (.best_config) Inductor
+    wrote under root."""
+    blobs = []
+    for d, _, files in os.walk(root):
+        for f in sorted(files):
+            if f.endswith(".best_config"):
+                p = os.path.join(d, f)
+                with open(p, "rb") as fh:
+                    blobs.append(("tune/" + os.path.relpath(p, root), fh.read()))
+    return sorted(blobs)
 
 
 # ------------------------------------------------------------------ the direct module
@@ -480,16 +530,18 @@ def _direct_refusal(seen):
     return None
 
 
-def _direct_blobs(seen):
-    """"direct.json" (always: eligible or why not) and, when eligible,
-    "direct.py" (Inductor's generated module) and "direct.pyc" (its code
-    object, marshalled for this Python)."""
+def _direct_blobs(seen, tuned=None):
+    """"direct.json" (always: eligible or why not; tuned: None when the
+    Triton kernels were tuned at store time, else why not) and, when
+    eligible, "direct.py" (Inductor's generated module) and "direct.pyc"
+    (its code object, marshalled for this Python)."""
     import marshal
     try:
         why = _direct_refusal(seen)
     except Exception as e:  # noqa: BLE001 - internals of another torch release
         why = "metadata not readable: %s" % e
-    meta = {"version": DIRECT_VERSION, "eligible": why is None, "why": why}
+    meta = {"version": DIRECT_VERSION, "eligible": why is None, "why": why,
+            "untuned": tuned}
     if why is not None:
         return [("direct.json", json.dumps(meta).encode())]
     g = seen[0][0]
@@ -667,7 +719,8 @@ def make_header(key, traced_files, placeholders, options=None, grad_enabled=Fals
 
 # ------------------------------------------------------------------ load side
 def _restore_so(blobs):
-    """Put the region's C++ kernel libraries where Inductor looks for them
+    """Put the region's C++ kernel libraries ("so/REL") and its Triton
+    kernels' autotune choices ("tune/REL") where Inductor looks for them
     (its cache directory, same relative path). A file already there is kept
     only when it is a regular file holding exactly the verified bytes;
     anything else (another file of the same size included) is replaced
@@ -676,9 +729,9 @@ def _restore_so(blobs):
     root = os.path.realpath(cache_dir())
     n = 0
     for name, data in blobs.items():
-        if not name.startswith("so/"):
+        kind, _, rel = name.partition("/")
+        if kind not in ("so", "tune") or not rel:
             continue
-        rel = name[3:]
         dst = os.path.realpath(os.path.join(root, rel))
         if os.path.isabs(rel) or not dst.startswith(root + os.sep):
             raise _err("kernel library path '%s' leaves the cache directory" % rel)
@@ -689,7 +742,7 @@ def _restore_so(blobs):
         try:
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
-            os.chmod(tmp, 0o755)
+            os.chmod(tmp, 0o755 if kind == "so" else 0o644)
             os.replace(tmp, dst)
         except BaseException:
             with contextlib.suppress(OSError):
