@@ -160,6 +160,92 @@ class RestoreKernels(unittest.TestCase):
             self.assertEqual(sorted(os.listdir(os.path.dirname(dst))), ["k.so"])
 
 
+    def test_autotune_choices_restored_beside_the_libraries(self):
+        """The Triton kernels' autotune choices ("tune/REL", .best_config
+        files made at store time) go where Inductor's autotune cache reads
+        them, readable and not executable; a path leaving the cache
+        directory is refused."""
+        from unittest import mock
+        cfg = b'{"XBLOCK": 128, "num_warps": 4}'
+        with tempfile.TemporaryDirectory() as root:
+            with mock.patch("torch._inductor.runtime.cache_dir_utils.cache_dir",
+                            return_value=root):
+                self.assertEqual(compiled._restore_so({"tune/cd/x.best_config": cfg}), 1)
+                with self.assertRaises(MagiError):
+                    compiled._restore_so({"tune/../../x.best_config": cfg})
+            dst = os.path.join(root, "cd", "x.best_config")
+            with open(dst, "rb") as f:
+                self.assertEqual(f.read(), cfg)
+            self.assertEqual(os.stat(dst).st_mode & 0o777, 0o644)
+            self.assertEqual(compiled._tune_blobs(root), [("tune/cd/x.best_config", cfg)])
+
+
+@unittest.skipUnless(HAVE_TORCH, TORCH_REASON)
+class StoreTimeTuning(unittest.TestCase):
+    """The store-time run that lets Inductor autotune a GPU region's Triton
+    kernels (code._tune_once), forced here onto a CPU region's C++ kernels
+    (its marker patched): with a dimension marked dynamic it runs on the
+    sizes' hints without specialising Dynamo's guards (a second length
+    reuses the one graph; an int() of the SymInt input would have made the
+    compile fail with a constraint violation), and a region holding a
+    collective is not run."""
+
+    def test_dynamic_region_runs_without_specialising(self):
+        from unittest import mock
+        import torch
+        from magi_aot.compile.backend import SaveBackend
+        from torch._dynamo.utils import counters
+        torch._dynamo.reset()
+        counters.clear()
+        tmp = tempfile.mkdtemp(prefix="magi-tune-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        ran = []
+        orig = compiled._tune_once
+
+        def spy(*a, **k):
+            why = orig(*a, **k)
+            ran.append(why)
+            return why
+
+        class M(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = torch.nn.Linear(8, 8)
+
+            def forward(self, x):
+                return torch.relu(self.fc(x)).sum(-1)
+        torch.manual_seed(0)
+        m = M().eval()
+        be = SaveBackend(os.path.join(tmp, "cache"), "tune", store_code=True, strict=True,
+                         compiler="inductor")
+        x = torch.randn(3, 5, 8)
+        torch._dynamo.mark_dynamic(x, 1)
+        x2 = torch.randn(3, 9, 8)
+        with mock.patch.object(compiled, "TUNE_MARKER", "async_compile"), \
+                mock.patch.object(compiled, "_tune_once", spy), torch.no_grad():
+            f = torch.compile(m, backend=be)
+            y, y2 = f(x), f(x2)
+            torch.testing.assert_close(y, m(x))
+            torch.testing.assert_close(y2, m(x2))
+        self.assertEqual(ran, [None])
+        self.assertEqual(counters["stats"]["unique_graphs"], 1)
+
+    def test_a_region_with_a_collective_is_not_run(self):
+        import torch
+
+        def f(x):
+            return torch.ops._c10d_functional.wait_tensor(x + 1)
+        gm = torch.fx.symbolic_trace(f)
+
+        class G:
+            source_code = "x = async_compile.triton('k', '...')"
+        ran = []
+        with torch.no_grad():
+            why = compiled._tune_once(lambda *a: ran.append(a), gm, [torch.ones(2)], [(G(), None)])
+        self.assertIn("collective", why)
+        self.assertEqual(ran, [])
+
+
 class _FakeRegion:
     def __init__(self, fp, n_rewritten=0, transport="nccl"):
         self.doc = {"graph": {"nodes": []}}

@@ -411,6 +411,9 @@ def compile_region(gm, example_inputs, *, options=None):
     return art, blobs
 
 
+TUNE_MARKER = "async_compile.triton("   # a generated module with Triton kernels holds this
+
+
 def _tune_once(art, gm, example_inputs, seen):
     """Run a GPU region once, here, with the inputs Dynamo handed over, so
     that Inductor autotunes its Triton kernels now and writes each choice
@@ -424,7 +427,7 @@ def _tune_once(art, gm, example_inputs, seen):
     mutated input is run."""
     import torch
     src = getattr(seen[0][0], "source_code", "") if len(seen) == 1 else ""
-    if "async_compile.triton(" not in (src or ""):
+    if TUNE_MARKER not in (src or ""):
         return "no Triton kernels"
     if torch.is_grad_enabled():
         return "compiled with grad enabled"
@@ -435,12 +438,39 @@ def _tune_once(art, gm, example_inputs, seen):
     why = _direct_refusal(seen)
     if why is not None:
         return "not directly loadable: %s" % why
+    args = _concrete(example_inputs)
+    if isinstance(args, str):
+        return args
     try:
-        art(*example_inputs)
-        torch.cuda.synchronize()
+        art(*args)
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            torch.cuda.synchronize()
     except Exception as e:  # noqa: BLE001 - tuning is an optimisation: the load still works
         return "the tuning run failed: %s: %s" % (type(e).__name__, str(e)[:200])
     return None
+
+
+def _concrete(example_inputs):
+    """The inputs with each symbolic size replaced by its hint, or why
+    that cannot be done. The run must not touch Dynamo's shape
+    environment: an int() of a SymInt here would specialise the size in
+    the guards of the graph being compiled."""
+    import torch
+    from torch._subclasses.fake_tensor import is_fake
+    out = []
+    for i, x in enumerate(example_inputs):
+        if isinstance(x, torch.SymInt):
+            hint = getattr(x.node, "hint", None)
+            if not isinstance(hint, int):
+                return "input %d is a size with no hint" % i
+            out.append(hint)
+        elif isinstance(x, (torch.SymFloat, torch.SymBool)):
+            return "input %d is a symbolic scalar" % i
+        elif isinstance(x, torch.Tensor) and is_fake(x):
+            return "input %d is a fake tensor" % i
+        else:
+            out.append(x)
+    return out
 
 
 def _tune_blobs(root):
