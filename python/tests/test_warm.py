@@ -181,6 +181,75 @@ class RestoreKernels(unittest.TestCase):
 
 
 @unittest.skipUnless(HAVE_TORCH, TORCH_REASON)
+class SourceKeys(unittest.TestCase):
+    """torch's source-hash key recorded with stored code (keys.record) is
+    answered from the record while the module loads only when the files it
+    hashes are unchanged (keys.seeded), and the key function is put back
+    everywhere afterwards, in modules imported meanwhile too."""
+
+    def setUp(self):
+        import torch._inductor.codecache as cc
+        from magi_aot.compile import keys
+        self.cc, self.keys = cc, keys
+        self.orig = cc.torch_key
+        self.rec = keys.record(("torch_key",))
+        self.assertIn("torch_key", self.rec)
+        self.assertEqual(bytes.fromhex(self.rec["torch_key"]["value"]["bytes"]), cc.torch_key())
+
+    def test_reused_while_the_files_are_unchanged(self):
+        import sys
+        import types
+        rep = {}
+        want = b"\x01" * 32
+        rec = {"torch_key": dict(self.rec["torch_key"], value={"bytes": want.hex()})}
+        late = types.ModuleType("torch._inductor._magi_late_import")
+        with self.keys.seeded(rec, rep):
+            self.assertEqual(self.cc.torch_key(), want)
+            late.torch_key = self.cc.torch_key   # a module imported during the load
+            sys.modules[late.__name__] = late
+        try:
+            self.assertEqual(rep["torch_key"], "reused")
+            self.assertIs(self.cc.torch_key, self.orig)
+            self.assertIs(late.torch_key, self.orig)
+            self.assertNotEqual(self.cc.torch_key(), want)
+        finally:
+            sys.modules.pop(late.__name__, None)
+
+    def test_changed_files_or_a_bad_record_compute_the_key(self):
+        for rec, why in (({"torch_key": dict(self.rec["torch_key"], files="0" * 64)}, "files changed"),
+                         ({"torch_key": {"value": {"bytes": "zz"}, "files": "x"}}, "not recorded"),
+                         ({"torch_key": "not a dict"}, "not recorded"), ("nothing", "not recorded")):
+            rep = {}
+            with self.keys.seeded(rec, rep):
+                self.assertIs(self.cc.torch_key, self.orig)
+            self.assertEqual(rep["torch_key"], why)
+
+    def test_a_touched_file_changes_the_fingerprint(self):
+        """The fingerprint is of sizes and modification times: a file of the
+        package rewritten (here a copy of the package's layout in a temporary
+        directory) changes it."""
+        import importlib.util
+        import sys
+        from magi_aot.compile import keys
+        with tempfile.TemporaryDirectory() as d:
+            pkg = os.path.join(d, "magi_fp_pkg")
+            os.makedirs(os.path.join(pkg, "sub"))
+            for rel in ("__init__.py", "sub/__init__.py", "sub/m.py"):
+                with open(os.path.join(pkg, rel), "w") as f:
+                    f.write("x = 1\n")
+            sys.path.insert(0, d)
+            try:
+                importlib.invalidate_caches()
+                a = keys._fingerprint("magi_fp_pkg", True, ())
+                self.assertEqual(a, keys._fingerprint("magi_fp_pkg", True, ()))
+                with open(os.path.join(pkg, "sub", "m.py"), "w") as f:
+                    f.write("x = 22\n")
+                self.assertNotEqual(a, keys._fingerprint("magi_fp_pkg", True, ()))
+            finally:
+                sys.path.remove(d)
+
+
+@unittest.skipUnless(HAVE_TORCH, TORCH_REASON)
 class StoreTimeTuning(unittest.TestCase):
     """The store-time run that lets Inductor autotune a GPU region's Triton
     kernels (code._tune_once), forced here onto a CPU region's C++ kernels

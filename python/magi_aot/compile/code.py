@@ -26,7 +26,9 @@ autotune choice of each Triton kernel (.best_config), made by running the
 region once at store time (_tune_once), so a warm process neither
 benchmarks configs again nor picks other ones. "direct.json" (always): whether the compiled
 graph runs without AOTAutograd's runtime wrappers and why not, the inputs
-to align, the CPU vector ISA; where it does, "direct.py" (Inductor's
+to align, the CPU vector ISA, torch's and Triton's source-hash keys with
+a fingerprint of the files they hash (keys.py: reused while the module
+loads when those files are unchanged); where it does, "direct.py" (Inductor's
 generated module, header imports lightened) and "direct.pyc" (its code
 object, marshal of the Python in the key): the load runs that module
 (load_direct) and falls back to the standalone artifact.
@@ -577,6 +579,8 @@ def _direct_blobs(seen, tuned=None):
     g = seen[0][0]
     src, meta["lightened"] = _lighter_imports(g.source_code)
     meta["inputs_to_check"] = [int(i) for i in (getattr(g, "inputs_to_check", None) or ())]
+    from . import keys
+    meta["seeds"] = keys.record()
     meta["python"] = sys.version
     if "cpu" in (getattr(g, "device_types", None) or ()):
         try:
@@ -732,8 +736,11 @@ def load_direct(blobs, timings):
         if not isinstance(code, types.CodeType):
             code = compile(blobs["direct.py"].decode("utf-8"), "<magi region module>", "exec")
         mod = types.ModuleType("magi_aot_region")
-        with _load_config(), _known_vec_isa(meta.get("vec_isa")):
+        from . import keys
+        seeds = {}
+        with _load_config(), _known_vec_isa(meta.get("vec_isa")), keys.seeded(meta.get("seeds"), seeds):
             exec(code, mod.__dict__)  # noqa: S102 - trusted stored code (module doc)
+        timings["source_keys"] = seeds
         call = mod.__dict__["call"]
     except Exception as e:  # noqa: BLE001 - any failure: the standalone artifact serves
         return None, "direct module did not load: %s: %s" % (type(e).__name__, e)
