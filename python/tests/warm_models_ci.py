@@ -14,7 +14,9 @@ Inductor code generations and 0 C++ builds, each region's code served by
 Inductor's generated module run directly (report code_path "direct"). Checked: every call returns
 what model(...) returns (the same type: CausalLMOutputWithPast with its
 DynamicCache, dict, tensor) with the same values as eager and as the
-first process; a second sequence length recompiles in the first process
+first process gives once its compiles are done (each call run again
+there: a call first compiled static is then served by the frame's later
+dynamic compile, the code the second process serves); a second sequence length recompiles in the first process
 (as torch.compile at dynamic=None does) and is served from the stored
 code in the second; Qwen2's input marked dynamic traces once; a changed
 float attribute recompiles in the first process and, where the stored
@@ -97,9 +99,18 @@ class WarmModels(unittest.TestCase):
         a = self.torch.load(self.out["first"] + ".pt")
         b = self.torch.load(self.out["second"] + ".pt")
         for name in b:
-            for i, (xs, ys) in enumerate(zip(a[name], b[name])):
-                for x, y in zip(xs, ys):
-                    self.assertTrue(self.torch.equal(x, y), "%s call %d" % (name, i))
+            # against the first process's calls once its compiles are done:
+            # the same code as the second process serves (on the CPU also
+            # the first calls' outputs; on GPU a static and a dynamic
+            # compile of one call may differ in their Triton configs)
+            self.assertIn(name + "@again", a)
+            refs = [(a[name + "@again"], "again")]
+            if os.environ.get("MAGI_WARM_DEVICE", "cpu") == "cpu":
+                refs.append((a[name], "first call"))
+            for ref, what in refs:
+                for i, (xs, ys) in enumerate(zip(ref, b[name])):
+                    for x, y in zip(xs, ys):
+                        self.assertTrue(self.torch.equal(x, y), "%s call %d (%s)" % (name, i, what))
 
     def test_second_length_recompiles_first_and_is_stored(self):
         rec = self.a["models"]["llama"]["report"]["recompiles"]
