@@ -51,7 +51,7 @@ def main():
     group = dist.group.WORLD.group_name
     ag = torch.ops._c10d_functional.all_gather_into_tensor_coalesced
     wait = torch.ops._c10d_functional.wait_tensor
-    both, op, one = [], [], []
+    both, op = [], []
     for i in range(args.calls + 20):
         t0 = time.perf_counter()
         outs = ag(inputs, 1, group)
@@ -62,44 +62,34 @@ def main():
         if i >= 20:
             op.append((t1 - t0) * 1e6)
             both.append((t2 - t0) * 1e6)
-    for i in range(args.calls + 20):
-        t0 = time.perf_counter()
-        outs = ag(inputs, 1, group)
-        wait(outs[0])
-        t1 = time.perf_counter()
-        for o in outs[1:]:  # outside the clock: torch keeps every output registered
-            wait(o)
-        if i >= 20:
-            one.append((t1 - t0) * 1e6)
-    idle = []   # the device idle at each call (synchronised outside the clock)
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
-    for i in range(args.calls + 20):
+
+    def timed(waits, idle=False):
+        """Sorted host us per call after 20 warm-up calls, the clock covering
+        the call and a wait on its first `waits` outputs (None: every one),
+        the others waited on after it (torch keeps every output registered);
+        idle: the device synchronised before each call, outside the clock."""
+        out = []
+        for i in range(args.calls + 20):
+            if idle:
+                sync()
+            t0 = time.perf_counter()
+            outs = ag(inputs, 1, group)
+            k = len(outs) if waits is None else waits
+            for o in outs[:k]:
+                wait(o)
+            t1 = time.perf_counter()
+            for o in outs[k:]:
+                wait(o)
+            if i >= 20:
+                out.append((t1 - t0) * 1e6)
         sync()
-        t0 = time.perf_counter()
-        outs = ag(inputs, 1, group)
-        wait(outs[0])
-        t1 = time.perf_counter()
-        for o in outs[1:]:
-            wait(o)
-        if i >= 20:
-            idle.append((t1 - t0) * 1e6)
-    sync()
-    idle.sort()
-    idle_every = []   # idle, and every output waited on
-    for i in range(args.calls + 20):
-        sync()
-        t0 = time.perf_counter()
-        outs = ag(inputs, 1, group)
-        for o in outs:
-            wait(o)
-        t1 = time.perf_counter()
-        if i >= 20:
-            idle_every.append((t1 - t0) * 1e6)
-    sync()
-    idle_every.sort()
+        return sorted(out)
+    one = timed(1)
+    idle = timed(1, idle=True)
+    idle_every = timed(None, idle=True)
     op.sort()
     both.sort()
-    one.sort()
     res = {"inputs": len(inputs), "calls": args.calls, "host_us_op_median": round(op[len(op) // 2], 1),
            "host_us_median": round(both[len(both) // 2], 1), "host_us_one_wait_median": round(one[len(one) // 2], 1),
            "host_us_idle_one_wait_median": round(idle[len(idle) // 2], 1),

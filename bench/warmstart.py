@@ -287,14 +287,21 @@ def child(path, root, size, device, prof=None):
         sync()
         res["step_ms"] = round((time.perf_counter() - t) / 20 * 1e3, 3)
         if steps is not None:
-            import io
-            import pstats
             steps.disable()
-            buf = io.StringIO()
-            pstats.Stats(steps, stream=buf).sort_stats("tottime").print_stats(40)
-            with open(os.path.join(root, "profile-%s-steps.txt" % path), "a") as f:
-                f.write(buf.getvalue())
+            _write_profile(steps, os.path.join(root, "profile-%s-steps.txt" % path),
+                           (("tottime", 40),))
     return res
+
+
+def _write_profile(prof, path, orders):
+    """Append prof's tables to path, one per (sort key, rows) of orders."""
+    import io
+    import pstats
+    buf = io.StringIO()
+    for key, rows in orders:
+        pstats.Stats(prof, stream=buf).sort_stats(key).print_stats(rows)
+    with open(path, "a") as f:
+        f.write(buf.getvalue())
 
 
 # ------------------------------------------------------------------ parent side
@@ -383,15 +390,10 @@ def main():
             if "model" not in os.environ.get(PROFILE_FROM_ENV, ""):
                 prof.enable()
         res = child(a.child, a.root, a.size, a.device, prof)
-        if prof is not None:   # the whole process, by cumulative and own time
-            import io
-            import pstats
+        if prof is not None:   # by cumulative and own time
             prof.disable()
-            buf = io.StringIO()
-            pstats.Stats(prof, stream=buf).sort_stats("cumulative").print_stats(120)
-            pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(40)
-            with open(os.path.join(a.root, "profile-%s.txt" % a.child), "a") as f:
-                f.write(buf.getvalue())
+            _write_profile(prof, os.path.join(a.root, "profile-%s.txt" % a.child),
+                           (("cumulative", 120), ("tottime", 40)))
         print(json.dumps(res), flush=True)
         return 0
     if a.device is None:

@@ -546,8 +546,27 @@ def take_text(ptr, n):
         lib.magi_free(ptr)
 
 
-class CRegion:
+class OwnedHandle:
+    """A library object owned through self.ptr: close() (or the end of a
+    with-block) frees it once, with the library function named by the
+    subclass's FREE."""
+    FREE = None
+
+    def close(self):
+        if self.ptr:
+            getattr(lib, self.FREE)(self.ptr)
+            self.ptr = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        self.close()
+
+
+class CRegion(OwnedHandle):
     """Owns one magi_region*; close() (or the with-block) frees it."""
+    FREE = "magi_region_free"
 
     def __init__(self, ptr):
         self.ptr = ptr
@@ -635,17 +654,6 @@ class CRegion:
 
     def save(self, path):
         lib.magi_artifact_save(self.ptr, cstr(path), None)
-
-    def close(self):
-        if self.ptr:
-            lib.magi_region_free(self.ptr)
-            self.ptr = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *a):
-        self.close()
 
 
 def read_opaque_sections(data, kind=SECTION_COMPILED):

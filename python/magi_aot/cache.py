@@ -13,14 +13,15 @@ import os
 import re
 from ctypes import byref, c_void_p
 
-from ._lib import CachePutResult, MagiError, cstr, has, lib
+from ._lib import CachePutResult, MagiError, OwnedHandle, cstr, has, lib
 from .region import load_buffers, load_bytes
 
 __all__ = ["cache_get", "cache_get_bytes", "cache_get_entry", "index_key", "read_index"]
 
 
-class _Cache:
+class _Cache(OwnedHandle):
     """Owns a magi_cache* for one call."""
+    FREE = "magi_cache_free"
 
     def __init__(self, path):
         self.ptr = c_void_p()
@@ -61,16 +62,6 @@ class _Cache:
             return e.message
         return None
 
-    def close(self):
-        if self.ptr:
-            lib.magi_cache_free(self.ptr)
-            self.ptr = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *a):
-        self.close()
 
 
 def cache_get_bytes(cache_dir, key):

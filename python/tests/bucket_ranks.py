@@ -111,68 +111,46 @@ def rank_main(rank, tmp, device):
     # host time of the operator per call, steady state: N calls, each
     # waited on as a graph would (wait_tensor), the median
     n_timed = int(os.environ.get("MAGI_BUCKET_TIMED_CALLS", "200"))
-    times = []
+    wait = torch.ops._c10d_functional.wait_tensor
+
+    def timed(waits, idle=False):
+        """Sorted host us per call of n_timed calls, the clock covering the
+        call and a wait_tensor on its first `waits` outputs (None: every
+        one, as a traced graph does; 1: the one wait a loaded graph holds,
+        the loader's wait join; 0: the call alone, every output waited on
+        after the clock). idle: the device synchronised before each call,
+        outside the clock (the host's own cost, with no queue of earlier
+        calls behind it: back to back, a call may wait on the allocator or
+        the driver for copies still running)."""
+        out = []
+        for _ in range(n_timed):
+            if idle:
+                sync()
+            t0 = time.perf_counter()
+            o = torch.ops.magi.symm_all_gather_coalesced(inputs, W, "0")
+            for x in (o if waits is None else o[:waits]):
+                wait(x)
+            out.append((time.perf_counter() - t0) * 1e6)
+            if waits == 0:
+                for x in o:
+                    wait(x)
+            del o
+        sync()
+        return sorted(out)
+
     prof = None
     if os.environ.get("MAGI_BUCKET_PROFILE") and rank == 0:
         import cProfile
         prof = cProfile.Profile()
         prof.enable()
-    for _ in range(n_timed):
-        t0 = time.perf_counter()
-        o = torch.ops.magi.symm_all_gather_coalesced(inputs, W, "0")
-        for x in o:  # as a traced graph does: every output waited on
-            torch.ops._c10d_functional.wait_tensor(x)
-        times.append((time.perf_counter() - t0) * 1e6)
-        del o
+    times = timed(None)
     if prof:
         prof.disable()
         prof.dump_stats(os.path.join(tmp, "rank0.prof"))
-    sync()
-    times.sort()
-    op_times = []  # the operator alone
-    for _ in range(n_timed):
-        t0 = time.perf_counter()
-        o = torch.ops.magi.symm_all_gather_coalesced(inputs, W, "0")
-        op_times.append((time.perf_counter() - t0) * 1e6)
-        for x in o:
-            torch.ops._c10d_functional.wait_tensor(x)
-        del o
-    sync()
-    op_times.sort()
-    one_times = []  # the waits the loaded graph holds: one per coalesced call (the loader's wait join)
-    for _ in range(n_timed):
-        t0 = time.perf_counter()
-        o = torch.ops.magi.symm_all_gather_coalesced(inputs, W, "0")
-        torch.ops._c10d_functional.wait_tensor(o[0])
-        one_times.append((time.perf_counter() - t0) * 1e6)
-        del o
-    sync()
-    one_times.sort()
-    # the same with the device idle at each call (synchronised outside the
-    # clock): the host's own cost, with no queue of earlier calls behind it
-    # (back to back, a call may wait on the allocator or the driver for
-    # copies still running)
-    idle_times = []
-    for _ in range(n_timed):
-        sync()
-        t0 = time.perf_counter()
-        o = torch.ops.magi.symm_all_gather_coalesced(inputs, W, "0")
-        torch.ops._c10d_functional.wait_tensor(o[0])
-        idle_times.append((time.perf_counter() - t0) * 1e6)
-        del o
-    sync()
-    idle_times.sort()
-    idle_every = []   # idle, and every output waited on
-    for _ in range(n_timed):
-        sync()
-        t0 = time.perf_counter()
-        o = torch.ops.magi.symm_all_gather_coalesced(inputs, W, "0")
-        for x in o:
-            torch.ops._c10d_functional.wait_tensor(x)
-        idle_every.append((time.perf_counter() - t0) * 1e6)
-        del o
-    sync()
-    idle_every.sort()
+    op_times = timed(0)
+    one_times = timed(1)
+    idle_times = timed(1, idle=True)
+    idle_every = timed(None, idle=True)
     if os.environ.get("MAGI_BUCKET_TORCH_PROFILE") and rank == 0:
         # where the host time goes, CUDA runtime calls included (outside
         # every figure above)
@@ -187,15 +165,18 @@ def rank_main(rank, tmp, device):
         with open(os.path.join(tmp, "rank0.torchprof.txt"), "w") as f:
             f.write(p.key_averages().table(sort_by="self_cpu_time_total", row_limit=40))
     rt.close()
+
+    def median(xs):
+        return round(xs[len(xs) // 2], 1) if xs else None
     with open(os.path.join(tmp, "rank%d.json" % rank), "w") as f:
         json.dump({"rank": rank, "ok": True, "calls": 2, "host_us_per_call": round(host_us, 1),
                    "timed_calls": n_timed,
-                   "host_us_median": round(times[len(times) // 2], 1) if times else None,
+                   "host_us_median": median(times),
                    "host_us_p90": round(times[int(0.9 * (len(times) - 1))], 1) if times else None,
-                   "host_us_op_median": round(op_times[len(op_times) // 2], 1) if op_times else None,
-                   "host_us_one_wait_median": round(one_times[len(one_times) // 2], 1) if one_times else None,
-                   "host_us_idle_one_wait_median": round(idle_times[len(idle_times) // 2], 1) if idle_times else None,
-                   "host_us_idle_median": round(idle_every[len(idle_every) // 2], 1) if idle_every else None,
+                   "host_us_op_median": median(op_times),
+                   "host_us_one_wait_median": median(one_times),
+                   "host_us_idle_one_wait_median": median(idle_times),
+                   "host_us_idle_median": median(idle_every),
                    "implementation": magi_aot.runtime.ops.IMPLEMENTATION}, f)
 
 

@@ -310,7 +310,7 @@ class StoreTimeTuning(unittest.TestCase):
             source_code = "x = async_compile.triton('k', '...')"
         ran = []
         with torch.no_grad():
-            why = compiled._tune_once(lambda *a: ran.append(a), gm, [torch.ones(2)], [(G(), None)])
+            why = compiled._tune_once(lambda *a: ran.append(a), gm, [torch.ones(2)], [(G(), None)], None)
         self.assertIn("collective", why)
         self.assertEqual(ran, [])
 

@@ -315,16 +315,22 @@ def use_triton_cache(cache_dir):
 
 
 # ------------------------------------------------------------------ save side
-def _so_blobs(root):
+def _files_as_blobs(root, suffix, prefix):
+    """(prefix + "/" + REL, bytes) for every file under root whose name ends
+    with suffix, sorted."""
     blobs = []
     for d, _, files in os.walk(root):
-        for f in sorted(files):
-            if f.endswith(".so"):
+        for f in files:
+            if f.endswith(suffix):
                 p = os.path.join(d, f)
-                rel = os.path.relpath(p, root)
                 with open(p, "rb") as fh:
-                    blobs.append(("so/" + rel, fh.read()))
+                    blobs.append((prefix + "/" + os.path.relpath(p, root), fh.read()))
     return sorted(blobs)
+
+
+def _so_blobs(root):
+    """("so/REL", bytes) for every C++ kernel library Inductor built under root."""
+    return _files_as_blobs(root, ".so", "so")
 
 
 _PROBES = {}   # this process's CPU ISA probe libraries: path under a cache dir -> bytes
@@ -407,16 +413,17 @@ def compile_region(gm, example_inputs, *, options=None):
             blob = f.read()
         os.unlink(path)
         _isa_probes(tmp)
-        tuned = _tune_once(art, gm, example_inputs, seen)
+        refusal = _direct_refusal_of(seen)
+        tuned = _tune_once(art, gm, example_inputs, seen, refusal)
         blobs = [("standalone", blob)] + _so_blobs(tmp) + _tune_blobs(tmp) + \
-            _direct_blobs(seen, tuned)
+            _direct_blobs(seen, refusal, tuned)
     return art, blobs
 
 
 TUNE_MARKER = "async_compile.triton("   # a generated module with Triton kernels holds this
 
 
-def _tune_once(art, gm, example_inputs, seen):
+def _tune_once(art, gm, example_inputs, seen, refusal):
     """Run a GPU region once, here, with the inputs Dynamo handed over, so
     that Inductor autotunes its Triton kernels now and writes each choice
     (a .best_config file) into this compile's cache directory, where
@@ -426,7 +433,7 @@ def _tune_once(art, gm, example_inputs, seen):
     order). Returns None when it ran, else why not: only an inference
     region of Triton kernels with no collective (a collective run here,
     outside the step, would wait for peers that are not there) and no
-    mutated input is run."""
+    mutated input is run. refusal: _direct_refusal_of(seen)."""
     import torch
     src = getattr(seen[0][0], "source_code", "") if len(seen) == 1 else ""
     if TUNE_MARKER not in (src or ""):
@@ -437,9 +444,8 @@ def _tune_once(art, gm, example_inputs, seen):
         if n.op == "call_function" and any(
                 k in str(n.target) for k in ("c10d", "magi.", "magi::", "distributed")):
             return "the region holds a collective (%s)" % n.name
-    why = _direct_refusal(seen)
-    if why is not None:
-        return "not directly loadable: %s" % why
+    if refusal is not None:
+        return "not directly loadable: %s" % refusal
     args = _concrete(example_inputs)
     if isinstance(args, str):
         return args
@@ -478,14 +484,7 @@ def _concrete(example_inputs):
 def _tune_blobs(root):
     """("tune/REL", bytes) for every autotune choice (.best_config) Inductor
     wrote under root."""
-    blobs = []
-    for d, _, files in os.walk(root):
-        for f in sorted(files):
-            if f.endswith(".best_config"):
-                p = os.path.join(d, f)
-                with open(p, "rb") as fh:
-                    blobs.append(("tune/" + os.path.relpath(p, root), fh.read()))
-    return sorted(blobs)
+    return _files_as_blobs(root, ".best_config", "tune")
 
 
 # ------------------------------------------------------------------ the direct module
@@ -562,16 +561,22 @@ def _direct_refusal(seen):
     return None
 
 
-def _direct_blobs(seen, tuned=None):
-    """"direct.json" (always: eligible or why not; tuned: None when the
-    Triton kernels were tuned at store time, else why not) and, when
-    eligible, "direct.py" (Inductor's generated module) and "direct.pyc"
-    (its code object, marshalled for this Python)."""
-    import marshal
+def _direct_refusal_of(seen):
+    """_direct_refusal, with metadata this torch release does not let us
+    read counted as a refusal."""
     try:
-        why = _direct_refusal(seen)
+        return _direct_refusal(seen)
     except Exception as e:  # noqa: BLE001 - internals of another torch release
-        why = "metadata not readable: %s" % e
+        return "metadata not readable: %s" % e
+
+
+def _direct_blobs(seen, why, tuned=None):
+    """"direct.json" (always: eligible, or why not: `why`, from
+    _direct_refusal_of; tuned: None when the Triton kernels were tuned at
+    store time, else why not) and, when eligible, "direct.py" (Inductor's
+    generated module) and "direct.pyc" (its code object, marshalled for
+    this Python)."""
+    import marshal
     meta = {"version": DIRECT_VERSION, "eligible": why is None, "why": why,
             "untuned": tuned}
     if why is not None:

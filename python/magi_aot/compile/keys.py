@@ -21,21 +21,25 @@ and Triton that hold it, for one returning the recorded value, and swapping
 it back afterwards: for that span it is process-wide (another thread that
 asks gets the same, correct, value).
 """
+import collections
 import contextlib
+import functools
 import hashlib
 import os
 
 __all__ = ["record", "seeded"]
 
-# each key: the module defining it, the function's name, the package whose
-# files it hashes, whether only package directories count, extra files, the
-# packages whose modules may hold a reference to the function
+# module/fn: where the key function is defined; package, packages_only,
+# extra: the files it hashes (package directories only, when
+# packages_only, and the extra files); holders: the packages whose modules
+# may hold a reference to the function
+_Key = collections.namedtuple("_Key", "module fn package packages_only extra holders")
 _KEYS = {
-    "torch_key": ("torch._inductor.codecache", "torch_key", "torch", True,
-                  ("_inductor/codegen/aoti_runtime/interface.cpp", "_inductor/script.ld"),
-                  ("torch._inductor", "torch._functorch", "torch._dynamo")),
-    "triton_key": ("triton.runtime.cache", "triton_key", "triton", False, (),
-                   ("triton", "torch._inductor")),
+    "torch_key": _Key("torch._inductor.codecache", "torch_key", "torch", True,
+                      ("_inductor/codegen/aoti_runtime/interface.cpp", "_inductor/script.ld"),
+                      ("torch._inductor", "torch._functorch", "torch._dynamo")),
+    "triton_key": _Key("triton.runtime.cache", "triton_key", "triton", False, (),
+                       ("triton", "torch._inductor")),
 }
 _SUFFIXES = (".py", ".so")
 
@@ -61,6 +65,15 @@ def _fingerprint(package, packages_only, extra):
     for rel in extra:
         _stat_into(h, root, os.path.join(root, rel))
     return h.hexdigest()
+
+
+@functools.lru_cache(maxsize=None)
+def _files_of(key):
+    """_fingerprint of a key's files, taken once per process (each region
+    loaded or stored asks again): as torch and Triton compute the keys
+    themselves once per process, a file changed while the process runs is
+    not seen by either."""
+    return _fingerprint(key.package, key.packages_only, key.extra)
 
 
 def _stat_into(h, root, path):
@@ -101,14 +114,13 @@ def record(names=("torch_key", "triton_key")):
     import sys
     out = {}
     for name in names:
-        modname, fn, package, packages_only, extra, _ = _KEYS[name]
-        mod = sys.modules.get(modname)
-        f = getattr(mod, fn, None)
+        key = _KEYS[name]
+        f = getattr(sys.modules.get(key.module), key.fn, None)
         if f is None:
             continue
         try:
             value = _encode(f())
-            files = _fingerprint(package, packages_only, extra)
+            files = _files_of(key)
         except Exception:  # noqa: BLE001 - internals of another release: no seed
             continue
         if value is not None and files is not None:
@@ -145,7 +157,7 @@ def seeded(recorded, report=None):
     done = []   # (prefixes, original, answer)
     recorded = recorded if isinstance(recorded, dict) else {}
     try:
-        for name, (modname, fn, package, packages_only, extra, prefixes) in _KEYS.items():
+        for name, key in _KEYS.items():
             rec = recorded.get(name)
             value = _decode(rec.get("value")) if isinstance(rec, dict) else None
             if value is None:
@@ -153,11 +165,11 @@ def seeded(recorded, report=None):
                     report[name] = "not recorded"
                 continue
             try:
-                if _fingerprint(package, packages_only, extra) != rec.get("files"):
+                if _files_of(key) != rec.get("files"):
                     if report is not None:
                         report[name] = "files changed"
                     continue
-                orig = getattr(importlib.import_module(modname), fn)
+                orig = getattr(importlib.import_module(key.module), key.fn)
             except Exception:  # noqa: BLE001 - not importable here: computed as usual
                 if report is not None:
                     report[name] = "not importable"
@@ -166,8 +178,8 @@ def seeded(recorded, report=None):
             def answer(_value=value):
                 return _value
             answer.cache_clear = lambda: None   # callers may clear the original's cache
-            _swap(prefixes, orig, answer)
-            done.append((prefixes, orig, answer))
+            _swap(key.holders, orig, answer)
+            done.append((key.holders, orig, answer))
             if report is not None:
                 report[name] = "reused"
         yield

@@ -9,6 +9,7 @@ for fake inputs) without a second grammar on the Python side:
                                       eq ne lt le gt ge
     ("call", name, (kid, ...))  Mod, Max, FloorDiv, ... (name kept verbatim)
 """
+import contextlib
 import functools
 from ctypes import POINTER, byref, c_int64, c_void_p
 
@@ -36,20 +37,28 @@ def _convert(e):
     return (kind, kids)
 
 
-@functools.lru_cache(maxsize=65536)
-def parse(text):
-    """Parse an EXPR string (or accept an int) into the tree above."""
-    if isinstance(text, int):
-        return ("int", text)
+@contextlib.contextmanager
+def _c_parsed(text):
+    """The C library's parse of text (a POINTER(ExprStruct)), valid inside
+    the block: its arena is freed when the block ends."""
     arena = c_void_p()
     lib.magi_arena_new(byref(arena), 0)
     try:
         out = POINTER(ExprStruct)()
         raw = text.encode("utf-8")
         lib.magi_expr_parse(byref(out), arena, raw, len(raw), None)
-        return _convert(out.contents)
+        yield out
     finally:
         lib.magi_arena_free(arena)
+
+
+@functools.lru_cache(maxsize=65536)
+def parse(text):
+    """Parse an EXPR string (or accept an int) into the tree above."""
+    if isinstance(text, int):
+        return ("int", text)
+    with _c_parsed(text) as out:
+        return _convert(out.contents)
 
 
 def symbols(tree, acc=None):
@@ -74,13 +83,7 @@ def eval_int(text, hints):
     symbol whose hint is needed but null."""
     if isinstance(text, int):
         return text
-    arena = c_void_p()
-    lib.magi_arena_new(byref(arena), 0)
-    try:
-        out = POINTER(ExprStruct)()
-        raw = text.encode("utf-8")
-        lib.magi_expr_parse(byref(out), arena, raw, len(raw), None)
-
+    with _c_parsed(text) as out:
         def lookup(_ctx, name, res):
             v = hints.get(name.decode())
             if v is None:
@@ -94,8 +97,6 @@ def eval_int(text, hints):
         val = c_int64()
         lib.magi_expr_eval_int_num(byref(val), out, cb, None)
         return val.value
-    finally:
-        lib.magi_arena_free(arena)
 
 
 class Algebra:
