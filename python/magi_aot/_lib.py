@@ -27,6 +27,7 @@ last Region or runtime that refers to it goes.
 """
 import ctypes
 import ctypes.util
+import functools
 import glob
 import os
 import sys
@@ -53,16 +54,21 @@ def status_name(code):
     return name
 
 
-_CODES = {}  # status name -> code, filled from the library on first use
+@functools.lru_cache(maxsize=1)
+def _code_table():
+    """{status name: code} of codes 0 .. -255, built whole before it is
+    returned (threads that ask at once each get a complete table; a table
+    filled in place could be read half-filled)."""
+    table = {}
+    for code in range(0, -256, -1):
+        table.setdefault(status_name(code), code)
+    return table
 
 
 def status_code(name):
     """The status code the library names `name` ("MAGI_ERR_FORMAT" -> -4),
-    or None (codes 0 .. -255 are asked, once)."""
-    if not _CODES:
-        for code in range(0, -256, -1):
-            _CODES.setdefault(status_name(code), code)
-    return _CODES.get(name)
+    or None."""
+    return _code_table().get(name)
 
 
 class MagiError(Exception):
