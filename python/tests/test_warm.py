@@ -250,6 +250,61 @@ class SourceKeys(unittest.TestCase):
 
 
 @unittest.skipUnless(HAVE_TORCH, TORCH_REASON)
+@unittest.skipUnless(torch_available(), TORCH_REASON)
+class IsaProbes(unittest.TestCase):
+    """Inductor's CPU vector-ISA probes (a build and a child Python each)
+    are answered from the answers recorded at store time, on the same CPU."""
+
+    def setUp(self):
+        from torch._inductor import cpu_vec_isa
+        self.cvi = cpu_vec_isa
+        self.orig = cpu_vec_isa.VecISA.check_build
+        self.calls = []
+        self.probes = compiled._probe_answers()
+        self.recorded = str(cpu_vec_isa.pick_vec_isa())
+        if not self.probes["answers"]:
+            self.skipTest("this torch or CPU runs no ISA probe (vec_isa_ok set, or not x86/arm)")
+
+        def counting(isa, code):
+            self.calls.append(type(isa).__name__)
+            return self.orig(isa, code)
+        cpu_vec_isa.VecISA.check_build = counting
+        compiled._isa_module()[1]()   # Inductor's choices forgotten: the load probes
+
+    def tearDown(self):
+        self.cvi.VecISA.check_build = self.orig
+        compiled._isa_module()[1]()
+
+    def test_answered_from_the_record_on_the_same_cpu(self):
+        with compiled._known_vec_isa(self.recorded, self.probes):
+            picked = str(self.cvi.pick_vec_isa())
+        self.assertEqual(picked, self.recorded)
+        self.assertEqual(self.calls, [])
+        self.assertIs(self.cvi.VecISA.check_build.__name__, "counting")  # put back
+
+    def test_probe_missing_from_the_record_runs(self):
+        probes = dict(self.probes, answers={"not a probe": True})
+        with compiled._known_vec_isa(self.recorded, probes):
+            self.assertEqual(str(self.cvi.pick_vec_isa()), self.recorded)
+        self.assertGreater(len(self.calls), 0)
+
+    def test_record_of_another_cpu_is_not_used(self):
+        # every answer "no": used, it would pick no ISA; a record of another
+        # CPU is ignored and the CPU's own flags pick the recorded ISA
+        # (vec_isa_ok set inside: the recorded ISA was confirmed, the module's
+        # kernels load without probes)
+        from torch._inductor import config
+        probes = {"cpu": "another cpu", "answers": {k: False for k in self.probes["answers"]}}
+        with compiled._known_vec_isa(self.recorded, probes):
+            self.assertIs(config.cpp.vec_isa_ok, True)
+            self.assertEqual(str(self.cvi.pick_vec_isa()), self.recorded)
+        probes["cpu"] = self.probes["cpu"]
+        self.calls.clear()
+        with compiled._known_vec_isa(self.recorded, probes):
+            self.assertIsNot(config.cpp.vec_isa_ok, True)   # the "no" answers were used
+        self.assertEqual(self.calls, [])
+
+
 class StoreTimeTuning(unittest.TestCase):
     """The store-time run that lets Inductor autotune a GPU region's Triton
     kernels (code._tune_once), forced here onto a CPU region's C++ kernels

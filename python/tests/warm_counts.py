@@ -2,6 +2,16 @@
 generations (GraphLowering.compile_to_module) and C++ builds
 (CppBuilder.build), counted from the moment install() patches them."""
 COUNT = {"inductor_codegen": 0, "cpp_builds": 0}
+# where each counted call came from (the innermost frames of torch and
+# magi_aot), so a failing count says what compiled
+WHERE = []
+
+
+def _caller():
+    import traceback
+    frames = [f for f in traceback.extract_stack()[:-2]
+              if "torch" in f.filename or "magi_aot" in f.filename]
+    return ["%s:%d %s" % (f.filename.rsplit("site-packages/", 1)[-1], f.lineno, f.name) for f in frames[-8:]]
 
 
 def _count(cls, name, what):
@@ -9,6 +19,8 @@ def _count(cls, name, what):
 
     def wrapped(*a, **k):
         COUNT[what] += 1
+        if len(WHERE) < 12:
+            WHERE.append({"what": what, "stack": _caller()})
         return orig(*a, **k)
     setattr(cls, name, wrapped)
 

@@ -194,6 +194,7 @@ for name, (build, calls) in MODELS.items():
     r["report"] = rep
     tensors[name] = outs
 res["dynamo_unique_graphs"] = warm_counts.dynamo_graphs()
+res["counted_where"] = warm_counts.WHERE
 with open(__file__) as f:
     res["break_line"] = [ln.strip() for ln in f].index("if x.sum() > 0:") + 1
 torch.save(tensors, out + ".pt")

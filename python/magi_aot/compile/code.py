@@ -591,6 +591,7 @@ def _direct_blobs(seen, why, tuned=None):
         try:
             from torch._inductor.cpu_vec_isa import pick_vec_isa
             meta["vec_isa"] = str(pick_vec_isa())
+            meta["isa_probes"] = _probe_answers()
         except Exception:  # noqa: BLE001 - internals of another torch release
             pass
     code = compile(src, "<magi region module>", "exec")
@@ -633,41 +634,118 @@ def _lighter_imports(src):
     return "\n".join(lines), done
 
 
+def _cpu_fingerprint():
+    """A digest of this CPU's model name and feature flags (/proc/cpuinfo,
+    first processor), or None where they cannot be read: the ISA probes'
+    answers recorded on one CPU hold on another only if this matches."""
+    try:
+        with open("/proc/cpuinfo", "rb") as f:
+            text = f.read(1 << 20).decode("utf-8", "replace")
+    except OSError:
+        return None
+    want = {}
+    for line in text.splitlines():
+        key, _, val = line.partition(":")
+        key = key.strip()
+        if key in ("model name", "flags") and key not in want:
+            want[key] = " ".join(val.split())
+        if len(want) == 2:
+            break
+    if "flags" not in want:
+        return None
+    return hashlib.sha256(("%s|%s|%s" % (platform.machine(), want.get("model name", ""),
+                                         want["flags"])).encode()).hexdigest()[:32]
+
+
+def _probe_key(isa, code):
+    """A probe's name: the ISA class and the program. Not the build flags:
+    Inductor adds a flag to an ISA instance while it probes a finer
+    feature and may keep it, so they depend on what this process asked
+    before; the finer features have programs of their own."""
+    return "%s|%s" % (type(isa).__name__, hashlib.sha256(code.encode()).hexdigest()[:16])
+
+
+def _isa_module():
+    from torch._inductor import cpu_vec_isa
+    classes = [cpu_vec_isa.VecISA] + [type(i) for i in cpu_vec_isa.supported_vec_isa_list]
+
+    def forget():
+        cpu_vec_isa.valid_vec_isa_list.cache_clear()
+        for cls in classes:
+            for f in vars(cls).values():
+                if callable(getattr(f, "cache_clear", None)):
+                    f.cache_clear()
+    return cpu_vec_isa, forget
+
+
+def _probe_answers():
+    """{"cpu": fingerprint, "answers": {probe key: bool}}: every ISA probe
+    (VecISA.check_build: build a small program with one ISA's flags, load
+    it) Inductor runs to pick this CPU's vector ISA, asked again here with
+    Inductor's ISA choices forgotten, and its answer. A process loading
+    the module answers the same probes from this record instead of
+    building and loading them (a compiler run and a child Python each)."""
+    cpu_vec_isa, forget = _isa_module()
+    answers = {}
+    orig = cpu_vec_isa.VecISA.check_build
+
+    def recording(isa, code):
+        ok = orig(isa, code)
+        answers[_probe_key(isa, code)] = bool(ok)
+        return ok
+    forget()
+    cpu_vec_isa.VecISA.check_build = recording
+    try:
+        cpu_vec_isa.pick_vec_isa()
+    finally:
+        cpu_vec_isa.VecISA.check_build = orig
+    return {"cpu": _cpu_fingerprint(), "answers": answers}
+
+
 @contextlib.contextmanager
-def _known_vec_isa(recorded):
+def _known_vec_isa(recorded, probes=None):
     """While the stored module loads: Inductor picks the CPU vector ISA
     for its kernel libraries' build flags (their paths hash them) by
     building a probe library per ISA and loading each in a child Python
     (a subprocess per probe, each time a process starts). The libraries
-    are already built, so the probes are not run when the CPU's flags
-    alone (/proc/cpuinfo, torch.cpu's feature checks) pick the ISA the
-    compiling process picked: vec_isa_ok for the base probes, and no
-    child Python for the finer ones (bf16, VNNI), which still check the
-    CPU's feature. Inductor's ISA choices are forgotten afterwards, so a
-    later compile in this process probes as usual. Otherwise the probes
-    run."""
+    are already built, so the probes are not run when they can be
+    answered without running them:
+    - probes (recorded at store time, _probe_answers) on a CPU of the same
+      fingerprint: each probe is answered from the record; one missing
+      from it runs as usual;
+    - otherwise, when the CPU's flags alone (/proc/cpuinfo, torch.cpu's
+      feature checks) pick the ISA the compiling process picked:
+      vec_isa_ok for the base probes, and no child Python for the finer
+      ones (bf16, VNNI), which still check the CPU's feature.
+    Inductor's ISA choices are forgotten afterwards, so a later compile in
+    this process probes as usual. Otherwise the probes run."""
     if not recorded:
         yield
         return
     try:
-        from torch._inductor import cpu_vec_isa
-        classes = [cpu_vec_isa.VecISA] + [type(i) for i in cpu_vec_isa.supported_vec_isa_list]
-
-        def forget():
-            cpu_vec_isa.valid_vec_isa_list.cache_clear()
-            for cls in classes:
-                for f in vars(cls).values():
-                    if callable(getattr(f, "cache_clear", None)):
-                        f.cache_clear()
+        cpu_vec_isa, forget = _isa_module()
+        answers = (probes or {}).get("answers")
+        same_cpu = bool(answers) and probes.get("cpu") is not None and probes["cpu"] == _cpu_fingerprint()
         probe = getattr(cpu_vec_isa.VecISA, "_probe_load", None)
-        with _config(**{"cpp.vec_isa_ok": True}):
-            if probe is not None:
-                cpu_vec_isa.VecISA._probe_load = lambda self, path: True
+        check = cpu_vec_isa.VecISA.check_build
+        if same_cpu:
+            def answered(isa, code):
+                got = answers.get(_probe_key(isa, code))
+                return check(isa, code) if got is None else got
+            cpu_vec_isa.VecISA.check_build = answered
             try:
                 ok = str(cpu_vec_isa.pick_vec_isa()) == recorded
             finally:
+                cpu_vec_isa.VecISA.check_build = check
+        else:
+            with _config(**{"cpp.vec_isa_ok": True}):
                 if probe is not None:
-                    cpu_vec_isa.VecISA._probe_load = probe
+                    cpu_vec_isa.VecISA._probe_load = lambda self, path: True
+                try:
+                    ok = str(cpu_vec_isa.pick_vec_isa()) == recorded
+                finally:
+                    if probe is not None:
+                        cpu_vec_isa.VecISA._probe_load = probe
         if not ok:
             forget()
     except Exception:  # noqa: BLE001 - internals of another torch release
@@ -743,7 +821,7 @@ def load_direct(blobs, timings):
         mod = types.ModuleType("magi_aot_region")
         from . import keys
         seeds = {}
-        with _load_config(), _known_vec_isa(meta.get("vec_isa")), keys.seeded(meta.get("seeds"), seeds):
+        with _load_config(), _known_vec_isa(meta.get("vec_isa"), meta.get("isa_probes")), keys.seeded(meta.get("seeds"), seeds):
             exec(code, mod.__dict__)  # noqa: S102 - trusted stored code (module doc)
         timings["source_keys"] = seeds
         call = mod.__dict__["call"]
