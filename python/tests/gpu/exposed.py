@@ -160,15 +160,46 @@ def standin_all_gather_coalesced(inputs, group_size, group_name):
     return [standin_all_gather(x, group_size, group_name) for x in inputs]
 
 
-def replace_kept(gm):
-    """Kept (c10d or host-staged) gathers -> local stand-ins; their names."""
+_STANDIN_OPS = {}
+
+
+def _standin_ops():
+    """The stand-ins as operators (magi_bench::kept_gather*), so a compiled
+    region calls them as Inductor calls a collective: an extern call the
+    profiler names, not a cat fused into the neighbouring kernels. Defined
+    with a plain kernel (no custom_op autograd wrapper) to keep their own
+    host cost near a c10d call's."""
+    if not _STANDIN_OPS:
+        import torch
+        lib = torch.library.Library("magi_bench", "FRAGMENT")
+        lib.define("kept_gather(Tensor input, int group_size, str group_name) -> Tensor")
+        lib.define("kept_gather_coalesced(Tensor[] inputs, int group_size, str group_name) -> Tensor[]")
+        lib.impl("kept_gather", standin_all_gather, "CompositeExplicitAutograd")
+        lib.impl("kept_gather_coalesced", standin_all_gather_coalesced, "CompositeExplicitAutograd")
+
+        def fake_one(input, group_size, group_name):
+            return input.new_empty((input.shape[0] * group_size,) + tuple(input.shape[1:]))
+
+        def fake_many(inputs, group_size, group_name):
+            return [fake_one(x, group_size, group_name) for x in inputs]
+        torch.library.register_fake("magi_bench::kept_gather", fake_one, lib=lib)
+        torch.library.register_fake("magi_bench::kept_gather_coalesced", fake_many, lib=lib)
+        _STANDIN_OPS.update(lib=lib, one=torch.ops.magi_bench.kept_gather.default,
+                            coalesced=torch.ops.magi_bench.kept_gather_coalesced.default)
+    return _STANDIN_OPS
+
+
+def replace_kept(gm, as_ops=False):
+    """Kept (c10d or host-staged) gathers -> local stand-ins (Python
+    functions, or with as_ops the magi_bench operators); their names."""
+    ops = _standin_ops() if as_ops else None
     out = []
     for n in gm.graph.nodes:
         b = _base(n.target) if n.op == "call_function" else None
         if b in ("all_gather_into_tensor", "host_staged_all_gather"):
-            n.target = standin_all_gather
+            n.target = ops["one"] if ops else standin_all_gather
         elif b in ("all_gather_into_tensor_coalesced", "host_staged_all_gather_coalesced"):
-            n.target = standin_all_gather_coalesced
+            n.target = ops["coalesced"] if ops else standin_all_gather_coalesced
         else:
             continue
         out.append(n.name)
@@ -176,15 +207,19 @@ def replace_kept(gm):
     return out
 
 
-def _values(torch, region, dev):
-    """Random values at the hints for every placeholder (weights included)."""
+def _values(torch, region, dev, length=None):
+    """Random values at the hints for every placeholder (weights included);
+    with length, only the placeholders with a symbolic size, every symbol
+    set to length (the activations at another sequence length)."""
     from magi_aot.fx import expr as _expr
-    hints = {k: v for k, v in region.symbols.items() if v is not None}
+    hints = {k: (length if length else v) for k, v in region.symbols.items() if v is not None}
     out = {}
     g = torch.Generator().manual_seed(7)
     for p in region.placeholders:
         ex = p["example_value"] or {}
         if ex.get("kind") != "tensor":
+            continue
+        if length and all(isinstance(d, int) for d in ex["shape"]):
             continue
         shape = [d if isinstance(d, int) else _expr.eval_int(d, hints) for d in ex["shape"]]
         dt = getattr(torch, ex["dtype"])
@@ -288,8 +323,13 @@ def rank_main(args):
         res["kept"] = [(g["name"], g["reason"]) for g in region.rewrite_report if g["reason"] != "rewritten"]
         if cuda:
             res.update(_capture_check(torch, rt, region, inputs, outs["wait"]))
+        if args.host_split:
+            def inputs_at(length):
+                return inputs if not length else rt.args(region, _values(torch, rt.regions[0], dev, length))
+            res["host_vs_device"] = _host_vs_device(torch, rt, region, inputs_at, outs["wait"], args, cuda)
         res["ok"] = (res["outputs_equal"] and (res["deferred_joins"] > 0 or not cuda)
-                     and res.get("capture_equal", True))
+                     and res.get("capture_equal", True)
+                     and _host_rows_ok(res.get("host_vs_device")))
         dist.barrier()
         rt.close()
     except Exception as e:  # noqa: BLE001 - reported per rank
@@ -345,6 +385,206 @@ def _capture_check(torch, rt, region, inputs, want):
     return out
 
 
+SPLIT_KEYS = (("symm operator", ("magi::symm_all_gather",)),
+              ("waits", ("_c10d_functional::wait_tensor",)),
+              ("kept gathers (stand-ins)", ("magi_bench::kept_gather",)))
+
+
+def _host_split(torch, fn, inputs, n=10, dump=None):
+    """Host time per forward inside the symm operator, the waits and the kept
+    gathers' stand-ins, and the whole forward, from torch.profiler's CPU
+    events (self-inclusive op times, so nested calls are not counted twice;
+    the profiler's own cost inflates every figure alike). With dump (a path
+    prefix): the profiler's op table and cProfile's Python functions."""
+    import cProfile
+    import io
+    import pstats
+    from torch.profiler import ProfilerActivity, profile, record_function
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(n):
+            with record_function("magi_bench::forward"):
+                fn(*inputs)
+    if dump:
+        cp = cProfile.Profile()
+        cp.enable()
+        for _ in range(n):
+            fn(*inputs)
+        cp.disable()
+        text = io.StringIO()
+        pstats.Stats(cp, stream=text).sort_stats("tottime").print_stats(45)
+        with open(dump + ".txt", "w") as f:
+            f.write("torch.profiler, %d forwards, by self CPU time\n" % n)
+            f.write(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=45))
+            f.write("\n\ncProfile, %d forwards, by own time\n" % n)
+            f.write(text.getvalue())
+    split = {k: 0.0 for k, _ in SPLIT_KEYS}
+    total = 0.0
+    for ev in prof.key_averages():
+        if ev.key == "magi_bench::forward":
+            total = ev.cpu_time_total / n
+            continue
+        for k, prefixes in SPLIT_KEYS:
+            if ev.key.startswith(prefixes):
+                split[k] += ev.cpu_time_total / n
+    split["rest (wrapper, kernel launches)"] = max(total - sum(split.values()), 0.0)
+    split["forward, profiled"] = total
+    return split
+
+
+def _time_forwards(torch, fn, inputs, lead_cycles, iters, cuda):
+    """Median host time to queue one forward, and its device time (the GPU
+    held by a spin kernel while the host queues, so the events time the
+    device alone), and the fraction of forwards the host finished first."""
+    host, dev, ahead = [], [], []
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    for _ in range(iters):
+        sync()
+        if cuda:
+            torch.cuda._sleep(lead_cycles)
+            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            e0.record()
+        t0 = time.perf_counter()
+        fn(*inputs)
+        t1 = time.perf_counter()
+        if cuda:
+            e1.record()
+            ahead.append(not e1.query())
+        sync()
+        host.append((t1 - t0) * 1e6)
+        dev.append(e0.elapsed_time(e1) * 1e3 if cuda else host[-1])
+
+    def med(v):
+        return sorted(v)[len(v) // 2]
+    return {"host_us": med(host), "device_us": med(dev),
+            "host_ahead_fraction": (sum(ahead) / len(ahead)) if ahead else None}
+
+
+def _host_rows_ok(rows):
+    """Every mode that ran agrees with eager, and the eager and Python-wrapper
+    modes ran (the C++ wrapper may refuse an operator's schema: reported)."""
+    if rows is None:
+        return True
+    rows = {k: v for k, v in rows.items() if k != "calibration_us"}
+    return (all(r.get("within_tolerance") for r in rows.values() if "error" not in r)
+            and all("error" not in r for k, r in rows.items()
+                    if k.startswith(("eager GraphModule", "Inductor, Python wrapper")))
+            and "eager GraphModule" in rows and "Inductor, Python wrapper" in rows)
+
+
+def _calibrate(torch, inputs, cuda, n=200):
+    """Host us per call of a few single operations in this process (medians
+    of n), the yardstick for the per-node figures: an out= matmul of the
+    region's shape, an add, an empty allocation."""
+    x = next(t for t in inputs if isinstance(t, torch.Tensor) and t.dim() == 2)
+    a, b = x[:64].contiguous(), x.t().contiguous()
+    out = torch.empty(a.shape[0], b.shape[1], dtype=x.dtype, device=x.device)
+    cases = {"mm(out=)": lambda: torch.mm(a, b, out=out), "add": lambda: torch.add(a, a),
+             "empty": lambda: torch.empty(a.shape, dtype=a.dtype, device=a.device)}
+    res = {}
+    for name, fn in cases.items():
+        ts = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            fn()
+            ts.append((time.perf_counter() - t0) * 1e6)
+        if cuda:
+            torch.cuda.synchronize()
+        res[name] = sorted(ts)[n // 2]
+    return res
+
+
+def _host_vs_device(torch, rt, region, inputs_at, want, args, cuda):
+    """The forward as a user's runtime runs it, without instrumentation:
+    the rebuilt GraphModule eagerly, compiled by Inductor (its Python
+    wrapper, and its C++ wrapper), and on CUDA replayed from a CUDA graph:
+    host time to queue it against its device time, and the host split."""
+    from torch._inductor import config as ind_config
+    from torch._inductor.compile_fx import compile_fx
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+    rt.join = "wait"
+    res = {}
+
+    def first(o):
+        return o[0] if isinstance(o, (tuple, list)) else o
+
+    from torch._inductor.graph import GraphLowering
+    dump = os.path.join(args.out, "host") if args.dump else None
+    if dump:
+        os.makedirs(dump, exist_ok=True)
+
+    def compiled(cpp_wrapper):
+        gm = rt.graph_module(region)
+        replace_kept(gm, as_ops=True)
+        fakes = rt.fake_inputs(region, FakeTensorMode(shape_env=ShapeEnv()))
+        t0 = time.monotonic()
+        made = []
+        orig = GraphLowering.compile_to_module
+
+        def keep(self):
+            mod = orig(self)
+            made.append(getattr(mod, "__file__", None))
+            return mod
+        GraphLowering.compile_to_module = keep
+        try:
+            with ind_config.patch(cpp_wrapper=cpp_wrapper, fx_graph_cache=not dump):
+                fn = compile_fx(gm, fakes)
+        finally:
+            GraphLowering.compile_to_module = orig
+        if dump:
+            import shutil
+            for i, path in enumerate(p for p in made if p):
+                shutil.copy(path, os.path.join(dump, "code_%s_%d%s" % ("cpp" if cpp_wrapper else "py", i,
+                                                                       os.path.splitext(path)[1])))
+        return fn, time.monotonic() - t0
+
+    def eager():
+        gm = rt.graph_module(region)
+        replace_kept(gm, as_ops=True)
+        if dump:
+            with open(os.path.join(dump, "code_eager.py"), "w") as f:
+                f.write(gm.code)
+        return gm, 0.0
+    inputs = inputs_at(0)
+    res["calibration_us"] = _calibrate(torch, inputs, cuda)
+    lengths = [int(x) for x in args.lengths.split(",")]
+    modes = [("eager GraphModule", eager), ("Inductor, Python wrapper", lambda: compiled(False)),
+             ("Inductor, C++ wrapper", lambda: compiled(True))]
+    at = {L: (inputs_at(L), None) for L in lengths}
+    with torch.no_grad():
+        for name, make in modes:
+            try:
+                fn, secs = make()
+            except Exception as e:  # noqa: BLE001 - reported per mode
+                res[name] = {"error": "%s: %s" % (type(e).__name__, str(e)[:1500])}
+                continue
+            for L in lengths:
+                key = name if not L else "%s, length %d" % (name, L)
+                row = res.setdefault(key, {"compile_s": round(secs, 2)})
+                xs, ref = at[L]
+                try:
+                    o = first(fn(*xs))
+                    if L == 0:
+                        ref = want
+                    elif ref is None:  # eager runs first: its output is the reference
+                        ref = o.detach().clone()
+                        at[L] = (xs, ref)
+                    for _ in range(args.warmup):
+                        fn(*xs)
+                    tol = 2e-2 * ref.float().abs().max().item() + 1e-2
+                    row["max_abs_vs_eager"] = float((o.float() - ref.float()).abs().max())
+                    row["within_tolerance"] = row["max_abs_vs_eager"] <= tol
+                    row.update(_time_forwards(torch, fn, xs, args.lead_cycles, args.iters, cuda))
+                    row["ratio"] = row["host_us"] / row["device_us"] if row["device_us"] else None
+                    tag = name.split(",")[0].split()[0].lower() + (
+                        "_cpp" if "C++" in name else "_py" if "Python" in name else "")
+                    row["split_us"] = _host_split(torch, fn, xs, dump=dump and os.path.join(
+                        dump, "prof_%s_%d" % (tag, L)))
+                except Exception as e:  # noqa: BLE001 - reported per mode
+                    row["error"] = "%s: %s" % (type(e).__name__, str(e)[:1500])
+    return res
+
+
 # ---------------------------------------------------------------- launcher
 def _free_port():
     with socket.socket() as s:
@@ -363,6 +603,13 @@ def main(argv=None):
     ap.add_argument("--lead-cycles", type=int, default=200_000_000,
                     help="GPU cycles spun before each forward while the host queues it (about 0.1 s)")
     ap.add_argument("--costs", default=None, help="a measured cost table (python -m magi_aot.profile)")
+    ap.add_argument("--host-split", action="store_true",
+                    help="also time the uninstrumented forward: eager, Inductor (Python and C++ wrapper), "
+                         "host vs device and the host split")
+    ap.add_argument("--lengths", default="0",
+                    help="with --host-split: sequence lengths to time the forward at (0: the recorded hint)")
+    ap.add_argument("--dump", action="store_true",
+                    help="with --host-split: DIR/host/ gets each mode's code and profiles")
     ap.add_argument("--rank-main", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--region", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -374,7 +621,9 @@ def main(argv=None):
                PYTHONPATH=os.path.join(ROOT, "python") + os.pathsep + os.environ.get("PYTHONPATH", ""))
     procs = [subprocess.Popen([sys.executable, os.path.abspath(__file__), "--rank-main", "--out", args.out,
                                "--region", pred["run"], "--iters", str(args.iters), "--warmup", str(args.warmup),
-                               "--device", args.device, "--lead-cycles", str(args.lead_cycles)],
+                               "--device", args.device, "--lead-cycles", str(args.lead_cycles)]
+                              + (["--host-split"] if args.host_split else [])
+                              + (["--dump"] if args.dump else []) + ["--lengths", args.lengths],
                               env=dict(env, RANK=str(r))) for r in range(args.world)]
     rc = 0
     for p in procs:
@@ -434,6 +683,25 @@ def main(argv=None):
             if "replay_host_us" in r0:
                 print("CUDA graph replay: host time to queue the forward %.1f us, device time %.1f us (medians of 40)"
                       % (r0["replay_host_us"], r0["replay_device_us"]))
+        hvd = dict(r0.get("host_vs_device") or {})
+        cal = hvd.pop("calibration_us", None)
+        if cal:
+            print("single operations in rank 0, host us per call: %s"
+                  % ", ".join("%s %.1f" % kv for kv in cal.items()))
+        if hvd:
+            print("the forward without instrumentation, join at wait_tensor, medians of %d forwards:" % args.iters)
+            print("%-38s | %9s %9s %6s | %s" % ("run as", "host us", "device us", "ratio", "host split, us per forward"))
+            for name, row in hvd.items():
+                if "error" in row:
+                    print("%-38s | failed: %s" % (name, row["error"][:300]))
+                    continue
+                sp = row["split_us"]
+                print("%-38s | %9.1f %9.1f %6.2f | %s (vs eager: max abs %.3g)" % (
+                    name, row["host_us"], row["device_us"], row["ratio"] or 0.0,
+                    ", ".join("%s %.1f" % (k, v) for k, v in sp.items()), row["max_abs_vs_eager"]))
+            if "replay_host_us" in r0:
+                print("%-38s | %9.1f %9.1f %6.2f |" % ("CUDA graph replay", r0["replay_host_us"], r0["replay_device_us"],
+                                                       r0["replay_host_us"] / r0["replay_device_us"]))
     return 0 if summary["ok"] else 1
 
 

@@ -2,7 +2,7 @@
 # One device call on the H200 machine (PyTorch 2.11, CUDA 13, no msgpack or
 # jansson): build libmagi_aot from the working tree, run the Python tests
 # (binding + torch), then the save/load round trip and the benchmark.
-#   bash python/tests/gpu/run.sh [all|unittest|warmprocs|roundtrip|zoo|runtime|exposed|warmstart|warmchecks|opshost|titan]
+#   bash python/tests/gpu/run.sh [all|unittest|warmprocs|roundtrip|zoo|runtime|exposed|warmstart|warmmodels|warmchecks|opshost|titan|none]
 # (unittest: the Python suite but test_warm.WarmStartProcesses, which runs
 # alone as warmprocs: its fresh processes take ~400 s on one H200 machine)
 # (zoo: the model-zoo table of gpu/zoo.py into $OUT/zoo, docs/ZOO.md)
@@ -14,7 +14,9 @@
 # the exposed step)
 # (exposed: the cost profiler on fixtures/real/fsdp_block.json, then
 # python/tests/gpu/exposed.py: each gather's predicted stall vs the time the
-# compute stream measurably waits for it, join="wait" vs join="call")
+# compute stream measurably waits for it, join="wait" vs join="call"; then the
+# forward without instrumentation - eager, Inductor's Python and C++ wrappers,
+# a CUDA graph - host time to queue against device time, with the host split)
 # (opshost: the symm operator's host time per call of the 20-input bucket,
 # bench/bench_symm_ops.py --device cuda: C++ and Python kernels on 4 ranks
 # sharing the GPU, call alone / + the one wait a loaded graph holds / + 20
@@ -33,6 +35,9 @@
 # magi warm_start, torch.compile's warm Inductor cache, mega-cache, AOT precompile and
 # AOTInductor, every path timed by the same code in fresh processes, 3 runs each, the
 # torch anchor's eager/cold/warm beside; not part of all: ~6 minutes)
+# (warmmodels: python/tests/warm_models_ci.py with MAGI_WARM_DEVICE=cuda - stock
+# Llama, Qwen2, Mixtral and the held-out models warm-started at the defaults in a
+# second fresh process on the GPU; ~4 minutes)
 # (warmchecks: python/tests/gpu/warmstart.py into $OUT/warmchecks - the warm start's
 # checks: simulated other GPU architecture, flipped byte, Mixtral; ~8 minutes)
 # Debian packages the machine lacks travel in .debs/ (see docs/PYTHON.md);
@@ -142,6 +147,12 @@ if [ "$what" = warmstart ]; then
     --anchor-modes eager,cold,warm --budget 400 --timeout 150 2>&1 | tee "$OUT/warmstart.log" | grep -v '^{' | tail -40
   [ "${PIPESTATUS[0]}" -eq 0 ] || fail=1
 fi
+if [ "$what" = warmmodels ]; then
+  stamp "warm start of the stock models at the defaults, two fresh processes on the GPU"
+  (cd python/tests && MAGI_WARM_DEVICE=cuda timeout 400 python3 -m unittest -v warm_models_ci) 2>&1 \
+    | tee "$OUT/warmmodels.log" | grep -Ev "Warning|^\s*$" | tail -60
+  [ "${PIPESTATUS[0]}" -eq 0 ] || fail=1
+fi
 if [ "$what" = warmchecks ]; then
   stamp "warm start checks: simulated key, flipped byte, Mixtral"
   timeout 560 python3 python/tests/gpu/warmstart.py --out "$OUT/warmchecks" --skip-anchor 2>&1 | tee "$OUT/warmchecks.log" | tail -40
@@ -171,8 +182,8 @@ if [ "$what" = runtime ] || [ "$what" = exposed ]; then
   PYTHONPATH=$PWD/python timeout 90 python3 -m magi_aot.profile fixtures/real/fsdp_block.json \
     --out "$OUT/fsdp_block.costs.json" --device cuda --iters 20 >"$OUT/profile.log" 2>&1 ||
     { tail -5 "$OUT/profile.log"; fail=1; }
-  timeout 400 python3 python/tests/gpu/exposed.py --out "$OUT/exposed" --world 4 \
-    --costs "$OUT/fsdp_block.costs.json" 2>&1 | tee "$OUT/exposed.log" | grep -Ev "Warning|^\s*$" | tail -20
+  timeout 400 python3 python/tests/gpu/exposed.py --out "$OUT/exposed" --world 4 --host-split --dump --lengths 0,1024,4096 \
+    --costs "$OUT/fsdp_block.costs.json" 2>&1 | tee "$OUT/exposed.log" | grep -Ev "Warning|^\s*$" | tail -28
   [ "${PIPESTATUS[0]}" -eq 0 ] || fail=1
 fi
 if [ "$what" = opshost ]; then
