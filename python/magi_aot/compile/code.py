@@ -61,6 +61,7 @@ graph's targets are resolved against the loader's allow-list
 """
 import atexit
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -589,9 +590,8 @@ def _direct_blobs(seen, why, tuned=None):
     meta["python"] = sys.version
     if "cpu" in (getattr(g, "device_types", None) or ()):
         try:
-            from torch._inductor.cpu_vec_isa import pick_vec_isa
-            meta["vec_isa"] = str(pick_vec_isa())
             meta["isa_probes"] = _probe_answers()
+            meta["vec_isa"] = meta["isa_probes"]["isa"]
         except Exception:  # noqa: BLE001 - internals of another torch release
             pass
     code = compile(src, "<magi region module>", "exec")
@@ -678,13 +678,27 @@ def _isa_module():
     return cpu_vec_isa, forget
 
 
+@contextlib.contextmanager
+def _attr(obj, name, value):
+    """obj.name is value while the block runs, and what it was afterwards."""
+    old = getattr(obj, name)
+    setattr(obj, name, value)
+    try:
+        yield
+    finally:
+        setattr(obj, name, old)
+
+
+@functools.lru_cache(maxsize=None)
 def _probe_answers():
-    """{"cpu": fingerprint, "answers": {probe key: bool}}: every ISA probe
-    (VecISA.check_build: build a small program with one ISA's flags, load
-    it) Inductor runs to pick this CPU's vector ISA, asked again here with
-    Inductor's ISA choices forgotten, and its answer. A process loading
-    the module answers the same probes from this record instead of
-    building and loading them (a compiler run and a child Python each)."""
+    """{"isa": the ISA picked, "cpu": fingerprint, "answers": {probe key:
+    bool}}: every ISA probe (VecISA.check_build: build a small program with
+    one ISA's flags, load it) Inductor runs to pick this CPU's vector ISA,
+    asked again here with Inductor's ISA choices forgotten, and its answer.
+    A process loading the module answers the same probes from this record
+    instead of building and loading them (a compiler run and a child Python
+    each). Asked once per process: the CPU does not change. Callers must
+    not modify the result."""
     cpu_vec_isa, forget = _isa_module()
     answers = {}
     orig = cpu_vec_isa.VecISA.check_build
@@ -694,12 +708,9 @@ def _probe_answers():
         answers[_probe_key(isa, code)] = bool(ok)
         return ok
     forget()
-    cpu_vec_isa.VecISA.check_build = recording
-    try:
-        cpu_vec_isa.pick_vec_isa()
-    finally:
-        cpu_vec_isa.VecISA.check_build = orig
-    return {"cpu": _cpu_fingerprint(), "answers": answers}
+    with _attr(cpu_vec_isa.VecISA, "check_build", recording):
+        isa = str(cpu_vec_isa.pick_vec_isa())
+    return {"isa": isa, "cpu": _cpu_fingerprint(), "answers": answers}
 
 
 @contextlib.contextmanager
@@ -726,26 +737,18 @@ def _known_vec_isa(recorded, probes=None):
         cpu_vec_isa, forget = _isa_module()
         answers = (probes or {}).get("answers")
         same_cpu = bool(answers) and probes.get("cpu") is not None and probes["cpu"] == _cpu_fingerprint()
-        probe = getattr(cpu_vec_isa.VecISA, "_probe_load", None)
         check = cpu_vec_isa.VecISA.check_build
         if same_cpu:
             def answered(isa, code):
                 got = answers.get(_probe_key(isa, code))
                 return check(isa, code) if got is None else got
-            cpu_vec_isa.VecISA.check_build = answered
-            try:
-                ok = str(cpu_vec_isa.pick_vec_isa()) == recorded
-            finally:
-                cpu_vec_isa.VecISA.check_build = check
+            shortcut = _attr(cpu_vec_isa.VecISA, "check_build", answered)
+        elif hasattr(cpu_vec_isa.VecISA, "_probe_load"):
+            shortcut = _attr(cpu_vec_isa.VecISA, "_probe_load", lambda self, path: True)
         else:
-            with _config(**{"cpp.vec_isa_ok": True}):
-                if probe is not None:
-                    cpu_vec_isa.VecISA._probe_load = lambda self, path: True
-                try:
-                    ok = str(cpu_vec_isa.pick_vec_isa()) == recorded
-                finally:
-                    if probe is not None:
-                        cpu_vec_isa.VecISA._probe_load = probe
+            shortcut = contextlib.nullcontext()
+        with shortcut, (contextlib.nullcontext() if same_cpu else _config(**{"cpp.vec_isa_ok": True})):
+            ok = str(cpu_vec_isa.pick_vec_isa()) == recorded
         if not ok:
             forget()
     except Exception:  # noqa: BLE001 - internals of another torch release

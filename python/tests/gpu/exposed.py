@@ -38,6 +38,7 @@ exposed time in both modes (median over --iters). Exit 0 when every rank
 ran and the outputs agreed.
 """
 import argparse
+import functools
 import json
 import os
 import socket
@@ -53,6 +54,17 @@ FIXTURE = os.path.join(ROOT, "fixtures", "real", "fsdp_block.json")
 GATHER_BASES = ("symm_all_gather", "symm_all_gather_coalesced", "all_gather_into_tensor",
                 "all_gather_into_tensor_coalesced", "host_staged_all_gather",
                 "host_staged_all_gather_coalesced")
+
+
+def _median(v):
+    """The middle of v (the upper one of an even count), None when empty."""
+    v = sorted(v)
+    return v[len(v) // 2] if v else None
+
+
+def _first(o):
+    """A region's first output (regions return a tuple or list)."""
+    return o[0] if isinstance(o, (tuple, list)) else o
 
 
 def _cli():
@@ -160,33 +172,29 @@ def standin_all_gather_coalesced(inputs, group_size, group_name):
     return [standin_all_gather(x, group_size, group_name) for x in inputs]
 
 
-_STANDIN_OPS = {}
-
-
+@functools.lru_cache(maxsize=None)
 def _standin_ops():
     """The stand-ins as operators (magi_bench::kept_gather*), so a compiled
     region calls them as Inductor calls a collective: an extern call the
     profiler names, not a cat fused into the neighbouring kernels. Defined
     with a plain kernel (no custom_op autograd wrapper) to keep their own
     host cost near a c10d call's."""
-    if not _STANDIN_OPS:
-        import torch
-        lib = torch.library.Library("magi_bench", "FRAGMENT")
-        lib.define("kept_gather(Tensor input, int group_size, str group_name) -> Tensor")
-        lib.define("kept_gather_coalesced(Tensor[] inputs, int group_size, str group_name) -> Tensor[]")
-        lib.impl("kept_gather", standin_all_gather, "CompositeExplicitAutograd")
-        lib.impl("kept_gather_coalesced", standin_all_gather_coalesced, "CompositeExplicitAutograd")
+    import torch
+    lib = torch.library.Library("magi_bench", "FRAGMENT")
+    lib.define("kept_gather(Tensor input, int group_size, str group_name) -> Tensor")
+    lib.define("kept_gather_coalesced(Tensor[] inputs, int group_size, str group_name) -> Tensor[]")
+    lib.impl("kept_gather", standin_all_gather, "CompositeExplicitAutograd")
+    lib.impl("kept_gather_coalesced", standin_all_gather_coalesced, "CompositeExplicitAutograd")
 
-        def fake_one(input, group_size, group_name):
-            return input.new_empty((input.shape[0] * group_size,) + tuple(input.shape[1:]))
+    def fake_one(input, group_size, group_name):
+        return input.new_empty((input.shape[0] * group_size,) + tuple(input.shape[1:]))
 
-        def fake_many(inputs, group_size, group_name):
-            return [fake_one(x, group_size, group_name) for x in inputs]
-        torch.library.register_fake("magi_bench::kept_gather", fake_one, lib=lib)
-        torch.library.register_fake("magi_bench::kept_gather_coalesced", fake_many, lib=lib)
-        _STANDIN_OPS.update(lib=lib, one=torch.ops.magi_bench.kept_gather.default,
-                            coalesced=torch.ops.magi_bench.kept_gather_coalesced.default)
-    return _STANDIN_OPS
+    def fake_many(inputs, group_size, group_name):
+        return [fake_one(x, group_size, group_name) for x in inputs]
+    torch.library.register_fake("magi_bench::kept_gather", fake_one, lib=lib)
+    torch.library.register_fake("magi_bench::kept_gather_coalesced", fake_many, lib=lib)
+    return {"lib": lib, "one": torch.ops.magi_bench.kept_gather.default,
+            "coalesced": torch.ops.magi_bench.kept_gather_coalesced.default}
 
 
 def replace_kept(gm, as_ops=False):
@@ -304,21 +312,16 @@ def rank_main(args):
                         d[kind] += us
                 for tag, d in stall.items():
                     per[mode].setdefault(tag, []).append(d)
-                first = o[0] if isinstance(o, (tuple, list)) else o
-                outs.setdefault(mode, first.detach().clone())
+                outs.setdefault(mode, _first(o).detach().clone())
         res["outputs_equal"] = bool(torch.equal(outs["wait"], outs["call"]))
-
-        def med(v):
-            v = sorted(v)
-            return v[len(v) // 2] if v else None
-        res["forward_us"] = {m: med(v) for m, v in fwd.items()}
-        res["forward_host_us"] = {m: med(v) for m, v in host_us.items()}
+        res["forward_us"] = {m: _median(v) for m, v in fwd.items()}
+        res["forward_host_us"] = {m: _median(v) for m, v in host_us.items()}
         res["host_ahead_fraction"] = (sum(host_ahead) / len(host_ahead)) if host_ahead else None
         res["gathers"] = {}
         for mode in ("wait", "call"):
             for tag, rows in per[mode].items():
                 g = res["gathers"].setdefault(tag, {})
-                g[mode] = {"at_call_us": med([r["call"] for r in rows]), "at_wait_us": med([r["wait"] for r in rows])}
+                g[mode] = {"at_call_us": _median([r["call"] for r in rows]), "at_wait_us": _median([r["wait"] for r in rows])}
         res["deferred_joins"] = rt.stats["deferred_joins"]
         res["kept"] = [(g["name"], g["reason"]) for g in region.rewrite_report if g["reason"] != "rewritten"]
         if cuda:
@@ -326,6 +329,7 @@ def rank_main(args):
         if args.host_split:
             def inputs_at(length):
                 return inputs if not length else rt.args(region, _values(torch, rt.regions[0], dev, length))
+            res["calibration_us"] = _calibrate(torch, inputs, cuda)
             res["host_vs_device"] = _host_vs_device(torch, rt, region, inputs_at, outs["wait"], args, cuda)
         res["ok"] = (res["outputs_equal"] and (res["deferred_joins"] > 0 or not cuda)
                      and res.get("capture_equal", True)
@@ -360,7 +364,7 @@ def _capture_check(torch, rt, region, inputs, want):
         g = torch.cuda.CUDAGraph()
         with torch.no_grad(), torch.cuda.graph(g):
             static = gm(*inputs)
-        static = static[0] if isinstance(static, (tuple, list)) else static
+        static = _first(static)
         for _ in range(3):
             g.replay()
         torch.cuda.synchronize()
@@ -377,8 +381,8 @@ def _capture_check(torch, rt, region, inputs, want):
             host.append((time.perf_counter() - t0) * 1e6)
             torch.cuda.synchronize()
             dev.append(e0.elapsed_time(e1) * 1e3)
-        out["replay_host_us"] = sorted(host)[len(host) // 2]
-        out["replay_device_us"] = sorted(dev)[len(dev) // 2]
+        out["replay_host_us"] = _median(host)
+        out["replay_device_us"] = _median(dev)
     except Exception as e:  # noqa: BLE001 - reported
         out["capture_equal"] = False
         out["capture_error"] = "%s: %s" % (type(e).__name__, e)
@@ -404,6 +408,7 @@ def _host_split(torch, fn, inputs, n=10, dump=None):
         for _ in range(n):
             with record_function("magi_bench::forward"):
                 fn(*inputs)
+    averages = prof.key_averages()
     if dump:
         cp = cProfile.Profile()
         cp.enable()
@@ -414,12 +419,12 @@ def _host_split(torch, fn, inputs, n=10, dump=None):
         pstats.Stats(cp, stream=text).sort_stats("tottime").print_stats(45)
         with open(dump + ".txt", "w") as f:
             f.write("torch.profiler, %d forwards, by self CPU time\n" % n)
-            f.write(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=45))
+            f.write(averages.table(sort_by="self_cpu_time_total", row_limit=45))
             f.write("\n\ncProfile, %d forwards, by own time\n" % n)
             f.write(text.getvalue())
     split = {k: 0.0 for k, _ in SPLIT_KEYS}
     total = 0.0
-    for ev in prof.key_averages():
+    for ev in averages:
         if ev.key == "magi_bench::forward":
             total = ev.cpu_time_total / n
             continue
@@ -452,10 +457,7 @@ def _time_forwards(torch, fn, inputs, lead_cycles, iters, cuda):
         sync()
         host.append((t1 - t0) * 1e6)
         dev.append(e0.elapsed_time(e1) * 1e3 if cuda else host[-1])
-
-    def med(v):
-        return sorted(v)[len(v) // 2]
-    return {"host_us": med(host), "device_us": med(dev),
+    return {"host_us": _median(host), "device_us": _median(dev),
             "host_ahead_fraction": (sum(ahead) / len(ahead)) if ahead else None}
 
 
@@ -464,7 +466,6 @@ def _host_rows_ok(rows):
     modes ran (the C++ wrapper may refuse an operator's schema: reported)."""
     if rows is None:
         return True
-    rows = {k: v for k, v in rows.items() if k != "calibration_us"}
     return (all(r.get("within_tolerance") for r in rows.values() if "error" not in r)
             and all("error" not in r for k, r in rows.items()
                     if k.startswith(("eager GraphModule", "Inductor, Python wrapper")))
@@ -489,7 +490,7 @@ def _calibrate(torch, inputs, cuda, n=200):
             ts.append((time.perf_counter() - t0) * 1e6)
         if cuda:
             torch.cuda.synchronize()
-        res[name] = sorted(ts)[n // 2]
+        res[name] = _median(ts)
     return res
 
 
@@ -502,13 +503,9 @@ def _host_vs_device(torch, rt, region, inputs_at, want, args, cuda):
     from torch._inductor.compile_fx import compile_fx
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
+    from torch._inductor.graph import GraphLowering
     rt.join = "wait"
     res = {}
-
-    def first(o):
-        return o[0] if isinstance(o, (tuple, list)) else o
-
-    from torch._inductor.graph import GraphLowering
     dump = os.path.join(args.out, "host") if args.dump else None
     if dump:
         os.makedirs(dump, exist_ok=True)
@@ -545,14 +542,13 @@ def _host_vs_device(torch, rt, region, inputs_at, want, args, cuda):
             with open(os.path.join(dump, "code_eager.py"), "w") as f:
                 f.write(gm.code)
         return gm, 0.0
-    inputs = inputs_at(0)
-    res["calibration_us"] = _calibrate(torch, inputs, cuda)
     lengths = [int(x) for x in args.lengths.split(",")]
-    modes = [("eager GraphModule", eager), ("Inductor, Python wrapper", lambda: compiled(False)),
-             ("Inductor, C++ wrapper", lambda: compiled(True))]
+    modes = [("eager GraphModule", "eager", eager),
+             ("Inductor, Python wrapper", "inductor_py", lambda: compiled(False)),
+             ("Inductor, C++ wrapper", "inductor_cpp", lambda: compiled(True))]
     at = {L: (inputs_at(L), None) for L in lengths}
     with torch.no_grad():
-        for name, make in modes:
+        for name, tag, make in modes:
             try:
                 fn, secs = make()
             except Exception as e:  # noqa: BLE001 - reported per mode
@@ -563,7 +559,7 @@ def _host_vs_device(torch, rt, region, inputs_at, want, args, cuda):
                 row = res.setdefault(key, {"compile_s": round(secs, 2)})
                 xs, ref = at[L]
                 try:
-                    o = first(fn(*xs))
+                    o = _first(fn(*xs))
                     if L == 0:
                         ref = want
                     elif ref is None:  # eager runs first: its output is the reference
@@ -576,8 +572,6 @@ def _host_vs_device(torch, rt, region, inputs_at, want, args, cuda):
                     row["within_tolerance"] = row["max_abs_vs_eager"] <= tol
                     row.update(_time_forwards(torch, fn, xs, args.lead_cycles, args.iters, cuda))
                     row["ratio"] = row["host_us"] / row["device_us"] if row["device_us"] else None
-                    tag = name.split(",")[0].split()[0].lower() + (
-                        "_cpp" if "C++" in name else "_py" if "Python" in name else "")
                     row["split_us"] = _host_split(torch, fn, xs, dump=dump and os.path.join(
                         dump, "prof_%s_%d" % (tag, L)))
                 except Exception as e:  # noqa: BLE001 - reported per mode
@@ -683,8 +677,8 @@ def main(argv=None):
             if "replay_host_us" in r0:
                 print("CUDA graph replay: host time to queue the forward %.1f us, device time %.1f us (medians of 40)"
                       % (r0["replay_host_us"], r0["replay_device_us"]))
-        hvd = dict(r0.get("host_vs_device") or {})
-        cal = hvd.pop("calibration_us", None)
+        hvd = r0.get("host_vs_device") or {}
+        cal = r0.get("calibration_us")
         if cal:
             print("single operations in rank 0, host us per call: %s"
                   % ", ".join("%s %.1f" % kv for kv in cal.items()))
