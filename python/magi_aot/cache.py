@@ -16,7 +16,8 @@ from ctypes import byref, c_void_p
 from ._lib import CachePutResult, MagiError, OwnedHandle, cstr, has, lib
 from .region import load_buffers, load_bytes
 
-__all__ = ["cache_get", "cache_get_bytes", "cache_get_entry", "index_key", "read_index"]
+__all__ = ["cache_get", "cache_get_bytes", "cache_get_entry", "index_key", "read_index",
+           "read_index_entry"]
 
 
 class _Cache(OwnedHandle):
@@ -100,5 +101,24 @@ def index_key(model_tag):
 
 def read_index(cache_dir, model_tag):
     """The region list the backend published for model_tag, or None."""
-    data = cache_get_bytes(cache_dir, index_key(model_tag))
-    return None if data is None else json.loads(data.decode("utf-8"))
+    return read_index_entry(cache_dir, model_tag)[0]
+
+
+def read_index_entry(cache_dir, model_tag):
+    """(region list or None, owner problem): the index as read_index,
+    with the owner check of cache_get_entry (None when only this user can
+    have written it, else why not). An index is data: whoever reads it
+    from a cache others can write treats what it names accordingly."""
+    key = index_key(model_tag)
+    data, problem = cache_get_entry(cache_dir, key)
+    if data is None:
+        return None, None
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as e:
+        raise MagiError(-4, "cache entry %s: not a region index: %s" % (key, e),
+                        "read_index") from None
+    if not isinstance(doc, dict):
+        raise MagiError(-4, "cache entry %s: not a region index (a JSON %s)"
+                        % (key, type(doc).__name__), "read_index")
+    return doc, problem

@@ -6,6 +6,7 @@ descriptors, a function defined in a closure and exported under another
 name); torch's own forms (pybind11 builtins, F.max_pool2d) are checked in
 test_torch.py.
 """
+import json
 import math
 import operator
 import os
@@ -298,6 +299,70 @@ class LoaderAllowList(unittest.TestCase):
         self.refused("__reduce_ex__", [{"node": "x"}, 2], op="call_method")
         self.refused("__class__", [{"node": "x"}], op="call_method")
 
+    def chain(self, steps):
+        """A region whose nodes are `steps` [(op, target, args)], each
+        taking the previous node as {"node": "prev"}; x is the input."""
+        import torch
+        import torch.fx as fx
+        from magi_aot.fx import graph_to_doc
+        g = fx.Graph()
+        x = g.placeholder("x")
+        y = g.call_function(operator.add, (x, 1), name="n0")
+        g.output((y,))
+        gm = fx.GraphModule(torch.nn.Module(), g)
+        for n in gm.graph.nodes:
+            if n.op != "output":
+                n.meta["example_value"] = torch.empty(2, 3)
+        doc = graph_to_doc(gm, model_tag="t")
+        nodes = doc["graph"]["nodes"]
+        out = nodes.pop()
+        proto = nodes.pop()
+        prev = "x"
+        for i, (op, target, args) in enumerate(steps):
+            n = json.loads(json.dumps(proto))
+            n.update(name="n%d" % i, op=op, target=target,
+                     args=[{"node": prev} if a == "prev" else a for a in args])
+            nodes.append(n)
+            prev = n["name"]
+        out["args"] = [[{"node": prev}]]
+        nodes.append(out)
+        return magi_aot.region_from_doc(doc)
+
+    def test_no_method_leads_to_a_file_write(self):
+        # torch.tensor(bytes).numpy().tofile(PATH): one allowed target and
+        # two public methods wrote any file the user can write when the
+        # graph ran eagerly
+        path = os.path.join(self.tmp.name, "written.pth")
+        payload = list(b"import os\n")
+        r = self.chain([("call_function", "torch.tensor", [payload]),
+                        ("call_method", "numpy", ["prev"]),
+                        ("call_method", "tofile", ["prev", path])])
+        with self.assertRaises(magi_aot.MagiError) as cm:
+            r.graph_module()
+        self.assertIn("call_method 'numpy'", cm.exception.message)
+        self.assertIn("node 'n1'", cm.exception.message)
+        self.assertFalse(os.path.exists(path))
+        # the method alone, on whatever value, is off the list too
+        r = self.chain([("call_method", "tofile", ["prev", path])])
+        with self.assertRaises(magi_aot.MagiError) as cm:
+            r.graph_module()
+        self.assertIn("call_method 'tofile'", cm.exception.message)
+        # a bound method fetched by getattr and handed to a function that
+        # calls its argument (functools.reduce(f, [a], b) is f(b, a))
+        r = self.chain([("call_function", "builtins.getattr", ["prev", "add_"]),
+                        ("call_function", "functools.reduce", ["prev", [1], 2])])
+        with self.assertRaises(magi_aot.MagiError) as cm:
+            r.graph_module()
+        self.assertIn("builtins.getattr of 'add_'", cm.exception.message)
+        for op, target in [("call_method", "apply_"), ("call_method", "register_hook"),
+                           ("call_method", "untyped_storage"), ("call_method", "format"),
+                           ("call_function", "torch.Tensor.numpy"),
+                           ("call_function", "torch._C.TensorBase.apply_")]:
+            with self.subTest(target):
+                with self.assertRaises(magi_aot.MagiError):
+                    self.chain([(op, target, ["prev"])]).graph_module()
+        self.assertFalse(os.path.exists(path))
+
     def test_the_list_still_rebuilds_what_graphs_hold(self):
         import torch
         for target, args in [("operator.mul", [{"node": "x"}, 2]),
@@ -306,7 +371,8 @@ class LoaderAllowList(unittest.TestCase):
                              ("torch._VariableFunctionsClass.rsqrt", [{"node": "x"}]),
                              ("torch.ops.aten.relu.default", [{"node": "x"}]),
                              ("torch._C.TensorBase.add", [{"node": "x"}, 1]),
-                             ("builtins.getattr", [{"node": "x"}, "shape"])]:
+                             ("builtins.getattr", [{"node": "x"}, "shape"]),
+                             ("builtins.getattr", [{"node": "x"}, "dtype"])]:
             with self.subTest(target):
                 self.region(target, args).graph_module()
         gm = self.region("__add__", [{"node": "x"}, 1], op="call_method").graph_module()

@@ -620,6 +620,37 @@ class Trust(_StoredCode):
         rep, loads, _ = self.bind(cache, trust_compiled=False)
         self.assertEqual((rep["served"], len(loads)), ("compiled", 0))
 
+    def test_no_file_a_stranger_names_is_read_before_trust(self):
+        """Hashing the traced files of an untrusted header would let its
+        writer learn whether a file of this user's holds what they
+        guessed (by whether the process re-traces): trust comes first."""
+        from unittest import mock
+        real = compiled.file_checksums
+        for shared in (True, False):
+            with self.subTest(shared=shared):
+                cache = os.path.join(self.tmp, "shared" if shared else "own")
+                self.store(cache, shared=shared)
+                hashed, chosen = [], []
+                real_choose = compiled.choose
+
+                def spy(recorded):
+                    hashed.append(sorted(recorded))
+                    return real(recorded)
+
+                def count(*a, **k):
+                    chosen.append(1)
+                    return real_choose(*a, **k)
+                with mock.patch("magi_aot.compile.code.file_checksums", spy), \
+                        mock.patch("magi_aot.compile.code.choose", count):
+                    rep, loads, compiles = self.bind(cache)
+                self.assertEqual(len(chosen), 1, "the stored code chosen more than once")
+                if shared:
+                    self.assertEqual(hashed, [], "files named by an untrusted header were read")
+                    self.assertEqual(rep["served"], "compiled")
+                else:
+                    self.assertEqual(len(hashed), 1)
+                    self.assertEqual(rep["served"], "stored")
+
     def test_entry_others_can_write_is_not_loaded(self):
         cache = os.path.join(self.tmp, "own")
         key = self.store(cache)
@@ -643,6 +674,89 @@ class Trust(_StoredCode):
         cg.assert_called_once()
         self.assertEqual(rep["served"], "compiled")
         self.assertIn("stored code not loaded", rep["reason"])
+
+
+@unittest.skipUnless(HAVE_TORCH, TORCH_REASON)
+class ForgedIndex(_StoredCode):
+    """The model's index is data from the cache: a member of a
+    group-shared cache who rewrites it cannot make the warm start call a
+    class of their choosing (the return value names classes)."""
+
+    def forge(self, cache, tree):
+        from magi_aot.cache import _Cache, index_key, read_index
+        idx = read_index(cache, "trust")
+        idx["regions"][0]["outputs"] = tree
+        with _Cache(cache) as c:
+            c.put(index_key("trust"), json.dumps(idx).encode(), replace=True)
+
+    def test_popen_as_a_namedtuple_never_runs(self):
+        marker = os.path.join(self.tmp, "pwned")
+        popen = {"t": "namedtuple", "type": "subprocess.Popen",
+                 "items": [{"t": "const", "v": ["sh", "-c", "touch " + marker]}]}
+        for shared in (True, False):
+            with self.subTest(shared=shared):
+                cache = os.path.join(self.tmp, "shared" if shared else "own")
+                self.store(cache, shared=shared)
+                self.forge(cache, popen)
+                rep, loads, compiles = self.bind(cache)
+                self.assertFalse(os.path.exists(marker), "the index ran a command")
+                self.assertIn("subprocess.Popen is not a namedtuple", rep["reason"])
+                self.assertEqual((loads, compiles), ([], []))
+
+    def test_objects_of_other_packages_only_from_ones_own_index(self):
+        # a plain class from outside the model's package (here: of the
+        # standard library), rebuilt with object.__new__
+        tree = {"t": "object", "type": "argparse.Namespace", "keys": [], "items": []}
+        cache = os.path.join(self.tmp, "shared")
+        self.store(cache, shared=True)
+        self.forge(cache, tree)
+        rep, loads, compiles = self.bind(cache)
+        self.assertIn("not from the model's package", rep["reason"])
+        self.assertEqual(compiles, [])
+        # trusting the cache, or one's own cache: the same tree binds
+        rep, loads, compiles = self.bind(cache, trust_compiled=True)
+        self.assertEqual(rep["served"], "stored", rep)
+        cache = os.path.join(self.tmp, "own")
+        self.store(cache)
+        self.forge(cache, tree)
+        rep, _, _ = self.bind(cache)
+        self.assertEqual(rep["served"], "stored", rep)
+
+    def test_what_a_tree_may_name(self):
+        import collections
+        import subprocess
+        import torch
+        from magi_aot.compile.warm import OutputTree
+        out = [torch.ones(1)]
+
+        def refused(tree, words):
+            with self.assertRaises(MagiError) as cm:
+                OutputTree(tree)
+            self.assertIn(words, cm.exception.message)
+        refused({"t": "namedtuple", "type": "subprocess.Popen", "items": []}, "not a namedtuple")
+        refused({"t": "object", "type": "subprocess.Popen", "keys": [], "items": []},
+                "has a __del__")
+        refused({"t": "node", "type": "subprocess.Popen", "context": None, "items": []},
+                "not a registered pytree node")
+        refused({"t": "dtype", "v": "load"}, "not a torch dtype")
+        refused({"t": "list", "items": [{"t": "eval", "v": "1"}]}, "unknown tree node")
+        self.assertTrue(subprocess)  # imported: the refusals are not "not imported"
+        # a real namedtuple is rebuilt without calling the class
+        calls = []
+
+        class P(collections.namedtuple("P", "a b")):
+            __slots__ = ()
+
+            def __new__(cls, *a):
+                calls.append(a)
+                return super().__new__(cls, *a)
+        globals()["P"] = P
+        P.__module__, P.__qualname__ = __name__, "P"
+        got = OutputTree({"t": "namedtuple", "type": __name__ + ".P",
+                          "items": [{"t": "out", "i": 0}, {"t": "const", "v": 3}]}).build(
+            out, (), {})
+        self.assertIsInstance(got, P)
+        self.assertEqual((got.a, got.b, calls), (out[0], 3, []))
 
 
 _DIRECT_OK = json.dumps({"version": 1, "eligible": True, "why": None,

@@ -978,10 +978,14 @@ def transport_used(region):
     return region.transport if rewritten(region) else "as_saved"
 
 
-def choose(region, payloads, transport_used):
+def choose(region, payloads, transport_used, check_sources=True):
     """Pick the stored variant matching the running key. Returns
     (header, blobs, reason): header None when nothing matches, reason says
-    which key field or source file differed."""
+    which key field or source file differed. check_sources: compare the
+    traced files' digests with the files now; False for payloads that will
+    not be loaded (untrusted: hashing the files a stranger's header names
+    would tell them, by what this process does next, whether a file of
+    this user's holds what they guessed)."""
     from ..region import fingerprint as fp_of
     fp = fp_of(region.doc) if rewritten(region) else region.fingerprint
     device = region_device(region.doc)
@@ -994,7 +998,7 @@ def choose(region, payloads, transport_used):
         if diff:
             reasons.append("; ".join("key '%s' differs: stored %r, running %r" % d for d in diff))
             continue
-        changed = changed_files(header.get("traced_files") or {})
+        changed = changed_files(header.get("traced_files") or {}) if check_sources else None
         if changed:
             return None, None, "source changed since the code was stored: %s" % ", ".join(changed)
         return header, blobs, None
@@ -1011,8 +1015,15 @@ def trust_opted_in(trust_compiled=None):
     return os.environ.get(TRUST_ENV, "") == "1"
 
 
+def will_load(untrusted, trust_compiled=None):
+    """Whether payloads of this origin may be loaded: only this user can
+    have written them, or the caller opted in (trust_opted_in)."""
+    return not untrusted or trust_opted_in(trust_compiled)
+
+
 def load_region_code(region, payloads, *, transport_used="as_saved", allow_compile=True,
-                     untrusted=UNKNOWN_ORIGIN, trust_compiled=None, allow_targets=()):
+                     untrusted=UNKNOWN_ORIGIN, trust_compiled=None, allow_targets=(),
+                     chosen=None):
     """A runnable callable for a loaded region plus a report.
 
     region          magi_aot.Region (as rewritten at load)
@@ -1026,6 +1037,8 @@ def load_region_code(region, payloads, *, transport_used="as_saved", allow_compi
                     (or MAGI_AOT_TRUST_COMPILED=1): the region is compiled
                     from its graph instead and the reason says why
     allow_targets   opt-ins past the loader's allow-list of graph targets
+    chosen          choose()'s verdict when the caller already has it (with
+                    check_sources=will_load(untrusted, trust_compiled))
     Returns (callable, report); report = {"served": "stored" | "compiled",
     "reason": None | why the stored code was not used, "code_path":
     "direct" | "standalone" | None (how stored code was loaded),
@@ -1035,13 +1048,16 @@ def load_region_code(region, payloads, *, transport_used="as_saved", allow_compi
     user, "timings": {...}}."""
     t0 = time.perf_counter()
     timings = {}
-    header, blobs, reason = choose(region, payloads, transport_used)
+    if chosen is None:
+        chosen = choose(region, payloads, transport_used,
+                        check_sources=will_load(untrusted, trust_compiled))
+    header, blobs, reason = chosen
     report = {"served": None, "reason": reason, "stale_sources": [], "timings": timings,
               "header": header, "untrusted": untrusted, "code_path": None,
               "code_path_reason": None}
     if reason and reason.startswith("source changed"):
         report["stale_sources"] = reason.split(": ", 1)[1].split(", ")
-    if header is not None and untrusted and not trust_opted_in(trust_compiled):
+    if header is not None and not will_load(untrusted, trust_compiled):
         reason = ("stored code not loaded: %s; compiled code runs as this user, so it is loaded "
                   "only from a cache only this user can write (trust_compiled=True or %s=1 "
                   "loads it anyway)" % (untrusted, TRUST_ENV))

@@ -237,8 +237,7 @@ def encode_output(ret, outputs, args, kwargs):
             return {"t": "namedtuple", "type": _type_name(cls),
                     "items": [enc(x, "%s.%s" % (path, f), depth + 1)
                               for f, x in zip(cls._fields, v)]}
-        if cls.__new__ is object.__new__ and hasattr(v, "__dict__") and \
-                not any(getattr(k, "__slots__", ()) for k in cls.__mro__):
+        if hasattr(v, "__dict__") and _plain_object_problem(cls, None) is None:
             attrs = vars(v)
             return {"t": "object", "type": _type_name(cls), "keys": list(attrs),
                     "items": [enc(x, "%s.%s" % (path, k), depth + 1) for k, x in attrs.items()]}
@@ -268,18 +267,98 @@ def _resolve_type(name, what):
     return obj
 
 
-class OutputTree:
-    """Rebuilds the recorded return value from the region's outputs."""
+def _is_namedtuple(cls):
+    """A class collections.namedtuple (or typing.NamedTuple) made: a tuple
+    whose fields are names and which adds no __new__ of its own past the
+    generated one (checked by what the generator sets)."""
+    if not (isinstance(cls, type) and issubclass(cls, tuple)):
+        return False
+    fields = getattr(cls, "_fields", None)
+    return (isinstance(fields, tuple) and all(isinstance(f, str) for f in fields)
+            and isinstance(getattr(cls, "_field_defaults", None), dict)
+            and callable(getattr(cls, "_make", None)))
 
-    def __init__(self, tree):
+
+def _plain_object_problem(cls, home):
+    """None when an "object" node may rebuild an instance of cls without
+    running any of its code: object.__new__, no __slots__, no __del__ (run
+    when the rebuilt value is dropped), and, when `home` is given (the
+    index is not known to be this user's), defined in one of the `home`
+    top-level packages (the model's own); else why not."""
+    if cls.__new__ is not object.__new__:
+        return "it has its own __new__"
+    if any(getattr(k, "__slots__", ()) for k in cls.__mro__):
+        return "it has __slots__"
+    if any("__del__" in vars(k) for k in cls.__mro__):
+        return "it has a __del__"
+    if home is not None and cls.__module__.split(".")[0] not in home:
+        return ("the cache's index is not known to be this user's own, and the class is not "
+                "from the model's package (%s)" % ", ".join(sorted(home)))
+    return None
+
+
+class TreeRefused(MagiError):
+    """A recorded return value that names something OutputTree does not
+    rebuild (MAGI_ERR_UNSUPPORTED): the index holding it is not used."""
+
+
+class OutputTree:
+    """Rebuilds the recorded return value from the region's outputs.
+
+    The tree is data read from a cache's index; nothing it names is
+    called. Every class it names is resolved and checked once, here: a
+    "namedtuple" node must name a real namedtuple (rebuilt with
+    tuple.__new__, not by calling the class), a "node" a registered pytree
+    node, an "object" a plain class (see _plain_object_problem), a "dtype"
+    a torch dtype. home: None when the index is this user's own, else the
+    top-level packages an "object" node's class may come from (the
+    model's). Raises MagiError MAGI_ERR_UNSUPPORTED naming the path of
+    the node refused."""
+
+    def __init__(self, tree, home=None):
         self.tree = tree
         self._types = {}
+        try:
+            self._check(tree, "output", home, 0)
+        except MagiError as e:
+            raise TreeRefused(e.code, e.message, e.func) from None
 
     def _type(self, name, what):
         t = self._types.get(name)
         if t is None:
             t = self._types[name] = _resolve_type(name, what)
         return t
+
+    def _check(self, n, path, home, depth):
+        import torch
+        if depth > MAX_TREE_DEPTH or not isinstance(n, dict):
+            raise _err(-13, "return value %s: not a tree node" % path)
+        t = n.get("t")
+        if t in ("out", "arg", "kwarg", "const", "device", "ref"):
+            return
+        if t == "dtype":
+            if not isinstance(getattr(torch, str(n.get("v")), None), torch.dtype):
+                raise _err(-13, "return value %s: %r is not a torch dtype" % (path, n.get("v")))
+            return
+        name = n.get("type")
+        if t == "namedtuple":
+            if not _is_namedtuple(self._type(name, "namedtuple")):
+                raise _err(-13, "return value %s: %s is not a namedtuple" % (path, name))
+        elif t == "node":
+            if _pytree_node(self._type(name, "pytree node")) is None:
+                raise _err(-13, "return value %s: %s is not a registered pytree node"
+                           % (path, name))
+        elif t == "object":
+            why = _plain_object_problem(self._type(name, "object"), home)
+            if why:
+                raise _err(-13, "return value %s: %s is not rebuilt: %s" % (path, name, why))
+        elif t not in ("list", "tuple", "dict"):
+            raise _err(-13, "return value %s: unknown tree node %r" % (path, t))
+        items = n.get("items")
+        if not isinstance(items, list):
+            raise _err(-13, "return value %s: no items" % path)
+        for i, x in enumerate(items):
+            self._check(x, "%s.<%d>" % (path, i), home, depth + 1)
 
     def build(self, outputs, args, kwargs):
         import torch
@@ -308,22 +387,16 @@ class OutputTree:
                 v = (items if t == "list" else tuple(items) if t == "tuple"
                      else dict(zip(n["keys"], items)))
             elif t == "node":
-                cls = self._type(n["type"], "pytree node")
-                node = _pytree_node(cls)
-                if node is None:
-                    raise _err(-14, "return value: %s is not a registered pytree node" % n["type"])
+                node = _pytree_node(self._type(n["type"], "pytree node"))
                 v = node.unflatten_fn([dec(x) for x in n["items"]], n["context"])
             elif t == "namedtuple":
-                v = self._type(n["type"], "namedtuple")(*[dec(x) for x in n["items"]])
-            elif t == "object":
-                cls = self._type(n["type"], "object")
-                if cls.__new__ is not object.__new__:
-                    raise _err(-13, "return value: %s has its own __new__" % n["type"])
-                v = object.__new__(cls)
+                # tuple.__new__: the class's own code is not run
+                v = tuple.__new__(self._type(n["type"], "namedtuple"),
+                                  [dec(x) for x in n["items"]])
+            else:  # "object", checked plain in __init__
+                v = object.__new__(self._type(n["type"], "object"))
                 made[slot] = v
                 v.__dict__.update(zip(n["keys"], [dec(x) for x in n["items"]]))
-            else:
-                raise _err(-4, "return value: unknown tree node %r" % (t,))
             made[slot] = v
             return v
         return dec(self.tree)
@@ -424,7 +497,11 @@ class BoundForward:
         return args if root == self._ARGS else kwargs
 
     # -- binding
-    def _bind(self, region, ent):
+    def _bind(self, region, ent, home=None):
+        """Bind the region's placeholders to the model and the call by the
+        index entry's sources. home: None when the index is this user's
+        own, else the packages its return value may name classes of
+        (OutputTree)."""
         sources = ent["sources"]
         phs = region.placeholders
         if len(sources) != len(phs):
@@ -454,7 +531,7 @@ class BoundForward:
                            "its forward %s" % (text, root, list(self._sig.parameters)))
         self._plan = plan
         self._entry = ent
-        self._tree = OutputTree(ent["outputs"]) if ent.get("outputs") else None
+        self._tree = OutputTree(ent["outputs"], home) if ent.get("outputs") else None
         self._guards = []
         for g in ent.get("guards") or ():
             root, steps = parse_source(g["source"])
@@ -593,13 +670,20 @@ class BoundForward:
         """None once loaded, else why the model must be traced. own_code:
         {key: payload} this process has just compiled and stored (a
         payload read back equal to one of them is this process's own)."""
-        from ..cache import cache_get_entry, read_index
+        from ..cache import cache_get_entry, read_index_entry
         from .code import load_region_code, transport_used
         from .._lib import read_opaque_sections
         from ..region import load_bytes
-        idx = read_index(self.cache_dir, self.model_tag)
+        idx, index_untrusted = read_index_entry(self.cache_dir, self.model_tag)
         if idx is None:
             return "no region stored for model '%s'" % self.model_tag
+        # the index is data from a cache others may write: what its return
+        # value may rebuild is narrowed unless only this user can have
+        # written it (or the caller trusts the cache)
+        from .code import trust_opted_in
+        home = None
+        if index_untrusted and not trust_opted_in(self.trust_compiled):
+            home = {type(self.model).__module__.split(".")[0]}
         if idx.get("split") is not None:
             return self._from_split_record(idx["split"])
         if self.submodules not in (None, False):
@@ -623,17 +707,24 @@ class BoundForward:
             payloads, untrusted = [mine], None   # the bytes this process compiled
         used = transport_used(region)
         load_s = time.perf_counter() - t
-        from .code import choose
-        _, _, why = choose(region, payloads, used)
+        from .code import choose, will_load
+        # trust is decided before any file a payload names is opened
+        chosen = choose(region, payloads, used,
+                        check_sources=will_load(untrusted, self.trust_compiled))
+        why = chosen[2]
         if why and why.startswith("source changed"):
             return why
-        self._bind(region, ent)  # a missing/mismatched tensor fails before loading
+        try:
+            self._bind(region, ent, home)  # a missing/mismatched tensor fails before loading
+        except TreeRefused as e:
+            return "the index of model '%s' is not used: %s" % (self.model_tag, e.message)
         from .code import region_device, use_triton_cache
         if region_device(region.doc) == "cuda":
             use_triton_cache(self.cache_dir)
         fn, rep = self._load_code(ent["key"], lambda: load_region_code(
             region, payloads, transport_used=used, untrusted=untrusted,
-            trust_compiled=self.trust_compiled, allow_targets=self.allow_targets))
+            trust_compiled=self.trust_compiled, allow_targets=self.allow_targets,
+            chosen=chosen))
         rep["timings"]["artifact_load_s"] = load_s
         self.region, self.fn = region, fn
         self.report.update(rep)

@@ -204,15 +204,16 @@ def graph_module(region, *, symbol_values=None, allow_targets=()):
                     raise _unsupported(n, "target %s cannot be resolved: %s" % (n["target"], e))
                 if fn is getattr and not everything:
                     name = args[1] if len(args) > 1 else None
-                    if not isinstance(name, str) or name.startswith("_"):
+                    if not _targets.attribute_allowed(name):
                         raise _unsupported(n, "target refused: builtins.getattr of %r: only a public "
-                                           "attribute named by a constant (allow_targets=['*'] "
-                                           "allows any)" % (name,))
+                                           "data attribute of a tensor or value type, named by a "
+                                           "constant (allow_targets=['*'] allows any)" % (name,))
                 node = g.create_node("call_function", fn, args, kwargs, name=n["name"])
             elif op == "call_method":
                 if not everything and not _targets.method_allowed(n["target"]):
-                    raise _unsupported(n, "target refused: call_method %r: only public methods and "
-                                       "operator dunders (allow_targets=['*'] allows any)"
+                    raise _unsupported(n, "target refused: call_method %r: only the public methods "
+                                       "and operator dunders of tensors and value types "
+                                       "(allow_targets=['*'] allows any)"
                                        % (n["target"],))
                 node = g.create_node("call_method", n["target"], args, kwargs, name=n["name"])
             elif op == "get_attr" and n.get("target") in subs:

@@ -62,7 +62,7 @@ import os
 import sys
 
 __all__ = ["name_of", "resolve", "resolve_allowed", "allowed", "allows_everything", "module_of_file", "ALIAS_MODULES",
-           "TargetRefused", "ALLOW_ENV", "method_allowed"]
+           "TargetRefused", "ALLOW_ENV", "method_allowed", "attribute_allowed"]
 
 # Searched by identity, after the object's own module, for a public alias.
 ALIAS_MODULES = ("torch", "torch.nn.functional", "torch.functional", "torch._C",
@@ -311,12 +311,81 @@ def _operator_dunders():
 _DUNDERS = _operator_dunders()
 
 
+# Tensor methods that lead out of torch's values (a numpy array, a
+# storage: their methods write files) or call a Python callable they are
+# given; and str's formatting, which reads attributes of its arguments.
+_METHODS_DENIED = frozenset({
+    "numpy", "__array__", "__array_wrap__", "__dlpack__", "storage", "untyped_storage",
+    "share_memory_", "apply_", "map_", "map2_", "register_hook",
+    "register_post_accumulate_grad_hook", "format", "format_map"})
+# The types a graph's values have: what call_method and getattr may act on.
+_VALUE_TYPES = ("int", "float", "bool", "complex", "str", "bytes", "tuple", "list", "dict",
+                "set", "frozenset", "slice", "range")
+
+
+def _value_types():
+    import builtins
+    import torch
+    return ((torch.Tensor, torch.Size, torch.dtype, torch.device)
+            + tuple(getattr(builtins, n) for n in _VALUE_TYPES))
+
+
+def _public(name):
+    return not name.startswith("_") or name in _DUNDERS
+
+
+def _member_names(callables):
+    """Public names (and operator dunders) of the value types' members:
+    their methods when callables, else their data attributes."""
+    import inspect
+    names = set()
+    for t in _value_types():
+        for n in dir(t):
+            if not _public(n) or n in _METHODS_DENIED:
+                continue
+            try:
+                v = inspect.getattr_static(t, n)
+            except AttributeError:
+                continue
+            # a getset descriptor or property is data; a method descriptor,
+            # function or builtin is a method
+            is_data = isinstance(v, property) or inspect.isgetsetdescriptor(v) or \
+                inspect.ismemberdescriptor(v) or not callable(v)
+            if is_data != callables:
+                names.add(n)
+    return frozenset(names)
+
+
+_MEMBERS = {}
+
+
+def _members(callables):
+    got = _MEMBERS.get(callables)
+    if got is None:
+        got = _MEMBERS[callables] = _member_names(callables)
+    return got
+
+
 def method_allowed(name):
     """Whether a call_method target (a method looked up on a value at run
-    time) is allowed: a public name, or an operator's dunder (__add__,
-    __getitem__, ...); never __class__, __globals__, __reduce_ex__, ...,
-    the steps from a tensor to arbitrary code."""
-    return isinstance(name, str) and bool(name) and (not name.startswith("_") or name in _DUNDERS)
+    time) is allowed: a public method (or operator dunder) of the types a
+    graph's values have (torch.Tensor, torch.Size, torch.dtype,
+    torch.device and the builtin value types), the same list as the
+    torch.Tensor.NAME targets, less the methods that step out of torch's
+    values or call a callable (numpy, untyped_storage, apply_,
+    register_hook, str.format, ...). A value of another type (an array
+    from numpy()) therefore has no method a graph may call: never
+    ndarray.tofile, __class__, __globals__, __reduce_ex__."""
+    return isinstance(name, str) and bool(name) and name in _members(True)
+
+
+def attribute_allowed(name):
+    """Whether builtins.getattr(value, name) is allowed: a public data
+    attribute (a property, never a method) of the types a graph's values
+    have, so a graph cannot fetch a bound method and hand it to a function
+    that calls its arguments (functools.reduce, map, sorted's key)."""
+    return (isinstance(name, str) and bool(name) and name in _members(False)
+            and name not in _members(True))   # a method on another of the types
 
 
 def _opt_ins(allow):
@@ -368,11 +437,12 @@ def allowed(text, obj, opts=()):
     if mod == "builtins":
         return None if name in _BUILTINS else "builtins.%s is not on the list" % name
     if len(parts) == 3 and parts[0] == "builtins" and parts[1] in _BUILTIN_TYPES:
-        return None if method_allowed(name) else "method %s is not public" % name
+        return None if method_allowed(name) else "method %s is not on the list" % name
     if text in TORCH_NAMES:
         return None
     if mod in _TENSOR_OWNERS:
-        return None if method_allowed(name) else "tensor method %s is not public" % name
+        return None if method_allowed(name) or attribute_allowed(name) else \
+            "tensor method %s is not on the list" % name
     if mod == "torch":
         import torch
         if getattr(torch._C._VariableFunctions, name, None) is obj:
