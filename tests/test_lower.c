@@ -383,7 +383,51 @@ static void test_plan_mismatch_names_the_weight(void) {
     free(text);
 }
 
-MT_MAIN(MT_CASE(test_lowered_sequences_cast_pad_kept), MT_CASE(test_plan_mismatch_names_the_weight), MT_CASE(test_closure_form), MT_CASE(test_torchtitan_region), MT_CASE(test_cast_and_pad_at_bind),
+/* A to_local named with 600 bytes: the new nodes' names (cast, pad,
+ * gather, wait with keep_cast_pad) are each unique, and the lowered region
+ * writes and reads back. */
+static void test_long_names_stay_unique(void) {
+    char *text = fixture();
+    magi_region *r = NULL;
+    MT_OK(magi_json_read(&r, text, strlen(text), NULL));
+    int64_t t = magi_region_find_node(r, "to_local");
+    MT_REQUIRE(t >= 0, "no to_local");
+    char longname[601];
+    memset(longname, 'n', 600);
+    longname[600] = 0;
+    r->nodes[t].name = magi_arena_strdup(r->arena, longname);
+    char *renamed = NULL;
+    size_t len = 0;
+    MT_OK(magi_json_write(&renamed, &len, r, 0));
+    g_keep_cast_pad = 1;
+    for (uint32_t rank = 0; rank < 2; rank++) {
+        magi_loader *ld = load_rank(renamed, rank, 2, MAGI_LOAD_TRANSPORT_COPY_ENGINE, NULL, 0, NULL);
+        const magi_region *lr = magi_loader_region(ld, 0);
+        uint32_t derived = 0;
+        for (uint32_t i = 0; i < lr->n_nodes; i++) {
+            derived += strncmp(lr->nodes[i].name, longname, 600) == 0;
+            for (uint32_t j = 0; j < i; j++)
+                MT_CHECK(strcmp(lr->nodes[i].name, lr->nodes[j].name) != 0, "rank %u: nodes %u and %u are both '%.40s...'",
+                         rank, j, i, lr->nodes[i].name);
+        }
+        MT_CHECK(derived >= 5, "rank %u: %u nodes named after the to_local", rank, derived);
+        char *out = NULL;
+        size_t olen = 0;
+        magi_region *back = NULL;
+        MT_OK(magi_json_write(&out, &olen, lr, 0));
+        MT_OK(magi_json_read(&back, out, olen, NULL));
+        MT_CHECK(back->n_nodes == lr->n_nodes, "read back %u of %u nodes", back->n_nodes, lr->n_nodes);
+        magi_region_free(back);
+        magi_free(out);
+        magi_loader_free(ld);
+    }
+    g_keep_cast_pad = 0;
+    magi_free(renamed);
+    magi_region_free(r);
+    free(text);
+}
+
+MT_MAIN(MT_CASE(test_long_names_stay_unique), MT_CASE(test_lowered_sequences_cast_pad_kept), MT_CASE(test_plan_mismatch_names_the_weight), MT_CASE(test_closure_form), MT_CASE(test_torchtitan_region), MT_CASE(test_cast_and_pad_at_bind),
         MT_CASE(test_revision_1_options_accepted), MT_CASE(test_uneven_same_plan_every_rank),
         MT_CASE(test_no_rank_world_keeps_with_reason), MT_CASE(test_mesh_group_mismatch_named),
         MT_CASE(test_readers_check_placements_and_specs), MT_CASE(test_artifact_round_trip))

@@ -148,9 +148,33 @@ int run_region(const OpsApi &api, uint32_t rank, const char *region, const char 
         uint8_t *p = static_cast<uint8_t *>(weights[i].data_ptr());
         for (uint64_t k = 0; k < s.nbytes; k++) p[k] = shard_byte(rank, i, k);
         EXPECT(magi_symm_bind(b, i, p, s.nbytes, nullptr) == MAGI_OK, "%s", magi_last_error());
-        EXPECT(api.rt_bind(ops, i, p, win[s.window].dtype, s.ndim, s.shape, weights[i].strides().data(), err,
-                           sizeof err) == MAGI_OK,
+        EXPECT(api.rt_bind(ops, i, p, win[s.window].dtype, s.ndim, s.shape, weights[i].strides().data(),
+                           weights[i]._version(), err, sizeof err) == MAGI_OK,
                "%s", err);
+    }
+    // The slot's bytes in another dtype (a uint8 tensor of a float slot's
+    // bytes) or another shape are refused at bind: the gather would size
+    // its output by them and write group_size x slot bytes into it.
+    for (uint32_t i = 0; i < ns; i++) {
+        const magi_symm_slot &s = slots[i];
+        if (types[i] == at::kByte) continue;
+        at::Tensor raw = at::empty({static_cast<int64_t>(s.nbytes)}, at::TensorOptions().dtype(at::kByte));
+        int64_t n = static_cast<int64_t>(s.nbytes), one = 1;
+        err[0] = 0;
+        int rc = api.rt_bind(ops, i, raw.data_ptr(), "uint8", 1, &n, &one, -1, err, sizeof err);
+        EXPECT(rc == MAGI_ERR_MISMATCH && std::strstr(err, s.weight) && std::strstr(err, "torch.uint8"),
+               "slot %u bound as uint8: rc %d '%s'", i, rc, err);
+        at::Tensor flat = weights[i].reshape({-1});
+        err[0] = 0;
+        rc = api.rt_bind(ops, i, flat.data_ptr(), win[s.window].dtype, 1, flat.sizes().data(),
+                         flat.strides().data(), -1, err, sizeof err);
+        EXPECT(s.ndim == 1 || (rc == MAGI_ERR_MISMATCH && std::strstr(err, s.weight)),
+               "slot %u bound flattened: rc %d '%s'", i, rc, err);
+        if (s.ndim != 1) {
+            // the refusal left the registered tensor as it was
+            EXPECT(api.bound_count() == ns, "a refused bind changed the registry");
+        }
+        break;
     }
     EXPECT(api.bound_count() == ns, "%llu tensors registered", static_cast<unsigned long long>(api.bound_count()));
     EXPECT(magi_symm_backend_barrier(b, nullptr) == MAGI_OK, "%s", magi_last_error());
@@ -255,6 +279,39 @@ int run_region(const OpsApi &api, uint32_t rank, const char *region, const char 
                     g[k].name, g[k].n_slots, us[us.size() / 2], timed);
         calls += timed;
         outputs += timed * g[k].n_slots;
+    }
+
+    // A bound weight changed in place after its bytes were copied into the
+    // slot (load_state_dict, mul_): the gather would serve the old bytes,
+    // so it is refused naming the weight; binding it again serves the new.
+    {
+        uint32_t i = 0;
+        const magi_symm_slot &s = slots[i];
+        uint32_t w = s.window;
+        // every rank done reading the peers' windows before any binds again
+        EXPECT(magi_symm_backend_barrier(b, nullptr) == MAGI_OK, "%s", magi_last_error());
+        weights[i].copy_(weights[i].clone());  // the same bits, a new version (as load_state_dict)
+        auto call = [&]() {
+            torch::jit::Stack st{c10::IValue(weights[i]), c10::IValue(static_cast<int64_t>(win[w].group_size)),
+                                 c10::IValue(std::string(win[w].group))};
+            try {
+                single->callBoxed(&st);
+            } catch (const c10::Error &e) {
+                return std::string(e.what_without_backtrace());
+            }
+            return std::string();
+        };
+        std::string what = call();
+        EXPECT(what.find("changed in place") != std::string::npos && what.find(s.weight) != std::string::npos,
+               "a gather of a weight changed after bind: '%s'", what.c_str());
+        EXPECT(magi_symm_bind(b, i, weights[i].data_ptr(), s.nbytes, nullptr) == MAGI_OK, "%s", magi_last_error());
+        EXPECT(api.rt_bind(ops, i, weights[i].data_ptr(), win[w].dtype, s.ndim, s.shape, weights[i].strides().data(),
+                           weights[i]._version(), err, sizeof err) == MAGI_OK, "%s", err);
+        EXPECT(magi_symm_backend_barrier(b, nullptr) == MAGI_OK, "%s", magi_last_error());
+        what = call();
+        EXPECT(what.empty(), "the gather after binding again: '%s'", what.c_str());
+        calls++;
+        outputs++;
     }
 
     // An unbound tensor is refused.

@@ -173,6 +173,94 @@ class RuntimeThreads(_ThreadRanks, unittest.TestCase):
         self.assertEqual(self.ops.bound_count(), 0)
         self._assert_no_rendezvous_left()
 
+    def test_a_weight_changed_after_bind_is_refused_until_bound_again(self):
+        """Copy mode keeps the bytes copied at bind: a gather of a weight
+        changed in place since (mul_, load_state_dict) would serve the old
+        weight, so it is refused naming it; binding again serves the new."""
+        torch = self.torch
+        store = self._store()
+        name = "L_self_parameters_wq_"
+
+        def rank(r):
+            rt = self._rt(r, store)
+            sh = self._shards(rt, r)
+            bound = rt.bind(sh)
+            rt.ready()
+            wq = bound[name]
+            first = torch.ops.magi.symm_all_gather(wq, 4, "0")
+            orig = wq.clone()
+            rt.ready()            # every rank done reading before any changes its weight
+            with torch.no_grad():
+                wq.mul_(2)
+            errs = []
+            for t in (wq, wq[:8]):       # the weight, and a view of it
+                try:
+                    torch.ops.magi.symm_all_gather(t, 4, "0")
+                except self.ops.OP_ERRORS as e:
+                    errs.append(self.ops.as_magi_error(e))
+            rt.bind({name: wq}, strict=False)
+            rt.ready()
+            second = torch.ops.magi.symm_all_gather(wq, 4, "0")
+            rt.ready()
+            rt.close()
+            return orig, first, errs, second
+
+        res = _threads(rank)
+        for r, v in res.items():
+            if isinstance(v, BaseException):
+                raise v
+        old = torch.cat([res[k][0] for k in range(WORLD)])
+        for r, (_, first, errs, second) in res.items():
+            with self.subTest(rank=r):
+                self.assertTrue(torch.equal(first, old))
+                self.assertEqual(len(errs), 2, errs)
+                for e in errs:
+                    self.assertEqual(e.status, "MAGI_ERR_MISMATCH")
+                    self.assertIn("weight '%s'" % name, e.message)
+                    self.assertIn("changed in place after it was bound", e.message)
+                self.assertTrue(torch.equal(second, old * 2))
+        self._assert_no_rendezvous_left()
+
+    def test_the_operators_bind_refuses_another_dtype_or_shape(self):
+        """magi_ops_runtime_bind (C++ runtimes bind through it): the slot's
+        bytes in another dtype or shape would make the gather write past
+        its output (a uint8 tensor of a bf16 slot's bytes: half the
+        elements, every member's bytes copied in)."""
+        torch = self.torch
+        if self.ops.IMPLEMENTATION != "c++":
+            self.skipTest("the Python kernels have no C API to bind through "
+                          "(test_python_runtime runs this with the C++ kernels)")
+        store = self._store()
+
+        def rank(r):
+            rt = self._rt(r, store)
+            bound = rt.bind(self._shards(rt, r))
+            wq = bound["L_self_parameters_wq_"]
+            slot = [s["weight"] for s in rt.slots].index("L_self_parameters_wq_")
+            errs = []
+            for t in (wq.view(torch.uint8), wq.view(torch.uint8).reshape(-1), wq.reshape(-1),
+                      wq.view(torch.float16)):
+                try:
+                    self.ops.bind_tensor(rt._binder.ops_h, slot, t)
+                except self.magi.MagiError as e:
+                    errs.append(e)
+            rt.ready()
+            out = torch.ops.magi.symm_all_gather(wq, 4, "0")
+            rt.ready()
+            rt.close()
+            return errs, out.dtype, tuple(out.shape)
+
+        res = _threads(rank)
+        for r, v in res.items():
+            self.assertNotIsInstance(v, BaseException, repr(v))
+            errs, dtype, shape = v
+            self.assertEqual(len(errs), 4, errs)
+            for e in errs:
+                self.assertEqual(e.status, "MAGI_ERR_MISMATCH")
+                self.assertIn("weight 'L_self_parameters_wq_'", e.message)
+                self.assertIn("holds torch.bfloat16 [256, 1024]", e.message)
+            self.assertEqual((dtype, shape), (torch.bfloat16, (1024, 1024)))
+
     def test_a_rank_with_another_plan_fails_every_rank(self):
         store = self._store()
         t0 = time.monotonic()

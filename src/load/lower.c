@@ -5,6 +5,7 @@
 #include "load_internal.h"
 #include "magi_aot/lower.h"
 #include <jansson.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -238,19 +239,32 @@ static magi_status extra_without_spec(magi_arena *a, const char *extra, const ch
     return MAGI_OK;
 }
 
-static const char *fresh_name(magi_region *r, const char *base, const char *suffix) {
-    char buf[512];
-    snprintf(buf, sizeof buf, "%s%s", base, suffix);
-    for (int k = 1; magi_region_find_node(r, buf) >= 0 && k < 1000; k++)
-        snprintf(buf, sizeof buf, "%s%s_%d", base, suffix, k);
-    return magi_arena_strdup(r->arena, buf);
-}
-
 typedef struct builder {
     magi_region *r;
     magi_node *nodes;
     uint32_t n;
 } builder;
+
+static int name_taken(const builder *b, const char *name) {
+    if (magi_region_find_node(b->r, name) >= 0) return 1;
+    for (uint32_t i = 0; i < b->n; i++)
+        if (b->nodes[i].name && strcmp(b->nodes[i].name, name) == 0) return 1;
+    return 0;
+}
+
+/* base + suffix (+ "_K"), unique among the region's nodes and the nodes
+ * emitted so far, whatever the lengths (no fixed buffer: a long base must
+ * not make two new nodes one name); NULL when out of memory. At most
+ * n_nodes + b->n + 1 candidates are tried, so one is free. */
+static const char *fresh_name(builder *b, const char *base, const char *suffix) {
+    size_t cap = strlen(base) + strlen(suffix) + 24;
+    char *buf = magi_arena_alloc(b->r->arena, cap);
+    if (!buf) return NULL;
+    snprintf(buf, cap, "%s%s", base, suffix);
+    for (uint64_t k = 1; name_taken(b, buf); k++)
+        snprintf(buf, cap, "%s%s_%" PRIu64, base, suffix, k);
+    return buf;
+}
 
 static magi_node *emit(builder *b, const char *name, const char *target, magi_value *args, uint32_t nargs,
                        const magi_example *ex) {
@@ -286,7 +300,7 @@ static uint32_t emit_chain(builder *b, const plan_entry *e, uint32_t weight_new,
         magi_example *cx = tensor_like(a, gex, dtype, e->local_rows);
         if (!(av = vals(a, 1)) || !cx) return UINT32_MAX;
         v_node(&av[0], x);
-        magi_node *cn = emit(b, fresh_name(r, t->name, "__cast"), T_TO_COPY, av, 1, cx);
+        magi_node *cn = emit(b, fresh_name(b, t->name, "__cast"), T_TO_COPY, av, 1, cx);
         magi_value *kw = vals(a, 1);
         const char **keys = magi_arena_calloc(a, 1, sizeof(char *));
         if (!kw || !keys || !cn->name) return UINT32_MAX;
@@ -308,7 +322,7 @@ static uint32_t emit_chain(builder *b, const plan_entry *e, uint32_t weight_new,
         av[1].kind = MAGI_V_LIST;
         av[1].u.seq.items = pads;
         av[1].u.seq.n = 2 * nd;
-        if (!emit(b, fresh_name(r, t->name, "__pad"), T_PAD, av, 2, px)->name) return UINT32_MAX;
+        if (!emit(b, fresh_name(b, t->name, "__pad"), T_PAD, av, 2, px)->name) return UINT32_MAX;
         x = b->n - 1;
     }
     magi_example *gx = tensor_like(a, gex, dtype, e->world * e->chunk);
@@ -317,13 +331,13 @@ static uint32_t emit_chain(builder *b, const plan_entry *e, uint32_t weight_new,
     v_int(&av[1], e->world);
     av[2].kind = MAGI_V_STR;
     av[2].u.s = e->group;
-    magi_node *gn = emit(b, fresh_name(r, t->name, "__gather"), T_GATHER, av, 3, gx);
+    magi_node *gn = emit(b, fresh_name(b, t->name, "__gather"), T_GATHER, av, 3, gx);
     if (!gn->name) return UINT32_MAX;
     e->rec->gather = gn->name;
     uint32_t g = b->n - 1;
     if (!(av = vals(a, 1))) return UINT32_MAX;
     v_node(&av[0], g);
-    if (!emit(b, uneven ? fresh_name(r, t->name, "__wait") : t->name, T_WAIT, av, 1, gx)->name) return UINT32_MAX;
+    if (!emit(b, uneven ? fresh_name(b, t->name, "__wait") : t->name, T_WAIT, av, 1, gx)->name) return UINT32_MAX;
     if (uneven) {
         magi_example *sx = tensor_like(a, gex, dtype, e->rows);
         if (!(av = vals(a, 4)) || !sx) return UINT32_MAX;

@@ -78,12 +78,22 @@ MAGI_OPS_API int magi_ops_runtime_new(magi_ops_runtime **out, magi_symm_backend 
 /* Register a tensor bound to `slot` (its local shard, or a view of the
  * slot's window memory): `data` on the runtime's device, of dtype `dtype`
  * (torch's name: "bfloat16", "float32", ...), `ndim` sizes and strides (in
- * elements). Its bytes must be the slot's (contiguous, nbytes of the slot).
- * A tensor at the same address for the same group registered by another
- * open runtime is MAGI_ERR_MISMATCH; by this one, it is replaced. */
+ * elements). Its dtype and shape must be the slot's (the window's dtype,
+ * the slot's local shard shape) and it must be contiguous, else
+ * MAGI_ERR_MISMATCH naming the slot and its weight: the gather sizes its
+ * output from them. `version`: the tensor's data version when its bytes
+ * were copied into the slot (torch's `t._version`, the version counter);
+ * a later gather of the tensor at another version (changed in place:
+ * mul_, copy_, load_state_dict) is refused with MAGI_ERR_MISMATCH naming
+ * the weight, since the slot still holds the old bytes; bind again after
+ * changing it. -1 (or `data` being the slot's own window memory, alias
+ * mode) follows no version. A tensor at the same address for the same
+ * group registered by another open runtime is MAGI_ERR_MISMATCH; by this
+ * one, it is replaced. */
 MAGI_OPS_API int magi_ops_runtime_bind(magi_ops_runtime *rt, uint32_t slot, const void *data,
                                        const char *dtype, uint32_t ndim, const int64_t *shape,
-                                       const int64_t *strides, char *err, size_t err_len);
+                                       const int64_t *strides, int64_t version, char *err,
+                                       size_t err_len);
 
 /* Unregister every tensor of the runtime; later gathers of them are
  * refused (MAGI_ERR_NOT_FOUND). Waits for queued CUDA copies (they read

@@ -108,8 +108,28 @@ struct SlotInfo {
     uint32_t window;
     uint32_t group_size;
     std::string group;
+    std::string weight;        // the slot's weight (messages)
+    at::ScalarType dtype;      // the window's
     std::vector<int64_t> shape;
 };
+
+// torch's ScalarType of a dtype name ("bfloat16", "half"); Undefined when unknown.
+at::ScalarType scalar_type_named(const char *name) {
+    for (int i = 0; i < static_cast<int>(at::ScalarType::NumOptions); i++) {
+        auto s = static_cast<at::ScalarType>(i);
+        auto names = c10::getDtypeNames(s);
+        if (names.first == name || (!names.second.empty() && names.second == name)) return s;
+    }
+    return at::ScalarType::Undefined;
+}
+
+// The version of t's data that a bound entry records (torch's version
+// counter, bumped by every in-place change: mul_, copy_, load_state_dict);
+// -1 for an inference tensor, which has none.
+int64_t data_version(const at::Tensor &t) {
+    if (t.is_inference()) return -1;
+    return static_cast<int64_t>(t.unsafeGetTensorImpl()->version_counter().current_version());
+}
 
 struct VecHash {
     size_t operator()(const std::vector<uint32_t> &v) const noexcept {
@@ -261,7 +281,23 @@ struct Entry {
     uint64_t nbytes;
     at::ScalarType dtype;
     std::vector<int64_t> shape, strides;
+    int64_t version;  // of the tensor when its bytes were copied into the slot; -1: not followed
+                      // (the tensor is the slot's own memory, or an inference tensor)
 };
+
+// A copy-mode tensor changed in place after its bytes were copied into the
+// slot: the gather would serve the old bytes. Refused, naming the weight.
+void check_version(const Entry &e, const Runtime &rt, const at::Tensor &t) {
+    if (e.version < 0) return;
+    int64_t now = data_version(t);
+    if (now < 0 || now == e.version) return;
+    fail(MAGI_ERR_MISMATCH,
+         fmt("magi::symm_all_gather: weight '%s' (slot %u) was changed in place after it was bound (its "
+             "version is %" PRId64 ", bound at %" PRId64 "): the slot holds the bytes copied at bind, so the "
+             "gather would serve the old weight; bind it again on every rank (SymmRuntime.bind) after changing "
+             "it, or bind in alias mode (the parameter lives in the window)",
+             rt.slots[e.slot].weight.c_str(), e.slot, now, e.version));
+}
 
 // What an input resolved to: the slot, and for a view of a bound tensor
 // the view (element offset, shape, strides) every member applies.
@@ -338,6 +374,7 @@ class Registry {
                         Found &f = out[i];
                         f.rt = same_owner ? out[i - 1].rt : e.rt.lock();
                         if (f.rt && !f.rt->closed) {
+                            check_version(e, *f.rt, t);
                             f.slot = e.slot;
                             prev = &e;
                             continue;
@@ -374,6 +411,7 @@ class Registry {
                 auto rt = e.rt.lock();
                 if (rt && !rt->closed && e.dtype == t.scalar_type() && t.sizes().equals(e.shape) &&
                     t.strides().equals(e.strides)) {
+                    check_version(e, *rt, t);
                     Found f;
                     f.rt = std::move(rt);
                     f.slot = e.slot;
@@ -394,6 +432,7 @@ class Registry {
                     bool dup = false;
                     for (const Found &v : views) dup |= v.rt == rt && v.slot == e.slot;
                     if (!dup) {
+                        check_version(e, *rt, t);  // a view shares its base's version
                         Found f;
                         f.rt = rt;
                         f.slot = e.slot;
@@ -574,6 +613,12 @@ extern "C" int magi_ops_runtime_new(magi_ops_runtime **out, magi_symm_backend *b
             if (si.window >= nw) return set_err(err, err_len, MAGI_ERR_FORMAT, std::string(fn) + ": slot window out of range");
             si.group_size = w[si.window].group_size;
             si.group = w[si.window].group;
+            si.weight = s[i].weight ? s[i].weight : "";
+            si.dtype = magi_ops::scalar_type_named(w[si.window].dtype);
+            if (si.dtype == at::ScalarType::Undefined)
+                return set_err(err, err_len, MAGI_ERR_FORMAT,
+                               magi_ops::fmt("%s: window %u has dtype '%s', which torch does not know", fn,
+                                             si.window, w[si.window].dtype));
             si.shape.assign(s[i].shape, s[i].shape + s[i].ndim);
             if (si.shape.empty())
                 return set_err(err, err_len, MAGI_ERR_FORMAT, magi_ops::fmt("%s: slot %u has no dimensions", fn, i));
@@ -587,8 +632,8 @@ extern "C" int magi_ops_runtime_new(magi_ops_runtime **out, magi_symm_backend *b
 }
 
 extern "C" int magi_ops_runtime_bind(magi_ops_runtime *h, uint32_t slot, const void *data, const char *dtype,
-                                     uint32_t ndim, const int64_t *shape, const int64_t *strides, char *err,
-                                     size_t err_len) {
+                                     uint32_t ndim, const int64_t *shape, const int64_t *strides, int64_t version,
+                                     char *err, size_t err_len) {
     const char *fn = "magi_ops_runtime_bind";
     if (!h || !data || !dtype || (ndim && (!shape || !strides)))
         return set_err(err, err_len, MAGI_ERR_INVALID_ARG, std::string(fn) + ": rt, data, dtype, shape or strides is NULL");
@@ -597,31 +642,32 @@ extern "C" int magi_ops_runtime_bind(magi_ops_runtime *h, uint32_t slot, const v
     if (slot >= rt.slots.size())
         return set_err(err, err_len, MAGI_ERR_INVALID_ARG,
                        magi_ops::fmt("%s: slot %u out of range (%zu slots)", fn, slot, rt.slots.size()));
-    bool known = false;
-    at::ScalarType st = at::ScalarType::Undefined;
-    for (int i = 0; i < static_cast<int>(at::ScalarType::NumOptions); i++) {
-        auto s = static_cast<at::ScalarType>(i);
-        auto names = c10::getDtypeNames(s);
-        if (names.first == dtype || (!names.second.empty() && names.second == dtype)) {
-            st = s;
-            known = true;
-            break;
-        }
-    }
-    if (!known) return set_err(err, err_len, MAGI_ERR_INVALID_ARG, magi_ops::fmt("%s: unknown dtype '%s'", fn, dtype));
+    at::ScalarType st = magi_ops::scalar_type_named(dtype);
+    if (st == at::ScalarType::Undefined)
+        return set_err(err, err_len, MAGI_ERR_INVALID_ARG, magi_ops::fmt("%s: unknown dtype '%s'", fn, dtype));
     const magi_ops::SlotInfo &si = rt.slots[slot];
-    uint64_t numel = 1;
-    for (uint32_t i = 0; i < ndim; i++) numel *= static_cast<uint64_t>(shape[i]);
-    uint64_t have = numel * c10::elementSize(st);
-    if (have != si.nbytes || !magi_ops::contiguous(c10::IntArrayRef(shape, ndim), c10::IntArrayRef(strides, ndim)))
+    // The gather sizes its output by the tensor's dtype and the slot's
+    // shape and copies the slot's bytes from every member: a tensor of
+    // another dtype or shape (even of the same byte count) would be
+    // written past its end.
+    c10::IntArrayRef have_shape(shape, ndim);
+    if (st != si.dtype || !have_shape.equals(si.shape))
         return set_err(err, err_len, MAGI_ERR_MISMATCH,
-                       magi_ops::fmt("%s: slot %u holds %" PRIu64 " bytes; the tensor is %" PRIu64 " bytes%s", fn,
-                                     slot, si.nbytes, have,
-                                     have == si.nbytes ? " but not contiguous" : ""));
+                       magi_ops::fmt("%s: slot %u (weight '%s') holds %s %s; the tensor is %s %s", fn, slot,
+                                     si.weight.c_str(), magi_ops::dtype_name(si.dtype).c_str(),
+                                     magi_ops::list_str(si.shape).c_str(), magi_ops::dtype_name(st).c_str(),
+                                     magi_ops::list_str(have_shape).c_str()));
+    if (!magi_ops::contiguous(have_shape, c10::IntArrayRef(strides, ndim)))
+        return set_err(err, err_len, MAGI_ERR_MISMATCH,
+                       magi_ops::fmt("%s: slot %u (weight '%s'): the tensor is not contiguous (strides %s)", fn,
+                                     slot, si.weight.c_str(), magi_ops::list_str(c10::IntArrayRef(strides, ndim)).c_str()));
+    // the slot's own memory (alias mode) is always current: no version
+    void *local = nullptr;
+    if (magi_symm_local_slot_ptr(&local, rt.b, slot) == MAGI_OK && local == data) version = -1;
     magi_ops::Key key{static_cast<int8_t>(rt.device.type()), rt.device.index(), reinterpret_cast<uintptr_t>(data),
                       si.group};
     magi_ops::Entry e{h->rt, slot, si.nbytes, st, std::vector<int64_t>(shape, shape + ndim),
-                      std::vector<int64_t>(strides, strides + ndim)};
+                      std::vector<int64_t>(strides, strides + ndim), version < 0 ? -1 : version};
     try {
         magi_ops::registry().add(h->rt, std::move(key), std::move(e));
     } catch (const c10::Error &ex) {

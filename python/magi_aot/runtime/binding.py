@@ -59,6 +59,8 @@ class Binder:
         self.ops_h = None   # the C++ kernels' runtime over the backend (magi_aot.runtime.ops.attach)
         self.bound = {}     # weight -> tensor handed to the graph
         self.plain = {}     # weights without a slot (kept gathers), by name
+        self.sources = {}   # weight cast/padded at bind -> (weakref to the caller's tensor,
+        #                     its version at bind, slot)
 
     # ------------------------------------------------------------- windows
     def _stream(self):
@@ -100,14 +102,19 @@ class Binder:
             mine = t.detach().contiguous().reshape(-1).view(torch.uint8)
             return mine.numel() == raw.numel() and bool(torch.equal(mine, raw.to(mine.device)))
 
-    def _register(self, slot, t):
+    def _register(self, slot, t, follow):
+        """Register t as bound to slot with the kernels in use. follow: t's
+        bytes were copied into the slot, so a gather of t after an
+        in-place change is refused (False for the window's own memory)."""
         if self.ops_h is not None:
-            ops.bind_tensor(self.ops_h, slot, t)
+            ops.bind_tensor(self.ops_h, slot, t, follow)
             return
         plan = self._state.plan
-        win = plan.windows[plan.slots[slot]["window"]]
-        ops.REGISTRY.add(self._owner(), t.device, t.data_ptr(), win["group"], slot, plan.slots[slot]["nbytes"],
-                         layout=ops._layout(t))
+        sl = plan.slots[slot]
+        win = plan.windows[sl["window"]]
+        ops.REGISTRY.add(self._owner(), t.device, t.data_ptr(), win["group"], slot, sl["nbytes"],
+                         layout=ops._layout(t), version=ops.data_version(t) if follow else -1,
+                         weight=sl["weight"])
 
     # -------------------------------------------------------------- shards
     @staticmethod
@@ -133,9 +140,9 @@ class Binder:
                 lib.magi_symm_bind(st.b, slot, c_void_p(src.data_ptr()), sl["nbytes"], self._stream())
                 if src is not t and st.device.type == "cuda":
                     torch.cuda.current_stream(st.device).synchronize()
-                self._register(slot, t)
+                self._register(slot, t, True)
                 _, view = self.window_view(slot)
-                self._register(slot, view)
+                self._register(slot, view, False)
                 self.bound[sl["weight"]] = t
                 out[sl["weight"]] = t
                 given.add(slot)
@@ -153,7 +160,7 @@ class Binder:
         with st.lock:
             for i, sl in enumerate(st.plan.slots):
                 _, view = self.window_view(i)
-                self._register(i, view)
+                self._register(i, view, False)
                 self.bound[sl["weight"]] = view
                 out[sl["weight"]] = view
         for name, t in (shards or {}).items():
@@ -173,7 +180,15 @@ class Binder:
             self.plain[name] = t
             return t, None
         sl = plan.slots[slot]
+        src = t
         t = self._bind_transform(name, sl, t, torch)
+        if t is not src:
+            # the slot holds a converted copy: the gathers never see the
+            # caller's tensor, so args() checks its version
+            import weakref
+            self.sources[sl["weight"]] = (weakref.ref(src), ops.data_version(src), slot)
+        else:
+            self.sources.pop(sl["weight"], None)
         self._check_shard(name, sl, plan.windows[sl["window"]], t, torch)
         return t, slot
 
@@ -207,8 +222,17 @@ class Binder:
                                                            list(t.shape), t.device, want, sl["shape"], dev))
 
     # ---------------------------------------------------------------- args
+    def check_sources(self):
+        """Refuse when a weight cast or padded at bind was changed in place
+        since (its slot holds the converted old bytes)."""
+        for weight, (ref, version, slot) in self.sources.items():
+            src = ref()
+            if src is not None:
+                ops.check_version((None, slot, None, None, version, weight), src)
+
     def args(self, region, values):
         """SymmRuntime.args (its doc) for Region `region`."""
+        self.check_sources()
         values = dict(values or {})
         out, syms, pending = [], {}, []
         for p in region.placeholders:
@@ -238,4 +262,4 @@ class Binder:
         return out
 
     def clear(self):
-        self.bound, self.plain = {}, {}
+        self.bound, self.plain, self.sources = {}, {}, {}

@@ -167,7 +167,12 @@ class SymmRegistry:
         self._version = 0  # bumped by every change: lookup_many's memo is valid for one version
         self._memo = {}
 
-    def add(self, runtime, device, ptr, group, slot, nbytes, layout=None):
+    def add(self, runtime, device, ptr, group, slot, nbytes, layout=None, version=-1, weight=None):
+        """Register the tensor at (device, ptr) for group as bound to slot.
+        version: the tensor's data version when its bytes were copied into
+        the slot (data_version), -1 when not followed (the window's own
+        memory); a gather of it at another version is refused naming
+        `weight` (check_version)."""
         key = (str(device), int(ptr), str(group))
         ref = weakref.ref(runtime)
         with self._lock:
@@ -177,7 +182,7 @@ class SymmRegistry:
                 if rt is not None and rt is not runtime and not rt.closed:
                     raise MagiError(-11, "tensor at 0x%x on %s is already bound for group '%s' by "
                                     "another SymmRuntime (slot %d)" % (ptr, device, group, old[1]))
-            self._entries[key] = (ref, slot, nbytes, layout)
+            self._entries[key] = (ref, slot, nbytes, layout, version, weight)
             self._version += 1
 
     def remove_runtime(self, runtime):
@@ -211,6 +216,8 @@ class SymmRegistry:
         rt = ent[0]() if ent else None
         if rt is not None and not rt.closed:
             layout = ent[3]
+            if layout is None or layout == _layout(t):
+                check_version(ent, t)
             if layout is None and t.is_contiguous():
                 slot, nbytes = ent[1], ent[2]
                 if have != nbytes:
@@ -229,7 +236,7 @@ class SymmRegistry:
             raise MagiError(-14, "magi::symm_all_gather: tensor at 0x%x (%s) for group '%s' lies in "
                             "%d bound shards" % (key[1], _describe(t), group, len(views)))
         matches = {}
-        for _, (ref, slot, nbytes, _) in same:
+        for _, (ref, slot, nbytes, *_) in same:
             r = ref()
             if nbytes != have or r is None or r.closed or (id(r), slot) in matches:
                 continue
@@ -264,7 +271,8 @@ class SymmRegistry:
         lo, hi = self._extent(t, ptr)
         es = t.element_size()
         out = {}
-        for base, (ref, slot, nbytes, layout) in same:
+        for base, ent in same:
+            ref, slot, nbytes, layout = ent[:4]
             if layout is None or layout[0] != t.dtype or not _contiguous(layout[1], layout[2]):
                 continue
             if not (base <= lo and hi <= base + nbytes and (lo - base) % es == 0) or t.dim() == 0:
@@ -272,12 +280,13 @@ class SymmRegistry:
             r = ref()
             if r is None or r.closed:
                 continue
+            check_version(ent, t)   # a view shares its base's version
             out[(id(r), slot)] = (r, slot, ((lo - base) // es, tuple(t.shape), tuple(t.stride())))
         return out
 
     def _overlapping(self, t, ptr, same):
         lo, hi = self._extent(t, ptr)
-        for base, (ref, slot, nbytes, layout) in same:
+        for base, (ref, slot, nbytes, layout, *_) in same:
             r = ref()
             if r is not None and not r.closed and lo < base + nbytes and base < hi:
                 return slot, ("%s %s" % (layout[0], list(layout[1])) if layout else "%d bytes" % nbytes)
@@ -296,7 +305,7 @@ class SymmRegistry:
         with self._lock:
             hit = self._memo.get(key)
             version = self._version
-        if hit is not None and hit[0] == version:
+        if hit is not None and hit[0] == version and hit[4] == [data_version(t) for t in ts]:
             rt = hit[1]()
             if rt is not None and not rt.closed:
                 return rt, hit[2], hit[3]
@@ -311,8 +320,33 @@ class SymmRegistry:
             if keep and version == self._version:
                 if len(self._memo) >= self._MEMO_CAP:
                     self._memo.clear()
-                self._memo[key] = (version, weakref.ref(rt), slots, views)
+                self._memo[key] = (version, weakref.ref(rt), slots, views,
+                                   [data_version(t) for t in ts])
         return rt, slots, views
+
+
+def data_version(t):
+    """t's data version: torch's version counter, bumped by every in-place
+    change (mul_, copy_, load_state_dict); -1 for an inference tensor,
+    which has none."""
+    return -1 if t.is_inference() else t._version
+
+
+def check_version(ent, t):
+    """Refuse a gather of a bound tensor changed in place since its bytes
+    were copied into the slot (registry entry `ent`): the slot holds the
+    old bytes."""
+    want = ent[4]
+    if want < 0:
+        return
+    now = data_version(t)
+    if now >= 0 and now != want:
+        raise MagiError(-11, "magi::symm_all_gather: weight '%s' (slot %d) was changed in place "
+                        "after it was bound (its version is %d, bound at %d): the slot holds the "
+                        "bytes copied at bind, so the gather would serve the old weight; bind it "
+                        "again on every rank (SymmRuntime.bind) after changing it, or bind in "
+                        "alias mode (the parameter lives in the window)"
+                        % (ent[5], ent[1], now, want))
 
 
 REGISTRY = SymmRegistry()
@@ -402,7 +436,7 @@ class _Extension:
         self.new.argtypes = [ctypes.POINTER(c_void_p), c_void_p, c_void_p, c_int, c_int, c_int, c_char_p, c_size_t]
         self.bind = dll.magi_ops_runtime_bind
         self.bind.argtypes = [c_void_p, c_uint32, c_void_p, c_char_p, c_uint32, ctypes.POINTER(c_int64),
-                              ctypes.POINTER(c_int64), c_char_p, c_size_t]
+                              ctypes.POINTER(c_int64), c_int64, c_char_p, c_size_t]
         self.close = dll.magi_ops_runtime_close
         self.close.argtypes = [c_void_p]
         self.free = dll.magi_ops_runtime_free
@@ -510,14 +544,17 @@ def attach(rt):
     return h
 
 
-def bind_tensor(handle, slot, t):
-    """Register tensor t as bound to `slot` with the extension's runtime."""
+def bind_tensor(handle, slot, t, follow=True):
+    """Register tensor t as bound to `slot` with the extension's runtime
+    (refused unless t has the slot's dtype and shape and is contiguous).
+    follow: refuse a later gather of t once it changed in place (its bytes
+    were copied into the slot; False for the window's own memory)."""
     ext = _EXT[0]
     n = t.dim()
     shape, strides = (c_int64 * max(n, 1))(*t.shape), (c_int64 * max(n, 1))(*t.stride())
     err = ctypes.create_string_buffer(512)
     rc = ext.bind(handle, slot, c_void_p(t.data_ptr()), str(t.dtype).replace("torch.", "").encode(), n,
-                  shape, strides, err, len(err))
+                  shape, strides, data_version(t) if follow else -1, err, len(err))
     if rc:
         raise MagiError(rc, err.value.decode(errors="replace"))
 
