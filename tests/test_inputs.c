@@ -8,6 +8,8 @@
 #include <jansson.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -491,6 +493,66 @@ static void test_legacy_not_read(void) {
     free(dir);
 }
 
+/* Peak RSS (KB) of a child that loads `path` through the loader (the path
+ * a runtime and `magi-aot load` take) and exits; -1 when it failed. path
+ * NULL: an empty child (the baseline). */
+static long loader_child_rss(const char *path) {
+    pid_t pid = fork();
+    MT_REQUIRE(pid >= 0);
+    if (pid == 0) {
+        if (!path) _exit(0);
+        magi_loader_options o = MAGI_LOADER_OPTIONS_INIT;
+        magi_loader *ld = NULL;
+        if (magi_loader_new(&ld, &o) != MAGI_OK) _exit(2);
+        magi_status st = magi_loader_load(ld, &path, 1);
+        if (st != MAGI_OK) fprintf(stderr, "loader: %s\n", magi_last_error());
+        _exit(st == MAGI_OK && magi_loader_count(ld) == 1 ? 0 : 3);
+    }
+    int status = 0;
+    struct rusage ru;
+    MT_REQUIRE(wait4(pid, &status, 0, &ru) == pid);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return -1;
+    return ru.ru_maxrss;
+}
+
+#if defined(__SANITIZE_ADDRESS__)
+#define TI_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TI_ASAN 1
+#endif
+#endif
+#ifndef TI_ASAN
+#define TI_ASAN 0
+#endif
+
+/* The loader (magi_loader_load, what a runtime and `magi-aot load` call)
+ * skips a legacy file's example_inputs unread too: loading 256 MiB of them
+ * keeps the process's peak RSS far below the payload (a loader that copied
+ * the file instead of mapping it peaked above 268 MB). */
+static void test_legacy_not_read_by_the_loader(void) {
+    const uint64_t payload = 256ull << 20;
+    char *dir = mt_tmpdir();
+    char *fx = mt_fixture("block.json"), *v0 = mt_fmt("%s/block_v0.bin", dir);
+    magi_region *r = NULL;
+    MT_OK(magi_json_read_file(&r, fx, NULL));
+    MT_OK(magi_legacy_v0_write(r, v0, payload, fill_ee, NULL));
+    long base = loader_child_rss(NULL), rss = loader_child_rss(v0);
+    MT_CHECK(rss > 0, "the loader failed on the legacy file");
+    /* ASan's shadow and quarantine: allow twice the budget above the empty child */
+    long limit = TI_ASAN ? base + 2 * (48L << 10) : base + (48L << 10);
+    printf("loader on %llu MiB of legacy example_inputs: peak RSS %ld KB (empty child %ld KB, limit %ld KB)\n",
+           (unsigned long long)(payload >> 20), rss, base, limit);
+    MT_CHECK(rss < limit, "peak RSS %ld KB loading a legacy file: its example_inputs were read (limit %ld KB)", rss,
+             limit);
+    magi_region_free(r);
+    unlink(v0);
+    free(fx);
+    free(v0);
+    mt_rmtree(dir);
+    free(dir);
+}
+
 /* `magi-aot bench legacy` runs and reports the payload skipped (a smoke
  * test: it asserts no timing). */
 static void test_bench_legacy_smoke(void) {
@@ -509,4 +571,5 @@ static void test_bench_legacy_smoke(void) {
 }
 
 MT_MAIN(MT_CASE(test_bench_legacy_smoke), MT_CASE(test_fixtures), MT_CASE(test_missing), MT_CASE(test_concrete_mixed), MT_CASE(test_eval_semantics),
-        MT_CASE(test_descriptors_unbacked), MT_CASE(test_legacy_not_read))
+        MT_CASE(test_descriptors_unbacked), MT_CASE(test_legacy_not_read),
+        MT_CASE(test_legacy_not_read_by_the_loader))

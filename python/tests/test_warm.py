@@ -677,6 +677,113 @@ class Trust(_StoredCode):
 
 
 @unittest.skipUnless(HAVE_TORCH, TORCH_REASON)
+class ContainerModel(_StoredCode):
+    """torch.nn's containers (nn.Sequential) are traced through
+    torch.compile's wrapper, whose local `fn` is the module: its weights'
+    sources are L['fn']._modules['0']..., bound to the model."""
+
+    def model(self):
+        torch = self.torch
+        torch.manual_seed(0)
+        return torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+
+    def test_sequential_binds_from_the_cache(self):
+        from magi_aot.cache import read_index
+        cache = os.path.join(self.tmp, "own")
+        self.store(cache)
+        roots = {s["source"].split("]")[0] for s in read_index(cache, "trust")["regions"][0]["sources"]}
+        self.assertIn("L['fn'", roots)
+        rep, loads, compiles = self.bind(cache)
+        self.assertEqual((rep["served"], len(loads)), ("stored", 1), rep)
+
+
+@unittest.skipUnless(HAVE_TORCH, TORCH_REASON)
+class CpuGenerations(_StoredCode):
+    """Stored CPU kernels are built with -march=native: another CPU of the
+    same ATen capability class but other instruction-set flags (an older
+    AVX-512 generation without VBMI or AVX512-FP16) compiles the region
+    instead of loading them."""
+
+    def test_other_cpu_flags_compile_instead_of_loading(self):
+        from unittest import mock
+        cache = os.path.join(self.tmp, "own")
+        self.store(cache)
+        rep, loads, _ = self.bind(cache)
+        self.assertEqual((rep["served"], len(loads)), ("stored", 1), rep)
+        here = compiled._cpu_fields()
+        self.assertIsNotNone(here, "this CPU's flags cannot be read")
+        other = dict(here, flags=" ".join(f for f in here["flags"].split()
+                                          if not f.startswith(("avx512", "amx", "avx_vnni"))) + " fake_isa")
+        with mock.patch("magi_aot.compile.code._cpu_fields", return_value=other):
+            rep, loads, compiles = self.bind(cache)
+        self.assertEqual((rep["served"], len(loads), len(compiles)), ("compiled", 0, 1), rep)
+        self.assertIn("key 'device' differs", rep["reason"])
+
+
+@unittest.skipUnless(HAVE_TORCH, TORCH_REASON)
+class CallChecks(_StoredCode):
+    """A process that loaded stored code runs no Dynamo, so it checks each
+    call as the guards would: a size outside the symbol's range, or one
+    that breaks a shape guard, is refused naming the input's dimension
+    (code compiled for other sizes is never run)."""
+
+    def model(self):
+        torch = self.torch
+
+        class Halves(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = torch.nn.Linear(4, 4)
+
+            def forward(self, x):
+                return self.fc(x).reshape(x.shape[0] // 2, 2, 4).sum(1)
+        torch.manual_seed(0)
+        return Halves()
+
+    def test_range_and_guard_refusals_name_the_dimension(self):
+        from unittest import mock
+        from magi_aot.compile.backend import SaveBackend
+        torch = self.torch
+        cache = os.path.join(self.tmp, "own")
+
+        def fake_compile(be, gm, example_inputs):
+            def build(doc, fp, traced):
+                key = compiled.environment_key(compiled.region_device(doc), fp, "as_saved")
+                return compiled.pack(compiled.make_header(key, traced, []), [("standalone", b"x")])
+            return gm.forward, (build, 0.0)
+        calls = []
+
+        def fake_load(path, format):
+            def run(*a):
+                calls.append(a)
+                return (torch.zeros(a[-1].shape[0] // 2, 4),)
+            return run
+        x = torch.ones(6, 4)
+        torch._dynamo.mark_dynamic(x, 0)
+        with mock.patch.object(SaveBackend, "_compile", fake_compile), torch.no_grad(), \
+                mock.patch("torch._inductor.standalone_compile.CompiledArtifact.load", fake_load):
+            magi_aot.warm_start(self.model(), cache, "trust")(x)
+        calls.clear()
+        from magi_aot.cache import read_index
+        shapes = read_index(cache, "trust")["regions"][0].get("shapes")
+        self.assertIsNotNone(shapes, "the trace recorded no ranges or guards")
+        self.assertEqual(list(shapes["ranges"].values()), [[2, None]])
+        with mock.patch("torch._inductor.standalone_compile.CompiledArtifact.load", fake_load):
+            fwd = magi_aot.warm_start(self.model(), cache, "trust")
+            self.assertEqual(fwd.report["served"], "stored", fwd.report)
+            fwd(torch.ones(8, 4))                      # in range, guards hold: runs
+            self.assertEqual(len(calls), 1)
+            for n, words in ((1, "compiled for"), (7, "shape guard")):
+                with self.subTest(batch=n):
+                    with self.assertRaises(MagiError) as cm:
+                        fwd(torch.ones(n, 4))
+                    self.assertEqual(cm.exception.status, "MAGI_ERR_MISMATCH")
+                    self.assertIn("L['x'].size()[0]", cm.exception.message)
+                    self.assertIn(words, cm.exception.message)
+            self.assertEqual(len(calls), 1, "code compiled for other sizes ran")
+
+
+@unittest.skipUnless(HAVE_TORCH, TORCH_REASON)
 class ForgedIndex(_StoredCode):
     """The model's index is data from the cache: a member of a
     group-shared cache who rewrites it cannot make the warm start call a

@@ -132,9 +132,10 @@ def _frame_facts(gm):
         ranges = {}
         for sym, vr in se.var_to_range.items():
             if str(sym) in names and sym.is_integer:
-                lo, hi = vr.lower, vr.upper
-                ranges[str(sym)] = [int(lo) if lo.is_finite else None,
-                                    int(hi) if hi.is_finite else None]
+                # a bound is a sympy Integer or unbounded: torch's int_oo
+                # says is_finite (and int() of it raises), so ask is_Integer
+                ranges[str(sym)] = [int(b) if getattr(b, "is_Integer", False) else None
+                                    for b in (vr.lower, vr.upper)]
         shapes = {"ranges": ranges,
                   "guards": [str(g.expr) for g in se.guards
                              if {str(s) for s in g.expr.free_symbols} <= names

@@ -165,7 +165,12 @@ def environment_key(device, fingerprint, transport):
         cap = torch.cuda.get_device_capability()
         dev = "cuda:sm_%d%d" % cap
     else:
-        dev = "cpu:%s:%s" % (torch.backends.cpu.get_cpu_capability(), platform.machine())
+        # Inductor builds CPU kernels with -march=native: they hold for
+        # a CPU with the same instruction-set flags, not for every CPU of
+        # the same ATen capability class (two AVX-512 generations differ
+        # in VBMI, VNNI, BF16, FP16: SIGILL)
+        dev = "cpu:%s:%s:%s" % (torch.backends.cpu.get_cpu_capability(), platform.machine(),
+                                cpu_isa_digest() or "flags-unknown")
     key = {"torch": torch.__version__, "torch_git": getattr(torch.version, "git_version", None),
            "python": "%d.%d" % sys.version_info[:2], "cuda": torch.version.cuda,
            "triton": _triton_version(), "device": dev, "fingerprint": fingerprint,
@@ -634,10 +639,9 @@ def _lighter_imports(src):
     return "\n".join(lines), done
 
 
-def _cpu_fingerprint():
-    """A digest of this CPU's model name and feature flags (/proc/cpuinfo,
-    first processor), or None where they cannot be read: the ISA probes'
-    answers recorded on one CPU hold on another only if this matches."""
+def _cpu_fields():
+    """{"model name", "flags"} of the first processor in /proc/cpuinfo
+    (whitespace normalised), or None where the flags cannot be read."""
     try:
         with open("/proc/cpuinfo", "rb") as f:
             text = f.read(1 << 20).decode("utf-8", "replace")
@@ -651,7 +655,25 @@ def _cpu_fingerprint():
             want[key] = " ".join(val.split())
         if len(want) == 2:
             break
-    if "flags" not in want:
+    return want if "flags" in want else None
+
+
+def cpu_isa_digest():
+    """A digest of the machine and this CPU's instruction-set flags (what
+    -march=native resolves to for a given compiler), or None where they
+    cannot be read: the stored CPU kernels' key field."""
+    want = _cpu_fields()
+    if want is None:
+        return None
+    return hashlib.sha256(("%s|%s" % (platform.machine(), want["flags"])).encode()).hexdigest()[:16]
+
+
+def _cpu_fingerprint():
+    """A digest of this CPU's model name and feature flags (/proc/cpuinfo,
+    first processor), or None where they cannot be read: the ISA probes'
+    answers recorded on one CPU hold on another only if this matches."""
+    want = _cpu_fields()
+    if want is None:
         return None
     return hashlib.sha256(("%s|%s|%s" % (platform.machine(), want.get("model name", ""),
                                          want["flags"])).encode()).hexdigest()[:32]

@@ -485,12 +485,21 @@ class BoundForward:
     # the traced frame's locals holding the call's positional and keyword
     # arguments (torch.compile's wrapper around the module)
     _ARGS, _KWARGS = "args", "kwargs"
+    # the wrapper's local holding the module itself: a module whose forward
+    # Dynamo does not trace as its own frame (torch.nn's containers:
+    # nn.Sequential) is traced through the wrapper, L['fn']._modules['0']...
+    _MODULE = "fn"
+
+    def _is_model(self, root):
+        """Whether a traced frame's local is the model: forward's `self`,
+        or the wrapper's module local where forward has no such parameter."""
+        return root == "self" or (root == self._MODULE and root not in self._sig.parameters)
 
     def _root(self, root, args, kwargs, named):
         """The value of a local of the traced frame: forward's own
         parameters, else the positional / keyword arguments of the wrapper
         torch.compile put around the module (L['args'][0], L['kwargs']['ids'])."""
-        if root == "self":
+        if self._is_model(root):
             return self.model
         if root in self._sig.parameters:
             return named[root]
@@ -512,7 +521,7 @@ class BoundForward:
             text = src.get("source")
             root, steps = parse_source(text)
             ev = ph.get("example_value") or {}
-            if root == "self":
+            if self._is_model(root):
                 if ev.get("kind") in ("symint", "symfloat", "symbool", "int", "float", "bool"):
                     # a scalar attribute Dynamo lifted as an input: read every call
                     plan.append(("attr", steps, text, ev))
@@ -537,7 +546,8 @@ class BoundForward:
             root, steps = parse_source(g["source"])
             # the frame's other locals (a wrapper's function object) are not
             # the call's to change
-            if root in ("self", self._ARGS, self._KWARGS) or root in self._sig.parameters:
+            if self._is_model(root) or root in (self._ARGS, self._KWARGS) or \
+                    root in self._sig.parameters:
                 self._guards.append((g["source"], root, steps, g["value"]))
         self._shapes = ent.get("shapes") or {}
 
@@ -662,7 +672,8 @@ class BoundForward:
                 raise _Miss("cannot check the stored code's shape guard %s: %s" % (g, e.message))
             if not ok:
                 raise _Miss("the stored code's shape guard %s does not hold for %s"
-                            % (g, ", ".join("%s=%d" % kv for kv in sorted(vals.items()))))
+                            % (g, ", ".join("%s = %s (%s)" % (syms[k][1], syms[k][0], k)
+                                            for k in sorted(syms))))
         return out
 
     # -- obtaining the code
