@@ -12,10 +12,10 @@ build=${MAGI_FUZZ_BUILD:-build-fuzz}
 jobs=$(nproc)
 CC=clang cmake -S . -B "$build" -DCMAKE_C_COMPILER=clang -DMAGI_FUZZ=ON -DBUILD_TESTING=OFF \
   -DMAGI_PYTHON_EXT=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-targets=(json expr artifact legacy_v0 roundtrip struct)
+targets=(json expr artifact legacy_v0 roundtrip struct loader)
 cmake --build "$build" -j"$jobs" --target "${targets[@]/#/fuzz_}" >/dev/null
-declare -A maxlen=([json]=65536 [expr]=8192 [artifact]=16384 [legacy_v0]=16384 [roundtrip]=65536 [struct]=65536)
-declare -A dict=([json]=json [legacy_v0]=json [roundtrip]=json [expr]=expr)
+declare -A maxlen=([json]=65536 [expr]=8192 [artifact]=16384 [legacy_v0]=16384 [roundtrip]=65536 [struct]=65536 [loader]=65536)
+declare -A dict=([json]=json [legacy_v0]=json [roundtrip]=json [expr]=expr [loader]=json)
 export ASAN_OPTIONS=quarantine_size_mb=16:detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 failed=()
 for t in "${targets[@]}"; do
