@@ -515,6 +515,17 @@ class ReturnValue(unittest.TestCase):
         self.assertIn("no_such_module.Cls is not an imported class", cm.exception.message)
 
 
+def _stand_in_compile(gm, example_inputs):
+    """SaveBackend._compile without Inductor: the graph runs eagerly in
+    this process and the stored payload is a stand-in under the running
+    key (what an attacker's pickle would be to the loader)."""
+    def build(doc, fp, traced):
+        key = compiled.environment_key(compiled.region_device(doc), fp, "as_saved")
+        return compiled.pack(compiled.make_header(key, traced, []),
+                             [("standalone", b"stand-in for the attacker's pickle")])
+    return gm.forward, (build, 0.0)
+
+
 class _StoredCode(unittest.TestCase):
     """A model traced by Dynamo for real into a cache with a stand-in
     payload; CompiledArtifact.load (the unpickler) and the compile from the
@@ -557,14 +568,7 @@ class _StoredCode(unittest.TestCase):
             os.makedirs(cache)
             os.chmod(cache, 0o2775)
         be = SaveBackend(cache, "trust", store_code=True, strict=True)
-
-        def fake_compile(gm, example_inputs):
-            def build(doc, fp, traced):
-                key = compiled.environment_key(compiled.region_device(doc), fp, "as_saved")
-                return compiled.pack(compiled.make_header(key, traced, []),
-                                     [("standalone", b"stand-in for the attacker's pickle")])
-            return gm.forward, (build, 0.0)
-        with mock.patch.object(be, "_compile", fake_compile):
+        with mock.patch.object(be, "_compile", _stand_in_compile):
             torch.compile(self.model(), backend=be)(torch.ones(2, 4))
         self.assertEqual(len(be.entries), 1, be.entries)
         self.assertIsNone(be.entries[0].error)
@@ -747,10 +751,7 @@ class CallChecks(_StoredCode):
         cache = os.path.join(self.tmp, "own")
 
         def fake_compile(be, gm, example_inputs):
-            def build(doc, fp, traced):
-                key = compiled.environment_key(compiled.region_device(doc), fp, "as_saved")
-                return compiled.pack(compiled.make_header(key, traced, []), [("standalone", b"x")])
-            return gm.forward, (build, 0.0)
+            return _stand_in_compile(gm, example_inputs)
         calls = []
 
         def fake_load(path, format):
