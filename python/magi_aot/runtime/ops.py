@@ -525,6 +525,11 @@ def register():
         torch.library.register_fake("magi::" + name, fake, lib=lib)
     _LIBS.append(lib)
     IMPLEMENTATION, FALLBACK_REASON, EXTENSION_PATH = ("c++", None, path) if path else ("python", why, None)
+    # Inductor keeps the gathers' launches where the graph puts them (its
+    # peak-memory pass would sink each to its wait); graphs without a magi
+    # gather pass through unchanged
+    from ..compile.launch_order import install
+    install()
     return torch.ops.magi
 
 

@@ -1,0 +1,176 @@
+"""Keep a region's gather launches where its graph puts them when Inductor
+compiles it.
+
+A weight gather runs under compute only if it is launched ahead of the
+compute it should hide behind; the schedule (magi-aot schedule, the
+latest-safe-launch pass) moves each launch there in the FX graph and
+leaves the wait at the first use. Inductor keeps the FX order of a graph
+with one exception: its peak-memory pass (`reorder_for_peak_memory`, on by
+default) sinks an allocating node towards its first consumer, so a
+launch lands right before its wait and nothing overlaps.
+
+`KeepLaunchOrder` is a post-grad graph pass that pins every weight-gather
+launch (`magi.symm_all_gather[_coalesced]`, and the c10d
+`all_gather_into_tensor[_coalesced]` kept beside them) between the compute
+node before it and the compute node after it, through Inductor's own
+ordering dependencies (the `control_deps` operator, which its scheduler
+and memory pass honour). It acts only on graphs that hold a magi gather:
+every other graph passes through unchanged. `install()` puts it into
+`torch._inductor.config.post_grad_custom_post_pass`, after any pass the
+user set there (which still runs first); `magi_aot.runtime.ops.register()`
+calls it, so a process that can run the magi operators compiles them in
+order with Inductor's defaults.
+
+Where this torch has no `control_deps` (`preserve_node_ordering`), the
+pass leaves the graph unchanged and `pin_launches` says why.
+"""
+from __future__ import annotations
+
+__all__ = ["KeepLaunchOrder", "install", "pin_launches", "LAUNCH_OPS"]
+
+# the weight-gather launches (namespace, name) the pass pins
+LAUNCH_OPS = frozenset({("magi", "symm_all_gather"), ("magi", "symm_all_gather_coalesced"),
+                        ("_c10d_functional", "all_gather_into_tensor"),
+                        ("_c10d_functional", "all_gather_into_tensor_coalesced")})
+_MAGI = frozenset({"symm_all_gather", "symm_all_gather_coalesced"})
+# nodes that do no device work of their own: never an anchor
+_FREE = frozenset({"wait_tensor", "getitem", "view", "reshape", "_unsafe_view", "permute", "t",
+                   "expand", "slice", "select", "alias", "sym_size", "squeeze", "unsqueeze",
+                   "as_strided", "detach", "sym_numel", "sym_stride", "sym_storage_offset",
+                   "_assert_scalar", "_assert_tensor_metadata", "empty", "empty_strided",
+                   "control_deps"})
+# compute that Inductor does not fuse into a later kernel: an anchor that
+# stays where the graph puts it (a pointwise node may be fused into a
+# kernel far below, and an anchor on it would pin nothing)
+_HEAVY = frozenset({"mm", "addmm", "bmm", "baddbmm", "_scaled_mm", "convolution", "_int_mm",
+                    "_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
+                    "_scaled_dot_product_cudnn_attention", "_flash_attention_forward",
+                    "_efficient_attention_forward", "_scaled_dot_product_flash_attention_for_cpu"})
+_UUID = "magi-aot-keep-launch-order-2"
+
+
+def _op(node):
+    """(namespace, name) of a call_function node's operator, else None."""
+    if node.op != "call_function":
+        return None
+    t = node.target
+    schema = getattr(t, "_schema", None)
+    if schema is not None:
+        ns, _, name = schema.name.partition("::")
+        return ns, name
+    return "", getattr(t, "__name__", str(t))
+
+
+def _is_launch(node):
+    return _op(node) in LAUNCH_OPS
+
+
+def _is_compute(node):
+    op = _op(node)
+    return op is not None and op not in LAUNCH_OPS and op[1] not in _FREE and \
+        not op[1].startswith("sym_")
+
+
+def _is_heavy(node):
+    op = _op(node)
+    return op is not None and (op[1] in _HEAVY or (op[0] not in ("aten", "prims", "") and
+                                                   op not in LAUNCH_OPS and op[1] not in _FREE))
+
+
+def _feeds(launch):
+    """The nodes that only feed `launch` (its cast, pad, to_local): they
+    move with it, so they are never its anchors."""
+    out, todo = set(), [a for a in launch.all_input_nodes]
+    while todo:
+        n = todo.pop()
+        if n in out or n.op != "call_function":
+            continue
+        if all(u is launch or u in out for u in n.users):
+            out.add(n)
+            todo.extend(n.all_input_nodes)
+    return out
+
+
+def pin_launches(graph):
+    """Pin each weight-gather launch of `graph` (a post-grad fx.Graph,
+    changed in place) after the last unfusable compute node before it
+    (a matmul, an attention, an operator of another library) and before
+    the first one after it (its own consumer included: the wait stays
+    at first use), else before the first compute node after it. Returns
+    {"pinned": {launch: (after or None, before or None)}, "skipped": why
+    or None}; a graph without a magi gather is left alone (skipped)."""
+    nodes = list(graph.nodes)
+    launches = [n for n in nodes if _is_launch(n)]
+    if not any(_op(n)[1] in _MAGI for n in launches):
+        return {"pinned": {}, "skipped": "no magi gather in the graph"}
+    try:
+        from torch._inductor.fx_passes.control_dependencies import preserve_node_ordering
+        from torch.utils._ordered_set import OrderedSet
+    except ImportError as e:
+        return {"pinned": {}, "skipped": "this torch has no control_deps (%s)" % e}
+    pos = {n: i for i, n in enumerate(nodes)}
+    deps = {}
+    pinned = {}
+    for launch in launches:
+        i = pos[launch]
+        mine = _feeds(launch)
+        later = [n for n in nodes[i + 1:] if _is_compute(n) and n not in mine]
+        before = next((n for n in later if _is_heavy(n)), None)
+        if before is None:
+            before = next(iter(later), None)
+        after = next((n for n in reversed(nodes[:i]) if _is_heavy(n) and n not in mine), None)
+        if before is not None:
+            deps.setdefault(before, OrderedSet()).add(launch)
+        if after is not None and after not in mine:
+            deps.setdefault(launch, OrderedSet()).add(after)
+        pinned[launch.name] = (after.name if after is not None else None,
+                               before.name if before is not None else None)
+    # a node that is both a dependency's target and a dependent is wrapped
+    # once; preserve_node_ordering follows the replacements it makes
+    preserve_node_ordering(graph, deps)
+    return {"pinned": pinned, "skipped": None}
+
+
+def _base():
+    try:
+        from torch._inductor.custom_graph_pass import CustomGraphPass
+        return CustomGraphPass
+    except ImportError:  # an old torch: a plain callable (Inductor's cache is then bypassed)
+        return object
+
+
+class KeepLaunchOrder(_base()):
+    """The post-grad pass (see the module doc). `chained`: the pass that
+    was configured before this one was installed; it runs first."""
+
+    def __init__(self, chained=None):
+        self.chained = chained
+        self.last = None   # pin_launches' answer for the last graph seen (tests, reports)
+
+    def __call__(self, graph):
+        if self.chained is not None:
+            self.chained(graph)
+        self.last = pin_launches(graph)
+
+    def uuid(self):
+        inner = None
+        if self.chained is not None:
+            u = getattr(self.chained, "uuid", None)
+            inner = u() if callable(u) else repr(self.chained)
+        return _UUID if inner is None else "%s+%s" % (inner, _UUID)
+
+
+def install():
+    """Put KeepLaunchOrder into Inductor's post-grad custom pass (after any
+    pass already there); idempotent. Returns the installed pass, or None
+    where this torch has no such hook."""
+    try:
+        import torch._inductor.config as config
+    except ImportError:
+        return None
+    cur = getattr(config, "post_grad_custom_post_pass", None)
+    if isinstance(cur, KeepLaunchOrder):
+        return cur
+    p = KeepLaunchOrder(cur)
+    config.post_grad_custom_post_pass = p
+    return p
