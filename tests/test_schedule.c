@@ -122,6 +122,77 @@ static void check_fsdp_schedule(int symm) {
     magi_region_free(r);
 }
 
+/* The memory bound: with transfers no compute can hide (every gather wants
+ * its earliest place), the gathered-but-unconsumed bytes never pass the
+ * bound: the default (one layer's worth: the largest set of gathers
+ * launched between two uses in the graph as traced - here w_gate's and
+ * w_up's, both gathered before the first matmul), a bound of one byte
+ * (no more than the traced graph itself holds at once), and none
+ * (everything launched at once). */
+static uint64_t peak_inflight_checked(const magi_sched_report *rep) {
+    /* recomputed from the positions, independently of the report's own */
+    uint64_t peak = 0;
+    for (uint32_t a = 0; a < rep->n_gathers; a++) {
+        uint64_t sum = 0;
+        for (uint32_t b = 0; b < rep->n_gathers; b++)
+            if (rep->gathers[b].launch_index <= rep->gathers[a].launch_index &&
+                rep->gathers[b].consumer_index > rep->gathers[a].launch_index)
+                sum += rep->gathers[b].bytes;
+        MT_CHECK(sum == rep->gathers[a].inflight_bytes, "%s: in flight %llu, report %llu", rep->gathers[a].node,
+                 (unsigned long long)sum, (unsigned long long)rep->gathers[a].inflight_bytes);
+        if (sum > peak) peak = sum;
+    }
+    MT_CHECK(peak == rep->peak_inflight_bytes);
+    return peak;
+}
+
+static void test_inflight_bound(void) {
+    costs c = {1, 1, 1000, 3}; /* nothing can be hidden */
+    uint64_t largest = 0, total = 0, layer = 0;
+    struct {
+        uint64_t cap;
+        const char *what;
+    } cases[] = {{0, "default"}, {1, "one byte"}, {UINT64_MAX, "none"}};
+    for (int k = 0; k < 3; k++) {
+        magi_region *r = load("fsdp_block.json");
+        rewrite_to_symm(r);
+        magi_sched_options o = MAGI_SCHED_OPTIONS_INIT;
+        o.cost = cost_fn;
+        o.cost_ctx = &c;
+        o.max_inflight_bytes = cases[k].cap;
+        magi_sched_report *rep = NULL;
+        MT_OK(magi_schedule(&rep, r, &o));
+        check_topological(r, cases[k].what);
+        MT_CHECK(rep->n_gathers == 6);
+        if (k == 0) {
+            for (uint32_t i = 0; i < rep->n_gathers; i++) {
+                MT_CHECK(rep->gathers[i].bytes > 0, "%s: no bytes", rep->gathers[i].node);
+                if (rep->gathers[i].bytes > largest) largest = rep->gathers[i].bytes;
+                total += rep->gathers[i].bytes;
+            }
+            /* wq's gather: 1024 x 1024 bf16 rows gathered over 4 ranks */
+            MT_CHECK(gather(rep, "tensor")->bytes == 1024u * 1024u * 2u, "tensor: %llu bytes",
+                     (unsigned long long)gather(rep, "tensor")->bytes);
+            /* two gathers of the traced graph are in flight together (w_gate, w_up) */
+            MT_CHECK(rep->max_inflight_bytes > largest && rep->max_inflight_bytes < total,
+                     "default bound %llu, largest gather %llu, all %llu", (unsigned long long)rep->max_inflight_bytes,
+                     (unsigned long long)largest, (unsigned long long)total);
+            layer = rep->max_inflight_bytes;
+        }
+        uint64_t peak = peak_inflight_checked(rep);
+        if (k == 0) MT_CHECK(peak <= layer, "default: %llu in flight", (unsigned long long)peak);
+        if (k == 1) MT_CHECK(peak == layer, "one byte: %llu in flight", (unsigned long long)peak);
+        if (k == 2) MT_CHECK(peak == total, "no bound: %llu of %llu in flight", (unsigned long long)peak,
+                             (unsigned long long)total);
+        /* collectives keep their relative order under any bound */
+        const char *order[] = {"tensor", "tensor_1", "tensor_2", "tensor_3", "all_gather_into_tensor_coalesced",
+                               "tensor_4"};
+        for (int j = 1; j < 6; j++) MT_CHECK(pos_of(r, order[j - 1]) < pos_of(r, order[j]), "%s", cases[k].what);
+        magi_sched_report_free(rep);
+        magi_region_free(r);
+    }
+}
+
 static void test_fsdp_positions_nccl(void) { check_fsdp_schedule(0); }
 static void test_fsdp_positions_after_rewrite(void) { check_fsdp_schedule(1); }
 
@@ -427,6 +498,6 @@ static void test_all_fixtures_stay_valid(void) {
     }
 }
 
-MT_MAIN(MT_CASE(test_fsdp_positions_nccl), MT_CASE(test_fsdp_positions_after_rewrite),
+MT_MAIN(MT_CASE(test_inflight_bound), MT_CASE(test_fsdp_positions_nccl), MT_CASE(test_fsdp_positions_after_rewrite),
         MT_CASE(test_symm_is_transfer_not_compute), MT_CASE(test_window_sized_by_transfer), MT_CASE(test_cli_cost_table_and_guard),
         MT_CASE(test_peer_mismatch_leaves_graph), MT_CASE(test_all_fixtures_stay_valid), MT_CASE(test_cli_unbacked_report))

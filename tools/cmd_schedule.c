@@ -134,6 +134,8 @@ static const magi_cli_opt schedule_opts[] = {
     {"--json", NULL, NULL, NULL, 0, "machine-readable report"},
     {"--emit", NULL, NULL, "OUT", 0, "write the rescheduled region as an artifact"},
     {"--timeline", NULL, NULL, "OUT.svg", 0, "draw the simulated timeline as SVG"},
+    {"--max-inflight-bytes", NULL, NULL, "B", 0,
+     "bound on gathered-but-unconsumed bytes (default: one layer's worth; none: no bound)"},
     {NULL, NULL, NULL, NULL, 0, NULL}};
 
 const magi_cli_command magi_cli_schedule = {
@@ -143,7 +145,10 @@ const magi_cli_command magi_cli_schedule = {
     "difference (slack when hidden, exposed time when not), in text, JSON and SVG.\n"
     "Cross-rank guard: with --peer-fingerprints, a peer whose fingerprint differs\n"
     "from REGION's leaves the graph unchanged, nothing is emitted, the report says\n"
-    "why and the exit status is 6, so a launcher script can stop every rank.\n",
+    "why and the exit status is 6, so a launcher script can stop every rank.\n"
+    "Memory bound: launches never put more gathered-but-unconsumed bytes in flight\n"
+    "than --max-inflight-bytes (default one layer's worth: the largest set of\n"
+    "gathers between two consecutive uses of gathered weights).\n",
     schedule_opts, magi_cmd_schedule};
 
 static int magi_cmd_schedule(int argc, char **argv) {
@@ -153,15 +158,27 @@ static int magi_cmd_schedule(int argc, char **argv) {
     const char *file = args.n_pos == 1 ? args.pos[0] : NULL, *table_path = magi_cli_value(&args, "--costs", NULL);
     const char *fp_path = magi_cli_value(&args, "--peer-fingerprints", NULL), *emit = magi_cli_value(&args, "--emit", NULL);
     const char *svg_path = magi_cli_value(&args, "--timeline", NULL);
+    const char *cap_text = magi_cli_value(&args, "--max-inflight-bytes", NULL);
+    uint64_t max_inflight = 0;
     int json = magi_cli_has(&args, "--json"), np = 0, peers_differ = 0;
     double scale = 1.0, margin = 5.0;
     const char **peer_paths = magi_cli_values(&args, "--peer-keys", &np);
     uint32_t n_peer_keys = (uint32_t)np;
     rc = magi_cli_double(&args, "--scale", 1e-9, &scale);
+    if (!rc && cap_text) {
+        char *end = NULL;
+        errno = 0;
+        unsigned long long v = strtoull(cap_text, &end, 10);
+        if (!strcmp(cap_text, "none")) max_inflight = UINT64_MAX;
+        else if (errno || !end || *end || !*cap_text || cap_text[0] == '-' || v == 0)
+            rc = magi_cli_usage(argv[0], "--max-inflight-bytes takes a positive byte count or 'none'");
+        else max_inflight = (uint64_t)v;
+    }
     if (!rc) rc = magi_cli_double(&args, "--margin-us", 0, &margin);
     if (!rc && !file)
         rc = magi_cli_usage(argv[0], "usage: schedule REGION [--costs T] [--peer-keys K...] [--peer-fingerprints F] "
-                                     "[--scale S] [--margin-us M] [--json] [--emit OUT] [--timeline OUT.svg]");
+                                     "[--scale S] [--margin-us M] [--json] [--emit OUT] [--timeline OUT.svg] "
+                                     "[--max-inflight-bytes B]");
     if (rc) {
         magi_cli_args_free(&args);
         return rc;
@@ -206,6 +223,7 @@ static int magi_cmd_schedule(int argc, char **argv) {
         o.cost_ctx = &ad;
         o.peer_fingerprints = (const char *const *)fps;
         o.n_peer_fingerprints = n_fps;
+        o.max_inflight_bytes = max_inflight;
         about_region = (st = magi_schedule(&rep, r, &o)) != MAGI_OK;
     }
     if (st) {
@@ -273,12 +291,13 @@ static int magi_cmd_schedule(int argc, char **argv) {
             printf(",\"kind\":\"%s\",\"cost_us\":%s,\"issue_us\":%s,\"need_us\":%s,\"covered_us\":%s,"
                    "\"window_slack_us\":%s,\"launch_us\":%s,\"transfer_start_us\":%s,\"transfer_end_us\":%s,"
                    "\"queued_us\":%s,\"first_use_us\":%s,\"stall_us\":%s,\"verdict\":\"%s\",\"exposed_us\":%s,"
-                   "\"launch_index\":%u}",
+                   "\"launch_index\":%u,\"consumer_index\":%u,\"bytes\":%llu,\"inflight_bytes\":%llu}",
                    g->symm ? "symm" : "nccl", MAGI_CLI_NUM(g->cost_us), MAGI_CLI_NUM(g->issue_us),
                    MAGI_CLI_NUM(g->need_us), MAGI_CLI_NUM(g->covered_us), MAGI_CLI_NUM(t->window_slack_us),
                    MAGI_CLI_NUM(t->launch_us), MAGI_CLI_NUM(t->transfer_start_us), MAGI_CLI_NUM(t->transfer_end_us),
                    MAGI_CLI_NUM(t->queued_us), MAGI_CLI_NUM(t->first_use_us), MAGI_CLI_NUM(t->stall_us),
-                   t->exposed ? "exposed" : "hidden", MAGI_CLI_NUM(t->stall_us), g->launch_index);
+                   t->exposed ? "exposed" : "hidden", MAGI_CLI_NUM(t->stall_us), g->launch_index,
+                   g->consumer_index, (unsigned long long)g->bytes, (unsigned long long)g->inflight_bytes);
         }
         printf("],\"estimator\":{\"source\":\"%s\",\"reason\":", measured ? "measured" : "analytical");
         magi_cli_json_str(stdout, reason);
@@ -289,8 +308,9 @@ static int magi_cmd_schedule(int argc, char **argv) {
             printf(",\"value\":%lld,\"source\":\"%s\",\"guess\":%s}", (long long)ug[i].value,
                    magi_unbacked_source_name(ug[i].source), ug[i].source == MAGI_UNBACKED_DEFAULT ? "true" : "false");
         }
-        printf("],\"simulated_us\":%s,\"exposed_gathers\":%u,\"stall_us\":%s}\n", MAGI_CLI_NUM(rep->total_us),
-               n_exposed, MAGI_CLI_NUM(stall_total));
+        printf("],\"simulated_us\":%s,\"exposed_gathers\":%u,\"stall_us\":%s,\"max_inflight_bytes\":%llu,"
+               "\"peak_inflight_bytes\":%llu}\n", MAGI_CLI_NUM(rep->total_us), n_exposed, MAGI_CLI_NUM(stall_total),
+               (unsigned long long)rep->max_inflight_bytes, (unsigned long long)rep->peak_inflight_bytes);
     } else {
         /* "applied" only when the reorder hides every gather; while some stay
          * exposed the first line says so (the table below says by how much). */
@@ -322,19 +342,30 @@ static int magi_cmd_schedule(int argc, char **argv) {
                    "simulated with transfers in launch order on one lane: queued = behind earlier transfers,\n"
                    "stall = compute waiting for it (its exposed time)\n",
                    scale, margin);
-            printf("%3s  %-32s %-4s %8s %8s %8s %8s %8s  %s\n", "#", "gather", "kind", "cost", "need", "window",
-                   "queued", "stall", "verdict");
+            printf("%3s  %-32s %-4s %6s %6s %9s %8s %8s %8s %8s %8s  %s\n", "#", "gather", "kind", "launch", "use",
+                   "inflight", "cost", "need", "window", "queued", "stall", "verdict");
             for (uint32_t i = 0; i < rep->n_gathers; i++) {
                 const magi_sched_gather *g = &rep->gathers[i];
                 const magi_sched_timing *t = &tm[i];
-                printf("%3u  %-32.32s %-4s %8.1f %8.1f %8.1f %8.1f %8.1f  ", i + 1, MAGI_TEXT(g->node), g->symm ? "symm" : "nccl",
-                       g->cost_us, g->need_us, g->covered_us, t->queued_us, t->stall_us);
+                printf("%3u  %-32.32s %-4s %6u %6u %8.1fM %8.1f %8.1f %8.1f %8.1f %8.1f  ", i + 1, MAGI_TEXT(g->node),
+                       g->symm ? "symm" : "nccl", g->launch_index, g->consumer_index,
+                       (double)g->inflight_bytes / (1 << 20), g->cost_us, g->need_us, g->covered_us, t->queued_us,
+                       t->stall_us);
                 if (t->exposed) printf("exposed by %.1f\n", t->stall_us);
                 else printf("hidden, done %.1f before use\n", t->first_use_us - t->transfer_end_us);
             }
         }
         printf("simulated %.1f us; %u of %u gathers exposed (%.1f us of stalls)\n", rep->total_us, n_exposed,
                rep->n_gathers, stall_total);
+        if (rep->n_gathers) {
+            if (rep->max_inflight_bytes == UINT64_MAX)
+                printf("in flight (gathered, not yet used): at most %.1f MiB (no bound)\n",
+                       (double)rep->peak_inflight_bytes / (1 << 20));
+            else
+                printf("in flight (gathered, not yet used): at most %.1f MiB, bound %.1f MiB%s\n",
+                       (double)rep->peak_inflight_bytes / (1 << 20), (double)rep->max_inflight_bytes / (1 << 20),
+                       cap_text ? "" : " (one layer's worth)");
+        }
         print_ce_note(rep, measured, &cm);
     }
     free(tm);

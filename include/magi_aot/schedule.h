@@ -58,7 +58,7 @@ typedef magi_status (*magi_sched_cost_fn)(void *ctx, const magi_region *r, uint3
 /* Classifier override (tests use it to build doubles); NULL: the default. */
 typedef magi_sched_class (*magi_sched_classify_fn)(void *ctx, const magi_region *r, uint32_t node);
 
-#define MAGI_SCHED_OPTIONS_VERSION MAGI_STRUCT_VERSION(1, magi_sched_options)
+#define MAGI_SCHED_OPTIONS_VERSION MAGI_STRUCT_VERSION(2, magi_sched_options)
 typedef struct magi_sched_options {
     uint32_t version;          /* MAGI_SCHED_OPTIONS_VERSION */
     double scale;              /* 0: 1.0 */
@@ -75,8 +75,17 @@ typedef struct magi_sched_options {
      * every peer hex (none NULL) equals this region's canonical fingerprint. */
     const char *const *peer_fingerprints;
     uint32_t n_peer_fingerprints;
+    /* Memory bound: the bytes of gathered weights launched but not yet
+     * consumed (from a launch to the first consumer of its wait) never
+     * exceed this at any point of the schedule; a launch that would pass
+     * it is placed later (its window shrinks, the report shows the
+     * exposed time). 0: one layer's worth, the largest set of gathers
+     * launched between two consecutive uses of gathered weights in the
+     * graph as given; UINT64_MAX: no bound. A gather larger than the
+     * bound alone still launches, right after every other is consumed. */
+    uint64_t max_inflight_bytes;
 } magi_sched_options;
-#define MAGI_SCHED_OPTIONS_INIT { MAGI_SCHED_OPTIONS_VERSION, 1.0, 5.0, NULL, NULL, NULL, NULL, NULL, 0 }
+#define MAGI_SCHED_OPTIONS_INIT { MAGI_SCHED_OPTIONS_VERSION, 1.0, 5.0, NULL, NULL, NULL, NULL, NULL, 0, 0 }
 /* The largest scale: with costs bounded by MAGI_COST_US_MAX (costs.h) every
  * simulated time stays finite. A scale or margin that is not finite, or
  * above its bound, is refused (MAGI_ERR_INVALID_ARG). */
@@ -98,6 +107,10 @@ typedef struct magi_sched_gather {
     double exposed_us;       /* need_us - covered_us when not hidden, else 0 */
     uint32_t launch_index;   /* final position */
     uint32_t consumer_index; /* final position of the first consumer of its wait */
+    uint64_t bytes;          /* gathered bytes (the launch's output; symbolic sizes at
+                                their hints, an unbacked one counted as 1) */
+    uint64_t inflight_bytes; /* gathered-but-unconsumed bytes right after its launch,
+                                its own included */
 } magi_sched_gather;
 
 /* Result of a pass. Owned by the caller: magi_sched_report_free(). */
@@ -114,6 +127,8 @@ typedef struct magi_sched_report {
     double *stall_us;            /* gathers: simulated compute-lane stall at its waits */
     double total_us;
     uint32_t n_nodes;
+    uint64_t max_inflight_bytes; /* the bound the pass kept (the option, or its default) */
+    uint64_t peak_inflight_bytes; /* the most in flight at any point of the final order */
 } magi_sched_report;
 
 /* Run the pass over `r` (mutated in place: nodes reordered, references

@@ -1,9 +1,10 @@
 """Inductor keeps a region's gather launches where its graph puts them
 (magi_aot.compile.launch_order): the real FSDP block, loaded rank-local on
 the copy engine and scheduled by `magi-aot schedule`, compiled with
-compile_fx and Inductor's defaults; the generated call() issues the
-launches in the graph's order. Without the pass, Inductor's peak-memory
-pass sinks them to their waits."""
+compile_fx and Inductor's defaults; the generated call() issues each
+launch after as many matmuls as the scheduled graph does, and every
+gather but the first has compute queued under it. Without the pass,
+Inductor moves them."""
 import os
 import re
 import subprocess
@@ -17,20 +18,50 @@ CLI = os.environ.get("MAGI_CLI", os.path.join(ROOT, "build", "magi-aot"))
 
 
 def _events(code):
-    """The call() of Inductor's generated module as a list of
-    ("launch" | "wait" | "mm", line)."""
+    """The call() of Inductor's generated module as a list of (kind,
+    buffer number) with kind "launch", "wait", "mm" (a matmul) or
+    "kernel" (any other compute)."""
     body = code[code.index("def call("):]
     out = []
     for line in body.splitlines():
         s = line.strip()
         if s.startswith("#"):
             continue
-        if re.search(r"= torch\.ops\.(magi\.symm_all_gather|_c10d_functional\.all_gather)", s):
-            out.append(("launch", s))
+        m = re.match(r"buf(\d+) = torch\.ops\.(magi\.symm_all_gather|_c10d_functional\.all_gather)", s)
+        if m:
+            out.append(("launch", int(m.group(1))))
         elif "wait_tensor" in s:
-            out.append(("wait", s))
-        elif s.startswith("extern_kernels.mm") or s.startswith("extern_kernels.addmm"):
-            out.append(("mm", s))
+            out.append(("wait", int(re.search(r"wait_tensor\.default\(buf(\d+)\)", s).group(1))))
+        elif s.startswith(("extern_kernels.mm", "extern_kernels.addmm")):
+            out.append(("mm", None))
+        elif s.startswith("cpp_fused") or s.startswith("extern_kernels."):
+            out.append(("kernel", None))
+    return out
+
+
+def _matmuls_before_launches(events):
+    """For each launch in order, how many matmuls precede it."""
+    out, mms = [], 0
+    for kind, _ in events:
+        if kind == "mm":
+            mms += 1
+        elif kind == "launch":
+            out.append(mms)
+    return out
+
+
+def _compute_under(events):
+    """For each launch in order, whether a compute kernel is queued between
+    it and the first wait on one of its outputs (a launch numbered N owns
+    the waited buffers from N up to the next launch's number)."""
+    launches = [(i, n) for i, (k, n) in enumerate(events) if k == "launch"]
+    numbers = sorted(n for _, n in launches)
+    out = []
+    for i, n in launches:
+        nxt = next((m for m in numbers if m > n), None)
+        mine = next(j for j, (k, b) in enumerate(events)
+                    if k == "wait" and b >= n and (nxt is None or b < nxt))
+        out.append(any(k in ("mm", "kernel") for k, _ in events[i + 1:mine]))
     return out
 
 
@@ -66,17 +97,24 @@ class KeptByInductor(unittest.TestCase):
         import torch._inductor.config as config
         from torch._inductor.compile_fx import compile_fx
         r = magi_aot.load(self.scheduled, transport="copy_engine")
-        launches = [n["name"] for n in r.nodes if "symm_all_gather" in str(n.get("target"))
-                    or "all_gather_into_tensor" in str(n.get("target"))]
+        launches, fx_mms, mms = [], [], 0
+        for n in r.nodes:
+            t = str(n.get("target"))
+            if t.endswith("linear"):
+                mms += 1
+            elif "symm_all_gather" in t or "all_gather_into_tensor" in t:
+                launches.append(n["name"])
+                fx_mms.append(mms)
         paths = []
         real = codecache.PyCodeCache.load_by_key_path
 
         def spy(key, path, *a, **k):
             paths.append(path)
             return real(key, path, *a, **k)
+        from magi_aot.compile.launch_order import HOOK
         patches = {"force_disable_caches": True}
         if not keep:
-            patches["post_grad_custom_post_pass"] = None
+            patches[HOOK] = None
         torch._dynamo.reset()
         # the repro text Inductor keeps for its logs resolves the c10d
         # groups by name; there are none in this process (nothing runs)
@@ -85,29 +123,25 @@ class KeptByInductor(unittest.TestCase):
                 config.patch(patches):
             compile_fx(r.graph_module(), r.fake_inputs(device="cpu"))
         with open(paths[-1]) as f:
-            return _events(f.read()), launches
+            return _events(f.read()), launches, fx_mms
 
     def test_launches_stay_where_the_schedule_put_them(self):
-        from magi_aot.compile.launch_order import KeepLaunchOrder
+        from magi_aot.compile.launch_order import HOOK, KeepLaunchOrder
         import torch._inductor.config as config
-        self.assertIsInstance(config.post_grad_custom_post_pass, KeepLaunchOrder)
-        events, launches = self.compile(keep=True)
-        kinds = [k for k, _ in events]
-        self.assertEqual(kinds.count("launch"), len(launches), events)
-        # the schedule issued every launch ahead of the first matmul (the
-        # analytical costs hide none of them here: each at its earliest)
-        first_mm = kinds.index("mm")
-        self.assertEqual(kinds[:first_mm].count("launch"), len(launches), events)
-        # so every gather but the first has compute queued between its
-        # launch and its wait
-        waits = [i for i, k in enumerate(kinds) if k == "wait"]
-        self.assertTrue(all("mm" in kinds[first_mm:w] for w in waits[1:]), events)
+        self.assertIsInstance(getattr(config, HOOK), KeepLaunchOrder)
+        events, launches, fx_mms = self.compile(keep=True)
+        self.assertEqual(len([k for k, _ in events if k == "launch"]), len(launches), events)
+        # each launch has as many matmuls before it as in the scheduled graph
+        self.assertEqual(_matmuls_before_launches(events), fx_mms, events)
+        # the schedule spread them (the memory bound): not all at the top
+        self.assertGreater(max(fx_mms), 0)
+        # every gather but the region's first has compute queued under it
+        under = _compute_under(events)
+        self.assertTrue(all(under[1:]), (under, events))
 
-    def test_without_the_pass_inductor_sinks_them(self):
-        events, launches = self.compile(keep=False)
-        kinds = [k for k, _ in events]
-        first_mm = kinds.index("mm")
-        self.assertLess(kinds[:first_mm].count("launch"), len(launches), events)
+    def test_without_the_pass_inductor_moves_them(self):
+        events, launches, fx_mms = self.compile(keep=False)
+        self.assertNotEqual(_matmuls_before_launches(events), fx_mms, events)
 
     def test_other_graphs_pass_through(self):
         import torch

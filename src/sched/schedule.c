@@ -3,6 +3,9 @@
 #include "magi_aot/schedule.h"
 #include "magi_aot/costs.h"
 #include "magi_aot/fingerprint.h"
+#include "magi_aot/expr.h"
+#include "magi_aot/ops.h"
+#include "magi_aot/arena.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,10 +111,90 @@ typedef struct pass {
     uint32_t *order;   /* position -> node (original index) */
     uint32_t *pos;     /* node -> position */
     uint8_t *in_group;
+    uint64_t *bytes;   /* gathers: gathered bytes */
+    uint64_t cap;      /* the in-flight bound */
+    uint32_t *gathers; /* the gather nodes, in original order */
+    uint32_t n_gathers;
+    int64_t *flight;   /* scratch: in-flight bytes change per position (n+1) */
 } pass;
 
 static magi_sched_class classify(pass *p, uint32_t i) {
     return p->o->classify ? p->o->classify(p->o->classify_ctx, p->r, i) : magi_sched_classify(p->r, i);
+}
+
+/* ---- gathered bytes and the in-flight bound ---- */
+
+/* A dimension at its hint: the value, or the expression evaluated with the
+ * region's hints; 1 when it needs an unbacked symbol (or does not parse). */
+static int64_t dim_at_hint(const magi_region *r, magi_arena *a, const magi_dim *d) {
+    if (!d->expr) return d->value;
+    magi_expr *e = NULL;
+    int64_t v = 1;
+    if (magi_expr_parse(&e, a, d->expr, strlen(d->expr), NULL) != MAGI_OK ||
+        magi_expr_eval_int_num(&v, e, magi_region_hint_lookup, (void *)r) != MAGI_OK || v < 0)
+        v = 1;
+    return v;
+}
+
+static uint64_t example_bytes(const magi_region *r, magi_arena *a, const magi_example *ex, int depth) {
+    if (!ex || depth > 4) return 0;
+    if (ex->kind == MAGI_EX_TENSOR) {
+        uint64_t b = ex->u.tensor.dtype ? magi_dtype_size(ex->u.tensor.dtype) : 0;
+        for (uint32_t d = 0; d < ex->u.tensor.ndim && b; d++) {
+            int64_t v = dim_at_hint(r, a, &ex->u.tensor.shape[d]);
+            b = v > 0 && b <= UINT64_MAX / (uint64_t)v ? b * (uint64_t)v : (v == 0 ? 0 : UINT64_MAX);
+        }
+        return b;
+    }
+    if (ex->kind == MAGI_EX_TUPLE || ex->kind == MAGI_EX_LIST) {
+        uint64_t sum = 0;
+        for (uint32_t i = 0; i < ex->u.seq.n; i++) {
+            uint64_t b = example_bytes(r, a, &ex->u.seq.items[i], depth + 1);
+            sum = sum > UINT64_MAX - b ? UINT64_MAX : sum + b;
+        }
+        return sum;
+    }
+    return 0;
+}
+
+static void first_points(const pass *p, uint32_t g, uint32_t none, uint32_t *fw, uint32_t *fc);
+
+/* Gathered bytes of every gather, and the bound: the option, else the
+ * largest set of gathers launched between two consecutive uses of
+ * gathered weights (first consumers of a wait) in the given order. */
+static magi_status bytes_and_cap(pass *p) {
+    uint32_t n = p->n;
+    p->bytes = calloc(n ? n : 1, sizeof *p->bytes);
+    p->gathers = calloc(n ? n : 1, sizeof *p->gathers);
+    p->flight = calloc((size_t)n + 1, sizeof *p->flight);
+    uint8_t *use = calloc(n ? n : 1, 1);
+    magi_arena *a = NULL;
+    if (!p->bytes || !p->gathers || !p->flight || !use || magi_arena_new(&a, 0) != MAGI_OK) {
+        free(use);
+        return magi_set_error(MAGI_ERR_NOMEM, "schedule: out of memory");
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        if (!is_gather(p->cls[i])) continue;
+        p->gathers[p->n_gathers++] = i;
+        p->bytes[i] = example_bytes(p->r, a, p->r->nodes[i].example, 0);
+        uint32_t fw, fc;
+        first_points(p, i, n, &fw, &fc);
+        if (fc < n) use[fc] = 1;
+    }
+    magi_arena_free(a);
+    if (p->o->max_inflight_bytes) {
+        p->cap = p->o->max_inflight_bytes;
+    } else {
+        uint64_t set = 0, best = 0;
+        for (uint32_t i = 0; i < n; i++) {
+            if (use[i]) set = 0;
+            if (is_gather(p->cls[i])) set = set > UINT64_MAX - p->bytes[i] ? UINT64_MAX : set + p->bytes[i];
+            if (set > best) best = set;
+        }
+        p->cap = best;
+    }
+    free(use);
+    return MAGI_OK;
 }
 
 /* Per-node class and cost, the identity order, the reference graph; shared
@@ -139,7 +222,7 @@ static magi_status pass_prepare(pass *p) {
         if (c->transfer_us > MAGI_COST_US_MAX) c->transfer_us = MAGI_COST_US_MAX;
         if (c->issue_us > MAGI_COST_US_MAX) c->issue_us = MAGI_COST_US_MAX;
     }
-    return MAGI_OK;
+    return bytes_and_cap(p);
 }
 
 static double compute_of(const pass *p, uint32_t node) {
@@ -173,6 +256,37 @@ static void wait_points(const pass *p, uint32_t g, uint32_t none, uint32_t *firs
     if (fw == none) fw = fc; /* no wait: the first real user synchronises */
     *first_wait = fw;
     *first_consumer = fc;
+}
+
+static void first_points(const pass *p, uint32_t g, uint32_t none, uint32_t *fw, uint32_t *fc) {
+    wait_points(p, g, none, fw, fc);
+}
+
+/* In-flight bytes per insertion index of order' (tmp[0..n2), positions
+ * in p->pos): every gather h other than g that is already in order'
+ * counts from just after its launch up to (not including) the first
+ * consumer of its wait. flight[q] then holds the bytes in flight over the
+ * slot between tmp[q-1] and tmp[q], where g would be inserted at q. */
+static void inflight_profile(pass *p, uint32_t g, uint32_t n2) {
+    int64_t *f = p->flight;
+    for (uint32_t i = 0; i <= n2; i++) f[i] = 0;
+    for (uint32_t k = 0; k < p->n_gathers; k++) {
+        uint32_t h = p->gathers[k];
+        if (h == g || p->in_group[h] == 1) continue;
+        uint32_t fw, fc;
+        wait_points(p, h, n2, &fw, &fc);
+        uint32_t from = p->pos[h] + 1;
+        if (fc <= from - 1 || from > n2) continue;
+        uint64_t b = p->bytes[h];
+        int64_t sb = b > (uint64_t)INT64_MAX / 4 ? INT64_MAX / 4 : (int64_t)b;
+        f[from] += sb;
+        f[fc < n2 ? fc + 1 : n2] -= sb;
+    }
+    int64_t run = 0;
+    for (uint32_t i = 0; i <= n2; i++) {
+        run += f[i];
+        f[i] = run;
+    }
 }
 
 /* Members of the feed chain of gather g (g included): in_group marked,
@@ -256,6 +370,26 @@ static void schedule_gather(pass *p, uint32_t g, uint32_t *members, uint32_t *tm
     wait_points(p, g, n2, &fw, &fc); /* positions in order' (pos2) */
     if (fw < hi) hi = fw;
     if (hi < lo) hi = lo; /* cannot happen for a valid graph; keep in range */
+    /* the memory bound: g at q is in flight over slots q..fc; every
+     * slot must keep (others' bytes + g's) within the cap, so the
+     * earliest position is raised until the window fits (a gather larger
+     * than the cap alone: until nothing else is in flight there) */
+    if (p->cap != UINT64_MAX && p->n_gathers > 1) {
+        inflight_profile(p, g, n2);
+        uint64_t gb = p->bytes[g];
+        uint32_t end = fc < n2 ? fc : n2;
+        int64_t worst = 0;
+        uint32_t cap_lo = hi + 1;
+        for (int64_t q = end; q >= (int64_t)lo; q--) {
+            if (p->flight[q] > worst) worst = p->flight[q];
+            uint64_t total = (uint64_t)worst + gb;
+            int fits = total <= p->cap || worst == 0;
+            if (!fits) break;
+            cap_lo = (uint32_t)q;
+        }
+        if (cap_lo > hi) cap_lo = hi; /* nowhere fits: as late as the wait allows */
+        if (cap_lo > lo) lo = cap_lo;
+    }
     /* coverage(q) = compute in [q, fc) of order'; choose the latest q in
      * [lo, hi] with coverage >= need, else lo. */
     uint32_t best = lo;
@@ -347,7 +481,21 @@ static magi_status verdicts_and_timeline(pass *p, magi_sched_report *rep) {
         G->exposed_us = G->hidden ? 0 : G->need_us - cov;
         G->launch_index = i;
         G->consumer_index = fc;
+        G->bytes = p->bytes[g];
     }
+    /* in flight after each launch, and the peak */
+    for (uint32_t a = 0; a < rep->n_gathers; a++) {
+        magi_sched_gather *G = &rep->gathers[a];
+        uint64_t sum = 0;
+        for (uint32_t b = 0; b < rep->n_gathers; b++) {
+            const magi_sched_gather *H = &rep->gathers[b];
+            if (H->launch_index <= G->launch_index && H->consumer_index > G->launch_index)
+                sum = sum > UINT64_MAX - H->bytes ? UINT64_MAX : sum + H->bytes;
+        }
+        G->inflight_bytes = sum;
+        if (sum > rep->peak_inflight_bytes) rep->peak_inflight_bytes = sum;
+    }
+    rep->max_inflight_bytes = p->cap;
     /* simulated timeline: one compute lane, one transfer lane (serial) */
     double t = 0, lane = 0;
     for (uint32_t i = 0; i < n; i++) {
@@ -492,6 +640,9 @@ cleanup:
     free(p.order);
     free(p.pos);
     free(p.in_group);
+    free(p.bytes);
+    free(p.gathers);
+    free(p.flight);
     refs_free(&p.in);
     refs_free(&p.users);
     free(members);

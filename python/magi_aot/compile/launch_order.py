@@ -4,29 +4,37 @@ compiles it.
 A weight gather runs under compute only if it is launched ahead of the
 compute it should hide behind; the schedule (magi-aot schedule, the
 latest-safe-launch pass) moves each launch there in the FX graph and
-leaves the wait at the first use. Inductor keeps the FX order of a graph
-with one exception: its peak-memory pass (`reorder_for_peak_memory`, on by
-default) sinks an allocating node towards its first consumer, so a
-launch lands right before its wait and nothing overlaps.
+leaves the wait at the first use. Inductor, with its defaults, does not
+keep that order: its post-grad `reorder_for_locality` moves each node's
+producers down to it (carrying the compute that should run under a
+gather below the launch), and its peak-memory pass sinks an allocating
+node towards its first consumer (a launch lands right before its wait).
 
-`KeepLaunchOrder` is a post-grad graph pass that pins every weight-gather
-launch (`magi.symm_all_gather[_coalesced]`, and the c10d
-`all_gather_into_tensor[_coalesced]` kept beside them) between the compute
-node before it and the compute node after it, through Inductor's own
-ordering dependencies (the `control_deps` operator, which its scheduler
-and memory pass honour). It acts only on graphs that hold a magi gather:
-every other graph passes through unchanged. `install()` puts it into
-`torch._inductor.config.post_grad_custom_post_pass`, after any pass the
-user set there (which still runs first); `magi_aot.runtime.ops.register()`
-calls it, so a process that can run the magi operators compiles them in
-order with Inductor's defaults.
+`KeepLaunchOrder` is a graph pass that pins every weight-gather launch
+(`magi.symm_all_gather[_coalesced]`, and the c10d
+`all_gather_into_tensor[_coalesced]` kept beside them) between the last
+unfusable compute node before it and the first one after it, through
+Inductor's own ordering dependencies (the `control_deps` operator, which
+its reordering passes and scheduler honour). It runs as Inductor's
+`joint_custom_post_pass` (the last joint-graph pass, run on an inference
+graph too, before the post-grad passes) and acts only on graphs that
+hold a magi gather: every other graph passes through unchanged.
+`install()` puts it there, after any pass the user set (which still runs
+first); `magi_aot.runtime.ops.register()` calls it, so a process that can
+run the magi operators compiles them in order with Inductor's defaults.
 
 Where this torch has no `control_deps` (`preserve_node_ordering`), the
 pass leaves the graph unchanged and `pin_launches` says why.
 """
 from __future__ import annotations
 
-__all__ = ["KeepLaunchOrder", "install", "pin_launches", "LAUNCH_OPS"]
+__all__ = ["KeepLaunchOrder", "install", "pin_launches", "LAUNCH_OPS", "HOOK"]
+
+# Inductor's hook the pass goes into: the last of the joint-graph passes,
+# which runs on an inference graph too, before the post-grad passes (whose
+# reorder_for_locality moves each node's producers down to it, carrying
+# the compute that should run under a gather below its launch)
+HOOK = "joint_custom_post_pass"
 
 # the weight-gather launches (namespace, name) the pass pins
 LAUNCH_OPS = frozenset({("magi", "symm_all_gather"), ("magi", "symm_all_gather_coalesced"),
@@ -92,7 +100,7 @@ def _feeds(launch):
 
 
 def pin_launches(graph):
-    """Pin each weight-gather launch of `graph` (a post-grad fx.Graph,
+    """Pin each weight-gather launch of `graph` (an aten-level fx.Graph,
     changed in place) after the last unfusable compute node before it
     (a matmul, an attention, an operator of another library) and before
     the first one after it (its own consumer included: the wait stays
@@ -161,16 +169,16 @@ class KeepLaunchOrder(_base()):
 
 
 def install():
-    """Put KeepLaunchOrder into Inductor's post-grad custom pass (after any
-    pass already there); idempotent. Returns the installed pass, or None
+    """Put KeepLaunchOrder into Inductor's HOOK (after any pass already
+    there); idempotent. Returns the installed pass, or None
     where this torch has no such hook."""
     try:
         import torch._inductor.config as config
     except ImportError:
         return None
-    cur = getattr(config, "post_grad_custom_post_pass", None)
+    cur = getattr(config, HOOK, None)
     if isinstance(cur, KeepLaunchOrder):
         return cur
     p = KeepLaunchOrder(cur)
-    config.post_grad_custom_post_pass = p
+    setattr(config, HOOK, p)
     return p
