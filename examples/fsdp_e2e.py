@@ -276,6 +276,13 @@ def run(args):
         else:
             bound = rt.bind(sh)
         rt.ready()
+        sched = rt.schedule_report
+        res["schedule_mode"] = sched["mode"]
+        res["schedule_moved"] = sum(len(r["moved"]) for r in sched["regions"])
+        res["schedule_bound"] = [r["max_inflight_bytes"] for r in sched["regions"]]
+        res["schedule_gathers"] = [{k: g[k] for k in ("node", "launch_index", "first_use_index",
+                                                      "stall_us", "inflight_bytes")}
+                                   for r in sched["regions"] for g in r["gathers"]]
         res["n_rewritten"] = region.n_rewritten
         res["kept"] = [(g["name"], g["reason"]) for g in region.rewrite_report
                        if g["reason"] != "rewritten"]
@@ -328,18 +335,38 @@ def _inductor(rt, region, gm, inputs, ref, rank):
     from torch._inductor.compile_fx import compile_fx
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
+    from unittest import mock
+    import torch._inductor.codecache as codecache
+    from magi_aot.compile.launch_order import code_overlap
     out = {}
     t0 = time.monotonic()
+    paths = []
+    real_load = codecache.PyCodeCache.load_by_key_path
+
+    def spy(key, path, *a, **k):
+        paths.append(path)
+        return real_load(key, path, *a, **k)
     for turn in (0, 1):
         if (rank == 0) == (turn == 0):
             fake_mode = FakeTensorMode(shape_env=ShapeEnv())
             fakes = rt.fake_inputs(region, fake_mode)
-            compiled = compile_fx(rt.graph_module(region), fakes)
+            with mock.patch.object(codecache.PyCodeCache, "load_by_key_path", spy):
+                compiled = compile_fx(rt.graph_module(region), fakes)
         dist.barrier()
     out["inductor_compile_seconds"] = time.monotonic() - t0
+    if paths:
+        with open(paths[-1]) as f:
+            out["inductor_overlap"] = code_overlap(f.read())
+    # the region as loaded, unscheduled, through the same compile: the
+    # schedule changes the order, never the result
+    plain = rt.graph_module(region, scheduled=False)
+    compiled_plain = compile_fx(plain, rt.fake_inputs(region, FakeTensorMode(shape_env=ShapeEnv())))
     with torch.no_grad():
         got = compiled(*inputs)
+        got_plain = compiled_plain(*inputs)
     got = got[0] if isinstance(got, (tuple, list)) else got
+    got_plain = got_plain[0] if isinstance(got_plain, (tuple, list)) else got_plain
+    out["inductor_matches_unscheduled"] = bool(torch.equal(got, got_plain))
     diff = (got.float() - ref.float()).abs()
     tol = 2e-2 * ref.float().abs().max().item() + 1e-2
     out["inductor_max_abs"] = float(diff.max())

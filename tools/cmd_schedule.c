@@ -13,36 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct cost_adapter {
-    const magi_cost_estimate *est;
-    const magi_cost_table *table;
-} cost_adapter;
-
-static magi_status adapter_cost(void *ctx, const magi_region *r, uint32_t i, magi_sched_cost *out) {
-    const cost_adapter *a = ctx;
-    magi_node_cost nc;
-    memset(out, 0, sizeof *out);
-    magi_status st = magi_cost_estimate_node(&nc, a->est, i);
-    if (st) return st;
-    switch (magi_sched_classify(r, i)) {
-    case MAGI_SCHED_COMPUTE: out->compute_us = nc.us; break;
-    case MAGI_SCHED_GATHER_NCCL: case MAGI_SCHED_GATHER_SYMM: case MAGI_SCHED_COLLECTIVE:
-        out->transfer_us = nc.us;
-        if (a->table && nc.key && nc.source == MAGI_COST_MEASURED) {
-            size_t n = strlen(nc.key) + 7;
-            char *k = malloc(n);
-            if (k) {
-                snprintf(k, n, "issue:%s", nc.key);
-                magi_cost_table_lookup(&out->issue_us, a->table, k);
-                free(k);
-            }
-        }
-        break;
-    default: break;
-    }
-    return MAGI_OK;
-}
-
 /* Read one hex fingerprint per line (blank lines and '#' comments skipped).
  * Failures are reported here, naming the file; returns an exit code. */
 static int read_fingerprints(const char *cmd, const char *path, char ***out, uint32_t *n) {
@@ -215,12 +185,12 @@ static int magi_cmd_schedule(int argc, char **argv) {
         for (uint32_t i = 0; !st && i < n_fps; i++) peers_differ |= strcmp(mine, fps[i]) != 0;
     }
     if (!st) {
-        cost_adapter ad = {est, table};
         magi_sched_options o = MAGI_SCHED_OPTIONS_INIT;
         o.scale = scale;
         o.margin_us = margin;
-        o.cost = adapter_cost;
-        o.cost_ctx = &ad;
+        /* the library's estimate; the table only where every peer agreed */
+        o.cost = NULL;
+        o.cost_table = table && !magi_cost_estimate_degraded(est) ? table : NULL;
         o.peer_fingerprints = (const char *const *)fps;
         o.n_peer_fingerprints = n_fps;
         o.max_inflight_bytes = max_inflight;

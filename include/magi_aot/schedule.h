@@ -63,7 +63,11 @@ typedef struct magi_sched_options {
     uint32_t version;          /* MAGI_SCHED_OPTIONS_VERSION */
     double scale;              /* 0: 1.0 */
     double margin_us;          /* < 0: 0; default (MAGI_SCHED_OPTIONS_INIT) 5.0 */
-    magi_sched_cost_fn cost;   /* required */
+    magi_sched_cost_fn cost;   /* NULL: the library's estimate of the region
+                                  (magi_costs_estimate over cost_table, else
+                                  analytical): compute nodes cost their estimate,
+                                  gathers and collectives it as transfer time, and
+                                  the table's "issue:KEY" as issue time */
 /* The largest scale: with costs bounded by MAGI_COST_US_MAX (costs.h) every
  * simulated time stays finite. A scale or margin that is not finite, or
  * above its bound, is refused (MAGI_ERR_INVALID_ARG). */
@@ -84,8 +88,11 @@ typedef struct magi_sched_options {
      * graph as given; UINT64_MAX: no bound. A gather larger than the
      * bound alone still launches, right after every other is consumed. */
     uint64_t max_inflight_bytes;
+    /* With cost NULL: a measured cost table (borrowed; NULL: analytical). */
+    const struct magi_cost_table *cost_table;
 } magi_sched_options;
-#define MAGI_SCHED_OPTIONS_INIT { MAGI_SCHED_OPTIONS_VERSION, 1.0, 5.0, NULL, NULL, NULL, NULL, NULL, 0, 0 }
+#define MAGI_SCHED_OPTIONS_INIT { MAGI_SCHED_OPTIONS_VERSION, 1.0, 5.0, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL }
+
 /* The largest scale: with costs bounded by MAGI_COST_US_MAX (costs.h) every
  * simulated time stays finite. A scale or margin that is not finite, or
  * above its bound, is refused (MAGI_ERR_INVALID_ARG). */

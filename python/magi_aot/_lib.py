@@ -290,6 +290,7 @@ LOOKUP_NUM_FN = ctypes.CFUNCTYPE(c_int, c_void_p, c_char_p, POINTER(Num))
 
 # name: (restype, argtypes). restype int => a magi_status, checked.
 _STATUS = "status"
+STATUS = _STATUS  # for lib.declare
 _PROTOS = {
     "magi_version": (c_char_p, []),
     "magi_status_str": (c_char_p, [c_int]),
@@ -497,6 +498,21 @@ class _Lib:
     def has(self, name):
         self._load()
         return name in self._fns
+
+    def declare(self, protos):
+        """Add prototypes {name: (restype or STATUS, argtypes)} that a module
+        of the package keeps beside the structs they take (a STATUS
+        function is checked as the table's are); a name the library does
+        not export is left out (has() says False)."""
+        self._load()
+        for name, (res, args) in protos.items():
+            try:
+                f = getattr(self._dll, name)
+            except AttributeError:
+                continue
+            f.restype = c_int if res is _STATUS else res
+            f.argtypes = args
+            self._fns[name] = (f, res is _STATUS)
 
     def address(self, name):
         """The address (int) of an exported function, for C code that calls

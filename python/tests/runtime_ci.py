@@ -551,6 +551,107 @@ class JoinedWaitsFourThreads(_ThreadRanks, unittest.TestCase):
 
 
 @unittest.skipUnless(HAVE_TORCH, TORCH_REASON)
+class ScheduleAgreement(_ThreadRanks, unittest.TestCase):
+    """The schedule on the load path, agreed by every rank over the store
+    (magi_aot/runtime/overlap.py): equal graphs schedule identically; a
+    graph that differs in a compute node keeps each gather between the same
+    collectives (pinned); different collectives reorder nothing, named on
+    every rank; a rank that never comes is named within the timeout."""
+
+    def _records(self):
+        from magi_aot.schedule import canonical_fingerprint, skeleton
+        doc = self.region.doc
+        return {"fingerprints": [canonical_fingerprint(doc)], "skeletons": [skeleton(doc)],
+                "keys": "k"}
+
+    def _agree(self, records, timeout=20, missing=()):
+        import time
+        from magi_aot.runtime.overlap import agree
+        from magi_aot.runtime.rendezvous import _Store
+        store = self._store()
+        # one job's prefix per exchange, as the rendezvous hands out
+        self._jobs = getattr(self, "_jobs", 0) + 1
+        prefix = "job/%d/" % self._jobs
+
+        def rank(r):
+            if r in missing:
+                return None
+            t0 = time.monotonic()
+            v = agree(_Store(store, r, WORLD, timeout), store, prefix, r, WORLD, records[r])
+            return v, time.monotonic() - t0
+        return _threads(rank)
+
+    def test_the_three_modes(self):
+        import copy
+        base = self._records()
+        same = {r: copy.deepcopy(base) for r in range(WORLD)}
+        res = self._agree(same)
+        self.assertEqual({r: v[0]["mode"] for r, v in res.items()}, {r: "identical" for r in range(WORLD)})
+        # rank 2's graph differs in a compute node: its fingerprint, not its collectives
+        pinned = copy.deepcopy(same)
+        pinned[2]["fingerprints"] = ["0" * 64]
+        res = self._agree(pinned)
+        for r, (v, _) in res.items():
+            self.assertEqual(v["mode"], "pinned", v)
+            self.assertIn("rank 2's graph differs", v["reason"])
+        # rank 3 has one gather fewer: nobody reorders, every rank names rank 3
+        fewer = copy.deepcopy(same)
+        fewer[3]["fingerprints"] = ["1" * 64]
+        fewer[3]["skeletons"][0] = fewer[3]["skeletons"][0][:-1]
+        res = self._agree(fewer)
+        reasons = set()
+        for r, (v, _) in res.items():
+            self.assertEqual(v["mode"], "abort", v)
+            reasons.add(v["reason"])
+        self.assertEqual(len(reasons), 1, reasons)   # the same words on every rank
+        why = reasons.pop()
+        self.assertIn("rank 3's collective #6 is nothing", why)
+        self.assertIn("5 collectives on rank 3, 6 on rank 0", why)
+
+    def test_a_rank_that_never_comes_is_named_in_time(self):
+        base = self._records()
+        res = self._agree({r: base for r in range(WORLD)}, timeout=2, missing=(1,))
+        for r in (0, 2, 3):
+            self.assertIsInstance(res[r], self.magi.MagiError)
+            self.assertIn("rank(s) 1 did not publish its graph for the schedule", res[r].message)
+
+    def test_a_runtime_schedules_its_regions_by_default(self):
+        store = self._store()
+
+        def rank(r):
+            rt = self._rt(r, store)
+            rep = rt.schedule_report
+            order = [n.name for n in rt.graph_module().graph.nodes]
+            plain = [n.name for n in rt.graph_module(scheduled=False).graph.nodes]
+            rt.close()
+            return rep, order, plain
+        res = _threads(rank)
+        for r, v in res.items():
+            self.assertNotIsInstance(v, BaseException, repr(v))
+            rep, order, plain = v
+            self.assertEqual(rep["mode"], "identical")
+            self.assertTrue(rep["regions"][0]["applied"])
+            self.assertNotEqual(order, plain)           # launches moved
+            self.assertEqual(sorted(order), sorted(plain))
+            self.assertEqual(order, res[0][1])          # one order on every rank
+            g = rep["regions"][0]
+            self.assertLessEqual(g["peak_inflight_bytes"], g["max_inflight_bytes"])
+        # schedule=False: the graph as loaded
+        store = self._store()
+
+        def off(r):
+            rt = self._rt(r, store, schedule=False)
+            try:
+                return rt.schedule_report["mode"], [n.name for n in rt.graph_module().graph.nodes]
+            finally:
+                rt.close()
+        res2 = _threads(off)
+        for r, v in res2.items():
+            self.assertNotIsInstance(v, BaseException, repr(v))
+            self.assertEqual(v, ("off", res[r][2]))
+
+
+@unittest.skipUnless(HAVE_TORCH, TORCH_REASON)
 class HostileStoreValues(_ThreadRanks, unittest.TestCase):
     """Every value read from the rendezvous store is checked: a malformed
     plan value or directory name fails every rank with a MagiError naming
@@ -634,6 +735,8 @@ class MixedBucketFourProcesses(unittest.TestCase):
             proc = subprocess.run([sys.executable, os.path.join(HERE, "bucket_ranks.py"), "--device", "cpu",
                                    "--dir", d], capture_output=True, text=True, env=env, timeout=500)
             self.assertEqual(proc.returncode, 0, proc.stdout[-3000:] + proc.stderr[-3000:])
+            with open(os.path.join(d, "rank0.json")) as f:
+                first = json.load(f)
             for r in range(WORLD):
                 with open(os.path.join(d, "rank%d.json" % r)) as f:
                     res = json.load(f)
@@ -1021,6 +1124,8 @@ class EndToEndFourRanks(unittest.TestCase):
                    "--out", d, "--world", str(WORLD), "--inductor", "--launch-timeout", "400"]
             proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=560)
             self.assertEqual(proc.returncode, 0, proc.stdout[-6000:] + proc.stderr[-3000:])
+            with open(os.path.join(d, "rank0.json")) as f:
+                first = json.load(f)
             for r in range(WORLD):
                 with open(os.path.join(d, "rank%d.json" % r)) as f:
                     res = json.load(f)
@@ -1034,6 +1139,20 @@ class EndToEndFourRanks(unittest.TestCase):
                     self.assertEqual(sorted(k[1] for k in res["kept"]), ["cast", "pad"])
                     self.assertEqual([(w["group"], w["group_size"]) for w in res["windows"]],
                                      [("0", 4), ("1", 2)])
+                    # scheduled on the load path, one schedule on every rank
+                    self.assertEqual(res["schedule_mode"], "identical")
+                    self.assertGreater(res["schedule_moved"], 0)
+                    self.assertEqual(res["schedule_gathers"], first["schedule_gathers"])
+                    # Inductor's code with its defaults: compute queued under
+                    # every gather but the region's first; the result the
+                    # unscheduled region's, bit for bit
+                    under = [o["compute_under"] for o in res["inductor_overlap"]]
+                    self.assertEqual(len(under), len(res["schedule_gathers"]))
+                    self.assertTrue(all(under[1:]), res["inductor_overlap"])
+                    self.assertTrue(res["inductor_matches_unscheduled"])
+                    # never more gathered-but-unused bytes in flight than the bound
+                    self.assertLessEqual(max(g["inflight_bytes"] for g in res["schedule_gathers"]),
+                                         res["schedule_bound"][0])
 
 
 if __name__ == "__main__":

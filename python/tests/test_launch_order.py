@@ -50,21 +50,6 @@ def _matmuls_before_launches(events):
     return out
 
 
-def _compute_under(events):
-    """For each launch in order, whether a compute kernel is queued between
-    it and the first wait on one of its outputs (a launch numbered N owns
-    the waited buffers from N up to the next launch's number)."""
-    launches = [(i, n) for i, (k, n) in enumerate(events) if k == "launch"]
-    numbers = sorted(n for _, n in launches)
-    out = []
-    for i, n in launches:
-        nxt = next((m for m in numbers if m > n), None)
-        mine = next(j for j, (k, b) in enumerate(events)
-                    if k == "wait" and b >= n and (nxt is None or b < nxt))
-        out.append(any(k in ("mm", "kernel") for k, _ in events[i + 1:mine]))
-    return out
-
-
 @unittest.skipUnless(HAVE_TORCH, TORCH_REASON)
 class KeptByInductor(unittest.TestCase):
 
@@ -123,7 +108,8 @@ class KeptByInductor(unittest.TestCase):
                 config.patch(patches):
             compile_fx(r.graph_module(), r.fake_inputs(device="cpu"))
         with open(paths[-1]) as f:
-            return _events(f.read()), launches, fx_mms
+            self.code = f.read()
+        return _events(self.code), launches, fx_mms
 
     def test_launches_stay_where_the_schedule_put_them(self):
         from magi_aot.compile.launch_order import HOOK, KeepLaunchOrder
@@ -136,8 +122,10 @@ class KeptByInductor(unittest.TestCase):
         # the schedule spread them (the memory bound): not all at the top
         self.assertGreater(max(fx_mms), 0)
         # every gather but the region's first has compute queued under it
-        under = _compute_under(events)
-        self.assertTrue(all(under[1:]), (under, events))
+        from magi_aot.compile.launch_order import code_overlap
+        under = code_overlap(self.code)
+        self.assertEqual(len(under), len(launches))
+        self.assertTrue(all(u["compute_under"] for u in under[1:]), under)
 
     def test_without_the_pass_inductor_moves_them(self):
         events, launches, fx_mms = self.compile(keep=False)

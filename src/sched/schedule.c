@@ -122,6 +122,37 @@ static magi_sched_class classify(pass *p, uint32_t i) {
     return p->o->classify ? p->o->classify(p->o->classify_ctx, p->r, i) : magi_sched_classify(p->r, i);
 }
 
+/* ---- the library's estimate as a cost source ---- */
+
+typedef struct sched_estimate {
+    const magi_cost_estimate *est;
+    const magi_cost_table *table; /* may be NULL */
+} sched_estimate;
+
+static magi_status cost_from_estimate(void *ctx, const magi_region *r, uint32_t i, magi_sched_cost *out) {
+    const sched_estimate *a = ctx;
+    magi_node_cost nc;
+    memset(out, 0, sizeof *out);
+    magi_status st = magi_cost_estimate_node(&nc, a->est, i);
+    if (st) return st;
+    switch (magi_sched_classify(r, i)) {
+    case MAGI_SCHED_COMPUTE: out->compute_us = nc.us; break;
+    case MAGI_SCHED_GATHER_NCCL: case MAGI_SCHED_GATHER_SYMM: case MAGI_SCHED_COLLECTIVE:
+        out->transfer_us = nc.us;
+        if (a->table && nc.key && nc.source == MAGI_COST_MEASURED) {
+            size_t n = strlen(nc.key) + 7;
+            char *k = malloc(n);
+            if (!k) return magi_set_error(MAGI_ERR_NOMEM, "schedule: out of memory");
+            snprintf(k, n, "issue:%s", nc.key);
+            magi_cost_table_lookup(&out->issue_us, a->table, k);
+            free(k);
+        }
+        break;
+    default: break;
+    }
+    return MAGI_OK;
+}
+
 /* ---- gathered bytes and the in-flight bound ---- */
 
 /* A dimension at its hint: the value, or the expression evaluated with the
@@ -559,7 +590,9 @@ magi_status magi_schedule(magi_sched_report **out, magi_region *r, const magi_sc
                    o.n_peer_fingerprints);
     for (uint32_t i = 0; i < o.n_peer_fingerprints; i++)
         MAGI_ARG_CHECK(o.peer_fingerprints[i], "opts->peer_fingerprints[%u] is NULL", i);
-    if (!o.cost) return magi_set_error(MAGI_ERR_INVALID_ARG, "schedule: no cost source given");
+    magi_cost_keyset *own_keys = NULL;
+    magi_cost_estimate *own_est = NULL;
+    sched_estimate own = {NULL, NULL};
     if (!isfinite(o.scale) || o.scale > MAGI_SCHED_SCALE_MAX || !isfinite(o.margin_us) ||
         o.margin_us > MAGI_COST_US_MAX)
         return magi_set_error(MAGI_ERR_INVALID_ARG,
@@ -573,6 +606,16 @@ magi_status magi_schedule(magi_sched_report **out, magi_region *r, const magi_sc
     p.o = &o;
     p.n = r->n_nodes;
     uint32_t n = p.n;
+    if (!o.cost) {
+        /* the library's estimate of this region (made before anything moves:
+         * the pass asks for costs by the region's original indices) */
+        MAGI_CHECK(magi_cost_keys(&own_keys, r));
+        MAGI_CHECK(magi_costs_estimate(&own_est, r, own_keys, o.cost_table, NULL, NULL, 0, NULL));
+        own.est = own_est;
+        own.table = o.cost_table;
+        o.cost = cost_from_estimate;
+        o.cost_ctx = &own;
+    }
 
     /* Cross-rank guard. */
     if (o.n_peer_fingerprints) {
@@ -634,6 +677,8 @@ timeline_only:
     *out = rep;
     rep = NULL;
 cleanup:
+    magi_cost_estimate_free(own_est);
+    magi_cost_keyset_free(own_keys);
     magi_sched_report_free(rep);
     free(p.cls);
     free(p.cost);

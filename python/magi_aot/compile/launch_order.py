@@ -28,7 +28,7 @@ pass leaves the graph unchanged and `pin_launches` says why.
 """
 from __future__ import annotations
 
-__all__ = ["KeepLaunchOrder", "install", "pin_launches", "LAUNCH_OPS", "HOOK"]
+__all__ = ["KeepLaunchOrder", "install", "pin_launches", "code_overlap", "LAUNCH_OPS", "HOOK"]
 
 # Inductor's hook the pass goes into: the last of the joint-graph passes,
 # which runs on an inference graph too, before the post-grad passes (whose
@@ -182,3 +182,40 @@ def install():
     p = KeepLaunchOrder(cur)
     setattr(config, HOOK, p)
     return p
+
+
+def code_overlap(source):
+    """What Inductor's generated module does between each gather launch and
+    its wait: [{"launch": line, "buffer": "bufN", "kernels": compute kernels
+    (extern kernels and fused kernels) queued between the launch and the
+    first wait on one of its outputs, "compute_under": kernels > 0}] in
+    launch order, read from the `call()` of `source` (the module's text).
+    A launch assigned bufN owns the waited buffers from N up to the next
+    launch's number (a coalesced gather's outputs follow it)."""
+    import re
+    body = source[source.index("def call("):] if "def call(" in source else source
+    events = []
+    for line in body.splitlines():
+        t = line.strip()
+        if not t or t.startswith("#"):
+            continue
+        m = re.match(r"buf(\d+) = torch\.ops\.(magi\.symm_all_gather|_c10d_functional\.all_gather)", t)
+        if m:
+            events.append(("launch", int(m.group(1)), t))
+            continue
+        w = re.search(r"wait_tensor\.default\(buf(\d+)\)", t)
+        if w:
+            events.append(("wait", int(w.group(1)), t))
+        elif t.startswith(("extern_kernels.", "cpp_fused", "triton_")) or ".run(" in t and "triton" in t:
+            events.append(("kernel", None, t))
+    numbers = sorted(n for k, n, _ in events if k == "launch")
+    out = []
+    for i, (kind, n, text) in enumerate(events):
+        if kind != "launch":
+            continue
+        nxt = next((m for m in numbers if m > n), None)
+        end = next((j for j in range(i + 1, len(events)) if events[j][0] == "wait"
+                    and events[j][1] >= n and (nxt is None or events[j][1] < nxt)), len(events))
+        k = sum(1 for e in events[i + 1:end] if e[0] == "kernel")
+        out.append({"launch": text, "buffer": "buf%d" % n, "kernels": k, "compute_under": k > 0})
+    return out

@@ -99,16 +99,27 @@ class SymmRuntime:
                pad in the graph, on NCCL (as traced); default False: a
                static weight is cast and padded once, at bind, and its
                gather leaves NCCL (docs/SYMM.md, "DTensor regions")
+    schedule   the overlap schedule of every region before anything
+               compiles or runs it (runtime/overlap.py: agreed by every
+               rank over the store): "auto" (default: the analytical cost
+               model), a measured cost table's path, or False (the graphs
+               as loaded). graph_module() returns the scheduled graph and
+               schedule_report says what was done
+    max_inflight_bytes  the schedule's memory bound: 0 (default) one
+               layer's worth, None no bound, else bytes
 
     Attributes: regions, plan (RuntimePlan: .adopted says whether the
     caller's load was bound as it stands), windows, slots, plan_sha256,
     transport, groups, partitions, c10d_group_names, host_staged_groups,
-    job_id, rank, world, device, join, closed.
+    job_id, rank, world, device, join, closed, schedule_report ({"mode":
+    "identical" | "pinned" | "abort" | "off", "reason", "regions": [per
+    region: magi_aot.schedule's report]}).
     """
 
     def __init__(self, regions, *, device="cpu", groups=None, store=None, rank=None, world=None,
                  timeout=60.0, job="magi_symm", new_groups=None, window_cap_bytes=0,
-                 rendezvous_base=None, join="wait", keep_cast_pad=False):
+                 rendezvous_base=None, join="wait", keep_cast_pad=False, schedule="auto",
+                 max_inflight_bytes=0):
         import torch
         import torch.distributed as dist
         self.closed = True  # until the backend exists
@@ -164,11 +175,41 @@ class SymmRuntime:
                                      backend_name=self.backend_name, device_index=self.device.index or 0,
                                      base=rendezvous_base)
             st.b = st.handles.b
+            self._scheduled = {}
+            self.schedule_report = self._schedule(schedule, max_inflight_bytes, store)
             self._binder.ops_h = ops.attach(self)
         except BaseException:
             self._free()
             raise
         self.closed = st.closed = False
+
+    # ------------------------------------------------------------ the schedule
+    def _schedule(self, schedule, max_inflight_bytes, store):
+        """Schedule every region (runtime/overlap.py); their scheduled
+        forms serve graph_module(). Collective over the store."""
+        from ..schedule import canonical_fingerprint, schedule_region, skeleton
+        from .overlap import agree, keys_digest
+        from .rendezvous import _Store
+        if schedule is False or schedule is None:
+            return {"mode": "off", "reason": "schedule=False", "regions": []}
+        costs = None if schedule in ("auto", True) else schedule
+        docs = [r.doc for r in self.regions]
+        mine = {"fingerprints": [canonical_fingerprint(d) for d in docs],
+                "skeletons": [skeleton(d) for d in docs], "keys": keys_digest(docs)}
+        waits = _Store(store, self.rank, self.world, self.timeout) if self.world > 1 else None
+        verdict = agree(waits, store, self.job_id or "", self.rank, self.world, mine)
+        out = {"mode": verdict["mode"], "reason": verdict["reason"], "regions": []}
+        if verdict["mode"] == "abort":
+            return out
+        if costs is not None and not verdict["same_keys"]:
+            out["reason"] = ((out["reason"] + "; ") if out["reason"] else "") + \
+                "the ranks' cost keys differ: the analytical model, not %s" % costs
+            costs = None
+        for i, region in enumerate(self.regions):
+            sched, rep = schedule_region(region, costs=costs, max_inflight_bytes=max_inflight_bytes)
+            self._scheduled[i] = sched
+            out["regions"].append(rep)
+        return out
 
     # ------------------------------------------------------------ the plan
     @property
@@ -272,12 +313,16 @@ class SymmRuntime:
                 return loaded
         raise MagiError(-14, "SymmRuntime: region %r is not one of the runtime's regions" % (region,))
 
-    def graph_module(self, region=0):
+    def graph_module(self, region=0, *, scheduled=True):
         """The region's GraphModule as this rank runs it: rank-local (DTensor
         placeholders are local shards), rewritten gathers on the magi
-        operators, and every c10d collective's group_name mapped to the
-        caller's torch process group of that graph group."""
-        gm = self._region(region).graph_module()
+        operators, every c10d collective's group_name mapped to the
+        caller's torch process group of that graph group, and its gathers
+        launched where the runtime's schedule put them (scheduled=False:
+        in the order as loaded)."""
+        loaded = self._region(region)
+        idx = next((i for i, r in enumerate(self.regions) if r is loaded), None)
+        gm = (self._scheduled.get(idx, loaded) if scheduled else loaded).graph_module()
         if self.c10d_group_names:
             remap_groups(gm, self.c10d_group_names, self.host_staged_groups)
         return gm

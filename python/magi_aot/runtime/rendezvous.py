@@ -77,8 +77,9 @@ class _Store:
             self.store.wait(keys, datetime.timedelta(seconds=self.timeout))
         except Exception as e:  # noqa: BLE001 - torch raises several types
             missing = [k for k in keys if not self.has(k)]
-            # "<pfx>plan/<r>" is rank r's; "<pfx>dir" is rank 0's
-            ranks = sorted({int(k.rsplit("/", 1)[-1]) if "/plan/" in k else 0 for k in missing})
+            # "<pfx>plan/<r>" (and every "<pfx>.../<r>") is rank r's; "<pfx>dir" is rank 0's
+            ranks = sorted({int(k.rsplit("/", 1)[-1]) if k.rsplit("/", 1)[-1].isdigit() else 0
+                            for k in missing})
             ranks = [str(r) for r in ranks]
             raise MagiError(-12, "SymmRuntime rank %d: rank(s) %s did not %s within %.0f s (%s)"
                             % (self.rank, ", ".join(ranks), what, self.timeout,
