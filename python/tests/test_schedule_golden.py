@@ -75,7 +75,11 @@ def _synthetic(seed, layers, coalesced=False, cast=False):
     for node in gm.graph.nodes:
         if "val" in node.meta:
             node.meta["example_value"] = node.meta["val"]
-    return graph_to_doc(gm, model_tag="synthetic_%d" % seed)
+    doc = graph_to_doc(gm, model_tag="synthetic_%d" % seed)
+    for n in doc["graph"]["nodes"]:   # the weights are parameters, as Dynamo records them
+        if n["op"] == "placeholder" and n["name"].startswith("w"):
+            n["input_kind"] = "param"
+    return doc
 
 
 CASES = {

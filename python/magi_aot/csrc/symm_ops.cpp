@@ -560,17 +560,6 @@ void boxed_gather_coalesced(const c10::OperatorHandle &, torch::jit::Stack *stac
     torch::jit::push(*stack, c10::IValue(std::move(outs)));
 }
 
-// The schema of the _c10d_functional op, renamed (so group_name is spelled
-// as the torch in use spells it, as the Python registration does).
-std::string schema_like(const char *name, const char *c10d, const char *fallback) {
-    auto h = c10::Dispatcher::singleton().findSchema({std::string("_c10d_functional::") + c10d, ""});
-    if (!h) return std::string(name) + fallback;
-    std::ostringstream os;
-    os << h->schema();
-    std::string s = os.str();
-    return name + s.substr(s.find('('));
-}
-
 int set_err(char *err, size_t len, int code, const std::string &msg) {
     if (err && len) snprintf(err, len, "%s", msg.c_str());
     return code;
@@ -716,12 +705,13 @@ void cuda_state_sync(CudaState &) {}
 }  // namespace magi_ops
 #endif
 
+// group_name is a str on every torch (funcol's is Any on 2.13): the graphs
+// name groups by string, and Inductor's C++ wrapper calls an operator
+// through the boxed dispatcher only when every argument has a C++ type.
+// The same schemas as magi_aot.runtime.ops.SCHEMAS (a test compares them).
 TORCH_LIBRARY_FRAGMENT(magi, m) {
-    using magi_ops::schema_like;
-    m.def(torch::schema(schema_like("symm_all_gather", "all_gather_into_tensor",
-                                    "(Tensor input, int group_size, Any group_name) -> Tensor").c_str()));
-    m.def(torch::schema(schema_like("symm_all_gather_coalesced", "all_gather_into_tensor_coalesced",
-                                    "(Tensor[] inputs, int group_size, Any group_name) -> Tensor[]").c_str()));
+    m.def("symm_all_gather(Tensor input, int group_size, str group_name) -> Tensor");
+    m.def("symm_all_gather_coalesced(Tensor[] inputs, int group_size, str group_name) -> Tensor[]");
 }
 
 TORCH_LIBRARY_IMPL(magi, CPU, m) {

@@ -94,7 +94,7 @@ from ctypes import byref, c_char_p, c_double, c_int, c_int64, c_size_t, c_uint32
 
 from .._lib import MagiError, status_code
 
-__all__ = ["REGISTRY", "SymmRegistry", "register", "OPS", "IMPLEMENTATION", "FALLBACK_REASON",
+__all__ = ["REGISTRY", "SymmRegistry", "register", "OPS", "SCHEMAS", "IMPLEMENTATION", "FALLBACK_REASON",
            "EXTENSION_PATH", "OP_ERRORS", "as_magi_error", "bound_count"]
 
 IMPLEMENTATION = None   # "c++" or "python", set by register()
@@ -107,6 +107,14 @@ _ERR_PREFIX = re.compile(r"(MAGI_ERR_[A-Z_]+): (.*)", re.S)
 OPS = {
     "symm_all_gather": "all_gather_into_tensor",
     "symm_all_gather_coalesced": "all_gather_into_tensor_coalesced",
+}
+# The operators' arguments: those of the c10d gather each replaces, with
+# group_name a str on every torch (funcol's is Any on 2.13; Inductor's C++
+# wrapper calls an operator without Python only when every argument has a
+# C++ type). The C++ extension registers the same (csrc/symm_ops.cpp).
+SCHEMAS = {
+    "symm_all_gather": "(Tensor input, int group_size, str group_name) -> Tensor",
+    "symm_all_gather_coalesced": "(Tensor[] inputs, int group_size, str group_name) -> Tensor[]",
 }
 
 
@@ -516,10 +524,7 @@ def register():
     for name, c10d in OPS.items():
         kernel, fake = impls[name]
         if path is None:
-            schema = str(getattr(torch.ops._c10d_functional, c10d).default._schema)
-            # "_c10d_functional::all_gather_into_tensor(Tensor input, ...) -> Tensor"
-            sig = schema[schema.index("("):]
-            lib.define(name + sig)
+            lib.define(name + SCHEMAS[name])
             lib.impl(name, kernel, "CPU")
             lib.impl(name, kernel, "CUDA")
         torch.library.register_fake("magi::" + name, fake, lib=lib)
