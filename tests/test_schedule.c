@@ -498,6 +498,21 @@ static void test_all_fixtures_stay_valid(void) {
     }
 }
 
-MT_MAIN(MT_CASE(test_inflight_bound), MT_CASE(test_fsdp_positions_nccl), MT_CASE(test_fsdp_positions_after_rewrite),
+/* `magi-aot bench schedule` runs the load and the schedule on one clock
+ * and says what it scheduled (a smoke test: it asserts no time). */
+static void test_bench_schedule_smoke(void) {
+    char *in = mt_fixture("fsdp_block.json");
+    char *argv[] = {MAGI_CLI_PATH, "bench", "schedule", in, "--rank", "0", "--world", "4", "--iters", "3", NULL};
+    char *out = NULL, *err = NULL;
+    MT_REQUIRE(mt_spawn(argv, NULL, &out, &err) == 0, "bench schedule: %s", err);
+    MT_CHECK(strstr(out, "gathers=6 ") && strstr(out, "load_median_us=") && strstr(out, "schedule_median_us="),
+             "%s", out);
+    MT_CHECK(!strstr(out, "moved=0 "), "nothing moved: %s", out);
+    free(out);
+    free(err);
+    free(in);
+}
+
+MT_MAIN(MT_CASE(test_bench_schedule_smoke), MT_CASE(test_inflight_bound), MT_CASE(test_fsdp_positions_nccl), MT_CASE(test_fsdp_positions_after_rewrite),
         MT_CASE(test_symm_is_transfer_not_compute), MT_CASE(test_window_sized_by_transfer), MT_CASE(test_cli_cost_table_and_guard),
         MT_CASE(test_peer_mismatch_leaves_graph), MT_CASE(test_all_fixtures_stay_valid), MT_CASE(test_cli_unbacked_report))

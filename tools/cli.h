@@ -145,6 +145,6 @@ extern const magi_cli_command magi_cli_cache, magi_cli_cache_put, magi_cli_cache
 /* tools/cmd_load.c (its table: tools/cmd_load_opts.c). */
 int magi_cmd_load(int argc, char **argv);
 extern const magi_cli_command magi_cli_bench, magi_cli_bench_load, magi_cli_bench_loader, magi_cli_bench_scale, magi_cli_bench_legacy,
-    magi_cli_bench_fingerprint;
+    magi_cli_bench_fingerprint, magi_cli_bench_schedule;
 
 #endif

@@ -8,4 +8,4 @@ const magi_cli_command *const magi_cli_commands[] = {
     &magi_cli_cache, &magi_cli_cache_put, &magi_cli_cache_get, &magi_cli_cache_ls, &magi_cli_cache_verify,
     &magi_cli_cache_gc, &magi_cli_cache_key,
     &magi_cli_bench, &magi_cli_bench_load, &magi_cli_bench_loader, &magi_cli_bench_scale, &magi_cli_bench_legacy,
-    &magi_cli_bench_fingerprint, NULL};
+    &magi_cli_bench_fingerprint, &magi_cli_bench_schedule, NULL};
