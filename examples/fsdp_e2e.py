@@ -354,9 +354,26 @@ def _inductor(rt, region, gm, inputs, ref, rank):
                 compiled = compile_fx(rt.graph_module(region), fakes)
         dist.barrier()
     out["inductor_compile_seconds"] = time.monotonic() - t0
+    def _wrapper(path):
+        with open(path) as f:
+            text = f.read()
+        return text if "def call(" in text and "symm_all_gather" in text else None
+    # the generated wrapper among the modules loaded (Triton's kernels load the same way)
+    paths = [p for p in paths if _wrapper(p)]
+    if not paths:   # another torch loads the module another way: the newest one written
+        import glob
+        root = os.environ.get("TORCHINDUCTOR_CACHE_DIR") or os.path.join(
+            __import__("tempfile").gettempdir(), "torchinductor_" + __import__("getpass").getuser())
+        mods = sorted(glob.glob(os.path.join(root, "**", "*.py"), recursive=True), key=os.path.getmtime)
+        for path in reversed(mods):
+            with open(path) as f:
+                text = f.read()
+            if "def call(" in text and "symm_all_gather" in text:
+                paths.append(path)
+                break
     if paths:
-        with open(paths[-1]) as f:
-            out["inductor_overlap"] = code_overlap(f.read())
+        out["inductor_overlap"] = code_overlap(_wrapper(paths[-1]))
+        out["inductor_module"] = paths[-1]
     # the region as loaded, unscheduled, through the same compile: the
     # schedule changes the order, never the result
     plain = rt.graph_module(region, scheduled=False)

@@ -54,7 +54,7 @@ _HEAVY = frozenset({"mm", "addmm", "bmm", "baddbmm", "_scaled_mm", "convolution"
                     "_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
                     "_scaled_dot_product_cudnn_attention", "_flash_attention_forward",
                     "_efficient_attention_forward", "_scaled_dot_product_flash_attention_for_cpu"})
-_UUID = "magi-aot-keep-launch-order-2"
+_UUID = "magi-aot-keep-launch-order-3"
 
 
 def _op(node):
@@ -116,6 +116,7 @@ def pin_launches(graph):
         from torch.utils._ordered_set import OrderedSet
     except ImportError as e:
         return {"pinned": {}, "skipped": "this torch has no control_deps (%s)" % e}
+    _autograd_passthrough()
     pos = {n: i for i, n in enumerate(nodes)}
     deps = {}
     pinned = {}
@@ -133,10 +134,36 @@ def pin_launches(graph):
             deps.setdefault(launch, OrderedSet()).add(after)
         pinned[launch.name] = (after.name if after is not None else None,
                                before.name if before is not None else None)
+        # its waits stay after the compute the graph runs under the gather
+        # (Inductor would otherwise hoist a wait that frees nothing up to
+        # its launch, stalling the stream there)
+        for w in [u for u in launch.users if _op(u) == ("_c10d_functional", "wait_tensor")] + \
+                [v for u in launch.users if _op(u) == ("", "getitem")
+                 for v in u.users if _op(v) == ("_c10d_functional", "wait_tensor")]:
+            j = pos[w]
+            under = next((n for n in reversed(nodes[i + 1:j]) if _is_heavy(n) and n not in mine), None)
+            if under is not None:
+                deps.setdefault(w, OrderedSet()).add(under)
     # a node that is both a dependency's target and a dependent is wrapped
     # once; preserve_node_ordering follows the replacements it makes
     preserve_node_ordering(graph, deps)
     return {"pinned": pinned, "skipped": None}
+
+
+def _autograd_passthrough():
+    """PyTorch 2.11's control_deps has no Autograd kernel, and Inductor
+    runs the graph through autograd's dispatch on CUDA (inputs that keep
+    their autograd state): give it the one later releases have, which runs
+    the wrapped operation (ordering is for Inductor's scheduler; eagerly
+    the operation just runs). Nothing is replaced where it exists."""
+    from torch._C import DispatchKey
+    from torch._inductor.fx_passes.control_dependencies import control_deps
+    if DispatchKey.Autograd in getattr(control_deps, "py_kernels", {}):
+        return
+
+    @control_deps.py_impl(DispatchKey.Autograd)
+    def _autograd(additional_deps, subgraph, *args, **kwargs):
+        return subgraph(*args, **kwargs)
 
 
 def _base():
