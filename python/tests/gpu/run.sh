@@ -2,7 +2,8 @@
 # One device call on the H200 machine (PyTorch 2.11, CUDA 13, no msgpack or
 # jansson): build libmagi_aot from the working tree, run the Python tests
 # (binding + torch), then the save/load round trip and the benchmark.
-#   bash python/tests/gpu/run.sh [all|unittest|warmprocs|roundtrip|zoo|runtime|exposed|warmstart|warmmodels|warmchecks|opshost|titan|none]
+#   bash python/tests/gpu/run.sh [all|unittest|warmprocs|roundtrip|zoo|runtime|exposed|warmstart|warmmodels|warmchecks|opshost|titan|build|none]
+# (build: the library with the cuda backend and the extensions, nothing run)
 # (unittest: the Python suite but test_warm.WarmStartProcesses, which runs
 # alone as warmprocs: its fresh processes take ~400 s on one H200 machine)
 # (zoo: the model-zoo table of gpu/zoo.py into $OUT/zoo, docs/ZOO.md)
@@ -78,7 +79,7 @@ if [ -d .debs ]; then
 fi
 stamp "configure"
 cuda=OFF
-{ [ "$what" = runtime ] || [ "$what" = exposed ] || [ "$what" = opshost ] || [ "$what" = titan ]; } && cuda=ON
+{ [ "$what" = runtime ] || [ "$what" = exposed ] || [ "$what" = opshost ] || [ "$what" = titan ] || [ "$what" = build ]; } && cuda=ON
 cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DMAGI_WITH_CUDA=$cuda -DBUILD_TESTING=OFF \
   -DCMAKE_PREFIX_PATH=$PFX/usr -DCMAKE_INSTALL_RPATH=$LIBD -DCMAKE_BUILD_RPATH=$LIBD \
   "${extra[@]}" >"$OUT/build.log" 2>&1 &&
