@@ -335,45 +335,19 @@ def _inductor(rt, region, gm, inputs, ref, rank):
     from torch._inductor.compile_fx import compile_fx
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
-    from unittest import mock
-    import torch._inductor.codecache as codecache
-    from magi_aot.compile.launch_order import code_overlap
+    from magi_aot.compile.launch_order import compile_and_read
     out = {}
     t0 = time.monotonic()
-    paths = []
-    real_load = codecache.PyCodeCache.load_by_key_path
-
-    def spy(key, path, *a, **k):
-        paths.append(path)
-        return real_load(key, path, *a, **k)
     for turn in (0, 1):
         if (rank == 0) == (turn == 0):
             fake_mode = FakeTensorMode(shape_env=ShapeEnv())
             fakes = rt.fake_inputs(region, fake_mode)
-            with mock.patch.object(codecache.PyCodeCache, "load_by_key_path", spy):
-                compiled = compile_fx(rt.graph_module(region), fakes)
+            compiled, overlap, module = compile_and_read(
+                lambda: compile_fx(rt.graph_module(region), fakes))
+            if overlap is not None:
+                out["inductor_overlap"], out["inductor_module"] = overlap, module
         dist.barrier()
     out["inductor_compile_seconds"] = time.monotonic() - t0
-    def _wrapper(path):
-        with open(path) as f:
-            text = f.read()
-        return text if "def call(" in text and "symm_all_gather" in text else None
-    # the generated wrapper among the modules loaded (Triton's kernels load the same way)
-    paths = [p for p in paths if _wrapper(p)]
-    if not paths:   # another torch loads the module another way: the newest one written
-        import glob
-        root = os.environ.get("TORCHINDUCTOR_CACHE_DIR") or os.path.join(
-            __import__("tempfile").gettempdir(), "torchinductor_" + __import__("getpass").getuser())
-        mods = sorted(glob.glob(os.path.join(root, "**", "*.py"), recursive=True), key=os.path.getmtime)
-        for path in reversed(mods):
-            with open(path) as f:
-                text = f.read()
-            if "def call(" in text and "symm_all_gather" in text:
-                paths.append(path)
-                break
-    if paths:
-        out["inductor_overlap"] = code_overlap(_wrapper(paths[-1]))
-        out["inductor_module"] = paths[-1]
     # the region as loaded, unscheduled, through the same compile: the
     # schedule changes the order, never the result
     plain = rt.graph_module(region, scheduled=False)

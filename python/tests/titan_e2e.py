@@ -123,17 +123,32 @@ def _inductor(args, rt, region, inputs, want, rank):
     from torch._inductor.compile_fx import compile_fx
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
+    from magi_aot.compile.launch_order import compile_and_read
     t0 = time.perf_counter()
-    compiled = None
+    compiled = overlap = None
     for turn in (0, 1):
         if (rank == 0) == (turn == 0):
             fakes = rt.fake_inputs(region, FakeTensorMode(shape_env=ShapeEnv()))
-            compiled = compile_fx(rt.graph_module(region), fakes)
+            compiled, overlap, _ = compile_and_read(lambda: compile_fx(rt.graph_module(region), fakes))
         dist.barrier()
     res = {"inductor_compile_s": time.perf_counter() - t0}
+    sched = rt.schedule_report
+    res["schedule_mode"] = sched["mode"]
+    res["schedule_moved"] = sum(len(r["moved"]) for r in sched["regions"])
+    res["schedule_within_bound"] = all(
+        max([g["inflight_bytes"] for g in r["gathers"]] or [0]) <= (r["max_inflight_bytes"] or 0)
+        for r in sched["regions"])
+    if overlap is not None:
+        res["inductor_overlap"] = [o["kernels"] for o in overlap]
+    # the graph as loaded, unscheduled, through the same compile
+    plain = compile_fx(rt.graph_module(region, scheduled=False),
+                       rt.fake_inputs(region, FakeTensorMode(shape_env=ShapeEnv())))
     with torch.no_grad():
         got = compiled(*inputs)
+        got_plain = plain(*inputs)
     got = got[0] if isinstance(got, (tuple, list)) else got
+    got_plain = got_plain[0] if isinstance(got_plain, (tuple, list)) else got_plain
+    res["inductor_matches_unscheduled"] = bool(torch.equal(got, got_plain))
     rel, abs_ = INDUCTOR_TOL[args.mp]
     tol = rel * float(want.float().abs().max()) + abs_
     diff = float((got.float() - want.float()).abs().max())

@@ -28,7 +28,8 @@ pass leaves the graph unchanged and `pin_launches` says why.
 """
 from __future__ import annotations
 
-__all__ = ["KeepLaunchOrder", "install", "pin_launches", "code_overlap", "LAUNCH_OPS", "HOOK"]
+__all__ = ["KeepLaunchOrder", "install", "pin_launches", "code_overlap", "compile_and_read",
+           "LAUNCH_OPS", "HOOK"]
 
 # Inductor's hook the pass goes into: the last of the joint-graph passes,
 # which runs on an inference graph too, before the post-grad passes (whose
@@ -246,3 +247,31 @@ def code_overlap(source):
         k = sum(1 for e in events[i + 1:end] if e[0] == "kernel")
         out.append({"launch": text, "buffer": "buf%d" % n, "kernels": k, "compute_under": k > 0})
     return out
+
+
+def compile_and_read(compile_fn):
+    """Run compile_fn() (an Inductor compile: compile_fx(...)) and read the
+    wrapper module it generated: (compile_fn's result, code_overlap of the
+    module or None when no module with a gather was generated, the
+    module's path or None). The module is the one Inductor loads for the
+    compile's call() (Triton's kernels are loaded the same way and are
+    passed over)."""
+    from unittest import mock
+    import torch._inductor.codecache as codecache
+    loaded = []
+    real = codecache.PyCodeCache.load_by_key_path
+
+    def spy(key, path, *a, **k):
+        loaded.append(path)
+        return real(key, path, *a, **k)
+    with mock.patch.object(codecache.PyCodeCache, "load_by_key_path", spy):
+        out = compile_fn()
+    for path in reversed(loaded):
+        try:
+            with open(path) as f:
+                text = f.read()
+        except OSError:
+            continue
+        if "def call(" in text and ("symm_all_gather" in text or "all_gather_into_tensor" in text):
+            return out, code_overlap(text), path
+    return out, None, None
