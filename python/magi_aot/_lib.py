@@ -481,14 +481,17 @@ class _Lib:
                                   "library" % (env, "; ".join(errors)))
                 raise OSError(_NOT_FOUND_HELP + ". Looked in: " + ", ".join(looked)
                               + ("; could not load: " + "; ".join(errors) if errors else ""))
-            for name, (res, args) in _PROTOS.items():
-                try:
-                    f = getattr(self._dll, name)
-                except AttributeError:
-                    continue
-                f.restype = c_int if res is _STATUS else res
-                f.argtypes = args
-                self._fns[name] = (f, res is _STATUS)
+            self._add(_PROTOS)
+
+    def _add(self, protos):
+        for name, (res, args) in protos.items():
+            try:
+                f = getattr(self._dll, name)
+            except AttributeError:
+                continue
+            f.restype = c_int if res is _STATUS else res
+            f.argtypes = args
+            self._fns[name] = (f, res is _STATUS)
 
     @property
     def path(self):
@@ -505,14 +508,7 @@ class _Lib:
         function is checked as the table's are); a name the library does
         not export is left out (has() says False)."""
         self._load()
-        for name, (res, args) in protos.items():
-            try:
-                f = getattr(self._dll, name)
-            except AttributeError:
-                continue
-            f.restype = c_int if res is _STATUS else res
-            f.argtypes = args
-            self._fns[name] = (f, res is _STATUS)
+        self._add(protos)
 
     def address(self, name):
         """The address (int) of an exported function, for C code that calls
