@@ -21,14 +21,14 @@ checks across ranks before it reorders (magi_aot.runtime.SymmRuntime).
 No torch: scheduling works without PyTorch.
 """
 import ctypes
-import json
+import hashlib
 import os
 import time
 from ctypes import POINTER, byref, c_char_p, c_double, c_int, c_uint32, c_uint64, c_void_p
 
-from ._lib import STATUS, CRegion, cstr, lib
+from ._lib import STATUS, CRegion, MagiError, cstr, lib
 
-__all__ = ["schedule_region", "skeleton", "canonical_fingerprint", "ScheduleOptions"]
+__all__ = ["schedule_region", "skeleton", "graph_facts", "ScheduleOptions"]
 
 
 class ScheduleOptions(ctypes.Structure):
@@ -118,15 +118,29 @@ def _report(rep):
             "peak_inflight_bytes": r.peak_inflight_bytes}
 
 
-def canonical_fingerprint(doc):
-    """The canonical structural SHA-256 (hex) of a region document, as
-    `magi_schedule`'s cross-rank guard compares it."""
+def graph_facts(doc):
+    """What decides a region's collective order across ranks, from one
+    read of its document: {"fingerprint": its canonical structural SHA-256
+    (hex, as `magi_schedule`'s cross-rank guard compares it), "skeleton":
+    skeleton(doc), "keys": a digest of its cost keys (magi_cost_keys), or
+    None where the library cannot make them}."""
+    from .region import _dumps
+    h = hashlib.sha256()
     with CRegion.from_json_text(_dumps(doc)) as r:
-        return r.fingerprint()
-
-
-def _dumps(doc):
-    return json.dumps(doc, allow_nan=False, default=str, separators=(",", ":"))
+        fp = r.fingerprint()
+        ks = c_void_p()
+        try:
+            lib.magi_cost_keys(byref(ks), r.ptr)
+        except MagiError:
+            ks = None
+        if ks is not None:
+            try:
+                for i in range(lib.magi_cost_keyset_node_count(ks)):
+                    h.update((lib.magi_cost_keyset_node_key(ks, i) or b"-") + b"\n")
+            finally:
+                lib.magi_cost_keyset_free(ks)
+    return {"fingerprint": fp, "skeleton": skeleton(doc),
+            "keys": h.hexdigest() if ks is not None else None}
 
 
 def schedule_region(region, *, costs=None, scale=1.0, margin_us=5.0, max_inflight_bytes=0,
@@ -142,7 +156,7 @@ def schedule_region(region, *, costs=None, scale=1.0, margin_us=5.0, max_infligh
     "bytes", "inflight_bytes" (at its launch)], "simulated_us",
     "max_inflight_bytes", "peak_inflight_bytes", "schedule_us" (the
     pass's own time)}."""
-    from .region import _build
+    from .region import _build, _dumps
     lib_ = _declared()
     table = c_void_p()
     if costs is not None:

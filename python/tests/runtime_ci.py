@@ -560,9 +560,9 @@ class ScheduleAgreement(_ThreadRanks, unittest.TestCase):
     every rank; a rank that never comes is named within the timeout."""
 
     def _records(self):
-        from magi_aot.schedule import canonical_fingerprint, skeleton
-        doc = self.region.doc
-        return {"fingerprints": [canonical_fingerprint(doc)], "skeletons": [skeleton(doc)],
+        from magi_aot.schedule import graph_facts
+        facts = graph_facts(self.region.doc)
+        return {"fingerprints": [facts["fingerprint"]], "skeletons": [facts["skeleton"]],
                 "keys": "k"}
 
     def _agree(self, records, timeout=20, missing=()):

@@ -188,7 +188,7 @@ static uint64_t example_bytes(const magi_region *r, magi_arena *a, const magi_ex
     return 0;
 }
 
-static void first_points(const pass *p, uint32_t g, uint32_t none, uint32_t *fw, uint32_t *fc);
+static void wait_points(const pass *p, uint32_t g, uint32_t none, uint32_t *first_wait, uint32_t *first_consumer);
 
 /* Gathered bytes of every gather, and the bound: the option, else the
  * largest set of gathers launched between two consecutive uses of
@@ -209,7 +209,7 @@ static magi_status bytes_and_cap(pass *p) {
         p->gathers[p->n_gathers++] = i;
         p->bytes[i] = example_bytes(p->r, a, p->r->nodes[i].example, 0);
         uint32_t fw, fc;
-        first_points(p, i, n, &fw, &fc);
+        wait_points(p, i, n, &fw, &fc);
         if (fc < n) use[fc] = 1;
     }
     magi_arena_free(a);
@@ -287,10 +287,6 @@ static void wait_points(const pass *p, uint32_t g, uint32_t none, uint32_t *firs
     if (fw == none) fw = fc; /* no wait: the first real user synchronises */
     *first_wait = fw;
     *first_consumer = fc;
-}
-
-static void first_points(const pass *p, uint32_t g, uint32_t none, uint32_t *fw, uint32_t *fc) {
-    wait_points(p, g, none, fw, fc);
 }
 
 /* In-flight bytes per insertion index of order' (tmp[0..n2), positions

@@ -124,14 +124,18 @@ def pin_launches(graph):
     for launch in launches:
         i = pos[launch]
         mine = _feeds(launch)
-        later = [n for n in nodes[i + 1:] if _is_compute(n) and n not in mine]
-        before = next((n for n in later if _is_heavy(n)), None)
-        if before is None:
-            before = next(iter(later), None)
+        later = (n for n in nodes[i + 1:] if _is_compute(n) and n not in mine)
+        first = before = None
+        for n in later:   # the first heavy node, else the first compute node
+            first = first or n
+            if _is_heavy(n):
+                before = n
+                break
+        before = before or first
         after = next((n for n in reversed(nodes[:i]) if _is_heavy(n) and n not in mine), None)
         if before is not None:
             deps.setdefault(before, OrderedSet()).add(launch)
-        if after is not None and after not in mine:
+        if after is not None:
             deps.setdefault(launch, OrderedSet()).add(after)
         pinned[launch.name] = (after.name if after is not None else None,
                                before.name if before is not None else None)
@@ -176,7 +180,7 @@ def _base():
 
 
 class KeepLaunchOrder(_base()):
-    """The post-grad pass (see the module doc). `chained`: the pass that
+    """The graph pass (see the module doc). `chained`: the pass that
     was configured before this one was installed; it runs first."""
 
     def __init__(self, chained=None):

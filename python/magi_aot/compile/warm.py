@@ -691,9 +691,9 @@ class BoundForward:
         # the index is data from a cache others may write: what its return
         # value may rebuild is narrowed unless only this user can have
         # written it (or the caller trusts the cache)
-        from .code import trust_opted_in
+        from .code import will_load
         home = None
-        if index_untrusted and not trust_opted_in(self.trust_compiled):
+        if not will_load(index_untrusted, self.trust_compiled):
             home = {type(self.model).__module__.split(".")[0]}
         if idx.get("split") is not None:
             return self._from_split_record(idx["split"])

@@ -187,15 +187,17 @@ class SymmRuntime:
     def _schedule(self, schedule, max_inflight_bytes, store):
         """Schedule every region (runtime/overlap.py); their scheduled
         forms serve graph_module(). Collective over the store."""
-        from ..schedule import canonical_fingerprint, schedule_region, skeleton
-        from .overlap import agree, keys_digest
+        from ..schedule import graph_facts, schedule_region
+        from .overlap import agree
         from .rendezvous import _Store
         if schedule is False or schedule is None:
             return {"mode": "off", "reason": "schedule=False", "regions": []}
         costs = None if schedule in ("auto", True) else schedule
-        docs = [r.doc for r in self.regions]
-        mine = {"fingerprints": [canonical_fingerprint(d) for d in docs],
-                "skeletons": [skeleton(d) for d in docs], "keys": keys_digest(docs)}
+        facts = [graph_facts(r.doc) for r in self.regions]
+        keys = [f["keys"] for f in facts]
+        mine = {"fingerprints": [f["fingerprint"] for f in facts],
+                "skeletons": [f["skeleton"] for f in facts],
+                "keys": None if None in keys else keys}
         waits = _Store(store, self.rank, self.world, self.timeout) if self.world > 1 else None
         verdict = agree(waits, store, self.job_id or "", self.rank, self.world, mine)
         out = {"mode": verdict["mode"], "reason": verdict["reason"], "regions": []}

@@ -22,7 +22,6 @@ keys. Then, on every rank alike:
 Never a divergent order, never a hang: the exchange waits at most the
 runtime's timeout and names the ranks that did not come.
 """
-import hashlib
 import json
 
 from .._lib import MagiError
@@ -60,30 +59,6 @@ def describe_mismatch(skeletons):
                     % (i, r, k + 1, _describe(b[k] if k < len(b) else None), ranks[0],
                        _describe(a[k] if k < len(a) else None), len(b), r, len(a), ranks[0]))
     return None
-
-
-def keys_digest(region_docs):
-    """A digest of the regions' cost keys (magi_cost_keys), or None where
-    the library cannot make them."""
-    from .._lib import CRegion, lib
-    from ctypes import byref, c_void_p
-    h = hashlib.sha256()
-    for doc in region_docs:
-        with CRegion.from_json_text(json.dumps(doc, allow_nan=False, default=str)) as cr:
-            ks = c_void_p()
-            try:
-                lib.magi_cost_keys(byref(ks), cr.ptr)
-            except MagiError:
-                return None
-            try:
-                n = lib.magi_cost_keyset_node_count(ks)
-                for i in range(n):
-                    k = lib.magi_cost_keyset_node_key(ks, i)
-                    h.update((k or b"-") + b"\n")
-            finally:
-                lib.magi_cost_keyset_free(ks)
-        h.update(b"\x00")
-    return h.hexdigest()
 
 
 def agree(store_waits, store, prefix, rank, world, mine):
