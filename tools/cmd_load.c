@@ -3,6 +3,7 @@
  * loader's report. Uses only the public API. */
 #include "cli.h"
 #include "load_check.h"
+#include "sched_print.h"
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,7 +58,10 @@ bad:
     return magi_cli_usage(cmd, "--group: bad rank list in '%s' (expected NAME=R0,R1,...)", spec);
 }
 
-static int emit_all(const char *cmd, magi_loader *ld, const char *emit) {
+/* sched: NULL, or the reports of --schedule: a region the pass reordered is
+ * written as it now is (the form SymmRuntime runs: the wait join applied,
+ * then the reorder), not the loader's planned node array. */
+static int emit_all(const char *cmd, magi_loader *ld, const char *emit, magi_sched_report *const *sched) {
     uint32_t n = magi_loader_count(ld);
     if (n > 1 && mkdir(emit, 0777) != 0 && errno != EEXIST) {
         fprintf(stderr, "magi-aot %s: cannot create directory '%s': %s\n", cmd, MAGI_TEXT(emit), strerror(errno));
@@ -78,7 +82,8 @@ static int emit_all(const char *cmd, magi_loader *ld, const char *emit) {
             if (out) sprintf(out, "%s/%.*s.magi", emit, (int)bl, b);
         }
         if (!out) return magi_cli_fail(cmd, MAGI_ERR_NOMEM);
-        st = magi_loader_save(ld, i, out);
+        if (sched && sched[i] && sched[i]->applied) st = magi_artifact_save(magi_loader_region(ld, i), out, NULL);
+        else st = magi_loader_save(ld, i, out);
         free(out);
         if (st) return magi_cli_fail(cmd, st);
     }
@@ -115,6 +120,67 @@ static uint32_t largest_group(char *name, size_t cap, const char **paths, int n,
     return best;
 }
 
+/* --schedule: the latest-safe-launch pass over every loaded region, with
+ * the options a runtime uses by default (schedule.h; the library's own
+ * estimate, the measured table where given). *out: one report a region. */
+static int schedule_all(const char *cmd, magi_loader *ld, const char *costs_path, magi_cost_table **costs,
+                        uint64_t max_inflight, magi_sched_report ***out) {
+    uint32_t n = magi_loader_count(ld);
+    magi_status st;
+    if (costs_path && (st = magi_cost_table_read_file(costs, costs_path)) != MAGI_OK) {
+        fprintf(stderr, "magi-aot %s: %s: %s\n", cmd, MAGI_TEXT(costs_path), magi_last_error());
+        return magi_cli_exit_code(st);
+    }
+    if (!(*out = calloc(n ? n : 1, sizeof **out))) return magi_cli_fail(cmd, MAGI_ERR_NOMEM);
+    for (uint32_t i = 0; i < n; i++) {
+        magi_sched_options o = MAGI_SCHED_OPTIONS_INIT;
+        o.cost = NULL;
+        o.cost_table = *costs;
+        o.max_inflight_bytes = max_inflight;
+        if ((st = magi_schedule(&(*out)[i], magi_loader_region(ld, i), &o)) != MAGI_OK) {
+            magi_loaded_info inf;
+            const char *path = magi_loader_info(&inf, ld, i) == MAGI_OK ? inf.path : "?";
+            fprintf(stderr, "magi-aot %s: %s: schedule: %s\n", cmd, MAGI_TEXT(path), magi_last_error());
+            return magi_cli_exit_code(st);
+        }
+    }
+    return MAGI_EXIT_OK;
+}
+
+static void print_schedule_text(magi_loader *ld, uint32_t i, const magi_sched_report *rep, int default_bound) {
+    magi_loaded_info inf;
+    const char *path = magi_loader_info(&inf, ld, i) == MAGI_OK ? inf.path : "?";
+    unsigned n_exposed;
+    double stall;
+    magi_cli_sched_totals(rep, &n_exposed, &stall);
+    if (rep->applied)
+        printf("\nschedule %s: %u node%s moved; %u of %u gathers exposed (%.1f us of stalls, predicted)\n",
+               MAGI_TEXT(path), rep->n_moved, rep->n_moved == 1 ? "" : "s", n_exposed, rep->n_gathers, stall);
+    else
+        printf("\nschedule %s: NOT applied%s%s\n", MAGI_TEXT(path), rep->reason ? ": " : "", MAGI_TEXT(rep->reason));
+    magi_sched_options d = MAGI_SCHED_OPTIONS_INIT;
+    magi_cli_sched_table(stdout, rep, d.scale, d.margin_us);
+    magi_cli_sched_inflight_line(stdout, rep, default_bound);
+}
+
+static void print_schedule_json(magi_loader *ld, uint32_t i, const magi_sched_report *rep, int comma) {
+    magi_loaded_info inf;
+    const char *path = magi_loader_info(&inf, ld, i) == MAGI_OK ? inf.path : NULL;
+    unsigned n_exposed;
+    double stall;
+    magi_cli_sched_totals(rep, &n_exposed, &stall);
+    printf("%s{\"region\":", comma ? "," : "");
+    magi_cli_json_str(stdout, path);
+    printf(",\"applied\":%s,\"reason\":", rep->applied ? "true" : "false");
+    magi_cli_json_str(stdout, rep->reason);
+    printf(",\"moved\":%u,\"exposed_gathers\":%u,\"stall_us\":%s,\"max_inflight_bytes\":%llu,"
+           "\"peak_inflight_bytes\":%llu,\"gathers\":",
+           rep->n_moved, n_exposed, MAGI_CLI_NUM(stall), (unsigned long long)rep->max_inflight_bytes,
+           (unsigned long long)rep->peak_inflight_bytes);
+    magi_cli_sched_gathers_json(stdout, rep);
+    printf("}");
+}
+
 int magi_cmd_load(int argc, char **argv) {
     const char *cmd = argv[0];
     const char *transport = NULL, *emit = NULL, *backend = NULL, *rdv = NULL;
@@ -124,6 +190,11 @@ int magi_cmd_load(int argc, char **argv) {
     int json = 0, n = 0, n_groups = 0, rc = MAGI_EXIT_OK;
     int check = 0;       /* --check-gathers (load_check.h) */
     int keep_cast_pad = 0; /* --keep-cast-pad */
+    int schedule = 0;      /* --schedule */
+    uint64_t max_inflight = 0; /* --max-inflight-bytes (0: the pass's default) */
+    const char *costs_path = NULL;
+    magi_cost_table *costs = NULL;
+    magi_sched_report **sched = NULL;
     uint32_t device = 0; /* --device (cuda backend) */
     magi_status st = MAGI_OK;
     const char **paths = calloc((size_t)argc, sizeof *paths);
@@ -139,6 +210,8 @@ int magi_cmd_load(int argc, char **argv) {
     json = magi_cli_has(&args, "--json");
     check = magi_cli_has(&args, "--check-gathers");
     keep_cast_pad = magi_cli_has(&args, "--keep-cast-pad");
+    schedule = magi_cli_has(&args, "--schedule");
+    costs_path = magi_cli_value(&args, "--costs", NULL);
     transport = magi_cli_value(&args, "--transport", NULL);
     emit = magi_cli_value(&args, "--emit", NULL);
     backend = magi_cli_value(&args, "--backend", NULL);
@@ -163,12 +236,20 @@ int magi_cmd_load(int argc, char **argv) {
     else if ((v = magi_cli_value(&args, "--max-window-bytes", NULL)) != NULL &&
              (!parse_u64_pos(v, &max_win)))
         rc = magi_cli_usage(cmd, "--max-window-bytes: not a positive byte count: '%s'", v);
+    else if ((v = magi_cli_value(&args, "--max-inflight-bytes", NULL)) != NULL && strcmp(v, "none") &&
+             !parse_u64_pos(v, &max_inflight))
+        rc = magi_cli_usage(cmd, "--max-inflight-bytes: a positive byte count or 'none', not '%s'", v);
+    else if (!schedule && (costs_path || magi_cli_has(&args, "--max-inflight-bytes")))
+        rc = magi_cli_usage(cmd, "--costs and --max-inflight-bytes go with --schedule");
     else if ((v = magi_cli_value(&args, "--window-cap", NULL)) != NULL) {
         char *end;
         errno = 0;
         cap = strtoull(v, &end, 10);
         if (errno || *end || !cap || v[0] == '-') rc = magi_cli_usage(cmd, "--window-cap: not a positive byte count: '%s'", v);
     }
+    if (!rc && (v = magi_cli_value(&args, "--max-inflight-bytes", NULL)) != NULL && !strcmp(v, "none"))
+        max_inflight = UINT64_MAX;
+    if (!rc && costs_path && !(costs_path = strdup(costs_path))) rc = magi_cli_fail(cmd, MAGI_ERR_NOMEM);
     for (int i = 0; !rc && i < n_group_args; i++)
         if ((rc = parse_group(cmd, group_args[i], &groups[n_groups])) == 0) n_groups++;
     for (int i = 0; i < args.n_pos; i++) paths[n++] = args.pos[i];
@@ -257,13 +338,31 @@ int magi_cmd_load(int argc, char **argv) {
     }
     if (check && (rc = magi_cli_load_check(cmd, magi_loader_backend(ld), magi_loader_plan(ld), rank, stderr)))
         goto done;
-    if (emit && (rc = emit_all(cmd, ld, emit))) goto done;
+    /* The loader's report refers to node positions of the loaded order:
+     * made before the schedule moves them. */
     if ((st = magi_loader_report(&report, NULL, ld, json ? MAGI_LOADER_REPORT_JSON : MAGI_LOADER_REPORT_TEXT))) {
         rc = magi_cli_fail(cmd, st);
         goto done;
     }
-    fputs(report, stdout);
+    if (schedule && (rc = schedule_all(cmd, ld, costs_path, &costs, max_inflight, &sched))) goto done;
+    if (emit && (rc = emit_all(cmd, ld, emit, sched))) goto done;
+    if (!schedule) {
+        fputs(report, stdout);
+    } else if (json) {
+        size_t len = strlen(report);
+        while (len && (report[len - 1] == '\n' || report[len - 1] == ' ')) len--;
+        printf("{\"load\":%.*s,\"schedule\":[", (int)len, report);
+        for (uint32_t i = 0; i < magi_loader_count(ld); i++) print_schedule_json(ld, i, sched[i], i > 0);
+        printf("]}\n");
+    } else {
+        fputs(report, stdout);
+        for (uint32_t i = 0; i < magi_loader_count(ld); i++) print_schedule_text(ld, i, sched[i], max_inflight == 0);
+    }
 done:
+    for (uint32_t i = 0; sched && i < magi_loader_count(ld); i++) magi_sched_report_free(sched[i]);
+    free(sched);
+    magi_cost_table_free(costs);
+    free((char *)costs_path);
     magi_free(report);
     magi_loader_free(ld);
     for (int i = 0; i < n_groups; i++) {

@@ -18,6 +18,11 @@ static const magi_cli_opt load_opts[] = {
     {"--keep-cast-pad", NULL, NULL, NULL, 0,
      "a lowered DTensor gather keeps its cast and pad in the graph, on NCCL (default: done once at bind)"},
     {"--check-gathers", NULL, NULL, NULL, 0, "run every rewritten gather once and check every byte"},
+    {"--schedule", NULL, NULL, NULL, 0,
+     "reorder each loaded region's gathers by the latest-safe launch (as a runtime does), before --emit"},
+    {"--costs", NULL, NULL, "T.json", 0, "with --schedule: a measured cost table (default: the analytical model)"},
+    {"--max-inflight-bytes", NULL, NULL, "B|none", 0,
+     "with --schedule: bound on gathered-but-unconsumed bytes (default: the pass's own)"},
     {"--emit", NULL, NULL, "OUT", 0, "write the loaded regions (a file for one, a directory for several)"},
     {"--json", NULL, NULL, NULL, 0, "machine-readable report"},
     {NULL, NULL, NULL, NULL, 0, NULL}};
@@ -27,7 +32,9 @@ const magi_cli_command magi_cli_load = {
     "The library's loader (magi_aot/load.h): verify + parse (each section once) ->\n"
     "fingerprint + inputs -> transport -> DTensor redistributes lowered for --rank\n"
     "(cast and pad at bind unless --keep-cast-pad) -> plan over all REGIONs -> rewrite ->\n"
-    "bind (--backend; implied by --world > 1 or --rendezvous) -> --emit -> report.\n"
+    "bind (--backend; implied by --world > 1 or --rendezvous) -> --schedule -> --emit -> report.\n"
+    "--schedule runs magi_schedule on each loaded region, the pass SymmRuntime runs\n"
+    "by ready(), and reports per gather: launch, first use, in-flight bytes, stall.\n"
     "nccl also turns magi.symm_* gathers of an earlier load back into NCCL gathers.\n"
     "--emit OUT: a file for one REGION, a directory (<base>.magi) for several.\n"
     "See docs/SYMM.md.\n",

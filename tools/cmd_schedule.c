@@ -9,6 +9,7 @@
  * optional "issue:KEY" entry is its host issue cost, reported and never used
  * to size a window. */
 #include "cli.h"
+#include "sched_print.h"
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -227,19 +228,9 @@ static int magi_cmd_schedule(int argc, char **argv) {
                                                             : "cost table agreed by every peer";
     /* One model of time (magi_sched_gather_timing): the same numbers in
      * the text, the JSON and the SVG. */
-    magi_sched_timing *tm = calloc(rep->n_gathers ? rep->n_gathers : 1, sizeof *tm);
-    if (!tm) {
-        fprintf(stderr, "magi-aot %s: out of memory\n", argv[0]);
-        rc = MAGI_EXIT_RUNTIME;
-        goto done;
-    }
-    uint32_t n_exposed = 0;
+    unsigned n_exposed = 0;
     double stall_total = 0;
-    for (uint32_t i = 0; i < rep->n_gathers; i++) {
-        magi_sched_gather_timing(&tm[i], rep, i);
-        n_exposed += tm[i].exposed;
-        stall_total += tm[i].stall_us;
-    }
+    magi_cli_sched_totals(rep, &n_exposed, &stall_total);
     if (json) {
         printf("{\"file\":");
         magi_cli_json_str(stdout, file);
@@ -252,24 +243,9 @@ static int magi_cmd_schedule(int argc, char **argv) {
             magi_cli_json_str(stdout, rep->moved[i].node);
             printf(",\"from_index\":%u,\"to_index\":%u}", rep->moved[i].from_index, rep->moved[i].to_index);
         }
-        printf("],\"gathers\":[");
-        for (uint32_t i = 0; i < rep->n_gathers; i++) {
-            const magi_sched_gather *g = &rep->gathers[i];
-            const magi_sched_timing *t = &tm[i];
-            printf("%s{\"node\":", i ? "," : "");
-            magi_cli_json_str(stdout, g->node);
-            printf(",\"kind\":\"%s\",\"cost_us\":%s,\"issue_us\":%s,\"need_us\":%s,\"covered_us\":%s,"
-                   "\"window_slack_us\":%s,\"launch_us\":%s,\"transfer_start_us\":%s,\"transfer_end_us\":%s,"
-                   "\"queued_us\":%s,\"first_use_us\":%s,\"stall_us\":%s,\"verdict\":\"%s\",\"exposed_us\":%s,"
-                   "\"launch_index\":%u,\"consumer_index\":%u,\"bytes\":%llu,\"inflight_bytes\":%llu}",
-                   g->symm ? "symm" : "nccl", MAGI_CLI_NUM(g->cost_us), MAGI_CLI_NUM(g->issue_us),
-                   MAGI_CLI_NUM(g->need_us), MAGI_CLI_NUM(g->covered_us), MAGI_CLI_NUM(t->window_slack_us),
-                   MAGI_CLI_NUM(t->launch_us), MAGI_CLI_NUM(t->transfer_start_us), MAGI_CLI_NUM(t->transfer_end_us),
-                   MAGI_CLI_NUM(t->queued_us), MAGI_CLI_NUM(t->first_use_us), MAGI_CLI_NUM(t->stall_us),
-                   t->exposed ? "exposed" : "hidden", MAGI_CLI_NUM(t->stall_us), g->launch_index,
-                   g->consumer_index, (unsigned long long)g->bytes, (unsigned long long)g->inflight_bytes);
-        }
-        printf("],\"estimator\":{\"source\":\"%s\",\"reason\":", measured ? "measured" : "analytical");
+        printf("],\"gathers\":");
+        magi_cli_sched_gathers_json(stdout, rep);
+        printf(",\"estimator\":{\"source\":\"%s\",\"reason\":", measured ? "measured" : "analytical");
         magi_cli_json_str(stdout, reason);
         printf("},\"unbacked\":[");
         for (uint32_t i = 0; i < n_ug; i++) {
@@ -307,38 +283,12 @@ static int magi_cmd_schedule(int argc, char **argv) {
         }
         for (uint32_t i = 0; i < rep->n_moved; i++)
             printf("moved %-40s %5u -> %u\n", MAGI_TEXT(rep->moved[i].node), rep->moved[i].from_index, rep->moved[i].to_index);
-        if (rep->n_gathers) {
-            printf("\ngathers (us): need = cost x %g + %.1f margin; window = compute from launch to first use;\n"
-                   "simulated with transfers in launch order on one lane: queued = behind earlier transfers,\n"
-                   "stall = compute waiting for it (its exposed time)\n",
-                   scale, margin);
-            printf("%3s  %-32s %-4s %6s %6s %9s %8s %8s %8s %8s %8s  %s\n", "#", "gather", "kind", "launch", "use",
-                   "inflight", "cost", "need", "window", "queued", "stall", "verdict");
-            for (uint32_t i = 0; i < rep->n_gathers; i++) {
-                const magi_sched_gather *g = &rep->gathers[i];
-                const magi_sched_timing *t = &tm[i];
-                printf("%3u  %-32.32s %-4s %6u %6u %8.1fM %8.1f %8.1f %8.1f %8.1f %8.1f  ", i + 1, MAGI_TEXT(g->node),
-                       g->symm ? "symm" : "nccl", g->launch_index, g->consumer_index,
-                       (double)g->inflight_bytes / (1 << 20), g->cost_us, g->need_us, g->covered_us, t->queued_us,
-                       t->stall_us);
-                if (t->exposed) printf("exposed by %.1f\n", t->stall_us);
-                else printf("hidden, done %.1f before use\n", t->first_use_us - t->transfer_end_us);
-            }
-        }
+        magi_cli_sched_table(stdout, rep, scale, margin);
         printf("simulated %.1f us; %u of %u gathers exposed (%.1f us of stalls)\n", rep->total_us, n_exposed,
                rep->n_gathers, stall_total);
-        if (rep->n_gathers) {
-            if (rep->max_inflight_bytes == UINT64_MAX)
-                printf("in flight (gathered, not yet used): at most %.1f MiB (no bound)\n",
-                       (double)rep->peak_inflight_bytes / (1 << 20));
-            else
-                printf("in flight (gathered, not yet used): at most %.1f MiB, bound %.1f MiB%s\n",
-                       (double)rep->peak_inflight_bytes / (1 << 20), (double)rep->max_inflight_bytes / (1 << 20),
-                       cap_text ? "" : " (one layer's worth)");
-        }
+        magi_cli_sched_inflight_line(stdout, rep, cap_text == NULL);
         print_ce_note(rep, measured, &cm);
     }
-    free(tm);
     if (magi_cost_estimate_degraded(est))
         fprintf(stderr, "magi-aot %s: warning: %s\n", argv[0], MAGI_TEXT(magi_cost_estimate_note(est)));
 done:

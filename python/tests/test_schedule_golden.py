@@ -142,5 +142,48 @@ class GoldenSchedules(unittest.TestCase):
         self.assertTrue(outs[0].startswith("{"), outs[0][:200])
 
 
+class CliLoadSchedule(unittest.TestCase):
+    """`magi-aot load --schedule` is the runtime's pass: the region it
+    emits has the node order schedule_region gives the same load, and its
+    JSON the same placements (no torch needed)."""
+
+    def test_load_schedule_emits_the_runtimes_order(self):
+        import subprocess
+        import tempfile
+        import magi_aot
+        from magi_aot.schedule import schedule_region
+        cli = os.environ.get("MAGI_CLI")
+        if not cli:
+            self.fail("MAGI_CLI is not set (the magi-aot program the suite tests)")
+        region = magi_aot.load(fixture("fsdp_block"), transport="copy_engine")
+        sched, report = schedule_region(region)
+        self.assertGreater(len(report["moved"]), 0)
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "scheduled.magi")
+            p = subprocess.run([cli, "load", fixture("fsdp_block"), "--transport", "copy_engine",
+                                "--schedule", "--emit", out, "--json"],
+                               capture_output=True, text=True, timeout=120)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            got = json.loads(p.stdout)
+            emitted = magi_aot.load(out)
+        self.assertIn("load", got)
+        (cli_sched,) = got["schedule"]
+        self.assertTrue(cli_sched["applied"])
+        self.assertEqual(cli_sched["moved"], len(report["moved"]))
+        self.assertEqual([[g["node"], g["launch_index"], g["consumer_index"], g["inflight_bytes"]]
+                          for g in cli_sched["gathers"]],
+                         [[g["node"], g["launch_index"], g["first_use_index"], g["inflight_bytes"]]
+                          for g in report["gathers"]])
+        self.assertEqual([n["name"] for n in emitted.nodes], [n["name"] for n in sched.nodes])
+        self.assertNotEqual([n["name"] for n in emitted.nodes], [n["name"] for n in region.nodes])
+
+    def test_costs_without_schedule_is_a_usage_error(self):
+        import subprocess
+        p = subprocess.run([os.environ["MAGI_CLI"], "load", fixture("fsdp_block"), "--max-inflight-bytes", "9"],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("go with --schedule", p.stderr)
+
+
 if __name__ == "__main__":
     unittest.main()
