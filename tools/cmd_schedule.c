@@ -106,7 +106,7 @@ static const magi_cli_opt schedule_opts[] = {
     {"--emit", NULL, NULL, "OUT", 0, "write the rescheduled region as an artifact"},
     {"--timeline", NULL, NULL, "OUT.svg", 0, "draw the simulated timeline as SVG"},
     {"--max-inflight-bytes", NULL, NULL, "B", 0,
-     "bound on gathered-but-unconsumed bytes (default: one layer's worth; none: no bound)"},
+     "bound on gathered-but-unconsumed bytes (default: two sets' worth; none: no bound)"},
     {NULL, NULL, NULL, NULL, 0, NULL}};
 
 const magi_cli_command magi_cli_schedule = {
@@ -118,8 +118,9 @@ const magi_cli_command magi_cli_schedule = {
     "from REGION's leaves the graph unchanged, nothing is emitted, the report says\n"
     "why and the exit status is 6, so a launcher script can stop every rank.\n"
     "Memory bound: launches never put more gathered-but-unconsumed bytes in flight\n"
-    "than --max-inflight-bytes (default one layer's worth: the largest set of\n"
-    "gathers between two consecutive uses of gathered weights).\n",
+    "than --max-inflight-bytes (default two sets' worth: the largest sum of two\n"
+    "consecutive sets, a set being the gathers between two consecutive uses of\n"
+    "gathered weights: the set in use and the next one in flight).\n",
     schedule_opts, magi_cmd_schedule};
 
 static int magi_cmd_schedule(int argc, char **argv) {

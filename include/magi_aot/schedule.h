@@ -83,9 +83,11 @@ typedef struct magi_sched_options {
      * consumed (from a launch to the first consumer of its wait) never
      * exceed this at any point of the schedule; a launch that would pass
      * it is placed later (its window shrinks, the report shows the
-     * exposed time). 0: one layer's worth, the largest set of gathers
+     * exposed time). 0: two sets' worth, where a set is the gathers
      * launched between two consecutive uses of gathered weights in the
-     * graph as given; UINT64_MAX: no bound. A gather larger than the
+     * graph as given (a layer where a graph gathers a layer together, one
+     * weight in Dynamo's per-weight order): the largest sum of two
+     * consecutive sets, the set in use and the next; UINT64_MAX: no bound. A gather larger than the
      * bound alone still launches, right after every other is consumed. */
     uint64_t max_inflight_bytes;
     /* With cost NULL: a measured cost table (borrowed; NULL: analytical). */

@@ -147,8 +147,8 @@ def schedule_region(region, *, costs=None, scale=1.0, margin_us=5.0, max_infligh
                     peer_fingerprints=()):
     """Schedule a copy of `region` (a magi_aot.Region). Returns (the
     scheduled Region, its report). costs: a measured cost table's path
-    (None: the analytical model); max_inflight_bytes: 0 one layer's worth
-    (the default), None no bound; peer_fingerprints: other ranks' canonical
+    (None: the analytical model); max_inflight_bytes: 0 two sets' worth
+    (the default: the set of gathers in use and the next; schedule.h), None no bound; peer_fingerprints: other ranks' canonical
     fingerprints (any that differs leaves the graph unchanged, the report
     says why). The report: {"applied", "reason", "moved", "gathers": [per
     gather: "node", "kind", "launch_index", "first_use_index", "cost_us",

@@ -57,10 +57,13 @@ class TorchtitanSimpleFSDP(unittest.TestCase):
         """The tiny Llama3 on 2 ranks through the documented path: the
         runtime schedules the region (one schedule on both ranks, within
         its memory bound); compile_fx with Inductor's defaults queues
-        compute under the gathers of the layers after the first (the first
-        layer's attention weights and the output projection are used right
-        after a norm, and the memory bound keeps them from launching
-        earlier); the result is the unscheduled compile's, bit for bit."""
+        compute under every gather from the first layer's attention on,
+        the output projection included. The first four gathers precede
+        the region's first kernel: torchtitan gathers the embedding twice
+        (once for an attribute access nothing reads), and Inductor fuses
+        the embedding lookup into the first RMSNorm, which needs the norm's
+        weight, and the fused qkv projection follows it directly. The
+        result is the unscheduled compile's, bit for bit."""
         out = self._e2e("--world", "2", "--vocab", "1000", "--mp", "fp32", "--inductor")
         reports = _rank_reports(out, "run_bind")
         self.assertEqual(sorted(reports), [0, 1], out[-4000:])
@@ -71,11 +74,7 @@ class TorchtitanSimpleFSDP(unittest.TestCase):
             self.assertTrue(rep["inductor_matches_unscheduled"], (r, rep))
         kernels = reports[0]["inductor_overlap"]
         self.assertEqual(len(kernels), reports[0]["gathers"], reports[0])
-        # the embedding, then 7 weights a layer: the second layer's all
-        # have compute queued under them
-        per_layer = (len(kernels) - 2) // 2
-        second = kernels[1 + per_layer:1 + 2 * per_layer]
-        self.assertTrue(second and all(k > 0 for k in second), kernels)
+        self.assertTrue(all(k > 0 for k in kernels[4:]), kernels)
 
     def test_bf16_uneven_four_ranks_cast_and_pad_at_bind(self):
         """torchtitan's bf16 policy, vocab 1001 over 4 ranks (251/251/251/248):

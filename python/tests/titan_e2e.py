@@ -53,7 +53,7 @@ sys.path.insert(0, os.path.join(ROOT, "python"))
 
 # |inductor - compiled original| <= rel * max|compiled original| + abs, per policy
 INDUCTOR_TOL = {"fp32": (1e-3, 1e-5), "bf16": (2e-2, 1e-2)}
-RUNS = ("bind", "keep")
+RUNS = ("bind", "keep", "overlap")
 
 _keep = []  # the torch.library registration of the host-staged gather (kept alive)
 
@@ -157,6 +157,177 @@ def _inductor(args, rt, region, inputs, want, rank):
     return res
 
 
+class _WaitProbe:
+    """CUDA events around every wait of a copy-engine gather in the
+    forwards run while it is on: for each call of the runtime's gathers
+    (in call order: the weights it gathers), the device time the waiting
+    stream spent at its wait_tensor, i.e. the gather's exposed time. Needs
+    the Python operator kernels (MAGI_AOT_OPS=python: their Work is the
+    one patched here)."""
+
+    def __init__(self, rt):
+        import torch
+        from magi_aot.runtime import gather as G
+        self.torch, self.calls, self.waits, self.on = torch, [], [], False
+        self._by_out = {}
+        weights = [sl["weight"] for sl in rt.slots]
+        gatherer = rt._gatherer
+        real_gather = gatherer.gather
+
+        self.args = {}  # weights -> the arguments of its call (copy_times)
+        self._real_gather = real_gather
+
+        def gather(slots, inputs, group_size):
+            outs = real_gather(slots, inputs, group_size)
+            if self.on:
+                seq = len(self.calls)
+                self.calls.append("+".join(weights[s] for s in slots))
+                self.args.setdefault(self.calls[-1], (slots, inputs, group_size))
+                for o in outs:
+                    self._by_out[id(o)] = seq
+            return outs
+        gatherer.gather = gather
+        cls = G._GatherWork._cls or G._GatherWork._build()
+        real_wait = cls.wait
+
+        def wait(work, timeout=None):
+            outs = work.outs
+            seq = None
+            if self.on and outs:
+                for ref in outs:
+                    o = ref()
+                    if o is not None and id(o) in self._by_out:
+                        seq = self._by_out[id(o)]
+                        break
+            if seq is None:
+                return real_wait(work, timeout)
+            e0 = torch.cuda.Event(enable_timing=True)
+            e1 = torch.cuda.Event(enable_timing=True)
+            e0.record()
+            r = real_wait(work, timeout)
+            e1.record()
+            self.waits.append((seq, e0, e1))
+            return r
+        cls.wait = wait
+
+    def copy_times(self, n=5):
+        """{gather: device us of its call alone, launch to the end of its
+        wait, the GPU otherwise idle} (median of n): its copy time."""
+        import statistics
+        torch = self.torch
+        wait = torch.ops._c10d_functional.wait_tensor
+        out = {}
+        for name, (slots, inputs, group_size) in self.args.items():
+            ts = []
+            for _ in range(n):
+                torch.cuda.synchronize()
+                e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                e0.record()
+                outs = self._real_gather(slots, inputs, group_size)
+                wait(outs[0])
+                e1.record()
+                torch.cuda.synchronize()
+                ts.append(e0.elapsed_time(e1) * 1e3)
+            out[name] = statistics.median(ts)
+        return out
+
+    def forward(self, fn, inputs, lead_cycles):
+        """One forward with the GPU held by a spin kernel while the host
+        queues it: (device us of the forward, {gather: stall us}, output)."""
+        torch = self.torch
+        self.calls, self.waits, self._by_out, self.on = [], [], {}, True
+        torch.cuda.synchronize()
+        torch.cuda._sleep(lead_cycles)
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        with torch.no_grad():
+            out = fn(*inputs)
+        e1.record()
+        self.on = False
+        torch.cuda.synchronize()
+        stalls = {}
+        for seq, a, b in self.waits:
+            name = self.calls[seq]
+            stalls[name] = stalls.get(name, 0.0) + a.elapsed_time(b) * 1e3
+        return e0.elapsed_time(e1) * 1e3, stalls, out
+
+
+def _overlap(args, rt, region, inputs, rank):
+    """The overlap benchmark (rank 0; the other ranks keep their windows
+    mapped and wait): the region compiled by Inductor with its defaults
+    from the runtime's graph module, scheduled and unscheduled, then
+    --iters forwards of each, alternating: per gather the measured stall
+    at its wait (median), the forward's device time (median), the
+    predicted stall of the schedule, the kernels Inductor queued between
+    each launch and its wait, and whether both give the same output."""
+    import statistics
+    import torch
+    import torch.distributed as dist
+    from torch._inductor.compile_fx import compile_fx
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+    from magi_aot.compile.launch_order import compile_and_read
+    res = {}
+    if rank == 0:
+        probe = _WaitProbe(rt)
+        fns, code = {}, {}
+        for name, scheduled in (("scheduled", True), ("unscheduled", False)):
+            t0 = time.perf_counter()
+            fakes = rt.fake_inputs(region, FakeTensorMode(shape_env=ShapeEnv()))
+            fn, overlap, _ = compile_and_read(
+                lambda: compile_fx(rt.graph_module(region, scheduled=scheduled), fakes))
+            fns[name] = fn
+            code[name] = {"compile_s": time.perf_counter() - t0,
+                          "kernels_under": [o["kernels"] for o in overlap] if overlap else None}
+        lead = int(args.lead_ms * 1.98e6)  # cycles at about 1.98 GHz
+        rows = {n: {"forward_us": [], "stalls": {}} for n in fns}
+        outs = {}
+        for _ in range(2):  # warm-up: allocator, autotuning caches
+            for n, fn in fns.items():
+                probe.forward(fn, inputs, lead)
+        for _ in range(args.iters):
+            for n, fn in fns.items():
+                fwd, stalls, out = probe.forward(fn, inputs, lead)
+                rows[n]["forward_us"].append(fwd)
+                for g, v in stalls.items():
+                    rows[n]["stalls"].setdefault(g, []).append(v)
+                outs[n] = out
+        first = lambda o: o[0] if isinstance(o, (tuple, list)) else o  # noqa: E731
+        a, b = first(outs["scheduled"]), first(outs["unscheduled"])
+        res["outputs_equal"] = bool(torch.equal(a, b))
+        # Inductor may fuse a reordered graph differently on the GPU
+        rel, abs_ = INDUCTOR_TOL[args.mp]
+        res["outputs_max_abs"] = float((a.float() - b.float()).abs().max())
+        res["outputs_within_tol"] = res["outputs_max_abs"] <= rel * float(b.float().abs().max()) + abs_
+        res["copy_us"] = probe.copy_times()
+        # the schedule's prediction per gather, by the weights it gathers
+        # (the launch node's input placeholder, whose target is the slot's)
+        nodes = {n["name"]: n for n in rt.regions[0].nodes}
+
+        def weight_of(node):
+            a0 = (nodes[node].get("args") or [None])[0]
+            ph = nodes.get(a0["node"]) if isinstance(a0, dict) and "node" in a0 else None
+            return ph.get("target") if ph else node
+        pred = [g for r in rt.schedule_report["regions"] for g in r["gathers"]]
+        res["schedule"] = {"mode": rt.schedule_report["mode"],
+                           "moved": sum(len(r["moved"]) for r in rt.schedule_report["regions"]),
+                           "predicted": [{"node": g["node"], "weight": weight_of(g["node"]),
+                                          "stall_us": g["stall_us"], "cost_us": g["cost_us"],
+                                          "inflight_bytes": g["inflight_bytes"]} for g in pred]}
+        for n in fns:
+            st = rows[n]["stalls"]
+            res[n] = {"forward_us": statistics.median(rows[n]["forward_us"]),
+                      "stall_us": {g: statistics.median(v) for g, v in st.items()},
+                      "exposed_us": sum(statistics.median(v) for v in st.values()),
+                      **code[n]}
+        res["iters"] = args.iters
+        res["ok"] = res["outputs_within_tol"] and len(res["scheduled"]["stall_us"]) > 0
+    dist.barrier()
+    if rank != 0:
+        res["ok"] = True
+    return res
+
+
 def _run(args, rank, run):
     import torch
     import titan_model as tm
@@ -184,9 +355,16 @@ def _run(args, rank, run):
     rt.ready()
     t_bind = time.perf_counter() - t0
     loaded = rt.regions[0]
-    gm = rt.graph_module(region)
     values = {p["name"]: v for p, v in zip([p for p in loaded.placeholders if "tokens" in p["name"]], inputs)}
     args_in = rt.args(region, values)
+    if run == "overlap":
+        res = {"run": run, "device": str(dev), "load_s": t_load, "bind_s": t_bind,
+               "plan_sha256": rt.plan_sha256, "gathers": len(loaded.rewrite_report),
+               "rewritten": sum(g["reason"] == "rewritten" for g in loaded.rewrite_report)}
+        res.update(_overlap(args, rt, region, args_in, rank))
+        rt.close()
+        return res
+    gm = rt.graph_module(region)
     with torch.no_grad():
         out = gm(*args_in)
     out = out[0] if isinstance(out, (tuple, list)) else out
@@ -251,7 +429,8 @@ def _launch(args, phase):
         env.pop("LOCAL_RANK", None)  # the device is chosen here, not by the DeviceMesh
         cmd = [sys.executable, os.path.abspath(__file__), "--phase", phase, "--out", args.out,
                "--world", str(args.world), "--vocab", str(args.vocab), "--mp", args.mp,
-               "--attn", args.attn, "--device", args.device, "--timeout", str(args.timeout)]
+               "--attn", args.attn, "--device", args.device, "--timeout", str(args.timeout),
+               "--size", args.size, "--iters", str(args.iters), "--lead-ms", str(args.lead_ms)]
         if args.inductor:
             cmd.append("--inductor")
         procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
@@ -291,7 +470,15 @@ def main():
     ap.add_argument("--inductor", action="store_true",
                     help="the bind run also through Inductor (compile_fx of the rebuilt graph)")
     ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument("--size", default="tiny",
+                    help="the model's size (titan_model.SIZES): tiny, or llama3-8b-layers for the "
+                         "overlap benchmark on a GPU")
+    ap.add_argument("--iters", type=int, default=10, help="overlap run: timed forwards of each form")
+    ap.add_argument("--lead-ms", type=float, default=50.0,
+                    help="overlap run: the spin that holds the GPU while the host queues a forward")
     args = ap.parse_args()
+    import titan_model
+    titan_model.set_size(args.size)
     if args.phase:
         return _rank_main(args)
     runs = args.runs.split(",") if args.runs else (["keep"] if args.keep_cast_pad else ["bind"])

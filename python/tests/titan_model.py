@@ -72,6 +72,24 @@ import types
 
 DIM, LAYERS, HEADS, MAX_SEQ, BATCH, SEQ = 64, 2, 4, 32, 2, 16
 MULTIPLE_OF, ROPE_THETA = 64, 500000
+KV_HEADS, FFN_MULT = None, None
+# set_size(name): "tiny" (the tests' size, above) or "llama3-8b-layers":
+# Llama3 8B's layer shape (dim 4096, 32 heads, 8 KV heads, FFN 14336),
+# 2 layers, one sequence of 4096 tokens a rank (the overlap benchmark on
+# a GPU; torchtitan 0.3.0, sdpa)
+SIZES = {
+    "tiny": dict(DIM=64, LAYERS=2, HEADS=4, KV_HEADS=None, MAX_SEQ=32, BATCH=2, SEQ=16,
+                 MULTIPLE_OF=64, FFN_MULT=None),
+    "llama3-8b-layers": dict(DIM=4096, LAYERS=2, HEADS=32, KV_HEADS=8, MAX_SEQ=4096, BATCH=1,
+                             SEQ=4096, MULTIPLE_OF=1024, FFN_MULT=1.3),
+}
+
+
+def set_size(name):
+    """Switch the model's size (SIZES) for this process; before build()."""
+    if name not in SIZES:
+        raise ValueError("size %r: one of %s" % (name, ", ".join(SIZES)))
+    globals().update(SIZES[name])
 SEED, INPUT_SEED = 1234, 99
 MESH_DIM = "fsdp"  # the name both releases give the FSDP mesh dim
 
@@ -132,8 +150,9 @@ class _Titan030:
         (llama3._debugmodel) with our sizes."""
         L = tt.llama3
         layers = L._build_llama3_layers(
-            fuse_qkv=True, n_layers=LAYERS, dim=DIM, n_heads=HEADS,
-            hidden_dim=tt.compute_ffn_hidden_dim(DIM, multiple_of=MULTIPLE_OF),
+            fuse_qkv=True, n_layers=LAYERS, dim=DIM, n_heads=HEADS, n_kv_heads=KV_HEADS,
+            hidden_dim=tt.compute_ffn_hidden_dim(DIM, multiple_of=MULTIPLE_OF,
+                                                 ffn_dim_multiplier=FFN_MULT),
             rope=tt.rope.ComplexRoPE.Config(dim=DIM // HEADS, max_seq_len=MAX_SEQ,
                                             theta=ROPE_THETA, scaling="llama"),
             attn_backend="flex")
@@ -187,8 +206,8 @@ class _Titan022:
         """TransformerModelArgs at our sizes (the FFN's hidden size:
         int(2 * 4 * dim / 3) rounded up to multiple_of: 192)."""
         return tt.llama3.TransformerModelArgs(
-            dim=DIM, n_layers=LAYERS, n_heads=HEADS, vocab_size=vocab, multiple_of=MULTIPLE_OF,
-            rope_theta=ROPE_THETA, max_seq_len=MAX_SEQ, attn_type=attn,
+            dim=DIM, n_layers=LAYERS, n_heads=HEADS, n_kv_heads=KV_HEADS, vocab_size=vocab,
+            multiple_of=MULTIPLE_OF, ffn_dim_multiplier=FFN_MULT, rope_theta=ROPE_THETA, max_seq_len=MAX_SEQ, attn_type=attn,
             attn_mask_type="block_causal" if attn == "flex" else "causal")
 
     def init(self, tt, cfg):

@@ -190,9 +190,16 @@ static uint64_t example_bytes(const magi_region *r, magi_arena *a, const magi_ex
 
 static void wait_points(const pass *p, uint32_t g, uint32_t none, uint32_t *first_wait, uint32_t *first_consumer);
 
-/* Gathered bytes of every gather, and the bound: the option, else the
- * largest set of gathers launched between two consecutive uses of
- * gathered weights (first consumers of a wait) in the given order. */
+/* Gathered bytes of every gather, and the bound: the option, else two
+ * sets' worth. A set is the gathers launched between two consecutive uses
+ * of gathered weights (first consumers of a wait) in the given order: a
+ * layer's weights where a graph gathers them together (MagiCompiler's
+ * buckets), one weight in Dynamo's per-weight order. The default is the
+ * largest sum of two consecutive sets: the set in use and the next one in
+ * flight, as FSDP's own prefetch holds the current and the next layer. One
+ * set would let nothing be in flight while the previous one is consumed,
+ * so the first gather of every layer (and the output projection after the
+ * last) could never launch under the previous layer's compute. */
 static magi_status bytes_and_cap(pass *p) {
     uint32_t n = p->n;
     p->bytes = calloc(n ? n : 1, sizeof *p->bytes);
@@ -216,11 +223,15 @@ static magi_status bytes_and_cap(pass *p) {
     if (p->o->max_inflight_bytes) {
         p->cap = p->o->max_inflight_bytes;
     } else {
-        uint64_t set = 0, best = 0;
+        uint64_t prev = 0, set = 0, best = 0;
         for (uint32_t i = 0; i < n; i++) {
-            if (use[i]) set = 0;
+            if (use[i] && set) {
+                prev = set;
+                set = 0;
+            }
             if (is_gather(p->cls[i])) set = set > UINT64_MAX - p->bytes[i] ? UINT64_MAX : set + p->bytes[i];
-            if (set > best) best = set;
+            uint64_t two = prev > UINT64_MAX - set ? UINT64_MAX : prev + set;
+            if (two > best) best = two;
         }
         p->cap = best;
     }
@@ -285,6 +296,11 @@ static void wait_points(const pass *p, uint32_t g, uint32_t none, uint32_t *firs
         if (p->pos[u] < fc && p->cls[u] != MAGI_SCHED_FREE) fc = p->pos[u]; /* used without a wait */
     }
     if (fw == none) fw = fc; /* no wait: the first real user synchronises */
+    /* waited but never used (a gather whose value nothing reads, as
+     * SimpleFSDP issues for a weight a module only touches): the stream
+     * stops at the wait and the buffer is free after it, so the wait is
+     * where it is used, not the end of the region */
+    if (fc == none) fc = fw;
     *first_wait = fw;
     *first_consumer = fc;
 }

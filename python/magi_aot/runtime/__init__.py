@@ -105,8 +105,8 @@ class SymmRuntime:
                model), a measured cost table's path, or False (the graphs
                as loaded). graph_module() returns the scheduled graph and
                schedule_report says what was done
-    max_inflight_bytes  the schedule's memory bound: 0 (default) one
-               layer's worth, None no bound, else bytes
+    max_inflight_bytes  the schedule's memory bound: 0 (default) two
+               sets' worth (the gathers in use and the next), None no bound, else bytes
 
     Attributes: regions, plan (RuntimePlan: .adopted says whether the
     caller's load was bound as it stands), windows, slots, plan_sha256,

@@ -2,7 +2,7 @@
 # One device call on the H200 machine (PyTorch 2.11, CUDA 13, no msgpack or
 # jansson): build libmagi_aot from the working tree, run the Python tests
 # (binding + torch), then the save/load round trip and the benchmark.
-#   bash python/tests/gpu/run.sh [all|unittest|warmprocs|roundtrip|zoo|runtime|exposed|warmstart|warmmodels|warmchecks|opshost|titan|build|none]
+#   bash python/tests/gpu/run.sh [all|unittest|warmprocs|roundtrip|zoo|runtime|exposed|warmstart|warmmodels|warmchecks|opshost|titan|overlap|build|none]
 # (build: the library with the cuda backend and the extensions, nothing run)
 # (unittest: the Python suite but test_warm.WarmStartProcesses, which runs
 # alone as warmprocs: its fresh processes take ~400 s on one H200 machine)
@@ -79,7 +79,7 @@ if [ -d .debs ]; then
 fi
 stamp "configure"
 cuda=OFF
-{ [ "$what" = runtime ] || [ "$what" = exposed ] || [ "$what" = opshost ] || [ "$what" = titan ] || [ "$what" = build ]; } && cuda=ON
+{ [ "$what" = runtime ] || [ "$what" = exposed ] || [ "$what" = opshost ] || [ "$what" = titan ] || [ "$what" = build ] || [ "$what" = overlap ]; } && cuda=ON
 cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DMAGI_WITH_CUDA=$cuda -DBUILD_TESTING=OFF \
   -DCMAKE_PREFIX_PATH=$PFX/usr -DCMAKE_INSTALL_RPATH=$LIBD -DCMAKE_BUILD_RPATH=$LIBD \
   "${extra[@]}" >"$OUT/build.log" 2>&1 &&
@@ -220,6 +220,24 @@ if [ "$what" = titan ]; then
       cp "$TT/$c"/*.json "$TT/$c"/*.log "$OUT/titan/$c/" 2>/dev/null
     done
   fi
+fi
+if [ "$what" = overlap ]; then
+  # Inductor with its defaults compiles the torchtitan Llama3 region twice
+  # (scheduled, unscheduled); rank 0 times both, the others keep their
+  # windows mapped. The Python operator kernels: the probe times their waits.
+  OV=/tmp/magi-overlap; rm -rf "$OV"; mkdir -p "$OUT/overlap"
+  for case in ${MAGI_OVERLAP_CASES:-tiny:1000:fp32 llama3-8b-layers:16384:bf16}; do
+    IFS=: read -r size vocab mp <<<"$case"
+    stamp "overlap: torchtitan Llama3 at size $size, vocab $vocab, $mp, 4 ranks on one GPU"
+    MAGI_AOT_OPS=python timeout 560 python3 python/tests/titan_e2e.py --out "$OV/$size" --device cuda --world 4 \
+      --vocab "$vocab" --mp "$mp" --size "$size" --runs overlap --iters "${MAGI_OVERLAP_ITERS:-10}" \
+      --timeout 540 >"$OUT/overlap/$size.log" 2>&1
+    rc=$?
+    grep -E "^titan_e2e" "$OUT/overlap/$size.log" | grep -Ev "^titan_e2e (save|run_[a-z]+) rank [1-9]" | cut -c1-300
+    if [ $rc -ne 0 ]; then fail=1; grep -Ev "Warning|warnings.warn|^\s*$" "$OUT/overlap/$size.log" | tail -30; fi
+    mkdir -p "$OUT/overlap/$size"; cp "$OV/$size"/rank0.*.json "$OV/$size"/summary.json "$OUT/overlap/$size/" 2>/dev/null
+    [ -f "$OV/$size/rank0.run_overlap.json" ] && python3 python/tests/gpu/overlap_table.py "$OV/$size/rank0.run_overlap.json"
+  done
 fi
 stamp "done, fail=$fail"
 exit $fail
