@@ -210,9 +210,10 @@ class _WaitProbe:
             return r
         cls.wait = wait
 
-    def copy_times(self, n=5):
+    def copy_times(self, lead_cycles, n=5):
         """{gather: device us of its call alone, launch to the end of its
-        wait, the GPU otherwise idle} (median of n): its copy time."""
+        wait, the GPU held by a spin kernel while the host queues it, so
+        the host's time is not counted} (median of n): its copy time."""
         import statistics
         torch = self.torch
         wait = torch.ops._c10d_functional.wait_tensor
@@ -221,6 +222,7 @@ class _WaitProbe:
             ts = []
             for _ in range(n):
                 torch.cuda.synchronize()
+                torch.cuda._sleep(lead_cycles // 10)
                 e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 e0.record()
                 outs = self._real_gather(slots, inputs, group_size)
@@ -299,7 +301,7 @@ def _overlap(args, rt, region, inputs, rank):
         rel, abs_ = INDUCTOR_TOL[args.mp]
         res["outputs_max_abs"] = float((a.float() - b.float()).abs().max())
         res["outputs_within_tol"] = res["outputs_max_abs"] <= rel * float(b.float().abs().max()) + abs_
-        res["copy_us"] = probe.copy_times()
+        res["copy_us"] = probe.copy_times(lead)
         # the schedule's prediction per gather, by the weights it gathers
         # (the launch node's input placeholder, whose target is the slot's)
         nodes = {n["name"]: n for n in rt.regions[0].nodes}
