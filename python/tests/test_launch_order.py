@@ -126,6 +126,18 @@ class KeptByInductor(unittest.TestCase):
         under = code_overlap(self.code)
         self.assertEqual(len(under), len(launches))
         self.assertTrue(all(u["compute_under"] for u in under[1:]), under)
+        # the compiled order drawn: one bar per gather, red only where
+        # nothing is queued under it (here the region's first)
+        import xml.etree.ElementTree as ET
+        from magi_aot.compile.launch_order import code_events, code_timeline_svg
+        svg = ET.fromstring(code_timeline_svg(self.code, names=launches))
+        bars = [r for r in svg.iter("{http://www.w3.org/2000/svg}rect")
+                if r.get("fill") in ("#bbbbbb", "#d9534f")]
+        self.assertEqual(len(bars), len(launches))
+        self.assertEqual([r.get("fill") == "#d9534f" for r in bars], [not u["compute_under"] for u in under])
+        kernels = [r for r in svg.iter("{http://www.w3.org/2000/svg}rect") if r.get("fill") == "#4a7ebb"]
+        self.assertEqual(len(kernels), sum(1 for k, _n, _t in code_events(self.code) if k == "kernel"))
+        self.assertGreater(len(kernels), len(launches))
 
     def test_without_the_pass_inductor_moves_them(self):
         events, launches, fx_mms = self.compile(keep=False)

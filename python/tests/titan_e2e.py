@@ -272,13 +272,15 @@ def _overlap(args, rt, region, inputs, rank):
     res = {}
     if rank == 0:
         probe = _WaitProbe(rt)
-        fns, code = {}, {}
+        fns, code, sources, order = {}, {}, {}, {}
         for name, scheduled in (("scheduled", True), ("unscheduled", False)):
             t0 = time.perf_counter()
             fakes = rt.fake_inputs(region, FakeTensorMode(shape_env=ShapeEnv()))
-            fn, overlap, _ = compile_and_read(
+            fn, overlap, path = compile_and_read(
                 lambda: compile_fx(rt.graph_module(region, scheduled=scheduled), fakes))
             fns[name] = fn
+            with open(path) as f:
+                sources[name] = f.read()
             code[name] = {"compile_s": time.perf_counter() - t0,
                           "kernels_under": [o["kernels"] for o in overlap] if overlap else None}
         lead = int(args.lead_ms * 1.98e6)  # cycles at about 1.98 GHz
@@ -290,6 +292,7 @@ def _overlap(args, rt, region, inputs, rank):
         for _ in range(args.iters):
             for n, fn in fns.items():
                 fwd, stalls, out = probe.forward(fn, inputs, lead)
+                order[n] = list(probe.calls)
                 rows[n]["forward_us"].append(fwd)
                 for g, v in stalls.items():
                     rows[n]["stalls"].setdefault(g, []).append(v)
@@ -302,6 +305,12 @@ def _overlap(args, rt, region, inputs, rank):
         res["outputs_max_abs"] = float((a.float() - b.float()).abs().max())
         res["outputs_within_tol"] = res["outputs_max_abs"] <= rel * float(b.float().abs().max()) + abs_
         res["copy_us"] = probe.copy_times(lead)
+        # the compiled order of each, drawn (DIR/overlap_<form>.svg)
+        from magi_aot.compile.launch_order import code_timeline_svg
+        for n, text in sources.items():
+            with open(os.path.join(args.out, "overlap_%s.svg" % n), "w") as f:
+                f.write(code_timeline_svg(text, names=[w.replace("L_self_modules_", "") for w in order[n]],
+                                          title="%s, %s: compiled order" % (args.size, n)))
         # the schedule's prediction per gather, by the weights it gathers
         # (the launch node's input placeholder, whose target is the slot's)
         nodes = {n["name"]: n for n in rt.regions[0].nodes}

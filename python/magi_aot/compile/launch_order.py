@@ -28,7 +28,8 @@ pass leaves the graph unchanged and `pin_launches` says why.
 """
 from __future__ import annotations
 
-__all__ = ["KeepLaunchOrder", "install", "pin_launches", "code_overlap", "compile_and_read",
+__all__ = ["KeepLaunchOrder", "install", "pin_launches", "code_events", "code_overlap",
+           "code_timeline_svg", "compile_and_read",
            "LAUNCH_OPS", "HOOK"]
 
 # Inductor's hook the pass goes into: the last of the joint-graph passes,
@@ -216,14 +217,11 @@ def install():
     return p
 
 
-def code_overlap(source):
-    """What Inductor's generated module does between each gather launch and
-    its wait: [{"launch": line, "buffer": "bufN", "kernels": compute kernels
-    (extern kernels and fused kernels) queued between the launch and the
-    first wait on one of its outputs, "compute_under": kernels > 0}] in
-    launch order, read from the `call()` of `source` (the module's text).
-    A launch assigned bufN owns the waited buffers from N up to the next
-    launch's number (a coalesced gather's outputs follow it)."""
+def code_events(source):
+    """The gather launches, their waits and the compute kernels of the
+    `call()` in Inductor's generated module `source` (its text), in program
+    order: [(kind, buffer number or None, line)], kind "launch", "wait" or
+    "kernel" (an extern kernel or a fused one)."""
     import re
     body = source[source.index("def call("):] if "def call(" in source else source
     events = []
@@ -240,17 +238,81 @@ def code_overlap(source):
             events.append(("wait", int(w.group(1)), t))
         elif t.startswith(("extern_kernels.", "cpp_fused", "triton_")) or ".run(" in t and "triton" in t:
             events.append(("kernel", None, t))
+    return events
+
+
+def _gather_spans(events):
+    """(launch index, first-wait index, buffer number, kernels between) per
+    launch, in launch order. A launch assigned bufN owns the waited buffers
+    from N up to the next launch's number (a coalesced gather's outputs
+    follow it)."""
     numbers = sorted(n for k, n, _ in events if k == "launch")
-    out = []
-    for i, (kind, n, text) in enumerate(events):
+    spans = []
+    for i, (kind, n, _text) in enumerate(events):
         if kind != "launch":
             continue
         nxt = next((m for m in numbers if m > n), None)
         end = next((j for j in range(i + 1, len(events)) if events[j][0] == "wait"
                     and events[j][1] >= n and (nxt is None or events[j][1] < nxt)), len(events))
-        k = sum(1 for e in events[i + 1:end] if e[0] == "kernel")
-        out.append({"launch": text, "buffer": "buf%d" % n, "kernels": k, "compute_under": k > 0})
-    return out
+        spans.append((i, end, n, sum(1 for e in events[i + 1:end] if e[0] == "kernel")))
+    return spans
+
+
+def code_overlap(source):
+    """What Inductor's generated module does between each gather launch and
+    its wait: [{"launch": line, "buffer": "bufN", "kernels": compute kernels
+    (extern kernels and fused kernels) queued between the launch and the
+    first wait on one of its outputs, "compute_under": kernels > 0}] in
+    launch order, read from the `call()` of `source` (the module's text)."""
+    events = code_events(source)
+    return [{"launch": events[i][2], "buffer": "buf%d" % n, "kernels": k, "compute_under": k > 0}
+            for i, _end, n, k in _gather_spans(events)]
+
+
+def code_timeline_svg(source, names=None, title=None):
+    """The compiled order as SVG: Inductor's `call()` in `source` drawn
+    in program order, one step per kernel or gather event: the compute
+    lane's kernels, and under it one bar per gather from its launch to its
+    first wait (grey: compute queued under it; red: none, the stream waits
+    for the whole copy). names: labels of the gathers in launch order
+    (default bufN). The schedule's own SVG (magi-aot schedule --timeline)
+    simulates the FX order in time; this one shows what Inductor kept."""
+    from html import escape
+    events = code_events(source)
+    spans = _gather_spans(events)
+    step, left, lane_h, bar_h = 14, 150, 22, 14
+    rows = []  # greedy rows so bars do not overlap
+    placed = []
+    for i, end, n, k in spans:
+        row = next((r for r, last in enumerate(rows) if last < i), None)
+        if row is None:
+            rows.append(end)
+            row = len(rows) - 1
+        else:
+            rows[row] = end
+        placed.append((i, end, n, k, row))
+    width = left + step * max(len(events), 1) + 20
+    height = 40 + lane_h + 10 + (len(rows) or 1) * (bar_h + 4) + 20
+    out = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="monospace" '
+           'font-size="10">' % (width, height),
+           '<text x="4" y="14">%s</text>' % escape(title or "compiled order (Inductor's call())"),
+           '<text x="4" y="%d">compute</text>' % (40 + lane_h // 2 + 3)]
+    for j, (kind, _n, text) in enumerate(events):
+        if kind == "kernel":
+            out.append('<rect x="%d" y="40" width="%d" height="%d" fill="#4a7ebb"><title>%s</title></rect>'
+                       % (left + j * step, step - 2, lane_h, escape(text[:200])))
+    y0 = 40 + lane_h + 10
+    out.append('<text x="4" y="%d">gathers</text>' % (y0 + bar_h - 3))
+    for g, (i, end, n, k, row) in enumerate(placed):
+        label = names[g] if names and g < len(names) else "buf%d" % n
+        y = y0 + row * (bar_h + 4)
+        w = max(step * (end - i), step // 2)
+        out.append('<rect x="%d" y="%d" width="%d" height="%d" fill="%s"><title>%s: %d kernel(s) between '
+                   'launch and wait</title></rect>' % (left + i * step, y, w, bar_h,
+                                                        "#bbbbbb" if k else "#d9534f", escape(label), k))
+        out.append('<text x="%d" y="%d">%s</text>' % (left + i * step + 2, y + bar_h - 3, escape(label[-24:])))
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
 
 
 def compile_and_read(compile_fn):

@@ -235,7 +235,7 @@ if [ "$what" = overlap ]; then
     rc=$?
     grep -E "^titan_e2e" "$OUT/overlap/$size.log" | grep -Ev "^titan_e2e (save|run_[a-z]+) rank [1-9]" | cut -c1-300
     if [ $rc -ne 0 ]; then fail=1; grep -Ev "Warning|warnings.warn|^\s*$" "$OUT/overlap/$size.log" | tail -30; fi
-    mkdir -p "$OUT/overlap/$size"; cp "$OV/$size"/rank0.*.json "$OV/$size"/summary.json "$OUT/overlap/$size/" 2>/dev/null
+    mkdir -p "$OUT/overlap/$size"; cp "$OV/$size"/rank0.*.json "$OV/$size"/summary.json "$OV/$size"/*.svg "$OUT/overlap/$size/" 2>/dev/null
     [ -f "$OV/$size/rank0.run_overlap.json" ] && python3 python/tests/gpu/overlap_table.py "$OV/$size/rank0.run_overlap.json"
   done
 fi
