@@ -339,13 +339,7 @@ static const char *binop(magi_expr_kind k) {
     case MAGI_E_TRUEDIV: return "/";
     case MAGI_E_MOD: return "%";
     case MAGI_E_POW: return "**";
-    case MAGI_E_EQ: return " == ";
-    case MAGI_E_NE: return " != ";
-    case MAGI_E_LT: return " < ";
-    case MAGI_E_LE: return " <= ";
-    case MAGI_E_GT: return " > ";
-    case MAGI_E_GE: return " >= ";
-    default: return NULL;
+    default: return magi_expr_cmp_text(k);
     }
 }
 

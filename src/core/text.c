@@ -220,46 +220,13 @@ static size_t json_unit(const unsigned char *p, size_t *len, char out[8], int *i
     return 0;
 }
 
-void magi_buf_put_json_str(magi_buf *b, const char *s) {
-    if (!s) {
-        magi_buf_append(b, "null", 4);
-        return;
-    }
-    magi_buf_append(b, "\"", 1);
-    const unsigned char *p = (const unsigned char *)s, *run = p;
-    while (*p) {
-        size_t len;
-        char e[8];
-        int bad;
-        size_t k = json_unit(p, &len, e, &bad);
-        if (!k) {
-            p += len;
-            continue;
-        }
-        magi_buf_append(b, run, (size_t)(p - run));
-        magi_buf_append(b, e, k);
-        b->n_invalid += (size_t)bad;
-        p += len;
-        run = p;
-    }
-    magi_buf_append(b, run, (size_t)(p - run));
-    magi_buf_append(b, "\"", 1);
-}
-
-long magi_text_fput_json(FILE *f, const char *s) {
-    magi_buf b = {0};
-    if (!f) return -1;
-    magi_buf_put_json_str(&b, s);
-    long r = b.failed ? -1 : (long)b.n_invalid;
-    if (r >= 0 && fwrite(b.data, 1, b.len, f) != b.len) r = -1;
-    magi_buf_free(&b);
-    return r;
-}
-
-void magi_buf_put_json_text(magi_buf *b, const char *json, size_t n) {
-    const unsigned char *p = (const unsigned char *)(json ? json : ""), *run = p, *end = p + (json ? n : 0);
+/* The one escape loop: the units of [p, end) appended to b, each as
+ * json_unit says; with ascii_as_is, bytes below 0x7f are copied unread
+ * (JSON text whose structure and escapes are already made). */
+static void put_json_units(magi_buf *b, const unsigned char *p, const unsigned char *end, int ascii_as_is) {
+    const unsigned char *run = p;
     while (p < end) {
-        if (*p < 0x7f) { /* structure, white space, escapes: as they are */
+        if (ascii_as_is && *p < 0x7f) {
             p++;
             continue;
         }
@@ -278,4 +245,29 @@ void magi_buf_put_json_text(magi_buf *b, const char *json, size_t n) {
         run = p;
     }
     magi_buf_append(b, run, (size_t)(p - run));
+}
+
+void magi_buf_put_json_str(magi_buf *b, const char *s) {
+    if (!s) {
+        magi_buf_append(b, "null", 4);
+        return;
+    }
+    magi_buf_append(b, "\"", 1);
+    put_json_units(b, (const unsigned char *)s, (const unsigned char *)s + strlen(s), 0);
+    magi_buf_append(b, "\"", 1);
+}
+
+long magi_text_fput_json(FILE *f, const char *s) {
+    magi_buf b = {0};
+    if (!f) return -1;
+    magi_buf_put_json_str(&b, s);
+    long r = b.failed ? -1 : (long)b.n_invalid;
+    if (r >= 0 && fwrite(b.data, 1, b.len, f) != b.len) r = -1;
+    magi_buf_free(&b);
+    return r;
+}
+
+void magi_buf_put_json_text(magi_buf *b, const char *json, size_t n) {
+    const unsigned char *p = (const unsigned char *)(json ? json : "");
+    put_json_units(b, p, p + (json ? n : 0), 1);
 }

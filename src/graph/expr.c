@@ -751,7 +751,7 @@ static int node_level(const magi_expr *e) {
     }
 }
 
-static const char *cmp_text(magi_expr_kind k) {
+const char *magi_expr_cmp_text(magi_expr_kind k) {
     switch (k) {
     case MAGI_E_EQ: return " == ";
     case MAGI_E_NE: return " != ";
@@ -873,7 +873,7 @@ static int print_node(pwriter *w, const magi_expr *e, int ctx, unsigned depth) {
     case MAGI_E_GE:
         if (e->nkids != 2) return -1;
         if (print_kid(w, e->kids[0], L_SUM, depth)) return -1;
-        pw_puts(w, cmp_text(e->kind));
+        pw_puts(w, magi_expr_cmp_text(e->kind));
         if (print_kid(w, e->kids[1], L_SUM, depth)) return -1;
         break;
     case MAGI_E_CALL:

@@ -50,4 +50,9 @@ int magi_example_scalar_ok(magi_value_kind k);
  * planner's gathers are all named rows), at a fraction of the cost. */
 const magi_op_info *magi_op_lookup_named(const char **overload, magi_opcode op, const char *target);
 
+/* The comparison operators' text with its spaces (" == ", " < ", ...), the
+ * one table the expression printer and the canonical printer share; NULL
+ * for any other kind. */
+const char *magi_expr_cmp_text(magi_expr_kind k);
+
 #endif
