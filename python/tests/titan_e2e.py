@@ -53,7 +53,7 @@ sys.path.insert(0, os.path.join(ROOT, "python"))
 
 # |inductor - compiled original| <= rel * max|compiled original| + abs, per policy
 INDUCTOR_TOL = {"fp32": (1e-3, 1e-5), "bf16": (2e-2, 1e-2)}
-RUNS = ("bind", "keep", "overlap")
+RUNS = ("bind", "keep", "overlap", "overlap_measured")
 
 _keep = []  # the torch.library registration of the host-staged gather (kept alive)
 
@@ -254,6 +254,42 @@ class _WaitProbe:
         return e0.elapsed_time(e1) * 1e3, stalls, out
 
 
+def _graph_replays(torch, fns, inputs, lead_cycles, iters, outs, first):
+    """Each compiled form captured into a CUDA graph (the gathers' side
+    stream and their waits become the graph's edges) and replayed:
+    {form: {"graph_forward_us": device us of a replay (median, the GPU
+    held while the host queues), "graph_equal": the replay's output equals
+    the compiled form's}} or {"graph_error": why} where capture failed."""
+    import statistics
+    res = {}
+    for n, fn in fns.items():
+        try:
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.no_grad(), torch.cuda.stream(side):
+                for _ in range(2):
+                    fn(*inputs)
+            torch.cuda.current_stream().wait_stream(side)
+            g = torch.cuda.CUDAGraph()
+            with torch.no_grad(), torch.cuda.graph(g):
+                static = fn(*inputs)
+            ts = []
+            for _ in range(iters):
+                torch.cuda.synchronize()
+                torch.cuda._sleep(lead_cycles)
+                e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                e0.record()
+                g.replay()
+                e1.record()
+                torch.cuda.synchronize()
+                ts.append(e0.elapsed_time(e1) * 1e3)
+            res[n] = {"graph_forward_us": statistics.median(ts),
+                      "graph_equal": bool(torch.equal(first(static), first(outs[n])))}
+        except Exception as e:  # noqa: BLE001 - reported beside the other forms
+            res[n] = {"graph_error": "%s: %s" % (type(e).__name__, e)}
+    return res
+
+
 def _overlap(args, rt, region, inputs, rank):
     """The overlap benchmark (rank 0; the other ranks keep their windows
     mapped and wait): the region compiled by Inductor with its defaults
@@ -305,6 +341,7 @@ def _overlap(args, rt, region, inputs, rank):
         res["outputs_max_abs"] = float((a.float() - b.float()).abs().max())
         res["outputs_within_tol"] = res["outputs_max_abs"] <= rel * float(b.float().abs().max()) + abs_
         res["copy_us"] = probe.copy_times(lead)
+        graphs = _graph_replays(torch, fns, inputs, lead, args.iters, outs, first)
         # the compiled order of each, drawn (DIR/overlap_<form>.svg)
         from magi_aot.compile.launch_order import code_timeline_svg
         for n, text in sources.items():
@@ -330,9 +367,10 @@ def _overlap(args, rt, region, inputs, rank):
             res[n] = {"forward_us": statistics.median(rows[n]["forward_us"]),
                       "stall_us": {g: statistics.median(v) for g, v in st.items()},
                       "exposed_us": sum(statistics.median(v) for v in st.values()),
-                      **code[n]}
+                      **graphs[n], **code[n]}
         res["iters"] = args.iters
-        res["ok"] = res["outputs_within_tol"] and len(res["scheduled"]["stall_us"]) > 0
+        res["ok"] = (res["outputs_within_tol"] and len(res["scheduled"]["stall_us"]) > 0
+                     and all(g.get("graph_equal") for g in graphs.values()))
     dist.barrier()
     if rank != 0:
         res["ok"] = True
@@ -353,7 +391,21 @@ def _run(args, rank, run):
     # one load, rank-local, for this rank: the runtime binds it as it stands
     region = cache_get(os.path.join(args.out, "cache"), key, transport="copy_engine", rank=rank,
                        world=args.world, keep_cast_pad=keep)
-    rt = SymmRuntime([region], device=dev, keep_cast_pad=keep)
+    schedule = "auto"
+    if run == "overlap_measured":
+        # a cost table measured on this GPU (rank 0 profiles the region as
+        # loaded; every rank's cost keys are the same, so all use it)
+        import torch.distributed as dist
+        import magi_aot
+        from magi_aot.profile import build_table, profile, write_table
+        schedule = os.path.join(args.out, "costs.json")
+        if rank == 0:
+            doc_path = os.path.join(args.out, "loaded_rank0.magi")
+            magi_aot.save_doc(region.doc, doc_path)
+            measured, _ = profile(doc_path, device="cuda", iters=10)
+            write_table(schedule, build_table(measured))
+        dist.barrier()
+    rt = SymmRuntime([region], device=dev, keep_cast_pad=keep, schedule=schedule)
     if not rt.plan.adopted or rt.regions[0] is not region:
         raise AssertionError("the runtime loaded the region a second time")
     t_load = time.perf_counter() - t0
@@ -368,7 +420,7 @@ def _run(args, rank, run):
     loaded = rt.regions[0]
     values = {p["name"]: v for p, v in zip([p for p in loaded.placeholders if "tokens" in p["name"]], inputs)}
     args_in = rt.args(region, values)
-    if run == "overlap":
+    if run.startswith("overlap"):
         res = {"run": run, "device": str(dev), "load_s": t_load, "bind_s": t_bind,
                "plan_sha256": rt.plan_sha256, "gathers": len(loaded.rewrite_report),
                "rewritten": sum(g["reason"] == "rewritten" for g in loaded.rewrite_report)}

@@ -38,6 +38,10 @@ def main(path):
           "unscheduled %.0f µs, of %.0f µs of copies; outputs equal: %s (max abs %.3g)" % (
               d["iters"], s["forward_us"], u["forward_us"], s["exposed_us"], u["exposed_us"], copy,
               d["outputs_equal"], d["outputs_max_abs"]))
+    for n in ("scheduled", "unscheduled"):
+        x = d[n]
+        print("CUDA graph replay, %s: %s" % (n, "%.0f µs, equal to the compiled forward: %s" % (
+            x["graph_forward_us"], x["graph_equal"]) if "graph_forward_us" in x else x.get("graph_error")))
 
 
 if __name__ == "__main__":

@@ -230,13 +230,16 @@ if [ "$what" = overlap ]; then
     IFS=: read -r size vocab mp <<<"$case"
     stamp "overlap: torchtitan Llama3 at size $size, vocab $vocab, $mp, 4 ranks on one GPU"
     MAGI_AOT_OPS=python timeout 560 python3 python/tests/titan_e2e.py --out "$OV/$size" --device cuda --world 4 \
-      --vocab "$vocab" --mp "$mp" --size "$size" --runs overlap --iters "${MAGI_OVERLAP_ITERS:-10}" \
+      --vocab "$vocab" --mp "$mp" --size "$size" --runs "${MAGI_OVERLAP_RUNS:-overlap,overlap_measured}" --iters "${MAGI_OVERLAP_ITERS:-10}" \
       --timeout 540 >"$OUT/overlap/$size.log" 2>&1
     rc=$?
     grep -E "^titan_e2e" "$OUT/overlap/$size.log" | grep -Ev "^titan_e2e (save|run_[a-z]+) rank [1-9]" | cut -c1-300
     if [ $rc -ne 0 ]; then fail=1; grep -Ev "Warning|warnings.warn|^\s*$" "$OUT/overlap/$size.log" | tail -30; fi
     mkdir -p "$OUT/overlap/$size"; cp "$OV/$size"/rank0.*.json "$OV/$size"/summary.json "$OV/$size"/*.svg "$OUT/overlap/$size/" 2>/dev/null
-    [ -f "$OV/$size/rank0.run_overlap.json" ] && python3 python/tests/gpu/overlap_table.py "$OV/$size/rank0.run_overlap.json"
+    for r in overlap overlap_measured; do
+      [ -f "$OV/$size/rank0.run_$r.json" ] || continue
+      echo "-- $size, run $r"; python3 python/tests/gpu/overlap_table.py "$OV/$size/rank0.run_$r.json"
+    done
   done
 fi
 stamp "done, fail=$fail"
