@@ -157,5 +157,47 @@ class KeptByInductor(unittest.TestCase):
         self.assertEqual([n.format_node() for n in gm.graph.nodes], before)
 
 
+@unittest.skipUnless(HAVE_TORCH, TORCH_REASON)
+class UnreadGathers(unittest.TestCase):
+    """A copy-engine gather nothing reads leaves the runtime's graph; one
+    whose value (or one coalesced output) is read, and any c10d gather,
+    stays."""
+
+    def test_only_unread_copy_engine_gathers_go(self):
+        import operator
+        import torch
+        import torch.fx as fx
+        import magi_aot.runtime.ops  # noqa: F401 - the magi operators
+        from magi_aot.runtime.gather import drop_unread_gathers
+        g = fx.Graph()
+        w1, w2, w3, w4, x = (g.placeholder(n) for n in ("w1", "w2", "w3", "w4", "x"))
+        wait = torch.ops._c10d_functional.wait_tensor.default
+        one = torch.ops.magi.symm_all_gather.default
+        many = torch.ops.magi.symm_all_gather_coalesced.default
+        nccl = torch.ops._c10d_functional.all_gather_into_tensor.default
+        # as a loaded region's graph names them: the packet
+        dead = g.call_function(torch.ops.magi.symm_all_gather, (w1, 2, "0"), name="dead")
+        g.call_function(torch.ops._c10d_functional.wait_tensor, (dead,), name="dead_wait")
+        used = g.call_function(one, (w2, 2, "0"), name="used")
+        u = g.call_function(wait, (used,))
+        pair = g.call_function(many, ([w3, w4], 2, "0"), name="pair")
+        p0 = g.call_function(wait, (g.call_function(operator.getitem, (pair, 0)),))
+        g.call_function(wait, (g.call_function(operator.getitem, (pair, 1)),))  # unread
+        dead_pair = g.call_function(many, ([w3, w4], 2, "0"), name="dead_pair")
+        for k in (0, 1):
+            g.call_function(wait, (g.call_function(operator.getitem, (dead_pair, k)),))
+        c = g.call_function(nccl, (w1, 2, "0"), name="kept_c10d")
+        g.call_function(wait, (c,))
+        g.output((g.call_function(torch.ops.aten.add.Tensor, (g.call_function(
+            torch.ops.aten.mm.default, (x, u)), p0)),))
+        gm = fx.GraphModule(torch.nn.Module(), g)
+        self.assertEqual(sorted(drop_unread_gathers(gm)), ["dead", "dead_pair"])
+        names = {n.name for n in gm.graph.nodes}
+        self.assertFalse({"dead", "dead_wait", "dead_pair"} & names)
+        self.assertTrue({"used", "pair", "kept_c10d"} <= names)
+        gm.graph.lint()
+        self.assertEqual(drop_unread_gathers(gm), [])
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -45,7 +45,7 @@ import weakref
 from . import ops
 from .._lib import MagiError, lib
 from .binding import Binder
-from .gather import Gatherer, _GatherWork, _register_work  # noqa: F401 - tests reach them here
+from .gather import Gatherer, _GatherWork, _register_work, drop_unread_gathers  # noqa: F401 - tests reach them here
 from .groups import (collective_groups, host_staged_all_gather, host_staged_all_gather_coalesced,  # noqa: F401
                      make_c10d_groups, remap_groups, resolve_groups)
 from .plan import RuntimePlan, dynamo_param_name
@@ -321,10 +321,12 @@ class SymmRuntime:
         operators, every c10d collective's group_name mapped to the
         caller's torch process group of that graph group, and its gathers
         launched where the runtime's schedule put them (scheduled=False:
-        in the order as loaded)."""
+        in the order as loaded); a copy-engine gather whose value nothing
+        reads is left out (gather.drop_unread_gathers)."""
         loaded = self._region(region)
         idx = next((i for i, r in enumerate(self.regions) if r is loaded), None)
         gm = (self._scheduled.get(idx, loaded) if scheduled else loaded).graph_module()
+        drop_unread_gathers(gm)
         if self.c10d_group_names:
             remap_groups(gm, self.c10d_group_names, self.host_staged_groups)
         return gm

@@ -243,3 +243,52 @@ class Gatherer:
         windows and write their outputs: wait for them (before the windows go)."""
         if self._gather_stream is not None:
             self._gather_stream.synchronize()
+
+
+def drop_unread_gathers(gm):
+    """Remove from gm's graph every copy-engine gather
+    (magi.symm_all_gather[_coalesced]) whose value nothing reads: all its
+    users are wait_tensor nodes (through a coalesced call's getitems) with
+    no users of their own. SimpleFSDP issues such a gather when a module
+    only touches a weight (torchtitan's Llama3 gathers its embedding once
+    more than it uses it); a copy-engine gather reads the peers' windows
+    one-sidedly, so leaving it out changes nothing on any other rank.
+    Gathers kept on c10d are collectives every rank must issue and stay.
+    Returns the names of the gathers removed."""
+    import torch
+    # a graph names an operator by its packet or by an overload of it
+    magi = {getattr(torch.ops.magi, n) for n in ("symm_all_gather", "symm_all_gather_coalesced")}
+    wait_packet = torch.ops._c10d_functional.wait_tensor
+
+    def packet(t):
+        return getattr(t, "overloadpacket", t)
+
+    def unread(node, depth=0):
+        # the nodes to erase (users first) when node's value is never read
+        out = []
+        for u in node.users:
+            if packet(u.target) is wait_packet and not u.users:
+                out.append(u)
+            elif depth == 0 and u.op == "call_function" and getattr(u.target, "__name__", "") == "getitem":
+                sub = unread(u, 1)
+                if sub is None:
+                    return None
+                out.extend(sub + [u])
+            else:
+                return None
+        return out
+    dropped = []
+    for node in list(gm.graph.nodes):
+        if node.op != "call_function" or packet(node.target) not in magi:
+            continue
+        dead = unread(node)
+        if dead is None:
+            continue
+        for d in dead:
+            gm.graph.erase_node(d)
+        gm.graph.erase_node(node)
+        dropped.append(node.name)
+    if dropped:
+        gm.recompile()
+    return dropped
+
