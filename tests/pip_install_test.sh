@@ -11,9 +11,8 @@
 # naming why (no silent Python fallback).
 #   bash tests/pip_install_test.sh SRC [PYTHON]
 # The environment gets PYTHON's torch through a .pth file (an install of
-# torch would take minutes): torch is then present in the environment being
-# installed into, the case where the build backend compiles against that
-# very torch. Build requirements (scikit-build-core; cmake and ninja where
+# torch would take minutes): the build backend compiles against the torch of
+# the environment being installed into; into one without torch it refuses. Build requirements (scikit-build-core; cmake and ninja where
 # the system lacks them) come from the package index pip is configured
 # with. Without torch in PYTHON the operators are left out explicitly
 # (cmake.define.MAGI_TORCH_OPS=OFF), unless MAGI_REQUIRE_TORCH=1 (CI).
@@ -34,6 +33,20 @@ fi
 grep -q "torch operator extension cannot be built" "$tmp/noops.log" &&
   grep -q "MAGI_TORCH_OPS=OFF" "$tmp/noops.log" || { tail -n 20 "$tmp/noops.log"; echo "no reason given"; exit 1; }
 rm -rf "$tmp/noops"
+
+# Into an environment without torch: the backend stops before compiling,
+# naming the way on (install torch first, or MAGI_TORCH_OPS=OFF), instead
+# of building a package with the Python kernels or fetching a torch of
+# its own (--no-deps: the extra's torch is not resolved for this).
+"$py" -m venv "$tmp/bare"
+if (cd "$tmp" && "$tmp/bare/bin/python" -m pip install --disable-pip-version-check --no-deps "$src/python[torch]") \
+     >"$tmp/bare.log" 2>&1; then
+  echo "pip install './python[torch]' into an environment without torch succeeded"; exit 1
+fi
+grep -q "imports no torch" "$tmp/bare.log" && grep -q "MAGI_TORCH_OPS=OFF" "$tmp/bare.log" ||
+  { tail -n 30 "$tmp/bare.log"; echo "no reason given for the refused install"; exit 1; }
+grep -q "Building C object" "$tmp/bare.log" && { echo "it compiled before refusing"; exit 1; }
+rm -rf "$tmp/bare"
 
 "$py" -m venv "$tmp/venv"
 vpy=$tmp/venv/bin/python

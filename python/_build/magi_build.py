@@ -5,19 +5,18 @@ An isolated `pip install ./python` runs the build in an environment that
 holds only the build requirements, so the torch of the environment being
 installed into is not importable there. This backend looks for it with the
 same interpreter outside pip's isolation (`python -E`: pip isolates through
-PYTHONPATH) and:
+PYTHONPATH) and builds against exactly that torch: its CMake prefix goes to
+CMake as MAGI_TORCH_CMAKE_PREFIX, and nothing is downloaded.
 
-  - when that environment has torch, builds against exactly it (its CMake
-    prefix goes to CMake as MAGI_TORCH_CMAKE_PREFIX; nothing is downloaded);
-  - when it has none (a fresh environment getting torch from the `[torch]`
-    extra in the same pip run), asks pip for `torch` as a build requirement,
-    resolved by the same index and constraints as the extra's, and builds
-    against that.
-
-The extension is required (pyproject.toml sets MAGI_TORCH_OPS=ON): a build
-that cannot find torch or compile the extension fails, saying so, instead
-of installing a package whose operators fall back to Python. Building
-without it is explicit: --config-settings=cmake.define.MAGI_TORCH_OPS=OFF.
+When that environment has no torch the build stops before compiling,
+saying to install torch first or to build without the extension
+(--config-settings=cmake.define.MAGI_TORCH_OPS=OFF). It does not fetch a
+torch of its own for the build: pip would resolve it apart from the one
+the `[torch]` extra installs (another version or another CUDA build, so
+the extension would not load), and it can be gigabytes. The extension is
+required otherwise too (pyproject.toml sets MAGI_TORCH_OPS=ON): a build
+that cannot compile it fails, saying why, instead of installing a package
+whose operators fall back to the slower Python kernels.
 """
 import subprocess
 import sys
@@ -25,7 +24,9 @@ import sys
 from scikit_build_core import build as _skb
 from scikit_build_core.build import (  # noqa: F401 - the hooks this backend does not change
     build_sdist,
+    get_requires_for_build_editable,
     get_requires_for_build_sdist,
+    get_requires_for_build_wheel,
     prepare_metadata_for_build_editable,
     prepare_metadata_for_build_wheel,
 )
@@ -54,29 +55,26 @@ def target_torch():
     return lines[-2].strip(), lines[-1].strip()
 
 
-def _requires(config_settings, base):
-    if _ops_wanted(config_settings) and target_torch() is None:
-        return list(base) + ["torch"]
-    return list(base)
+class TorchMissing(RuntimeError):
+    """The installing environment has no torch to build the extension against."""
 
 
 def _settings(config_settings):
     settings = dict(config_settings or {})
     if _ops_wanted(settings) and _PREFIX_KEY not in settings:
         found = target_torch()
-        if found is not None:
-            sys.stderr.write("magi-aot: building the torch operators against torch %s of the "
-                             "installing environment (%s)\n" % found)
-            settings[_PREFIX_KEY] = found[1]
+        if found is None:
+            raise TorchMissing(
+                "magi-aot: %s imports no torch, and the package's C++ torch operators "
+                "(magi_aot/_C) are built against the torch of the environment being installed "
+                "into. Install torch first (pip install torch, the build for your CUDA), then "
+                "pip install './python[torch]' again; or install without the operators (they then "
+                "run as the slower Python kernels): pip install ./python "
+                "--config-settings=cmake.define.MAGI_TORCH_OPS=OFF" % sys.executable)
+        sys.stderr.write("magi-aot: building the torch operators against torch %s of the "
+                         "installing environment (%s)\n" % found)
+        settings[_PREFIX_KEY] = found[1]
     return settings
-
-
-def get_requires_for_build_wheel(config_settings=None):
-    return _requires(config_settings, _skb.get_requires_for_build_wheel(config_settings))
-
-
-def get_requires_for_build_editable(config_settings=None):
-    return _requires(config_settings, _skb.get_requires_for_build_editable(config_settings))
 
 
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
