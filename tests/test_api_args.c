@@ -932,6 +932,20 @@ ARGS(magi_cache_check_owner) {
     INVALID(magi_cache_check_owner(NULL, "k"), "c");
     INVALID(magi_cache_check_owner(cache(), NULL), "key");
 }
+ARGS(magi_cache_remove) {
+    INVALID(magi_cache_remove(NULL, "k", 0), "c");
+    INVALID(magi_cache_remove(cache(), NULL, 0), "key");
+    INVALID(magi_cache_remove(cache(), "k", 0x80), "flags");
+}
+ARGS(magi_cache_index_key) {
+    char k[MAGI_CACHE_KEY_MAX + 1];
+    INVALID(magi_cache_index_key(NULL, "tag"), "out");
+    INVALID(magi_cache_index_key(k, NULL), "model_tag");
+}
+ARGS(magi_cache_remove_model) {
+    INVALID(magi_cache_remove_model(NULL, NULL, "tag"), "c");
+    INVALID(magi_cache_remove_model(NULL, cache(), NULL), "model_tag");
+}
 ARGS(magi_cache_list) {
     magi_cache_entry *e = (magi_cache_entry *)1;
     size_t n;
@@ -1220,7 +1234,8 @@ static const arg_case cases[] = {
     ARGS_CASE(magi_canon_expr), ARGS_CASE(magi_fingerprint), ARGS_CASE(magi_fingerprint_hex),
     ARGS_CASE(magi_cache_open), ARGS_CASE(magi_cache_open_existing), ARGS_CASE(magi_cache_free),
     ARGS_CASE(magi_cache_key_check), ARGS_CASE(magi_cache_put), ARGS_CASE(magi_cache_put_stream),
-    ARGS_CASE(magi_cache_get), ARGS_CASE(magi_cache_check_owner), ARGS_CASE(magi_cache_list), ARGS_CASE(magi_cache_verify),
+    ARGS_CASE(magi_cache_get), ARGS_CASE(magi_cache_check_owner), ARGS_CASE(magi_cache_remove),
+    ARGS_CASE(magi_cache_index_key), ARGS_CASE(magi_cache_remove_model), ARGS_CASE(magi_cache_list), ARGS_CASE(magi_cache_verify),
     ARGS_CASE(magi_cache_gc), ARGS_CASE(magi_cache_region_key),
     ARGS_CASE(magi_inputs_build), ARGS_CASE(magi_inputs_free), ARGS_CASE(magi_inputs_count),
     ARGS_CASE(magi_inputs_at), ARGS_CASE(magi_inputs_missing), ARGS_CASE(magi_inputs_eval_dim),

@@ -141,7 +141,7 @@ int magi_cli_same_file(const char *a, const char *b);
 extern const magi_cli_command magi_cli_save, magi_cli_dump, magi_cli_inspect, magi_cli_verify, magi_cli_inputs,
     magi_cli_fingerprint, magi_cli_diff, magi_cli_costs, magi_cli_load, magi_cli_schedule;
 extern const magi_cli_command magi_cli_cache, magi_cli_cache_put, magi_cli_cache_get, magi_cli_cache_ls,
-    magi_cli_cache_verify, magi_cli_cache_gc, magi_cli_cache_key;
+    magi_cli_cache_verify, magi_cli_cache_gc, magi_cli_cache_rm, magi_cli_cache_key;
 /* tools/cmd_load.c (its table: tools/cmd_load_opts.c). */
 int magi_cmd_load(int argc, char **argv);
 extern const magi_cli_command magi_cli_bench, magi_cli_bench_load, magi_cli_bench_loader, magi_cli_bench_scale, magi_cli_bench_legacy,

@@ -340,6 +340,7 @@ _PROTOS = {
                                  c_char_p, c_char_p, c_uint64]),
     "magi_cache_region_key": (_STATUS, [c_char_p, c_void_p]),
     "magi_cache_check_owner": (_STATUS, [c_void_p, c_char_p]),
+    "magi_cache_index_key": (_STATUS, [c_char_p, c_char_p]),
     "magi_symm_plan_build": (_STATUS, [POINTER(c_void_p), POINTER(c_void_p), c_uint32,
                                        POINTER(SymmPlanOptions)]),
     "magi_symm_plan_free": (None, [c_void_p]),
