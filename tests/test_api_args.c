@@ -417,6 +417,20 @@ ARGS(magi_json_read_file) {
     INVALID(magi_json_read_file(&r, NULL, NULL), "path");
     EQ(r, NULL);
 }
+ARGS(magi_json_read_ex) {
+    magi_region *r = (magi_region *)1;
+    INVALID(magi_json_read_ex(NULL, "{}", 2, NULL, 0), "out");
+    INVALID(magi_json_read_ex(&r, NULL, 2, NULL, 0), "text");
+    EQ(r, NULL);
+    INVALID(magi_json_read_ex(&r, "{}", 2, NULL, 0x80), "flags");
+}
+ARGS(magi_json_read_file_ex) {
+    magi_region *r = (magi_region *)1;
+    INVALID(magi_json_read_file_ex(NULL, fixture_path(), NULL, 0), "out");
+    INVALID(magi_json_read_file_ex(&r, NULL, NULL, 0), "path");
+    EQ(r, NULL);
+}
+ARGS(magi_region_check_names) { INVALID(magi_region_check_names(NULL), "r"); }
 ARGS(magi_json_write) {
     char *t = (char *)1;
     INVALID(magi_json_write(NULL, NULL, region(), 0), "out_text");
@@ -1197,7 +1211,8 @@ static const arg_case cases[] = {
     ARGS_CASE(magi_expr_to_string), ARGS_CASE(magi_expr_equal), ARGS_CASE(magi_expr_eval),
     ARGS_CASE(magi_expr_eval_num), ARGS_CASE(magi_expr_eval_int), ARGS_CASE(magi_expr_eval_int_num),
     ARGS_CASE(magi_expr_symbols),
-    ARGS_CASE(magi_json_read), ARGS_CASE(magi_json_read_file), ARGS_CASE(magi_json_write),
+    ARGS_CASE(magi_json_read), ARGS_CASE(magi_json_read_file), ARGS_CASE(magi_json_read_ex),
+    ARGS_CASE(magi_json_read_file_ex), ARGS_CASE(magi_region_check_names), ARGS_CASE(magi_json_write),
     ARGS_CASE(magi_json_write_example), ARGS_CASE(magi_free),
     ARGS_CASE(magi_doc_walk), ARGS_CASE(magi_marshal_write),
     ARGS_CASE(magi_artifact_encode), ARGS_CASE(magi_artifact_encode_with), ARGS_CASE(magi_artifact_save),

@@ -126,6 +126,12 @@ int magi_cli_is_stdio(const char *path);
 /* Load a region from a path or "-" (standard input, read whole, by content:
  * JSON, artifact v1 or legacy v0). Errors name the file ("<stdin>"). */
 magi_status magi_cli_read_region(magi_region **out, const char *path);
+/* The same with magi-fx JSON reader flags (MAGI_JSON_READ_STRICT) for a
+ * JSON input; other inputs are read as magi_cli_read_region reads them. */
+magi_status magi_cli_read_region_ex(magi_region **out, const char *path, unsigned json_flags);
+/* One warning line on stderr per unknown key the reader skipped
+ * (r->ignored), naming the file and the key's JSON path (20 at most). */
+void magi_cli_warn_ignored(const char *cmd, const char *path, const magi_region *r);
 /* Refuse to write binary data to a terminal: when stdout is a terminal,
  * print why (naming `what`) and how to redirect, and return MAGI_EXIT_USAGE;
  * otherwise 0. */

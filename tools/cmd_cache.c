@@ -29,6 +29,7 @@ static magi_status region_bytes(const char *file, char key[65], void **bytes, si
     magi_region *r = NULL;
     magi_status st = magi_cli_read_region(&r, file);
     *named = st != MAGI_OK;
+    if (!st && bytes) st = magi_region_check_names(r); /* what `save` refuses, `put` refuses */
     if (!st && key) st = magi_cache_region_key(key, r);
     if (!st && bytes) st = magi_artifact_encode(bytes, len, r, NULL);
     magi_region_free(r);
