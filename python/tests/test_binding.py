@@ -85,6 +85,57 @@ class FixtureLoad(unittest.TestCase):
             self.assertEqual(magi_aot.load(art, transport=None).doc, read_fixture("block"))
 
 
+    def test_unknown_keys_warn_and_strict_refuses(self):
+        import warnings
+        doc = read_fixture("block")
+        doc["compile_config"] = {"fsdp_config": {"transprt": "copy_engine"}}
+        doc["graph"]["nodes"][1]["kwrags"] = {}
+        doc["example_inputs"] = [1]
+        with tempfile.TemporaryDirectory() as d:
+            art = os.path.join(d, "x.magi")
+            with warnings.catch_warnings(record=True) as got:
+                warnings.simplefilter("always")
+                magi_aot.save_doc(doc, art)
+            text = [str(w.message) for w in got]
+            self.assertTrue(any("compile_config.fsdp_config.transprt (did you mean transport?)" in t
+                                for t in text), text)
+            self.assertTrue(any("graph.nodes[1].kwrags" in t for t in text), text)
+            self.assertFalse(any("example_inputs" in t for t in text), text)  # legacy: silent
+            os.unlink(art)
+            with self.assertRaises(MagiError) as e:
+                magi_aot.save_doc(doc, art, strict=True)
+            self.assertIn("unknown key", e.exception.message)
+            self.assertFalse(os.path.exists(art))
+            src = os.path.join(d, "x.json")
+            with open(src, "w") as f:
+                json.dump(doc, f)
+            with warnings.catch_warnings(record=True) as got:
+                warnings.simplefilter("always")
+                r = magi_aot.load(src, transport=None)
+            self.assertTrue(any("x.json: unknown key graph.nodes[1].kwrags" in str(w.message) for w in got),
+                            [str(w.message) for w in got])
+            self.assertEqual(r.transport_source, "default")
+
+    def test_save_refuses_unknown_dtype_and_undeclared_symbol(self):
+        doc = read_fixture("block")
+        ph = next(n for n in doc["graph"]["nodes"] if n.get("meta", {}).get("example_value", {}).get("kind") == "tensor")
+        bad = copy.deepcopy(doc)
+        nb = next(n for n in bad["graph"]["nodes"] if n["name"] == ph["name"])
+        nb["meta"]["example_value"]["dtype"] = "bfloat61"
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "x.magi")
+            with self.assertRaises(MagiError) as e:
+                magi_aot.save_doc(bad, out)
+            self.assertIn("node '%s'" % ph["name"], e.exception.message)
+            self.assertIn("meta.example_value.dtype: unknown dtype 'bfloat61'", e.exception.message)
+            bad = copy.deepcopy(doc)
+            nb = next(n for n in bad["graph"]["nodes"] if n["name"] == ph["name"])
+            nb["meta"]["example_value"]["shape"][0] = "s12345"
+            with self.assertRaises(MagiError) as e:
+                magi_aot.save_doc(bad, out)
+            self.assertIn("meta.example_value.shape[0]: 's12345' names symbol 's12345'", e.exception.message)
+            self.assertFalse(os.path.exists(out))
+
     def test_legacy_v0_files_load_like_their_json(self):
         import glob
         v0 = sorted(glob.glob(os.path.join(ROOT, "fixtures", "v0", "*.v0")))
