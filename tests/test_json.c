@@ -303,6 +303,12 @@ static void test_cli_strict(void) {
     MT_CHECK(access(out, F_OK) != 0, "a refused save wrote its output");
     free(so);
     free(se);
+    char *load[] = {MAGI_CLI_PATH, "load", in, NULL};
+    MT_CHECK(mt_spawn(load, NULL, &so, &se) == 0, "%s", se);
+    MT_CHECK(se && strstr(se, "warning") && strstr(se, "compile_config.fsdp_confg (did you mean fsdp_config?)"), "%s",
+             se);
+    free(so);
+    free(se);
     char *inspect[] = {MAGI_CLI_PATH, "inspect", in, NULL};
     MT_CHECK(mt_spawn(inspect, NULL, &so, &se) == 0, "%s", se);
     MT_CHECK(so && strstr(so, "skipped unknown:") && strstr(so, "compile_confg") &&

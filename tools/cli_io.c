@@ -52,8 +52,9 @@ magi_status magi_cli_read_region(magi_region **out, const char *path) {
 
 void magi_cli_warn_ignored(const char *cmd, const char *path, const magi_region *r) {
     const uint32_t shown = 20;
+    if (!r) return;
     for (uint32_t i = 0; i < r->n_ignored && i < shown; i++)
-        fprintf(stderr, "magi-aot %s: warning: %s: unknown key %s skipped (--strict refuses it)\n", cmd,
+        fprintf(stderr, "magi-aot %s: warning: %s: unknown key %s skipped (save --strict refuses it)\n", cmd,
                 MAGI_TEXT(magi_cli_is_stdio(path) ? "<stdin>" : path), MAGI_TEXT(r->ignored[i]));
     if (r->n_ignored > shown)
         fprintf(stderr, "magi-aot %s: warning: %s: %u more unknown keys skipped\n", cmd,
