@@ -515,6 +515,48 @@ class LibraryDiscovery(unittest.TestCase):
     def test_version(self):
         self.assertRegex(magi_aot.library_version(), r"^\d+\.\d+\.\d+$")
 
+class LoadReportRepr(unittest.TestCase):
+    """The warm start's report reads served, code path and reason first;
+    the stored code's digests come only on request."""
+
+    def _report(self):
+        from magi_aot.report import LoadReport
+        blobs = [{"name": "kernel_%d.so" % i, "size": 10, "sha256": "%064x" % i} for i in range(19)]
+        return LoadReport(timings={"total_s": 0.41234567}, recompiles=[], reason=None, served="stored",
+                          header={"blobs": blobs, "traced_files": {"model.py": "ab" * 32}, "key": {}},
+                          code_path="direct", code_path_reason=None)
+
+    def test_repr_leads_with_what_a_user_reads(self):
+        text = repr(self._report())
+        self.assertTrue(text.startswith("LoadReport(served='stored', code_path='direct', reason=None, "), text)
+        self.assertNotIn("%064x" % 3, text)          # no digest
+        self.assertIn("19 blobs, 1 traced files; .digests()", text)
+        self.assertIn("'total_s': 0.412", text)
+        self.assertLess(len(text), 400, text)
+        self.assertEqual(str(self._report()), text)
+
+    def test_digests_on_request_and_dict_unchanged(self):
+        r = self._report()
+        d = r.digests()
+        self.assertEqual(len(d["blobs"]), 19)
+        self.assertEqual(d["blobs"]["kernel_3.so"], "%064x" % 3)
+        self.assertEqual(d["traced_files"], {"model.py": "ab" * 32})
+        self.assertEqual(r["header"]["blobs"][0]["sha256"], "%064x" % 0)   # still a dict
+        self.assertIsInstance(r, dict)
+        from magi_aot.report import LoadReport
+        self.assertEqual(LoadReport(served="traced").digests(), {"blobs": {}, "traced_files": {}})
+
+    def test_warm_start_report_is_one(self):
+        try:
+            import torch
+        except ImportError:
+            self.skipTest("torch is not importable")
+        from magi_aot.report import LoadReport
+        with tempfile.TemporaryDirectory() as d:
+            fwd = magi_aot.warm_start(torch.nn.Linear(2, 2), d, model_tag="x")
+            self.assertIsInstance(fwd.report, LoadReport)
+            self.assertTrue(repr(fwd.report).startswith("LoadReport(served=None, code_path=None, reason="))
+
 
 if __name__ == "__main__":
     unittest.main()
