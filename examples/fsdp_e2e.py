@@ -286,6 +286,8 @@ def run(args):
         res["n_rewritten"] = region.n_rewritten
         res["kept"] = [(g["name"], g["reason"]) for g in region.rewrite_report
                        if g["reason"] != "rewritten"]
+        res["copy_engine"] = [g["name"] + (" (coalesced)" if g.get("coalesced") else "")
+                              for g in region.rewrite_report if g["reason"] == "rewritten"]
         gm = rt.graph_module(region)
         g = torch.Generator().manual_seed(SEED + 1)
         x = torch.randn(2, SEQ, D, generator=g).to(torch.bfloat16).to(dev)
@@ -478,21 +480,63 @@ def summarize(args, tag, want_fail=False):
     return bad, results
 
 
+def transport_line(results):
+    """What went where, from the ranks' results (rank 0's, which every rank
+    shares): "N gathers on the copy engine (names); M kept on c10d (name:
+    why, ...)", or "" when no rank got as far as the load."""
+    res = next((r for r in results if "copy_engine" in r), None)
+    if res is None:
+        return ""
+    kept = res.get("kept") or []
+    return "%d gather%s on the copy engine (%s); %d kept on c10d (%s)" % (
+        len(res["copy_engine"]), "" if len(res["copy_engine"]) == 1 else "s",
+        ", ".join(res["copy_engine"]) or "none", len(kept),
+        ", ".join("%s: %s" % (n, why) for n, why in kept) or "none")
+
+
+def parser():
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0],
+        epilog="Commands: trace (save the region), run (one rank, under torchrun's environment), "
+               "launch (start --world ranks of run), all (trace, then launch); the file's "
+               "docstring says more. The last line says PASS or FAIL and which weight gathers "
+               "went to the copy engine and which stayed on c10d, and why.")
+    ap.add_argument("cmd", choices=["trace", "run", "launch", "all"],
+                    help="trace: save DIR/fsdp.magi; run: one rank from torchrun's environment; "
+                         "launch: start --world run processes; all: trace then launch")
+    ap.add_argument("--out", required=True, metavar="DIR",
+                    help="directory for the artifact, every rank's result (rank<R>.json) and "
+                         "Inductor's cache")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                    help="where the ranks run (default cpu; cuda: one GPU per rank when there are "
+                         "enough, else the ranks share one)")
+    ap.add_argument("--world", type=int, default=4, metavar="N",
+                    help="number of rank processes (default 4; the expert pair's group needs an even N)")
+    ap.add_argument("--mode", default="copy", choices=["copy", "alias"],
+                    help="how each rank binds its shards: copy them into the SymmBuffer windows "
+                         "(default), or alias: take views of the window memory and fill them in place")
+    ap.add_argument("--inductor", action="store_true",
+                    help="also compile the rebuilt graph with Inductor and compare (bf16 tolerance)")
+    ap.add_argument("--bench", type=int, default=0, metavar="N",
+                    help="time N forwards: host time in the symm operators and step time against "
+                         "every gather on c10d (default 0: no timing)")
+    ap.add_argument("--bad-plan-rank", type=int, default=None, metavar="R",
+                    help="rank R plans with another window cap: every rank must fail naming it "
+                         "(the mismatch check alone)")
+    ap.add_argument("--mismatch", action="store_true",
+                    help="all: after the run, also launch the mismatch check (the last rank plans "
+                         "differently)")
+    ap.add_argument("--timeout", type=float, default=30.0, metavar="S",
+                    help="seconds a rank waits at the SymmRuntime's rendezvous (default 30)")
+    ap.add_argument("--launch-timeout", type=float, default=300.0, metavar="S",
+                    help="seconds launch waits for every rank before killing it (default 300)")
+    ap.add_argument("--tag", default="", metavar="SUFFIX",
+                    help="suffix of the result files (rank<R>SUFFIX.json), to keep runs apart")
+    return ap
+
+
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("cmd", choices=["trace", "run", "launch", "all"])
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    ap.add_argument("--world", type=int, default=4)
-    ap.add_argument("--mode", default="copy", choices=["copy", "alias"])
-    ap.add_argument("--inductor", action="store_true")
-    ap.add_argument("--bench", type=int, default=0)
-    ap.add_argument("--bad-plan-rank", type=int, default=None)
-    ap.add_argument("--mismatch", action="store_true", help="all: also run the mismatch check")
-    ap.add_argument("--timeout", type=float, default=30.0)
-    ap.add_argument("--launch-timeout", type=float, default=300.0)
-    ap.add_argument("--tag", default="")
-    a = ap.parse_args(argv)
+    a = parser().parse_args(argv)
     if a.cmd == "trace":
         trace(a.out, a.world, "cuda" if a.device == "cuda" else "cpu")
         return 0
@@ -510,7 +554,7 @@ def main(argv=None):
         bad, _ = summarize(a, a.tag, want_fail=True)
         return 1 if bad else 0
     rcs, logs = launch(a, extra)
-    bad, _ = summarize(a, "")
+    bad, results = summarize(a, "")
     if bad:
         for r, log in enumerate(logs):
             print("---- rank %d (exit %s)\n%s" % (r, rcs[r], log[-4000:]))
@@ -523,7 +567,8 @@ def main(argv=None):
             for r, log in enumerate(logs2):
                 print("---- rank %d (exit %s)\n%s" % (r, rcs2[r], log[-4000:]))
         bad += b2
-    print("fsdp_e2e: %s" % ("FAIL" if bad else "PASS"))
+    where = transport_line(results)
+    print("fsdp_e2e: %s%s" % ("FAIL" if bad else "PASS", ": " + where if where else ""))
     return 1 if bad else 0
 
 

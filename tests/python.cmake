@@ -76,15 +76,16 @@ if(Python3_Interpreter_FOUND AND NOT MAGI_SANITIZE)
     LABELS "python;nosan"
     TIMEOUT 900
     ENVIRONMENT "MAGI_AOT_LIB=$<TARGET_FILE:magi_aot>;PYTHONDONTWRITEBYTECODE=1")
-  # `pip install ./python` in a fresh virtual environment, no MAGI_AOT_LIB:
-  # the package builds and bundles the library and the extension
+  # `pip install './python[torch]'` in a fresh virtual environment, no
+  # MAGI_AOT_LIB: the package builds and bundles the library, the
+  # extensions (the C++ operators among them) and the magi-aot command
   # (tests/pip_install_test.sh; it needs the package index for its build
-  # requirements).
+  # requirements; the C++ operators compile against torch's headers).
   add_test(NAME install_pip_package
     COMMAND bash ${PROJECT_SOURCE_DIR}/tests/pip_install_test.sh ${PROJECT_SOURCE_DIR} ${Python3_EXECUTABLE})
   set_tests_properties(install_pip_package PROPERTIES
     LABELS "python;install;nosan"
-    TIMEOUT 600)
+    TIMEOUT 1200)
 elseif(NOT Python3_Interpreter_FOUND)
   message(STATUS "magi-aot: python3 not found, Python tests not registered")
 endif()

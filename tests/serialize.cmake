@@ -20,7 +20,7 @@ magi_add_unit_test(test_compiled_section SOURCES ${PROJECT_SOURCE_DIR}/tests/tes
 add_dependencies(test_compiled_section magi-aot)
 
 # magi-fx JSON v1 <-> IR (json_read.c, json_write.c).
-magi_add_unit_test(test_json SOURCES ${PROJECT_SOURCE_DIR}/tests/test_json.c)
+magi_add_unit_test(test_json SOURCES ${PROJECT_SOURCE_DIR}/tests/test_json.c LABELS unit cli)
 target_link_libraries(test_json PRIVATE PkgConfig::JANSSON)
 # The document walk (docwalk.h) against the JSON writer; emitter contract.
 magi_add_unit_test(test_docwalk SOURCES ${PROJECT_SOURCE_DIR}/tests/test_docwalk.c)

@@ -417,6 +417,20 @@ ARGS(magi_json_read_file) {
     INVALID(magi_json_read_file(&r, NULL, NULL), "path");
     EQ(r, NULL);
 }
+ARGS(magi_json_read_ex) {
+    magi_region *r = (magi_region *)1;
+    INVALID(magi_json_read_ex(NULL, "{}", 2, NULL, 0), "out");
+    INVALID(magi_json_read_ex(&r, NULL, 2, NULL, 0), "text");
+    EQ(r, NULL);
+    INVALID(magi_json_read_ex(&r, "{}", 2, NULL, 0x80), "flags");
+}
+ARGS(magi_json_read_file_ex) {
+    magi_region *r = (magi_region *)1;
+    INVALID(magi_json_read_file_ex(NULL, fixture_path(), NULL, 0), "out");
+    INVALID(magi_json_read_file_ex(&r, NULL, NULL, 0), "path");
+    EQ(r, NULL);
+}
+ARGS(magi_region_check_names) { INVALID(magi_region_check_names(NULL), "r"); }
 ARGS(magi_json_write) {
     char *t = (char *)1;
     INVALID(magi_json_write(NULL, NULL, region(), 0), "out_text");
@@ -932,6 +946,20 @@ ARGS(magi_cache_check_owner) {
     INVALID(magi_cache_check_owner(NULL, "k"), "c");
     INVALID(magi_cache_check_owner(cache(), NULL), "key");
 }
+ARGS(magi_cache_remove) {
+    INVALID(magi_cache_remove(NULL, "k", 0), "c");
+    INVALID(magi_cache_remove(cache(), NULL, 0), "key");
+    INVALID(magi_cache_remove(cache(), "k", 0x80), "flags");
+}
+ARGS(magi_cache_index_key) {
+    char k[MAGI_CACHE_KEY_MAX + 1];
+    INVALID(magi_cache_index_key(NULL, "tag"), "out");
+    INVALID(magi_cache_index_key(k, NULL), "model_tag");
+}
+ARGS(magi_cache_remove_model) {
+    INVALID(magi_cache_remove_model(NULL, NULL, "tag"), "c");
+    INVALID(magi_cache_remove_model(NULL, cache(), NULL), "model_tag");
+}
 ARGS(magi_cache_list) {
     magi_cache_entry *e = (magi_cache_entry *)1;
     size_t n;
@@ -1183,7 +1211,8 @@ static const arg_case cases[] = {
     ARGS_CASE(magi_expr_to_string), ARGS_CASE(magi_expr_equal), ARGS_CASE(magi_expr_eval),
     ARGS_CASE(magi_expr_eval_num), ARGS_CASE(magi_expr_eval_int), ARGS_CASE(magi_expr_eval_int_num),
     ARGS_CASE(magi_expr_symbols),
-    ARGS_CASE(magi_json_read), ARGS_CASE(magi_json_read_file), ARGS_CASE(magi_json_write),
+    ARGS_CASE(magi_json_read), ARGS_CASE(magi_json_read_file), ARGS_CASE(magi_json_read_ex),
+    ARGS_CASE(magi_json_read_file_ex), ARGS_CASE(magi_region_check_names), ARGS_CASE(magi_json_write),
     ARGS_CASE(magi_json_write_example), ARGS_CASE(magi_free),
     ARGS_CASE(magi_doc_walk), ARGS_CASE(magi_marshal_write),
     ARGS_CASE(magi_artifact_encode), ARGS_CASE(magi_artifact_encode_with), ARGS_CASE(magi_artifact_save),
@@ -1220,7 +1249,8 @@ static const arg_case cases[] = {
     ARGS_CASE(magi_canon_expr), ARGS_CASE(magi_fingerprint), ARGS_CASE(magi_fingerprint_hex),
     ARGS_CASE(magi_cache_open), ARGS_CASE(magi_cache_open_existing), ARGS_CASE(magi_cache_free),
     ARGS_CASE(magi_cache_key_check), ARGS_CASE(magi_cache_put), ARGS_CASE(magi_cache_put_stream),
-    ARGS_CASE(magi_cache_get), ARGS_CASE(magi_cache_check_owner), ARGS_CASE(magi_cache_list), ARGS_CASE(magi_cache_verify),
+    ARGS_CASE(magi_cache_get), ARGS_CASE(magi_cache_check_owner), ARGS_CASE(magi_cache_remove),
+    ARGS_CASE(magi_cache_index_key), ARGS_CASE(magi_cache_remove_model), ARGS_CASE(magi_cache_list), ARGS_CASE(magi_cache_verify),
     ARGS_CASE(magi_cache_gc), ARGS_CASE(magi_cache_region_key),
     ARGS_CASE(magi_inputs_build), ARGS_CASE(magi_inputs_free), ARGS_CASE(magi_inputs_count),
     ARGS_CASE(magi_inputs_at), ARGS_CASE(magi_inputs_missing), ARGS_CASE(magi_inputs_eval_dim),

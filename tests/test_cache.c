@@ -509,5 +509,177 @@ static void test_cli(void) {
     free(dir);
 }
 
+static int has_entry(const char *root, const char *key) {
+    char *p = mt_fmt("%s/v1/entries/%s", root, key);
+    struct stat sb;
+    int r = lstat(p, &sb) == 0;
+    free(p);
+    return r;
+}
+
+static void put_text(magi_cache *c, const char *key, const char *text) {
+    MT_OK(magi_cache_put(NULL, c, key, text, strlen(text), MAGI_CACHE_PUT_REPLACE));
+}
+
+/* magi_cache_index_key: the Python package's index_key, one place. */
+static void test_index_key(void) {
+    char k[MAGI_CACHE_KEY_MAX + 1];
+    MT_OK(magi_cache_index_key(k, "llama"));
+    MT_CHECK(!strcmp(k, "index.llama"), "%s", k);
+    MT_OK(magi_cache_index_key(k, "tiny/layers.0 x"));
+    MT_CHECK(!strcmp(k, "index.tiny_layers.0_x"), "%s", k);
+    MT_OK(magi_cache_index_key(k, ""));
+    MT_CHECK(!strcmp(k, "index._"), "%s", k);
+    MT_OK(magi_cache_index_key(k, "m\xc3\xa9\xe2\x82\xac-1")); /* two characters, one '_' each */
+    MT_CHECK(!strcmp(k, "index.m__-1"), "%s", k);
+    char long_tag[301];
+    memset(long_tag, 'a', 300);
+    long_tag[300] = 0;
+    MT_OK(magi_cache_index_key(k, long_tag));
+    MT_CHECK(strlen(k) == 6 + 150, "%zu", strlen(k));
+    MT_OK(magi_cache_key_check(k));
+    MT_CHECK(magi_cache_index_key(k, "bad\xff") == MAGI_ERR_INVALID_ARG, "invalid UTF-8 accepted");
+    MT_CHECK(strstr(magi_last_error(), "UTF-8"), "%s", magi_last_error());
+}
+
+/* magi_cache_remove and magi_cache_remove_model: an entry, a model's index
+ * with the regions only it names (shared regions kept), a model served per
+ * submodule (its parts' indices), refusals that remove nothing. */
+static void test_remove(void) {
+    char *dir = mt_tmpdir();
+    char *root = mt_fmt("%s/c", dir);
+    magi_cache *c = NULL;
+    MT_OK(magi_cache_open(&c, root));
+    const char *regions[] = {"r1", "r2", "r3", "r4", "r5"};
+    for (int i = 0; i < 5; i++) put_text(c, regions[i], "region bytes");
+    put_text(c, "index.a", "{\"model_tag\": \"a\", \"regions\": [{\"key\": \"r1\"}, {\"key\": \"r2\"}, {\"key\": \"gone\"}]}");
+    put_text(c, "index.b", "{\"model_tag\": \"b\", \"regions\": [{\"key\": \"r2\"}, {\"key\": \"r3\"}]}");
+    put_text(c, "index.s", "{\"model_tag\": \"s\", \"regions\": [], \"split\": {\"modules\": [\"layers.0\"]}}");
+    put_text(c, "index.s_layers.0", "{\"model_tag\": \"s/layers.0\", \"regions\": [{\"key\": \"r4\"}]}");
+
+    /* one entry */
+    MT_OK(magi_cache_remove(c, "r5", 0));
+    MT_CHECK(!has_entry(root, "r5"));
+    MT_CHECK(magi_cache_remove(c, "r5", 0) == MAGI_ERR_NOT_FOUND, "%s", magi_last_error());
+    MT_CHECK(magi_cache_remove(c, "../r1", 0) == MAGI_ERR_INVALID_ARG);
+    MT_CHECK(magi_cache_remove(c, "r1", 0x80) == MAGI_ERR_INVALID_ARG);
+    MT_OK(magi_cache_remove(c, "r1", MAGI_CACHE_REMOVE_CHECK_ONLY));
+    MT_CHECK(has_entry(root, "r1"), "the check removed the entry");
+
+    /* model a: r1 only it names goes, r2 (b names it) stays */
+    magi_cache_remove_report rep;
+    MT_OK(magi_cache_remove_model(&rep, c, "a"));
+    MT_CHECK(rep.indexes == 1 && rep.regions == 1 && rep.regions_kept == 1 && rep.missing == 1,
+             "%zu %zu %zu %zu", rep.indexes, rep.regions, rep.regions_kept, rep.missing);
+    MT_CHECK(!has_entry(root, "index.a") && !has_entry(root, "r1") && has_entry(root, "r2") && has_entry(root, "r3"));
+    MT_CHECK(magi_cache_remove_model(&rep, c, "a") == MAGI_ERR_NOT_FOUND, "%s", magi_last_error());
+    MT_CHECK(strstr(magi_last_error(), "index.a"), "%s", magi_last_error());
+
+    /* a split model: its parts' indices and their regions */
+    MT_OK(magi_cache_remove_model(&rep, c, "s"));
+    MT_CHECK(rep.indexes == 2 && rep.regions == 1, "%zu %zu", rep.indexes, rep.regions);
+    MT_CHECK(!has_entry(root, "index.s") && !has_entry(root, "index.s_layers.0") && !has_entry(root, "r4"));
+
+    /* another index that is not a model index: refused, nothing removed */
+    put_text(c, "index.junk", "not json");
+    MT_CHECK(magi_cache_remove_model(&rep, c, "b") == MAGI_ERR_CORRUPT, "%s", magi_last_error());
+    MT_CHECK(strstr(magi_last_error(), "index.junk"), "%s", magi_last_error());
+    MT_CHECK(has_entry(root, "index.b") && has_entry(root, "r2") && has_entry(root, "r3"));
+    MT_OK(magi_cache_remove(c, "index.junk", 0));
+
+    /* a symbolic link in entries/ is not removed (nor followed) */
+    char *target = mt_fmt("%s/outside", dir);
+    MT_REQUIRE(mt_write(target, "x", 1) == 0);
+    char *link = mt_fmt("%s/v1/entries/lnk", root);
+    MT_REQUIRE(symlink(target, link) == 0);
+    MT_CHECK(magi_cache_remove(c, "lnk", 0) == MAGI_ERR_INVALID_ARG);
+    MT_CHECK(strstr(magi_last_error(), "symbolic link"), "%s", magi_last_error());
+    struct stat sb;
+    MT_CHECK(stat(target, &sb) == 0 && has_entry(root, "lnk"));
+    MT_REQUIRE(unlink(link) == 0);
+
+    /* another user's entry: refused, and a model naming it removes nothing */
+    if (geteuid() == 0) {
+        char *ent = mt_fmt("%s/v1/entries/r3", root);
+        MT_REQUIRE(chown(ent, 4242, 4242) == 0);
+        MT_CHECK(magi_cache_remove(c, "r3", 0) == MAGI_ERR_INVALID_ARG);
+        MT_CHECK(strstr(magi_last_error(), "uid 4242") && strstr(magi_last_error(), "only its owner"), "%s",
+                 magi_last_error());
+        MT_CHECK(magi_cache_remove_model(&rep, c, "b") == MAGI_ERR_INVALID_ARG, "%s", magi_last_error());
+        MT_CHECK(strstr(magi_last_error(), "nothing was removed"), "%s", magi_last_error());
+        MT_CHECK(has_entry(root, "index.b") && has_entry(root, "r2") && has_entry(root, "r3"));
+        MT_REQUIRE(chown(ent, 0, 0) == 0);
+        free(ent);
+    } else {
+        printf("note: not root, the other user's entry is not tried\n");
+    }
+    MT_OK(magi_cache_remove_model(&rep, c, "b"));
+    MT_CHECK(rep.indexes == 1 && rep.regions == 2 && !has_entry(root, "r2") && !has_entry(root, "r3"));
+    /* nothing left behind in quarantine/ */
+    char *q = mt_fmt("%s/v1/quarantine", root);
+    DIR *d = opendir(q);
+    MT_REQUIRE(d);
+    struct dirent *e;
+    int left = 0;
+    while ((e = readdir(d)))
+        if (e->d_name[0] != '.') left++;
+    closedir(d);
+    MT_CHECK(left == 0, "%d files left in quarantine/", left);
+    magi_cache_free(c);
+    free(q);
+    free(link);
+    free(target);
+    free(root);
+    mt_rmtree(dir);
+    free(dir);
+}
+
+/* `magi-aot cache rm DIR KEY...` and `cache rm DIR --model TAG`. */
+static void test_cli_rm(void) {
+    char *dir = mt_tmpdir();
+    char *root = mt_fmt("%s/c", dir);
+    magi_cache *c = NULL;
+    MT_OK(magi_cache_open(&c, root));
+    put_text(c, "r1", "x");
+    put_text(c, "r2", "y");
+    put_text(c, "r3", "z");
+    put_text(c, "index.llama", "{\"model_tag\": \"llama\", \"regions\": [{\"key\": \"r1\"}, {\"key\": \"r2\"}]}");
+    put_text(c, "index.other", "{\"model_tag\": \"other\", \"regions\": [{\"key\": \"r2\"}]}");
+    magi_cache_free(c);
+    char *out = NULL, *err = NULL;
+    char *rm[] = {MAGI_CLI_PATH, "cache", "rm", root, "r3", "nope", NULL};
+    MT_CHECK(cli(rm, &out, &err) == 1, "%s", err);
+    MT_CHECK(out && strstr(out, "removed r3"), "%s", out);
+    MT_CHECK(err && strstr(err, "no entry for key 'nope'"), "%s", err);
+    MT_CHECK(!has_entry(root, "r3"));
+    free(out);
+    free(err);
+    char *model[] = {MAGI_CLI_PATH, "cache", "rm", root, "--model", "llama", NULL};
+    MT_CHECK(cli(model, &out, &err) == 0, "%s", err);
+    MT_CHECK(out && strstr(out, "removed 1 index and 1 region entry of model llama; kept 1 region entry"), "%s", out);
+    MT_CHECK(!has_entry(root, "index.llama") && !has_entry(root, "r1") && has_entry(root, "r2"));
+    free(out);
+    free(err);
+    MT_CHECK(cli(model, &out, &err) == 1);
+    MT_CHECK(err && strstr(err, "no index for model 'llama'"), "%s", err);
+    free(out);
+    free(err);
+    char *bad[] = {MAGI_CLI_PATH, "cache", "rm", root, "r2", "--model", "x", NULL};
+    MT_CHECK(cli(bad, &out, &err) == 2);
+    free(out);
+    free(err);
+    char *none[] = {MAGI_CLI_PATH, "cache", "rm", mt_fmt("%s/none", dir), "k", NULL};
+    MT_CHECK(cli(none, &out, &err) == 1);
+    struct stat sb;
+    MT_CHECK(stat(none[3], &sb) != 0, "cache rm created the directory");
+    free(none[3]);
+    free(out);
+    free(err);
+    free(root);
+    mt_rmtree(dir);
+    free(dir);
+}
+
 MT_MAIN(MT_CASE(test_cli), MT_CASE(test_roundtrip), MT_CASE(test_keys), MT_CASE(test_corrupt_quarantine), MT_CASE(test_gc_lru),
-        MT_CASE(test_key_covers_compile_config), MT_CASE(test_check_owner))
+        MT_CASE(test_key_covers_compile_config), MT_CASE(test_check_owner),
+        MT_CASE(test_index_key), MT_CASE(test_remove), MT_CASE(test_cli_rm))

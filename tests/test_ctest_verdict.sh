@@ -23,7 +23,8 @@ if [ "$got" != "$want" ]; then
   printf 'verdict:  %s\nexpected: %s\n' "$got" "$want"
   exit 1
 fi
-# test.sh builds its stage lines from this script, not from `ctest -N`.
-grep -q 'ctest_verdict.py' "$root/scripts/test.sh" || { echo "scripts/test.sh does not use ctest_verdict.py"; exit 1; }
-if grep -n 'Total Tests' "$root/scripts/test.sh"; then echo "scripts/test.sh still counts every test as passed"; exit 1; fi
+# test.sh builds its stage lines from this script (through scripts/stages.sh),
+# not from `ctest -N`.
+grep -q 'ctest_verdict.py' "$root/scripts/stages.sh" || { echo "scripts/stages.sh does not use ctest_verdict.py"; exit 1; }
+if grep -n 'Total Tests' "$root/scripts/test.sh" "$root/scripts/stages.sh"; then echo "scripts/test.sh still counts every test as passed"; exit 1; fi
 echo "verdict: $got"

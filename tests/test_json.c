@@ -4,6 +4,7 @@
 #include "testlib.h"
 #include <jansson.h>
 #include <string.h>
+#include <unistd.h>
 
 static json_t *load_json(const char *text) {
     json_error_t e;
@@ -171,6 +172,166 @@ static void test_deep_nesting_bounded(void) {
     free(nodes);
 }
 
+/* Unknown keys: listed by JSON path (top level, node, meta, near-misses of
+ * the compile_config keys the loader reads), refused with
+ * MAGI_JSON_READ_STRICT; legacy keys dropped either way. */
+#define TX(n) "{\"name\":\"" n "\",\"op\":\"placeholder\",\"target\":\"" n "\",\"meta\":{\"example_value\":" \
+    "{\"kind\":\"tensor\",\"dtype\":\"float32\",\"shape\":[\"s0\",4],\"stride\":[4,1],\"storage_offset\":0," \
+    "\"device\":\"cpu\",\"requires_grad\":false}}}"
+static const char *const k_unknown =
+    "{\"format\":\"magi-fx-json\",\"version\":1,\"example_inputs\":[1],\"compile_confg\":{},"
+    "\"compile_config\":{\"fsdp_confg\":{\"transport\":\"copy_engine\"},\"fsdp_config\":{\"transprt\":\"copy_engine\","
+    "\"Transport\":\"nccl\",\"bucket_mb\":25},\"backend\":\"inductor\"},\"symbols\":{\"s0\":{\"hint\":2}},"
+    "\"graph\":{\"nodes\":[" TX("a") ",{\"name\":\"b\",\"op\":\"call_function\",\"target\":\"f\",\"kwrags\":{},"
+    "\"meta\":{\"stack\":1},\"args\":[{\"node\":\"a\"}]}]},"
+    "\"subgraphs\":{\"sg\":{\"nodes\":[" PH("c") ",{\"name\":\"o\",\"op\":\"output\",\"target\":\"output\","
+    "\"args\":[{\"node\":\"c\"}],\"extra\":1}]}}}";
+
+static void test_unknown_keys(void) {
+    magi_region *r = NULL;
+    MT_OK(magi_json_read(&r, k_unknown, strlen(k_unknown), NULL));
+    const char *want[] = {"compile_confg",
+                          "compile_config.fsdp_confg (did you mean fsdp_config?)",
+                          "compile_config.fsdp_config.transprt (did you mean transport?)",
+                          "compile_config.fsdp_config.Transport (did you mean transport?)",
+                          "graph.nodes[1].meta.stack (node 'b')",
+                          "graph.nodes[1].kwrags (node 'b')",
+                          "subgraphs.sg.nodes[1].extra (node 'o')"};
+    size_t nw = sizeof want / sizeof want[0];
+    MT_CHECK(r->n_ignored == nw, "%u ignored", r->n_ignored);
+    for (size_t i = 0; i < nw; i++) {
+        int found = 0;
+        for (uint32_t j = 0; j < r->n_ignored; j++) found |= !strcmp(r->ignored[j], want[i]);
+        MT_CHECK(found, "'%s' not listed", want[i]);
+    }
+    /* an opaque compile_config key that misspells nothing is not unknown */
+    for (uint32_t j = 0; j < r->n_ignored; j++)
+        MT_CHECK(!strstr(r->ignored[j], "backend") && !strstr(r->ignored[j], "bucket_mb"), "%s", r->ignored[j]);
+    MT_CHECK(r->n_dropped_legacy == 1);
+    magi_region_free(r);
+
+    r = (magi_region *)1;
+    MT_CHECK(magi_json_read_ex(&r, k_unknown, strlen(k_unknown), NULL, MAGI_JSON_READ_STRICT) == MAGI_ERR_FORMAT);
+    MT_CHECK(r == NULL);
+    MT_CHECK(strstr(magi_last_error(), "unknown key") && strstr(magi_last_error(), "strict"), "%s", magi_last_error());
+    /* each alone is refused, naming its path; legacy keys are not */
+    const char *one[][2] = {
+        {"\"compile_confg\":{},", "compile_confg"},
+        {"\"compile_config\":{\"fsdp_config\":{\"transprt\":\"nccl\"}},", "compile_config.fsdp_config.transprt"},
+        {"\"example_inputs\":[],\"triton_kernel_info\":{},", NULL},
+    };
+    for (size_t i = 0; i < 3; i++) {
+        char *d = mt_fmt("{\"format\":\"magi-fx-json\",\"version\":1,%s\"graph\":{\"nodes\":[" PH("a") "]}}", one[i][0]);
+        magi_status st = magi_json_read_ex(&r, d, strlen(d), NULL, MAGI_JSON_READ_STRICT);
+        if (one[i][1]) {
+            MT_CHECK(st == MAGI_ERR_FORMAT && strstr(magi_last_error(), one[i][1]), "%s: %s", d, magi_last_error());
+        } else {
+            MT_CHECK(st == MAGI_OK, "legacy keys refused: %s", magi_last_error());
+            MT_CHECK(r && r->n_dropped_legacy == 2 && r->n_ignored == 0);
+            magi_region_free(r);
+        }
+        free(d);
+    }
+    MT_CHECK(magi_json_read_ex(&r, k_unknown, strlen(k_unknown), NULL, 0x80) == MAGI_ERR_INVALID_ARG);
+}
+
+/* magi_region_check_names: dtypes from the table, declared symbols; the
+ * reader keeps both as given. */
+static void check_names_case(const char *nodes, const char *needle) {
+    char *d = mt_fmt("{\"format\":\"magi-fx-json\",\"version\":1,\"symbols\":{\"s0\":{\"hint\":2}},"
+                     "\"graph\":{\"nodes\":[%s]}}", nodes);
+    magi_region *r = NULL;
+    MT_OK(magi_json_read(&r, d, strlen(d), NULL));
+    magi_status st = magi_region_check_names(r);
+    if (needle) MT_CHECK(st == MAGI_ERR_FORMAT && strstr(magi_last_error(), needle), "%s: %s", nodes, magi_last_error());
+    else MT_CHECK(st == MAGI_OK, "%s: %s", nodes, magi_last_error());
+    magi_region_free(r);
+    free(d);
+}
+
+static void test_check_names(void) {
+    check_names_case(TX("a"), NULL);
+    check_names_case("{\"name\":\"a\",\"op\":\"placeholder\",\"target\":\"a\",\"meta\":{\"example_value\":"
+                     "{\"kind\":\"tensor\",\"dtype\":\"bfloat61\",\"shape\":[2],\"stride\":[1],\"storage_offset\":0,"
+                     "\"device\":\"cpu\",\"requires_grad\":false}}}",
+                     "node 'a' (#0): meta.example_value.dtype: unknown dtype 'bfloat61'");
+    check_names_case("{\"name\":\"a\",\"op\":\"placeholder\",\"target\":\"a\",\"meta\":{\"example_value\":"
+                     "{\"kind\":\"tensor\",\"dtype\":\"torch.bfloat16\",\"shape\":[\"s0\",\"2*s1\"],\"stride\":null,"
+                     "\"storage_offset\":0,\"device\":\"cpu\",\"requires_grad\":false}}}",
+                     "node 'a' (#0): meta.example_value.shape[1]: '2*s1' names symbol 's1'");
+    check_names_case(PH("a") ",{\"name\":\"b\",\"op\":\"call_function\",\"target\":\"f\",\"kwargs\":{\"dtype\":"
+                     "{\"dtype\":\"flaot16\"}}}",
+                     "node 'b' (#1): kwargs[dtype]: unknown dtype 'flaot16'");
+    check_names_case(PH("a") ",{\"name\":\"b\",\"op\":\"call_function\",\"target\":\"f\",\"args\":[[1,{\"sym\":\"s0+u3\"}]]}",
+                     "node 'b' (#1): args[0][1]: 's0+u3' names symbol 'u3'");
+    check_names_case("{\"name\":\"n\",\"op\":\"placeholder\",\"target\":\"n\",\"meta\":{\"example_value\":"
+                     "{\"kind\":\"symint\",\"expr\":\"s9\"}}}",
+                     "node 'n' (#0): meta.example_value.expr: 's9' names symbol 's9'");
+    check_names_case(PH("a") ",{\"name\":\"b\",\"op\":\"call_function\",\"target\":\"f\",\"args\":[{\"sym\":\"s0*2\"},"
+                     "{\"dtype\":\"float16\"},{\"dtype\":\"half\"}]}", NULL);
+    /* in a subgraph */
+    const char *sg = "{\"format\":\"magi-fx-json\",\"version\":1,\"graph\":{\"nodes\":[" PH("a") "]},"
+                     "\"subgraphs\":{\"body\":{\"nodes\":[" PH("x") ",{\"name\":\"y\",\"op\":\"call_function\","
+                     "\"target\":\"f\",\"args\":[{\"dtype\":\"int65\"}]}]}}}";
+    magi_region *r = NULL;
+    MT_OK(magi_json_read(&r, sg, strlen(sg), NULL));
+    MT_CHECK(magi_region_check_names(r) == MAGI_ERR_FORMAT);
+    MT_CHECK(strstr(magi_last_error(), "subgraph 'body': node 'y' (#1): args[0]: unknown dtype 'int65'"), "%s",
+             magi_last_error());
+    magi_region_free(r);
+    MT_CHECK(magi_region_check_names(NULL) == MAGI_ERR_INVALID_ARG);
+}
+
+/* The CLI: save warns about unknown keys (--strict refuses them), refuses
+ * unknown dtypes and undeclared symbols naming file, node and field;
+ * inspect lists the misspelt keys. */
+static void test_cli_strict(void) {
+    char *dir = mt_tmpdir();
+    char *in = mt_fmt("%s/in.json", dir), *out = mt_fmt("%s/out.magi", dir);
+    MT_REQUIRE(mt_write(in, k_unknown, strlen(k_unknown)) == 0);
+    char *so = NULL, *se = NULL;
+    char *save[] = {MAGI_CLI_PATH, "save", in, "-o", out, NULL};
+    MT_CHECK(mt_spawn(save, NULL, &so, &se) == 0, "%s", se);
+    MT_CHECK(se && strstr(se, "warning") && strstr(se, "unknown key compile_config.fsdp_config.transprt") &&
+             strstr(se, "graph.nodes[1].kwrags (node 'b')") && strstr(se, "--strict"), "%s", se);
+    free(so);
+    free(se);
+    MT_REQUIRE(unlink(out) == 0);
+    char *strict[] = {MAGI_CLI_PATH, "save", "--strict", in, "-o", out, NULL};
+    MT_CHECK(mt_spawn(strict, NULL, &so, &se) == 3, "%s", se);
+    MT_CHECK(se && strstr(se, "unknown key") && strstr(se, "strict"), "%s", se);
+    MT_CHECK(access(out, F_OK) != 0, "a refused save wrote its output");
+    free(so);
+    free(se);
+    char *load[] = {MAGI_CLI_PATH, "load", in, NULL};
+    MT_CHECK(mt_spawn(load, NULL, &so, &se) == 0, "%s", se);
+    MT_CHECK(se && strstr(se, "warning") && strstr(se, "compile_config.fsdp_confg (did you mean fsdp_config?)"), "%s",
+             se);
+    free(so);
+    free(se);
+    char *inspect[] = {MAGI_CLI_PATH, "inspect", in, NULL};
+    MT_CHECK(mt_spawn(inspect, NULL, &so, &se) == 0, "%s", se);
+    MT_CHECK(so && strstr(so, "skipped unknown:") && strstr(so, "compile_confg") &&
+             strstr(so, "compile_config.fsdp_confg (did you mean fsdp_config?)"), "%s", so);
+    free(so);
+    free(se);
+    const char *bad = "{\"format\":\"magi-fx-json\",\"version\":1,\"symbols\":{\"s0\":{\"hint\":2}},"
+                      "\"graph\":{\"nodes\":[{\"name\":\"a\",\"op\":\"placeholder\",\"target\":\"a\",\"meta\":"
+                      "{\"example_value\":{\"kind\":\"tensor\",\"dtype\":\"bfloat61\",\"shape\":[2],\"stride\":[1],"
+                      "\"storage_offset\":0,\"device\":\"cpu\",\"requires_grad\":false}}}]}}";
+    MT_REQUIRE(mt_write(in, bad, strlen(bad)) == 0);
+    MT_CHECK(mt_spawn(save, NULL, &so, &se) == 3, "%s", se);
+    MT_CHECK(se && strstr(se, "in.json: node 'a' (#0): meta.example_value.dtype: unknown dtype 'bfloat61'"), "%s", se);
+    MT_CHECK(access(out, F_OK) != 0, "a refused save wrote its output");
+    free(so);
+    free(se);
+    free(in);
+    free(out);
+    mt_rmtree(dir);
+    free(dir);
+}
+
 MT_MAIN(MT_CASE(test_round_trip_real_fixtures), MT_CASE(test_fsdp_structure),
         MT_CASE(test_errors_name_node_and_field), MT_CASE(test_version_and_legacy),
-        MT_CASE(test_all_value_kinds_round_trip), MT_CASE(test_deep_nesting_bounded))
+        MT_CASE(test_all_value_kinds_round_trip), MT_CASE(test_deep_nesting_bounded), MT_CASE(test_unknown_keys),
+        MT_CASE(test_check_names), MT_CASE(test_cli_strict))

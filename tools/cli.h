@@ -126,6 +126,12 @@ int magi_cli_is_stdio(const char *path);
 /* Load a region from a path or "-" (standard input, read whole, by content:
  * JSON, artifact v1 or legacy v0). Errors name the file ("<stdin>"). */
 magi_status magi_cli_read_region(magi_region **out, const char *path);
+/* The same with magi-fx JSON reader flags (MAGI_JSON_READ_STRICT) for a
+ * JSON input; other inputs are read as magi_cli_read_region reads them. */
+magi_status magi_cli_read_region_ex(magi_region **out, const char *path, unsigned json_flags);
+/* One warning line on stderr per unknown key the reader skipped
+ * (r->ignored), naming the file and the key's JSON path (20 at most). */
+void magi_cli_warn_ignored(const char *cmd, const char *path, const magi_region *r);
 /* Refuse to write binary data to a terminal: when stdout is a terminal,
  * print why (naming `what`) and how to redirect, and return MAGI_EXIT_USAGE;
  * otherwise 0. */
@@ -141,7 +147,7 @@ int magi_cli_same_file(const char *a, const char *b);
 extern const magi_cli_command magi_cli_save, magi_cli_dump, magi_cli_inspect, magi_cli_verify, magi_cli_inputs,
     magi_cli_fingerprint, magi_cli_diff, magi_cli_costs, magi_cli_load, magi_cli_schedule;
 extern const magi_cli_command magi_cli_cache, magi_cli_cache_put, magi_cli_cache_get, magi_cli_cache_ls,
-    magi_cli_cache_verify, magi_cli_cache_gc, magi_cli_cache_key;
+    magi_cli_cache_verify, magi_cli_cache_gc, magi_cli_cache_rm, magi_cli_cache_key;
 /* tools/cmd_load.c (its table: tools/cmd_load_opts.c). */
 int magi_cmd_load(int argc, char **argv);
 extern const magi_cli_command magi_cli_bench, magi_cli_bench_load, magi_cli_bench_loader, magi_cli_bench_scale, magi_cli_bench_legacy,

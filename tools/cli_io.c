@@ -47,14 +47,32 @@ static magi_status read_stdin(char **out, size_t *len, size_t limit) {
 }
 
 magi_status magi_cli_read_region(magi_region **out, const char *path) {
+    return magi_cli_read_region_ex(out, path, 0);
+}
+
+void magi_cli_warn_ignored(const char *cmd, const char *path, const magi_region *r) {
+    const uint32_t shown = 20;
+    if (!r) return;
+    for (uint32_t i = 0; i < r->n_ignored && i < shown; i++)
+        fprintf(stderr, "magi-aot %s: warning: %s: unknown key %s skipped (save --strict refuses it)\n", cmd,
+                MAGI_TEXT(magi_cli_is_stdio(path) ? "<stdin>" : path), MAGI_TEXT(r->ignored[i]));
+    if (r->n_ignored > shown)
+        fprintf(stderr, "magi-aot %s: warning: %s: %u more unknown keys skipped\n", cmd,
+                MAGI_TEXT(magi_cli_is_stdio(path) ? "<stdin>" : path), r->n_ignored - shown);
+}
+
+magi_status magi_cli_read_region_ex(magi_region **out, const char *path, unsigned json_flags) {
     *out = NULL;
-    if (!magi_cli_is_stdio(path)) return magi_load_file(out, path, NULL);
+    if (!magi_cli_is_stdio(path)) {
+        if (json_flags && magi_cli_is_json_file(path)) return magi_json_read_file_ex(out, path, NULL, json_flags);
+        return magi_load_file(out, path, NULL);
+    }
     char *buf = NULL;
     size_t len = 0;
     magi_status st = read_stdin(&buf, &len, (size_t)1 << 30);
     if (st) return st;
     if (magi_file_format_of(buf, len) == MAGI_FILE_JSON) {
-        st = magi_json_read(out, buf, len, NULL);
+        st = magi_json_read_ex(out, buf, len, NULL, json_flags);
     } else {
         magi_artifact *a = NULL;
         st = magi_artifact_open(&a, buf, len, NULL);

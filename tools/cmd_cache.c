@@ -1,4 +1,4 @@
-/* magi-aot cache put|get|ls|verify|gc|key ...: the cross-process artifact
+/* magi-aot cache put|get|ls|verify|gc|rm|key ...: the cross-process artifact
  * cache (docs/CACHE.md). Each subcommand has its own option table below.
  * Readers (get, ls, verify) open an existing cache and create nothing. */
 #include "cli.h"
@@ -29,6 +29,7 @@ static magi_status region_bytes(const char *file, char key[65], void **bytes, si
     magi_region *r = NULL;
     magi_status st = magi_cli_read_region(&r, file);
     *named = st != MAGI_OK;
+    if (!st && bytes) st = magi_region_check_names(r); /* what `save` refuses, `put` refuses */
     if (!st && key) st = magi_cache_region_key(key, r);
     if (!st && bytes) st = magi_artifact_encode(bytes, len, r, NULL);
     magi_region_free(r);
@@ -311,5 +312,63 @@ static int cmd_key(int argc, char **argv) {
     return fflush(stdout) == 0 ? rc : MAGI_EXIT_IO;
 }
 
+static int cmd_rm(int argc, char **argv);
+static const magi_cli_opt rm_opts[] = {
+    {"--model", NULL, NULL, "TAG", 0, "remove model TAG's index and the regions no other index names"},
+    {NULL, NULL, NULL, NULL, 0, NULL}};
+const magi_cli_command magi_cli_cache_rm = {
+    "cache rm", "DIR KEY... | DIR --model TAG", "remove entries, or a model's index and the regions only it names",
+    "Only an entry's owner removes it (in a group-shared DIR, another member's entry is refused).\n"
+    "--model TAG: checks everything first and removes nothing if any check fails.\n",
+    rm_opts, cmd_rm};
+
+static int cmd_rm(int argc, char **argv) {
+    const char *cmd = magi_cli_cache_rm.name;
+    magi_cli_args args;
+    int prc = magi_cli_parse(&magi_cli_cache_rm, argc, argv, &args);
+    if (prc) return prc;
+    const char *tag = magi_cli_value(&args, "--model", NULL);
+    if (args.n_pos < 1 || (tag && args.n_pos != 1) || (!tag && args.n_pos < 2))
+        prc = magi_cli_usage(cmd, "usage: cache rm DIR KEY... | cache rm DIR --model TAG");
+    if (prc) {
+        magi_cli_args_free(&args);
+        return prc;
+    }
+    magi_cache *c = NULL;
+    magi_status st = magi_cache_open_existing(&c, args.pos[0]);
+    if (st) {
+        magi_cli_args_free(&args);
+        return magi_cli_fail(cmd, st);
+    }
+    int rc = MAGI_EXIT_OK;
+    if (tag) {
+        magi_cache_remove_report rep;
+        st = magi_cache_remove_model(&rep, c, tag);
+        if (!st || rep.indexes) {
+            printf("removed %zu ind%s and %zu region entr%s of model %s", rep.indexes,
+                   rep.indexes == 1 ? "ex" : "ices", rep.regions, rep.regions == 1 ? "y" : "ies", MAGI_TEXT(tag));
+            if (rep.regions_kept)
+                printf("; kept %zu region entr%s another index names", rep.regions_kept,
+                       rep.regions_kept == 1 ? "y" : "ies");
+            if (rep.missing) printf("; %zu named entr%s not in the cache", rep.missing, rep.missing == 1 ? "y" : "ies");
+            printf("\n");
+        }
+        if (st) rc = magi_cli_fail(cmd, st);
+    } else {
+        for (int i = 1; i < args.n_pos; i++) {
+            st = magi_cache_remove(c, args.pos[i], 0);
+            if (st) {
+                fprintf(stderr, "magi-aot %s: %s\n", cmd, magi_last_error());
+                if (rc == MAGI_EXIT_OK) rc = magi_cli_exit_code(st);
+                continue;
+            }
+            printf("removed %s\n", MAGI_TEXT(args.pos[i]));
+        }
+    }
+    magi_cache_free(c);
+    magi_cli_args_free(&args);
+    return fflush(stdout) == 0 ? rc : MAGI_EXIT_IO;
+}
+
 const magi_cli_command magi_cli_cache = {
-    "cache", "put|get|ls|verify|gc|key ...", "cross-process artifact cache (docs/CACHE.md)", NULL, NULL, NULL};
+    "cache", "put|get|ls|verify|gc|rm|key ...", "cross-process artifact cache (docs/CACHE.md)", NULL, NULL, NULL};

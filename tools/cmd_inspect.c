@@ -17,6 +17,7 @@ static int magi_cmd_inspect(int argc, char **argv);
 
 static const magi_cli_opt inspect_opts[] = {
     {"--json", NULL, NULL, NULL, 0, "machine-readable output"},
+    {"--strict", NULL, NULL, NULL, 0, "refuse unknown keys in a JSON FILE (default: list them as skipped)"},
     {NULL, NULL, NULL, NULL, 0, NULL}};
 
 const magi_cli_command magi_cli_inspect = {
@@ -28,9 +29,10 @@ static int magi_cmd_inspect(int argc, char **argv) {
     int rc = magi_cli_parse(&magi_cli_inspect, argc, argv, &args);
     if (rc) return rc;
     int as_json = magi_cli_has(&args, "--json");
+    unsigned jflags = magi_cli_has(&args, "--strict") ? MAGI_JSON_READ_STRICT : 0;
     const char *in = args.n_pos == 1 ? args.pos[0] : NULL;
     magi_cli_args_free(&args);
-    if (!in) return magi_cli_usage(argv[0], "usage: inspect FILE [--json]");
+    if (!in) return magi_cli_usage(argv[0], "usage: inspect FILE [--json] [--strict]");
     magi_artifact *a = NULL;
     magi_region *r = NULL;
     magi_artifact_info info;
@@ -38,7 +40,7 @@ static int magi_cmd_inspect(int argc, char **argv) {
     magi_status st;
     int json_doc = magi_cli_is_json_file(in);
     if (json_doc) {
-        st = magi_load_file(&r, in, NULL);
+        st = jflags ? magi_json_read_file_ex(&r, in, NULL, jflags) : magi_load_file(&r, in, NULL);
     } else {
         st = magi_artifact_open_file(&a, in, NULL);
         if (!st) st = magi_artifact_get_info(&info, a);

@@ -327,6 +327,7 @@ int magi_cmd_load(int argc, char **argv) {
         rc = magi_cli_fail(cmd, st);
         goto done;
     }
+    for (int i = 0; i < n; i++) magi_cli_warn_ignored(cmd, paths[i], magi_loader_region(ld, (uint32_t)i));
     for (int i = 0; i < n; i++) {
         const char *msg = NULL;
         if ((st = magi_loader_inputs_status(&msg, ld, (uint32_t)i))) {

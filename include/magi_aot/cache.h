@@ -126,6 +126,53 @@ MAGI_API magi_status magi_cache_get(void **out, size_t *out_len,
  * entry; MAGI_ERR_IO. */
 MAGI_API magi_status magi_cache_check_owner(magi_cache *c, const char *key);
 
+/* Remove flags. */
+#define MAGI_CACHE_REMOVE_CHECK_ONLY 0x1u /* check that the entry may be removed; remove nothing */
+
+/* Remove the entry under `key`. Only the entry's owner removes it: the
+ * entry file (opened without following a link) must be a regular file
+ * owned by the effective uid, so in a group-shared cache a member removes
+ * their own entries and is refused another's (the directory's mode would
+ * let them unlink it). The entry is moved into quarantine/ and unlinked
+ * there only when what was moved is the file checked; an entry published
+ * under the key meanwhile is put back and the call fails. A reader that
+ * has the entry open keeps reading a complete one.
+ * Errors: MAGI_ERR_NOT_FOUND when there is no entry; MAGI_ERR_INVALID_ARG
+ * naming the entry and its owner's uid, or saying that it is not a regular
+ * file (`cache verify` quarantines such a thing), or unknown flags;
+ * MAGI_ERR_IO (a replacement raced the removal: nothing removed). */
+MAGI_API magi_status magi_cache_remove(magi_cache *c, const char *key, unsigned flags);
+
+/* The cache key of a model's index (what the Python package's save
+ * backend and warm start publish for a model_tag, docs/CACHE.md "Model
+ * indices"): "index." followed by the tag with every character (a UTF-8
+ * sequence counts as one) outside [A-Za-z0-9._-] replaced by '_', cut to
+ * 150 characters; an empty tag is "_". MAGI_ERR_INVALID_ARG for a tag that
+ * is not valid UTF-8. */
+MAGI_API magi_status magi_cache_index_key(char out[MAGI_CACHE_KEY_MAX + 1], const char *model_tag);
+
+typedef struct magi_cache_remove_report {
+    size_t indexes;        /* model indices removed: the tag's and its parts' */
+    size_t regions;        /* region entries removed: named by no other index */
+    size_t regions_kept;   /* region entries another model's index still names */
+    size_t missing;        /* keys the indices name that were not in the cache */
+} magi_cache_remove_report;
+
+/* Remove a model's index (magi_cache_index_key(model_tag)), the indices of
+ * its parts (a model served per submodule records them in its index's
+ * "split"), and the region entries they name that no other index in the
+ * cache names. Everything to remove is checked first (as
+ * magi_cache_remove with MAGI_CACHE_REMOVE_CHECK_ONLY) and nothing is
+ * removed when any check fails; the indices go first, so a concurrent
+ * warm start meets a miss rather than an index naming missing regions.
+ * rep may be NULL.
+ * Errors: MAGI_ERR_NOT_FOUND when there is no index for the tag;
+ * MAGI_ERR_CORRUPT naming an index that is not a model index (JSON with a
+ * "regions" list) - the tag's, or another that could name the same
+ * regions; the errors of magi_cache_remove. */
+MAGI_API magi_status magi_cache_remove_model(magi_cache_remove_report *rep, magi_cache *c,
+                                             const char *model_tag);
+
 /* List the entries (header check only; content not hashed), sorted by key.
  * *out is owned by the caller (magi_free()); *n may be 0. Entries that
  * cannot be listed (a name that is not a key, an entry that cannot be

@@ -326,6 +326,18 @@ MAGI_API uint32_t magi_region_count_placeholders(const magi_region *r);
  * O(log n): the subgraphs are sorted by name. */
 MAGI_API const magi_subgraph *magi_region_find_subgraph(const magi_region *r, const char *name);
 
+/* What a save checks beyond a document's form: every dtype the region
+ * names (example tensors' "dtype", {"dtype": ...} arguments) is one of the
+ * library's dtype table (magi_dtype_lookup, ops.h), and every symbol its
+ * expressions name (example shapes, strides and offsets, SymInt examples,
+ * {"sym": ...} arguments) is declared in its symbols. The readers keep
+ * both as given; `magi-aot save`, `cache put` and the Python package's
+ * save call this, so a producer's typo ("bfloat61", "s1" for "s0") is
+ * refused when it is saved. MAGI_ERR_FORMAT naming the node and the field
+ * ("node 'x' (#0): meta.example_value.dtype: unknown dtype 'bfloat61' ...",
+ * prefixed "subgraph 'NAME': " in a subgraph); MAGI_ERR_NOMEM. Reads only. */
+MAGI_API magi_status magi_region_check_names(const magi_region *r);
+
 /* Deep-copy a region into a fresh arena (passes work on copies).
  * Owned by the caller; on failure *out is NULL. */
 MAGI_API magi_status magi_region_clone(magi_region **out, const magi_region *src);

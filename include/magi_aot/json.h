@@ -5,7 +5,12 @@
  * version 1 (another version is refused naming both), the top-level keys,
  * nodes, values and example values. Legacy keys (`example_inputs`,
  * `triton_kernel_info`) are dropped and listed in region->dropped_legacy;
- * unknown top-level or node keys are skipped and listed in region->ignored.
+ * unknown keys (top-level, node, `meta`, and near-misses of the
+ * compile_config keys the loader reads) are skipped and listed in
+ * region->ignored by their JSON path ("graph.nodes[1].kwrags (node 'y')"),
+ * for the caller to warn about, or refused with MAGI_JSON_READ_STRICT.
+ * What a save checks beyond the form (dtypes, declared symbols) is
+ * magi_region_check_names() (graph.h).
  * Errors name the node and field:
  *   node 'tensor_1' (#17): args[0]: unknown value tag 'foo'
  *
@@ -33,6 +38,19 @@ MAGI_API magi_status magi_json_read(magi_region **out, const char *text, size_t 
 /* Read a JSON file; errors name the file. */
 MAGI_API magi_status magi_json_read_file(magi_region **out, const char *path,
                                          const magi_read_limits *opts);
+
+/* Reader flags. */
+#define MAGI_JSON_READ_STRICT 0x1u /* refuse unknown keys (MAGI_ERR_FORMAT naming
+                                      the key's JSON path) instead of listing
+                                      them in region->ignored; legacy keys are
+                                      still dropped */
+
+/* magi_json_read / magi_json_read_file with flags (MAGI_JSON_READ_*;
+ * others are MAGI_ERR_INVALID_ARG). */
+MAGI_API magi_status magi_json_read_ex(magi_region **out, const char *text, size_t len,
+                                       const magi_read_limits *opts, unsigned flags);
+MAGI_API magi_status magi_json_read_file_ex(magi_region **out, const char *path,
+                                            const magi_read_limits *opts, unsigned flags);
 
 #define MAGI_JSON_PRETTY 0x1u  /* indent 2; default is compact */
 #define MAGI_JSON_STRICT_UTF8 0x2u /* refuse strings that are not UTF-8 */

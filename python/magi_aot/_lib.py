@@ -237,6 +237,7 @@ class LoaderOptions(Structure):
 
 LOAD_TRANSPORTS = {None: 0, "auto": 0, "nccl": 1, "copy_engine": 2}
 SYMM_TRANSPORTS = {0: "copy_engine", 1: "nccl"}
+JSON_READ_STRICT = 0x1  # MAGI_JSON_READ_STRICT (json.h)
 TRANSPORT_SOURCES = {0: "option", 1: "compile_config", 2: "default"}
 
 
@@ -305,6 +306,8 @@ _PROTOS = {
     "magi_region_count_placeholders": (c_uint32, [c_void_p]),
     "magi_json_read": (_STATUS, [POINTER(c_void_p), c_char_p, c_size_t, POINTER(LoadOptions)]),
     "magi_json_read_file": (_STATUS, [POINTER(c_void_p), c_char_p, POINTER(LoadOptions)]),
+    "magi_json_read_ex": (_STATUS, [POINTER(c_void_p), c_char_p, c_size_t, POINTER(LoadOptions), c_uint]),
+    "magi_region_check_names": (_STATUS, [c_void_p]),
     "magi_json_write": (_STATUS, [POINTER(c_void_p), POINTER(c_size_t), c_void_p, c_uint]),
     "magi_marshal_write": (_STATUS, [POINTER(c_void_p), POINTER(c_size_t), c_void_p]),
     "magi_doc_walk": (_STATUS, [c_void_p, c_void_p, c_void_p, POINTER(c_uint32)]),
@@ -340,6 +343,7 @@ _PROTOS = {
                                  c_char_p, c_char_p, c_uint64]),
     "magi_cache_region_key": (_STATUS, [c_char_p, c_void_p]),
     "magi_cache_check_owner": (_STATUS, [c_void_p, c_char_p]),
+    "magi_cache_index_key": (_STATUS, [c_char_p, c_char_p]),
     "magi_symm_plan_build": (_STATUS, [POINTER(c_void_p), POINTER(c_void_p), c_uint32,
                                        POINTER(SymmPlanOptions)]),
     "magi_symm_plan_free": (None, [c_void_p]),
@@ -590,11 +594,16 @@ class CRegion(OwnedHandle):
         self.ptr = ptr
 
     @classmethod
-    def from_json_text(cls, text):
+    def from_json_text(cls, text, strict=False):
+        """Read a magi-fx document; strict: refuse unknown keys
+        (MAGI_JSON_READ_STRICT) instead of listing them in ignored()."""
         if isinstance(text, str):
             text = text.encode("utf-8")
         out = c_void_p()
-        lib.magi_json_read(byref(out), text, len(text), None)
+        if strict:
+            lib.magi_json_read_ex(byref(out), text, len(text), None, JSON_READ_STRICT)
+        else:
+            lib.magi_json_read(byref(out), text, len(text), None)
         return cls(out)
 
     @classmethod

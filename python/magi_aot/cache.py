@@ -10,7 +10,6 @@ No torch: reading a cache works without PyTorch.
 import ctypes
 import json
 import os
-import re
 from ctypes import byref, c_void_p
 
 from ._lib import CachePutResult, MagiError, OwnedHandle, cstr, has, lib
@@ -95,8 +94,11 @@ def cache_get(cache_dir, key, *, transport=None, rank=None, world=None, keep_cas
 
 
 def index_key(model_tag):
-    """Cache key of a model's region list."""
-    return "index." + (re.sub(r"[^A-Za-z0-9._-]", "_", str(model_tag)) or "_")[:150]
+    """Cache key of a model's region list (magi_cache_index_key: the one
+    the library and `magi-aot cache rm DIR --model TAG` use)."""
+    out = ctypes.create_string_buffer(256)
+    lib.magi_cache_index_key(out, str(model_tag).encode("utf-8", "replace"))
+    return out.value.decode("ascii")
 
 
 def read_index(cache_dir, model_tag):

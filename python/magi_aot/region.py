@@ -313,9 +313,12 @@ def load_many(paths, *, transport=None, window_cap_bytes=0, rank=None, world=Non
     _check_transport(transport)
     paths = [os.fspath(p) for p in paths]
     arr = (c_char_p * max(1, len(paths)))(*[cstr(p) for p in paths])
-    return _run_loader(lambda ld: lib.magi_loader_load(ld, arr, len(paths)), transport=transport,
-                       window_cap_bytes=window_cap_bytes, rank=rank, world=world, rank_local=rank_local,
-                       keep_cast_pad=keep_cast_pad)
+    regions = _run_loader(lambda ld: lib.magi_loader_load(ld, arr, len(paths)), transport=transport,
+                          window_cap_bytes=window_cap_bytes, rank=rank, world=world, rank_local=rank_local,
+                          keep_cast_pad=keep_cast_pad)
+    for p, reg in zip(paths, regions):
+        _warn_ignored(p, reg.ignored, "Region.ignored lists it")
+    return regions
 
 
 def load(path, *, transport=None, rank=None, world=None, rank_local=None, keep_cast_pad=False):
@@ -394,12 +397,25 @@ def _dumps(doc):
     return json.dumps(doc, allow_nan=False, default=str, separators=(",", ":"))
 
 
-def save_doc(doc, path):
+def _warn_ignored(what, ignored, hint):
+    """One warning per unknown key a reader skipped (its JSON path)."""
+    import warnings
+    for key in ignored:
+        warnings.warn("%s: unknown key %s skipped (%s)" % (what, key, hint), stacklevel=3)
+
+
+def save_doc(doc, path, *, strict=False):
     """Validate a magi-fx document with the C reader and write it atomically:
     as magi-fx JSON when `path` ends in .json, else as an artifact v1.
+    Unknown keys are skipped with a warning naming each by its JSON path
+    (strict=True refuses them: MagiError); a dtype outside the library's
+    table or a symbol the document does not declare is refused
+    (magi_region_check_names), naming the node and field.
     Returns {"path", "bytes", "fingerprint", "nodes"}."""
     path = os.fspath(path)
-    with CRegion.from_json_text(_dumps(doc)) as r:
+    with CRegion.from_json_text(_dumps(doc), strict=strict) as r:
+        lib.magi_region_check_names(r.ptr)
+        _warn_ignored(path, r.ignored(), "strict=True refuses it")
         if path.endswith(".json"):
             text = r.to_json_text(pretty=True).encode("utf-8")
             lib.magi_write_file_atomic(cstr(path), text, len(text))
@@ -410,13 +426,14 @@ def save_doc(doc, path):
                 "nodes": r.struct.n_nodes}
 
 
-def save(gm, path, *, model_tag, model_idx=0, traced_files=(), compile_config=None):
+def save(gm, path, *, model_tag, model_idx=0, traced_files=(), compile_config=None, strict=False):
     """Walk a torch.fx.GraphModule (metadata only, never tensor data) and save
-    it (see save_doc)."""
+    it (see save_doc; strict: refuse unknown keys, e.g. a misspelt
+    compile_config["fsdp_config"]["transport"])."""
     from .fx import graph_to_doc
     doc = graph_to_doc(gm, model_tag=model_tag, model_idx=model_idx,
                        traced_files=traced_files, compile_config=compile_config)
-    return save_doc(doc, path)
+    return save_doc(doc, path, strict=strict)
 
 
 def fingerprint(path_or_gm):

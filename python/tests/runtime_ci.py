@@ -1192,6 +1192,13 @@ class EndToEndFourRanks(unittest.TestCase):
                    "--out", d, "--world", str(WORLD), "--inductor", "--launch-timeout", "400"]
             proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=560)
             self.assertEqual(proc.returncode, 0, proc.stdout[-6000:] + proc.stderr[-3000:])
+            last = proc.stdout.strip().splitlines()[-1]
+            # the verdict names what went to the copy engine and what stayed on c10d
+            self.assertTrue(last.startswith("fsdp_e2e: PASS: 6 gathers on the copy engine ("), last)
+            self.assertIn("(coalesced)", last)
+            self.assertIn("2 kept on c10d (", last)
+            self.assertIn(": cast", last)
+            self.assertIn(": pad", last)
             with open(os.path.join(d, "rank0.json")) as f:
                 first = json.load(f)
             for r in range(WORLD):

@@ -85,6 +85,57 @@ class FixtureLoad(unittest.TestCase):
             self.assertEqual(magi_aot.load(art, transport=None).doc, read_fixture("block"))
 
 
+    def test_unknown_keys_warn_and_strict_refuses(self):
+        import warnings
+        doc = read_fixture("block")
+        doc["compile_config"] = {"fsdp_config": {"transprt": "copy_engine"}}
+        doc["graph"]["nodes"][1]["kwrags"] = {}
+        doc["example_inputs"] = [1]
+        with tempfile.TemporaryDirectory() as d:
+            art = os.path.join(d, "x.magi")
+            with warnings.catch_warnings(record=True) as got:
+                warnings.simplefilter("always")
+                magi_aot.save_doc(doc, art)
+            text = [str(w.message) for w in got]
+            self.assertTrue(any("compile_config.fsdp_config.transprt (did you mean transport?)" in t
+                                for t in text), text)
+            self.assertTrue(any("graph.nodes[1].kwrags" in t for t in text), text)
+            self.assertFalse(any("example_inputs" in t for t in text), text)  # legacy: silent
+            os.unlink(art)
+            with self.assertRaises(MagiError) as e:
+                magi_aot.save_doc(doc, art, strict=True)
+            self.assertIn("unknown key", e.exception.message)
+            self.assertFalse(os.path.exists(art))
+            src = os.path.join(d, "x.json")
+            with open(src, "w") as f:
+                json.dump(doc, f)
+            with warnings.catch_warnings(record=True) as got:
+                warnings.simplefilter("always")
+                r = magi_aot.load(src, transport=None)
+            self.assertTrue(any("x.json: unknown key graph.nodes[1].kwrags" in str(w.message) for w in got),
+                            [str(w.message) for w in got])
+            self.assertEqual(r.transport_source, "default")
+
+    def test_save_refuses_unknown_dtype_and_undeclared_symbol(self):
+        doc = read_fixture("block")
+        ph = next(n for n in doc["graph"]["nodes"] if n.get("meta", {}).get("example_value", {}).get("kind") == "tensor")
+        bad = copy.deepcopy(doc)
+        nb = next(n for n in bad["graph"]["nodes"] if n["name"] == ph["name"])
+        nb["meta"]["example_value"]["dtype"] = "bfloat61"
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "x.magi")
+            with self.assertRaises(MagiError) as e:
+                magi_aot.save_doc(bad, out)
+            self.assertIn("node '%s'" % ph["name"], e.exception.message)
+            self.assertIn("meta.example_value.dtype: unknown dtype 'bfloat61'", e.exception.message)
+            bad = copy.deepcopy(doc)
+            nb = next(n for n in bad["graph"]["nodes"] if n["name"] == ph["name"])
+            nb["meta"]["example_value"]["shape"][0] = "s12345"
+            with self.assertRaises(MagiError) as e:
+                magi_aot.save_doc(bad, out)
+            self.assertIn("meta.example_value.shape[0]: 's12345' names symbol 's12345'", e.exception.message)
+            self.assertFalse(os.path.exists(out))
+
     def test_legacy_v0_files_load_like_their_json(self):
         import glob
         v0 = sorted(glob.glob(os.path.join(ROOT, "fixtures", "v0", "*.v0")))
@@ -463,6 +514,48 @@ class LibraryDiscovery(unittest.TestCase):
 
     def test_version(self):
         self.assertRegex(magi_aot.library_version(), r"^\d+\.\d+\.\d+$")
+
+class LoadReportRepr(unittest.TestCase):
+    """The warm start's report reads served, code path and reason first;
+    the stored code's digests come only on request."""
+
+    def _report(self):
+        from magi_aot.report import LoadReport
+        blobs = [{"name": "kernel_%d.so" % i, "size": 10, "sha256": "%064x" % i} for i in range(19)]
+        return LoadReport(timings={"total_s": 0.41234567}, recompiles=[], reason=None, served="stored",
+                          header={"blobs": blobs, "traced_files": {"model.py": "ab" * 32}, "key": {}},
+                          code_path="direct", code_path_reason=None)
+
+    def test_repr_leads_with_what_a_user_reads(self):
+        text = repr(self._report())
+        self.assertTrue(text.startswith("LoadReport(served='stored', code_path='direct', reason=None, "), text)
+        self.assertNotIn("%064x" % 3, text)          # no digest
+        self.assertIn("19 blobs, 1 traced files; .digests()", text)
+        self.assertIn("'total_s': 0.412", text)
+        self.assertLess(len(text), 400, text)
+        self.assertEqual(str(self._report()), text)
+
+    def test_digests_on_request_and_dict_unchanged(self):
+        r = self._report()
+        d = r.digests()
+        self.assertEqual(len(d["blobs"]), 19)
+        self.assertEqual(d["blobs"]["kernel_3.so"], "%064x" % 3)
+        self.assertEqual(d["traced_files"], {"model.py": "ab" * 32})
+        self.assertEqual(r["header"]["blobs"][0]["sha256"], "%064x" % 0)   # still a dict
+        self.assertIsInstance(r, dict)
+        from magi_aot.report import LoadReport
+        self.assertEqual(LoadReport(served="traced").digests(), {"blobs": {}, "traced_files": {}})
+
+    def test_warm_start_report_is_one(self):
+        try:
+            import torch
+        except ImportError:
+            self.skipTest("torch is not importable")
+        from magi_aot.report import LoadReport
+        with tempfile.TemporaryDirectory() as d:
+            fwd = magi_aot.warm_start(torch.nn.Linear(2, 2), d, model_tag="x")
+            self.assertIsInstance(fwd.report, LoadReport)
+            self.assertTrue(repr(fwd.report).startswith("LoadReport(served=None, code_path=None, reason="))
 
 
 if __name__ == "__main__":

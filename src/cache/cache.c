@@ -725,6 +725,63 @@ cleanup:
     return st;
 }
 
+/* ---- remove ---- */
+
+const char *magi_cache_dir_path(const magi_cache *c) { return c->dir; }
+
+magi_status magi_cache_remove(magi_cache *c, const char *key, unsigned flags) {
+    magi_status st = MAGI_OK;
+    char *path = NULL;
+    int fd = -1;
+    MAGI_ARG_NONNULL(c);
+    MAGI_ARG_NONNULL(key);
+    MAGI_ARG_CHECK(!(flags & ~MAGI_CACHE_REMOVE_CHECK_ONLY), "unknown flags 0x%x", flags);
+    MAGI_CHECK(magi_cache_key_check(key));
+    path = path_join(c->entries, key);
+    if (!path) MAGI_FAIL(MAGI_ERR_NOMEM, "cache: out of memory");
+    fd = openat(c->entries_fd, key, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0) {
+        if (errno == ENOENT) MAGI_FAIL(MAGI_ERR_NOT_FOUND, "cache miss: no entry for key '%s'", key);
+        if (errno == ELOOP)
+            MAGI_FAIL(MAGI_ERR_INVALID_ARG, "cache entry %s: a symbolic link, not an entry "
+                      "(`magi-aot cache verify %s` moves it to quarantine)", path, c->dir);
+        MAGI_FAIL(MAGI_ERR_IO, "cache entry %s: cannot open: %s", path, strerror(errno));
+    }
+    struct stat sb, moved;
+    if (fstat(fd, &sb) != 0) MAGI_FAIL(MAGI_ERR_IO, "cache entry %s: cannot stat: %s", path, strerror(errno));
+    if (!S_ISREG(sb.st_mode))
+        MAGI_FAIL(MAGI_ERR_INVALID_ARG, "cache entry %s: not a regular file "
+                  "(`magi-aot cache verify %s` moves it to quarantine)", path, c->dir);
+    if (sb.st_uid != geteuid())
+        MAGI_FAIL(MAGI_ERR_INVALID_ARG, "cache entry %s: owned by uid %lu, not by this user (uid %lu); "
+                  "only its owner removes it", path, (unsigned long)sb.st_uid, (unsigned long)geteuid());
+    if (flags & MAGI_CACHE_REMOVE_CHECK_ONLY) goto cleanup;
+    /* Move it aside, then unlink what was moved only if it is the file
+     * checked: a writer may have published another under the key since. */
+    char name[MAGI_CACHE_KEY_MAX + 64];
+    snprintf(name, sizeof name, "%s.%ld.%lld.rm", key, (long)getpid(), (long long)now_ns());
+    if (renameat(c->entries_fd, key, c->q_fd, name) != 0) {
+        if (errno == ENOENT) MAGI_FAIL(MAGI_ERR_NOT_FOUND, "cache miss: no entry for key '%s' (removed meanwhile)", key);
+        MAGI_FAIL(MAGI_ERR_IO, "cache entry %s: cannot move it out: %s", path, strerror(errno));
+    }
+    if (fstatat(c->q_fd, name, &moved, AT_SYMLINK_NOFOLLOW) != 0 || moved.st_ino != sb.st_ino ||
+        moved.st_dev != sb.st_dev) {
+        if (linkat(c->q_fd, name, c->entries_fd, key, 0) == 0 || errno == EEXIST) unlinkat(c->q_fd, name, 0);
+        fsync_dir(c->entries_fd);
+        MAGI_FAIL(MAGI_ERR_IO, "cache entry %s: replaced by another writer while being removed; "
+                  "the new entry is kept, nothing was removed", path);
+    }
+    if (unlinkat(c->q_fd, name, 0) != 0)
+        MAGI_FAIL(MAGI_ERR_IO, "cache entry %s: moved to %s/%s but cannot remove it there: %s "
+                  "(`cache gc` deletes quarantined files)", path, c->quarantine, name, strerror(errno));
+    fsync_dir(c->entries_fd);
+    fsync_dir(c->q_fd);
+cleanup:
+    if (fd >= 0) close(fd);
+    free(path);
+    return st;
+}
+
 /* ---- list / verify / gc ---- */
 
 static int cmp_key(const void *a, const void *b) {

@@ -14,4 +14,7 @@
 int magi_cache_key_is_fingerprint(const char *key);
 int magi_cache_content_check(const char *key, const void *data, size_t len, char *why, size_t cap);
 
+/* The directory a cache handle was opened on (for messages; cache.c). */
+const char *magi_cache_dir_path(const magi_cache *c);
+
 #endif

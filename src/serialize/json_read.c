@@ -16,6 +16,8 @@ typedef struct reader {
     char path[512];        /* field path inside the node, e.g. args[0] */
     size_t path_len;
     int nomem;             /* a dup() failed (checked once at the end) */
+    unsigned flags;        /* MAGI_JSON_READ_* */
+    const char *graph_path;/* JSON path of the node array being read */
 } reader;
 
 static magi_status fail(reader *rd, magi_status code, const char *fmt, ...)
@@ -393,6 +395,62 @@ static magi_status report_key(reader *rd, const char ***list, uint32_t *n, const
     return magi_region_note(rd->r, list, n, what);
 }
 
+/* A key the spec does not define, at JSON path `what`: listed in
+ * r->ignored (the caller warns), or refused under MAGI_JSON_READ_STRICT. */
+static magi_status unknown_key(reader *rd, const char *what) {
+    if (rd->flags & MAGI_JSON_READ_STRICT)
+        return magi_set_error(MAGI_ERR_FORMAT, "unknown key %s (refused: strict reading)", what);
+    return report_key(rd, &rd->r->ignored, &rd->r->n_ignored, what);
+}
+
+/* Edit distance of a and b, up to 3 (3 means "3 or more"): a key this
+ * close to one the library reads is taken for a misspelling of it. */
+static int near_miss(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 64 || lb > 64 || (la > lb ? la - lb : lb - la) > 2) return 3;
+    int prev[65], cur[65];
+    for (size_t j = 0; j <= lb; j++) prev[j] = (int)j;
+    for (size_t i = 1; i <= la; i++) {
+        cur[0] = (int)i;
+        for (size_t j = 1; j <= lb; j++) {
+            int ca = a[i - 1] >= 'A' && a[i - 1] <= 'Z' ? a[i - 1] + 32 : a[i - 1];
+            int cb = b[j - 1] >= 'A' && b[j - 1] <= 'Z' ? b[j - 1] + 32 : b[j - 1];
+            int best = prev[j - 1] + (ca != cb);
+            if (prev[j] + 1 < best) best = prev[j] + 1;
+            if (cur[j - 1] + 1 < best) best = cur[j - 1] + 1;
+            cur[j] = best;
+        }
+        memcpy(prev, cur, sizeof(int) * (lb + 1));
+    }
+    return prev[lb] < 3 ? prev[lb] : 3;
+}
+
+/* compile_config is opaque JSON, but the loader reads
+ * compile_config.fsdp_config.transport: a key that misspells one of those
+ * two (or either with another case) is an unknown key, not an opaque one. */
+static magi_status check_compile_config(reader *rd, json_t *cc) {
+    const char *k;
+    json_t *v;
+    char what[300];
+    magi_status st;
+    if (!json_is_object(cc)) return MAGI_OK;
+    json_object_foreach(cc, k, v) {
+        if (strcmp(k, "fsdp_config") && near_miss(k, "fsdp_config") < 3) {
+            snprintf(what, sizeof what, "compile_config.%s (did you mean fsdp_config?)", k);
+            if ((st = unknown_key(rd, what))) return st;
+        }
+    }
+    json_t *fsdp = json_object_get(cc, "fsdp_config");
+    if (!json_is_object(fsdp)) return MAGI_OK;
+    json_object_foreach(fsdp, k, v) {
+        if (strcmp(k, "transport") && near_miss(k, "transport") < 3) {
+            snprintf(what, sizeof what, "compile_config.fsdp_config.%s (did you mean transport?)", k);
+            if ((st = unknown_key(rd, what))) return st;
+        }
+    }
+    return MAGI_OK;
+}
+
 static magi_status read_node(reader *rd, json_t *j, magi_node *node) {
     static const char *const node_keys[] = {"name", "op", "target", "args", "kwargs", "meta", "input_kind", NULL};
     magi_status st = MAGI_OK;
@@ -458,9 +516,9 @@ static magi_status read_node(reader *rd, json_t *j, magi_node *node) {
         json_t *val;
         json_object_foreach(meta, k, val) {
             if (strcmp(k, "example_value")) {
-                char what[300];
-                snprintf(what, sizeof what, "node '%s' (#%u): meta.%s", rd->cur_name, rd->cur, k);
-                if ((st = report_key(rd, &rd->r->ignored, &rd->r->n_ignored, what))) return st;
+                char what[600];
+                snprintf(what, sizeof what, "%s[%u].meta.%s (node '%s')", rd->graph_path, rd->cur, k, rd->cur_name);
+                if ((st = unknown_key(rd, what))) return st;
             }
         }
     }
@@ -468,9 +526,9 @@ static magi_status read_node(reader *rd, json_t *j, magi_node *node) {
     json_t *val;
     json_object_foreach(j, k, val) {
         if (is_known_key(k, node_keys)) continue;
-        char what[300];
-        snprintf(what, sizeof what, "node '%s' (#%u): %s", rd->cur_name, rd->cur, k);
-        if ((st = report_key(rd, &rd->r->ignored, &rd->r->n_ignored, what))) return st;
+        char what[600];
+        snprintf(what, sizeof what, "%s[%u].%s (node '%s')", rd->graph_path, rd->cur, k, rd->cur_name);
+        if ((st = unknown_key(rd, what))) return st;
     }
     return MAGI_OK;
 }
@@ -544,7 +602,12 @@ static magi_status read_subgraphs(reader *rd, json_t *subs) {
             return magi_set_error(MAGI_ERR_FORMAT, "subgraph '%s': missing 'nodes' array", k);
         if (json_object_size(sv) != 1)
             return magi_set_error(MAGI_ERR_FORMAT, "subgraph '%s': only 'nodes' is allowed", k);
-        if ((st = read_nodes(rd, nodes, "nodes", &sg->nodes, &sg->n_nodes)))
+        char where[300];
+        snprintf(where, sizeof where, "subgraphs.%s.nodes", k);
+        rd->graph_path = where;
+        st = read_nodes(rd, nodes, "nodes", &sg->nodes, &sg->n_nodes);
+        rd->graph_path = NULL;
+        if (st)
             return magi_error_prefix(st, "subgraph '%s'", k);
     }
     qsort(r->subgraphs, n, sizeof *r->subgraphs, subgraph_cmp);
@@ -598,6 +661,7 @@ static magi_status read_document(reader *rd, json_t *root) {
             if (!text) return fail(rd, MAGI_ERR_NOMEM, "out of memory");
             r->compile_config_json = dup(rd, text);
             free(text);
+            if ((st = check_compile_config(rd, val))) return st;
             r->flags |= MAGI_REGION_HAS_COMPILE_CONFIG;
         } else if (!strcmp(key, "symbols")) {
             if (!json_is_object(val)) return fail(rd, MAGI_ERR_FORMAT, "must be an object");
@@ -625,13 +689,14 @@ static magi_status read_document(reader *rd, json_t *root) {
         } else if (!strcmp(key, "example_inputs") || !strcmp(key, "triton_kernel_info")) {
             if ((st = report_key(rd, &r->dropped_legacy, &r->n_dropped_legacy, key))) return st;
         } else {
-            if ((st = report_key(rd, &r->ignored, &r->n_ignored, key))) return st;
+            if ((st = unknown_key(rd, key))) return st;
         }
         path_pop(rd, old);
     }
     json_t *graph = json_object_get(root, "graph");
     json_t *nodes = graph ? json_object_get(graph, "nodes") : NULL;
     if (!json_is_array(nodes)) return fail(rd, MAGI_ERR_FORMAT, "missing 'graph.nodes' array");
+    rd->graph_path = "graph.nodes";
     if ((st = read_nodes(rd, nodes, "graph.nodes", &r->nodes, &r->n_nodes))) return st;
     json_t *subs = json_object_get(root, "subgraphs");
     if (subs) return read_subgraphs(rd, subs);
@@ -639,6 +704,11 @@ static magi_status read_document(reader *rd, json_t *root) {
 }
 
 magi_status magi_json_read(magi_region **out, const char *text, size_t len, const magi_read_limits *opts) {
+    return magi_json_read_ex(out, text, len, opts, 0);
+}
+
+magi_status magi_json_read_ex(magi_region **out, const char *text, size_t len, const magi_read_limits *opts,
+                              unsigned flags) {
     magi_status st = MAGI_OK;
     json_t *root = NULL;
     reader rd;
@@ -646,6 +716,8 @@ magi_status magi_json_read(magi_region **out, const char *text, size_t len, cons
     MAGI_ARG_NONNULL(out);
     *out = NULL;
     MAGI_ARG_NONNULL(text);
+    MAGI_ARG_CHECK(!(flags & ~MAGI_JSON_READ_STRICT), "unknown flags 0x%x", flags);
+    rd.flags = flags;
     if ((st = magi_read_limits_resolve(&rd.opts, opts))) return st;
     if (len > rd.opts.max_input_bytes)
         return magi_set_error(MAGI_ERR_LIMIT, "JSON input of %zu bytes exceeds the limit of %llu bytes", len,
@@ -672,6 +744,11 @@ cleanup:
 }
 
 magi_status magi_json_read_file(magi_region **out, const char *path, const magi_read_limits *opts) {
+    return magi_json_read_file_ex(out, path, opts, 0);
+}
+
+magi_status magi_json_read_file_ex(magi_region **out, const char *path, const magi_read_limits *opts,
+                                   unsigned flags) {
     magi_read_limits o;
     char *text = NULL;
     size_t len = 0;
@@ -682,7 +759,7 @@ magi_status magi_json_read_file(magi_region **out, const char *path, const magi_
     if (st) return st;
     st = magi_read_file(path, o.max_input_bytes, &text, &len);
     if (st) return st;
-    st = magi_json_read(out, text, len, &o);
+    st = magi_json_read_ex(out, text, len, &o, flags);
     free(text);
     if (st) magi_error_prefix(st, "%s", path);
     return st;

@@ -460,7 +460,8 @@ class BoundForward:
         self.store_code = store_code
         self.region = None
         self.fn = None
-        self.report = {"served": None, "reason": None, "recompiles": []}
+        from ..report import LoadReport  # a dict whose repr leads with served, code path, reason
+        self.report = LoadReport(served=None, reason=None, recompiles=[])
         self._sig = inspect.signature(model.forward)
         self._plan = None
         self._entry = None
