@@ -364,6 +364,7 @@ _PROTOS = {
     "magi_loader_plan": (c_void_p, [c_void_p]),
     "magi_loader_lowered": (POINTER(Lowered), [POINTER(c_uint32), c_void_p, c_uint32]),
     "magi_localize": (_STATUS, [POINTER(c_uint32), c_void_p]),
+    "magi_localize_rank": (_STATUS, [POINTER(c_uint32), c_void_p, POINTER(SymmBackendConfig)]),
     "magi_cost_keys": (_STATUS, [POINTER(c_void_p), c_void_p]),
     "magi_cost_keyset_free": (None, [c_void_p]),
     "magi_cost_keyset_node_count": (c_uint32, [c_void_p]),

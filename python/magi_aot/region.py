@@ -19,7 +19,7 @@ from ctypes import byref, c_char_p, c_size_t, c_uint8, c_uint32, c_void_p
 
 from . import docio
 from ._lib import (LOAD_TRANSPORTS, SYMM_TRANSPORTS, TRANSPORT_SOURCES, CRegion, LoadedInfo,
-                   LoaderOptions, MagiError, cstr, has, lib)
+                   LoaderOptions, MagiError, SymmBackendConfig, cstr, has, lib, struct_version)
 from .loaded import LoadedSet
 
 __all__ = ["Region", "load", "load_many", "load_bytes", "load_buffers", "save", "save_doc", "fingerprint", "inputs",
@@ -373,12 +373,21 @@ def region_from_doc(doc, *, transport=False):
         return _build(r, None, t0)
 
 
-def localized(region):
-    """rebuild.localize(): magi_localize on a copy of the region's document."""
+def localized(region, rank=None, world=None):
+    """rebuild.localize(): magi_localize_rank on a copy of the region's
+    document, for `rank` of `world` (consecutive ranks); without them the
+    tracing rank's view (magi_localize)."""
     t0 = time.perf_counter()
+    if (rank is None) != (world is None):
+        raise ValueError("localize: give rank= and world= together (or neither: the tracing rank's view)")
     with CRegion.from_json_text(_dumps(region.doc)) as r:
         n = c_uint32()
-        lib.magi_localize(byref(n), r.ptr)
+        if world is None:
+            lib.magi_localize(byref(n), r.ptr)
+        else:
+            cfg = SymmBackendConfig(version=struct_version(SymmBackendConfig.REVISION, SymmBackendConfig),
+                                    rank=int(rank), world=int(world))
+            lib.magi_localize_rank(byref(n), r.ptr, byref(cfg))
         out = _build(r, region.path, t0)
     out.fingerprint = region.fingerprint  # of the region as read
     for k in ("transport", "transport_source", "rewrite_report", "bind_report", "n_rewritten",

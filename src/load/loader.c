@@ -206,14 +206,14 @@ static magi_status keep_read_nodes(entry *e) {
     return MAGI_OK;
 }
 
-/* The rank-local form (magi_localize), before the lowering. */
-static magi_status localize_region(entry *e) {
+/* The rank-local form for the bound rank (magi_localize_rank), before the lowering. */
+static magi_status localize_region(magi_loader *ld, entry *e) {
     magi_region *r = e->region;
     uint32_t n = 0, any = 0; /* n: the placeholders changed */
     for (uint32_t i = 0; i < r->n_nodes && !any; i++) any = magi_node_op_flag(&r->nodes[i], MAGI_OPF_TO_LOCAL);
     if (!any) return MAGI_OK;
     magi_status st = keep_read_nodes(e);
-    if (!st) st = magi_localize(&n, r);
+    if (!st) st = magi_localize_rank(&n, r, &ld->o.bind);
     return st ? magi_error_prefix(st, "%s", e->path) : MAGI_OK;
 }
 
@@ -284,7 +284,7 @@ static magi_status load_set(magi_loader *ld, const char *fn, const char *const *
         MAGI_CHECK(read_region(ld, e));
         e->info.n_inputs = magi_region_count_placeholders(e->region);
         MAGI_CHECK(decide_transport(ld, e));
-        if (ld->o.rank_local) MAGI_CHECK(localize_region(e));
+        if (ld->o.rank_local) MAGI_CHECK(localize_region(ld, e));
         MAGI_CHECK(lower_region(ld, e));
     }
 
