@@ -292,6 +292,46 @@ class RuntimeThreads(_ThreadRanks, unittest.TestCase):
         self.assertLess(took, 15)
         self._assert_no_rendezvous_left()
 
+    def test_args_refuse_a_bound_weight_and_check_static_sizes(self):
+        torch = self.torch
+        store = self._store()
+
+        def rank(r):
+            rt = self._rt(r, store)
+            sh = self._shards(rt, r)
+            rt.bind(sh)
+            slotted = {s["weight"] for s in rt.slots}
+            rt.bind({p["target"]: torch.zeros(p["example_value"]["shape"],
+                                              dtype=getattr(torch, p["example_value"]["dtype"]))
+                     for p in rt.regions[0].placeholders
+                     if p["name"] != "l_x_" and p["example_value"].get("kind") == "tensor"
+                     and p["target"] not in slotted}, strict=False)
+            rt.ready()
+            x = torch.zeros(2, 5, 1024, dtype=torch.bfloat16)
+            errs = []
+            for values in ({"x": x, "L_self_parameters_wq_": sh["L_self_parameters_wq_"]},
+                           {"x": torch.zeros(3, 5, 1024, dtype=torch.bfloat16)},
+                           {"x": torch.zeros(2, 5, dtype=torch.bfloat16)}):
+                try:
+                    rt.args(self.region, values)
+                    errs.append(None)
+                except self.magi.MagiError as e:
+                    errs.append(e)
+            ok = rt.args(self.region, {"x": torch.zeros(2, 7, 1024, dtype=torch.bfloat16)})  # s27 = 7
+            rt.close()
+            return errs, ok
+        res = _threads(rank)
+        for r, v in res.items():
+            self.assertNotIsInstance(v, BaseException, repr(v))
+            (bound, dim, ndim), ok = v
+            self.assertIsNotNone(bound, "a value for a bound weight was taken")
+            self.assertIn("'l_self_parameters_wq_' is the bound weight", bound.message)
+            self.assertEqual(dim.status, "MAGI_ERR_MISMATCH")
+            self.assertIn("placeholder 'l_x_' dimension 0 is 2 in the region", dim.message)
+            self.assertIn("but 3 in the value given", dim.message)
+            self.assertIn("placeholder 'l_x_' has 3 dimensions", ndim.message)
+            self.assertIn(7, [a for a in ok if isinstance(a, int)])
+
     def test_bind_checks_shapes_and_completeness(self):
         torch = self.torch
         # world 1 cannot hold groups of 4: the runtime says so before binding
@@ -1221,6 +1261,107 @@ class EndToEndFourRanks(unittest.TestCase):
                     # never more gathered-but-unused bytes in flight than the bound
                     self.assertLessEqual(max(g["inflight_bytes"] for g in res["schedule_gathers"]),
                                          res["schedule_bound"][0])
+
+
+@unittest.skipUnless(HAVE_TORCH, TORCH_REASON)
+class RuntimeArgs(unittest.TestCase):
+    """rt.args on one rank: a Python number for a lifted 0-d scalar
+    placeholder (Dynamo's dynamic=True lifts RMSNorm's eps as a 0-d float64
+    tensor), other types and DTensors refused naming the placeholder,
+    static sizes checked."""
+
+    @staticmethod
+    def _model(torch):
+        class RMS(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.eps = 1e-6
+                self.w = torch.nn.Parameter(torch.randn(16), requires_grad=False)
+
+            def forward(self, x):
+                return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.w
+
+        class M(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.norm = RMS()
+                self.lin = torch.nn.Linear(16, 16, bias=False)
+
+            def forward(self, x):
+                return self.lin(self.norm(x))
+        torch.manual_seed(0)
+        return M().requires_grad_(False)
+
+    def _region(self, model, x, dynamic):
+        import torch
+        import magi_aot
+        gms = []
+
+        def capture(gm, example_inputs):
+            gms.append(gm)
+            return gm.forward
+        torch._dynamo.reset()
+        torch.compile(model, backend=capture, dynamic=dynamic)(x)
+        d = tempfile.mkdtemp()
+        self.addCleanup(__import__("shutil").rmtree, d)
+        magi_aot.save(gms[0], os.path.join(d, "r.magi"), model_tag="rms")
+        return magi_aot.load(os.path.join(d, "r.magi"))
+
+    def test_numbers_types_and_static_sizes(self):
+        import torch
+        import magi_aot
+        from magi_aot.runtime import SymmRuntime
+        model, x = self._model(torch), torch.randn(2, 8, 16)
+        region = self._region(model, x, True)
+        eps = [p for p in region.placeholders if p["name"].endswith("eps")]
+        self.assertEqual(len(eps), 1, [p["name"] for p in region.placeholders])
+        self.assertEqual((eps[0]["example_value"]["dtype"], eps[0]["example_value"]["shape"]), ("float64", []))
+        name = eps[0]["name"]
+        with SymmRuntime([region], device="cpu", rank=0, world=1, schedule=False) as rt:
+            rt.bind(dict(model.named_parameters()), strict=False)
+            args = rt.args(region, {"x": x, name: 1e-6})
+            scalar = [a for a in args if isinstance(a, torch.Tensor) and a.dim() == 0]
+            self.assertEqual([(a.dtype, a.item()) for a in scalar], [(torch.float64, 1e-6)])
+            out = rt.graph_module(region)(*args)
+            self.assertTrue(torch.equal(out[0] if isinstance(out, (tuple, list)) else out, model(x)))
+            with self.assertRaises(magi_aot.MagiError) as cm:
+                rt.args(region, {"x": x, name: "1e-6"})
+            self.assertIn("placeholder '%s' takes a tensor" % name, cm.exception.message)
+            self.assertIn("a str was given", cm.exception.message)
+            with self.assertRaises(magi_aot.MagiError) as cm:
+                rt.args(region, {"x": 3.0, name: 1e-6})
+            self.assertIn("placeholder 'l_x_' is a tensor of shape", cm.exception.message)
+        # a static region: another sequence length is named before torch sees it
+        static = self._region(model, x, False)
+        with SymmRuntime([static], device="cpu", rank=0, world=1, schedule=False) as rt:
+            rt.bind(dict(model.named_parameters()), strict=False)
+            with self.assertRaises(magi_aot.MagiError) as cm:
+                rt.args(static, {"x": torch.randn(2, 6, 16)})
+            self.assertEqual(cm.exception.status, "MAGI_ERR_MISMATCH")
+            self.assertIn("placeholder 'l_x_' dimension 1 is 8 in the region (a static size) but 6",
+                          cm.exception.message)
+            out = rt.graph_module(static)(*rt.args(static, {"x": x}))
+            self.assertTrue(torch.equal(out[0] if isinstance(out, (tuple, list)) else out, model(x)))
+
+    def test_a_dtensor_where_the_local_shard_is_taken(self):
+        import torch
+        import torch.distributed as dist
+        import magi_aot
+        from magi_aot.runtime import SymmRuntime
+        from torch.distributed.device_mesh import DeviceMesh
+        from torch.distributed.tensor import DTensor, Replicate
+        if dist.is_initialized():
+            self.skipTest("a process group is already initialised in this process")
+        dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+        self.addCleanup(dist.destroy_process_group)
+        model, x = self._model(torch), torch.randn(2, 8, 16)
+        region = self._region(model, x, False)
+        dx = DTensor.from_local(x, DeviceMesh("cpu", [0]), [Replicate()], run_check=False)
+        with SymmRuntime([region], device="cpu", rank=0, world=1, schedule=False, new_groups=False) as rt:
+            rt.bind(dict(model.named_parameters()), strict=False)
+            with self.assertRaises(magi_aot.MagiError) as cm:
+                rt.args(region, {"x": dx})
+            self.assertIn("placeholder 'l_x_' takes this rank's local tensor; a DTensor", cm.exception.message)
 
 
 @unittest.skipUnless(HAVE_TORCH, TORCH_REASON)

@@ -337,7 +337,15 @@ class SymmRuntime:
         """The placeholder values of `region` in graph order: bound weights
         (bind/alias), plain weights given to bind(), then `values` (by
         placeholder name, target or FQN); SymInt placeholders are solved
-        from the tensors' shapes where the saved shape names the symbol."""
+        from the tensors' shapes where the saved shape names the symbol.
+        A Python number given for a 0-d tensor placeholder (Dynamo's lifted
+        float module attributes under dynamic=True, e.g. RMSNorm's eps)
+        becomes that tensor (its recorded dtype). Refused with a MagiError
+        naming the placeholder: a value for a weight bound to a slot (bind
+        or alias it again instead), a DTensor where the rank-local region
+        takes the local tensor, another type where a tensor is taken, and
+        a tensor whose rank or static sizes differ from the region's (the
+        dimension, recorded and given sizes)."""
         return self._binder.args(self._region(region), values)
 
     # -------------------------------------------------------------- teardown
