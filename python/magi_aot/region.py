@@ -276,6 +276,7 @@ def _run_loader(fill, *, transport=None, window_cap_bytes=0, rank=None, world=No
     try:
         fill(loader)
         regions = _regions_of(loader, t0)
+        check_weight_identity(regions)
     except BaseException:
         lib.magi_loader_free(loader)
         raise
@@ -285,6 +286,32 @@ def _run_loader(fill, *, transport=None, window_cap_bytes=0, rank=None, world=No
     for i, r in enumerate(regions):
         r.loaded, r.loaded_index = s, i
     return regions
+
+
+def check_weight_identity(regions):
+    """Regions loaded (or run) together share a weight's slot by its name
+    (the placeholder target). A save backend names each module weight by
+    its path from the model's root and records it as the example's
+    "module_path": a name that two regions record with different paths
+    names two weights, and is refused (MAGI_ERR_MISMATCH) naming both."""
+    seen = {}
+    for r in regions:
+        for p in r.placeholders:
+            ex = p.get("example_value") or {}
+            path = ex.get("module_path") if isinstance(ex, dict) else None
+            if not isinstance(path, str):
+                continue
+            first = seen.setdefault(p["target"], (path, r))
+            if first[0] != path:
+                raise MagiError(-11, "weight '%s' is '%s' in %s and '%s' in %s: two weights under one "
+                                "name (save the regions of one model with one backend, whose root is "
+                                "the model)" % (p["target"], first[0], _where(first[1]), path, _where(r)),
+                                "load_many")
+    return regions
+
+
+def _where(r):
+    return "%s (region %s)" % (r.path or "a document", r.doc.get("model_idx", "?"))
 
 
 def load_many(paths, *, transport=None, window_cap_bytes=0, rank=None, world=None, rank_local=None,
