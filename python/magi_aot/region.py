@@ -254,7 +254,7 @@ def _regions_of(loader, t0):
 
 
 def _run_loader(fill, *, transport=None, window_cap_bytes=0, rank=None, world=None, rank_local=None,
-                keep_cast_pad=False):
+                keep_cast_pad=False, cross_host_groups=()):
     """Run one load (fill(loader) loads the files or buffers) and return its
     Regions, which keep the loader alive (LoadedSet). rank_local defaults to
     whether a rank view (world) was given."""
@@ -270,6 +270,10 @@ def _run_loader(fill, *, transport=None, window_cap_bytes=0, rank=None, world=No
         opts.bind.rank, opts.bind.world = int(rank or 0), int(world)
     opts.keep_cast_pad = int(bool(keep_cast_pad))
     opts.rank_local = int(bool(rank_local))
+    cross = sorted(set(cross_host_groups or ()))
+    cross_arr = (c_char_p * max(1, len(cross)))(*[cstr(g) for g in cross])
+    if cross:
+        opts.cross_host_groups, opts.n_cross_host_groups = cross_arr, len(cross)
     loader = c_void_p()
     t0 = time.perf_counter()
     lib.magi_loader_new(byref(loader), byref(opts))
@@ -282,7 +286,7 @@ def _run_loader(fill, *, transport=None, window_cap_bytes=0, rank=None, world=No
         raise
     s = LoadedSet(loader, transport=transport, window_cap_bytes=window_cap_bytes,
                   rank=None if world is None else int(rank or 0), world=None if world is None else int(world),
-                  rank_local=rank_local, keep_cast_pad=keep_cast_pad)
+                  rank_local=rank_local, keep_cast_pad=keep_cast_pad, cross_host_groups=cross)
     for i, r in enumerate(regions):
         r.loaded, r.loaded_index = s, i
     return regions
@@ -315,7 +319,7 @@ def _where(r):
 
 
 def load_many(paths, *, transport=None, window_cap_bytes=0, rank=None, world=None, rank_local=None,
-              keep_cast_pad=False):
+              keep_cast_pad=False, cross_host_groups=()):
     """Load several region files as one set through the C loader
     (magi_aot/load.h), the way `magi-aot load A B ...` does: every file
     verified (each artifact section hashed and decompressed once), one
@@ -336,13 +340,16 @@ def load_many(paths, *, transport=None, window_cap_bytes=0, rank=None, world=Non
     Region's `redistributes` lists every redistribute with its decision.
     keep_cast_pad: lowered gathers keep their cast and pad in the graph (on
     NCCL) instead of a copy-engine load doing them once at bind.
+    cross_host_groups: process-group names whose members span hosts: their
+    gathers stay on NCCL with reason "cross_host" (a SymmRuntime finds them
+    from the ranks' hosts, runtime/hosts.py).
     Raises MagiError naming the file on any failure."""
     _check_transport(transport)
     paths = [os.fspath(p) for p in paths]
     arr = (c_char_p * max(1, len(paths)))(*[cstr(p) for p in paths])
     return _run_loader(lambda ld: lib.magi_loader_load(ld, arr, len(paths)), transport=transport,
                        window_cap_bytes=window_cap_bytes, rank=rank, world=world, rank_local=rank_local,
-                       keep_cast_pad=keep_cast_pad)
+                       keep_cast_pad=keep_cast_pad, cross_host_groups=cross_host_groups)
 
 
 def load(path, *, transport=None, rank=None, world=None, rank_local=None, keep_cast_pad=False):

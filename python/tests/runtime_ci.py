@@ -288,7 +288,7 @@ class RuntimeThreads(_ThreadRanks, unittest.TestCase):
             e = res[r]
             self.assertIsInstance(e, self.magi.MagiError, repr(e))
             self.assertEqual(e.status, "MAGI_ERR_TIMEOUT")
-            self.assertIn("rank(s) 3 did not publish its plan", e.message)
+            self.assertIn("rank(s) 3 did not publish its host", e.message)  # the first exchange
         self.assertLess(took, 15)
         self._assert_no_rendezvous_left()
 
@@ -1362,6 +1362,71 @@ class RuntimeArgs(unittest.TestCase):
             with self.assertRaises(magi_aot.MagiError) as cm:
                 rt.args(region, {"x": dx})
             self.assertIn("placeholder 'l_x_' takes this rank's local tensor; a DTensor", cm.exception.message)
+
+
+@unittest.skipUnless(HAVE_TORCH, TORCH_REASON)
+class HostsFourProcesses(unittest.TestCase):
+    """4 rank processes acting as 2 hosts x 2 (MAGI_AOT_HOST_ID, the
+    host-identity override for tests and containers): the fsdp_block
+    region's group "0" (all 4 ranks: a 1-D mesh across both hosts) keeps
+    its gathers on NCCL with reason cross_host and gets no window; group
+    "1" (pairs, each within a host) stays on the copy engine and gathers
+    its pair's shards bit-exact. On one host the same region plans both."""
+
+    def _run(self, host_of):
+        with tempfile.TemporaryDirectory() as d:
+            rdzv = os.path.join(d, "rdzv")
+            os.mkdir(rdzv)
+            procs = []
+            for r in range(WORLD):
+                env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python") + os.pathsep + HERE,
+                           MAGI_AOT_HOST_ID=host_of[r], OMP_NUM_THREADS="1")
+                env.pop("LOCAL_WORLD_SIZE", None)
+                procs.append(subprocess.Popen(
+                    [sys.executable, os.path.join(HERE, "hosts_child.py"), d, str(r), str(WORLD),
+                     os.path.join(d, "store"), rdzv], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                    text=True))
+            logs = [p.communicate(timeout=240)[0] for p in procs]
+            res = []
+            for r in range(WORLD):
+                path = os.path.join(d, "rank%d.json" % r)
+                self.assertTrue(os.path.exists(path), logs[r][-3000:])
+                with open(path) as f:
+                    res.append(json.load(f))
+                self.assertTrue(res[r]["ok"], res[r].get("trace") or res[r])
+            self.assertEqual(os.listdir(rdzv), [], "rendezvous directories left behind")
+            return res
+
+    def test_two_hosts_keep_the_group_that_spans_them_on_nccl(self):
+        res = self._run(["a", "a", "b", "b"])
+        for r, x in enumerate(res):
+            with self.subTest(rank=r):
+                self.assertEqual(x["hosts"], ["env:a", "env:a", "env:b", "env:b"])
+                self.assertEqual(x["cross_host_groups"], ["0"])
+                self.assertEqual(x["windows"], [["1", 2]])
+                for g in ("tensor", "tensor_2", "tensor_4"):
+                    self.assertEqual(x["reasons"][g], "cross_host")
+                self.assertEqual(x["reasons"]["all_gather_into_tensor_coalesced"], "rewritten")
+                self.assertTrue(x["pair_gather_exact"])
+
+    def test_one_host_plans_every_group(self):
+        res = self._run(["a"] * WORLD)
+        for r, x in enumerate(res):
+            with self.subTest(rank=r):
+                self.assertEqual(x["cross_host_groups"], [])
+                self.assertEqual(x["windows"], [["0", 4], ["1", 2]])
+                self.assertEqual(x["reasons"]["tensor"], "rewritten")
+                self.assertTrue(x["pair_gather_exact"])
+
+    def test_host_identity_sources(self):
+        from magi_aot.runtime.hosts import cross_host_groups, host_id
+        self.assertEqual(host_id({"MAGI_AOT_HOST_ID": "x", "GROUP_RANK": "1", "LOCAL_WORLD_SIZE": "2"}), "env:x")
+        self.assertEqual(host_id({"GROUP_RANK": "1", "LOCAL_WORLD_SIZE": "2"}), "node:1")
+        self.assertTrue(host_id({}).startswith("name:"))
+        hosts = ["h0", "h0", "h1", "h1"]
+        mine = {"dp": [0, 1, 2, 3], "pair": [0, 1], "odd": [0, 2]}
+        parts = {"dp": [[0, 1, 2, 3]], "pair": [[0, 1], [2, 3]], "odd": None}
+        self.assertEqual(cross_host_groups(mine, parts, hosts), ["dp", "odd"])
 
 
 @unittest.skipUnless(HAVE_TORCH, TORCH_REASON)
