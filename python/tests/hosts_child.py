@@ -4,6 +4,9 @@ host MAGI_AOT_HOST_ID names; writes what the runtime planned and whether
 the copy-engine gather of group "1" gathered its pair's shards.
 
     python3 hosts_child.py OUT RANK WORLD STORE RDZV
+
+RDZV is this rank's rendezvous base: the test gives each "host" its own,
+so no directory is shared between hosts.
 """
 import json
 import os

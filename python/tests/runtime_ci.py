@@ -1371,12 +1371,15 @@ class HostsFourProcesses(unittest.TestCase):
     region's group "0" (all 4 ranks: a 1-D mesh across both hosts) keeps
     its gathers on NCCL with reason cross_host and gets no window; group
     "1" (pairs, each within a host) stays on the copy engine and gathers
-    its pair's shards bit-exact. On one host the same region plans both."""
+    its pair's shards bit-exact. Each host meets in a rendezvous base of
+    its own (no directory shared between hosts). On one host the same
+    region plans both."""
 
     def _run(self, host_of):
         with tempfile.TemporaryDirectory() as d:
-            rdzv = os.path.join(d, "rdzv")
-            os.mkdir(rdzv)
+            bases = {h: os.path.join(d, "rdzv-" + h) for h in set(host_of)}  # no directory shared by hosts
+            for b in bases.values():
+                os.mkdir(b)
             procs = []
             for r in range(WORLD):
                 env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python") + os.pathsep + HERE,
@@ -1384,7 +1387,8 @@ class HostsFourProcesses(unittest.TestCase):
                 env.pop("LOCAL_WORLD_SIZE", None)
                 procs.append(subprocess.Popen(
                     [sys.executable, os.path.join(HERE, "hosts_child.py"), d, str(r), str(WORLD),
-                     os.path.join(d, "store"), rdzv], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                     os.path.join(d, "store"), bases[host_of[r]]], env=env, stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
                     text=True))
             logs = [p.communicate(timeout=240)[0] for p in procs]
             res = []
@@ -1394,7 +1398,8 @@ class HostsFourProcesses(unittest.TestCase):
                 with open(path) as f:
                     res.append(json.load(f))
                 self.assertTrue(res[r]["ok"], res[r].get("trace") or res[r])
-            self.assertEqual(os.listdir(rdzv), [], "rendezvous directories left behind")
+            for b in bases.values():
+                self.assertEqual(os.listdir(b), [], "rendezvous directories left behind")
             return res
 
     def test_two_hosts_keep_the_group_that_spans_them_on_nccl(self):

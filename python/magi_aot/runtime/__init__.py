@@ -189,7 +189,7 @@ class SymmRuntime:
             self.job_id = rendezvous(st.handles, plan, self.groups, store=store, rank=self.rank,
                                      world=self.world, job=job, timeout=self.timeout,
                                      backend_name=self.backend_name, device_index=self.device.index or 0,
-                                     base=rendezvous_base)
+                                     base=rendezvous_base, hosts=self.hosts)
             st.b = st.handles.b
             self._scheduled = {}
             self.schedule_report = self._schedule(schedule, max_inflight_bytes, store)
