@@ -133,7 +133,10 @@ def run(args, rank):
         res = {"rank": rank, "head_rows": rows, "placeholder_shapes": shapes, "fake_shapes": fake,
                "lowered": region.n_lowered, "rewritten": region.n_rewritten,
                "bit_exact": bool(out.shape == want.shape and torch.equal(out, want))}
-        res["head_shape_is_rank_shard"] = shapes.get("L_self_parameters_head_") == [rows, DIM]
+        res["input_head_shape"] = next(i["example_value"]["shape"] for i in region.inputs
+                                       if i["target"] == "L_self_parameters_head_")  # the C descriptors
+        res["head_shape_is_rank_shard"] = shapes.get("L_self_parameters_head_") == [rows, DIM] \
+            and res["input_head_shape"] == [rows, DIM]
         res["ok"] = res["bit_exact"] and res["head_shape_is_rank_shard"] and region.n_lowered == 1 \
             and region.n_rewritten == 1
         dist.barrier()

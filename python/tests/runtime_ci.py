@@ -1459,6 +1459,7 @@ class OneArtifactEveryRank(unittest.TestCase):
                     self.assertTrue(res["bit_exact"], res)
                     self.assertEqual(res["head_rows"], rows[r])
                     self.assertEqual(res["placeholder_shapes"]["L_self_parameters_head_"], [rows[r], 16])
+                    self.assertEqual(res["input_head_shape"], [rows[r], 16])
                     self.assertIn([rows[r], 16], res["fake_shapes"])
                     self.assertEqual((res["lowered"], res["rewritten"]), (1, 1))
             # the Python rank-local form of the same file, for the last rank
