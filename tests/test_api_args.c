@@ -1157,6 +1157,18 @@ ARGS(magi_localize) {
     EQ(n, 0);
     magi_region_free(r);
 }
+ARGS(magi_localize_rank) {
+    magi_symm_backend_config cfg = MAGI_SYMM_BACKEND_CONFIG_INIT;
+    uint32_t n = 7;
+    magi_region *r = NULL;
+    MT_OK(magi_region_clone(&r, region()));
+    INVALID(magi_localize_rank(NULL, r, &cfg), "n_localized");
+    INVALID(magi_localize_rank(&n, NULL, &cfg), "r");
+    EQ(n, 0);
+    cfg.version = 1;
+    EQ(magi_localize_rank(&n, r, &cfg), MAGI_ERR_VERSION);
+    magi_region_free(r);
+}
 ARGS(magi_loader_lowered) {
     uint32_t n = 7;
     EQ(magi_loader_lowered(&n, NULL, 0), NULL);
@@ -1262,7 +1274,7 @@ static const arg_case cases[] = {
     ARGS_CASE(magi_loader_report), ARGS_CASE(magi_loader_save),
     ARGS_CASE(magi_placement_parse), ARGS_CASE(magi_placement_format), ARGS_CASE(magi_dtensor_spec_get),
     ARGS_CASE(magi_dtensor_spec_check_json), ARGS_CASE(magi_dtensor_extent), ARGS_CASE(magi_lower_redistribute),
-    ARGS_CASE(magi_loader_lowered), ARGS_CASE(magi_localize), ARGS_CASE(magi_hex_encode),
+    ARGS_CASE(magi_loader_lowered), ARGS_CASE(magi_localize), ARGS_CASE(magi_localize_rank), ARGS_CASE(magi_hex_encode),
     ARGS_CASE(magi_file_format_of),
     ARGS_CASE(magi_text_escape), ARGS_CASE(magi_text_is_safe), ARGS_CASE(magi_text_safe),
     ARGS_CASE(magi_text_fputs), ARGS_CASE(magi_text_fput_json),

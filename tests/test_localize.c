@@ -1,6 +1,7 @@
-/* The rank-local form at load (magi_localize, magi_loader_options.rank_local):
- * placeholders read through to_local become the local shards before the
- * plan and the lowering; the fingerprint stays the
+/* The rank-local form at load (magi_localize_rank, magi_loader_options.rank_local):
+ * placeholders read through to_local become the loading rank's local shards
+ * (from the DTensor spec, whichever rank traced) before the plan and the
+ * lowering; the fingerprint stays the
  * region's as read; a placeholder that cannot be made rank-local is refused
  * naming it, and the loader is left empty. */
 #include "magi_aot.h"
@@ -133,4 +134,153 @@ static void test_revision_2_options_accepted(void) {
     free(text);
 }
 
-MT_MAIN(MT_CASE(test_fsdp_block_rank_local), MT_CASE(test_other_use_refused), MT_CASE(test_revision_2_options_accepted))
+
+/* A weight [F, 16] (global) read through to_local, traced on one rank of a
+ * mesh `mesh` (JSON list), its shard `traced` rows; stride of the shard as
+ * given (JSON list). The graph sums the shard. Written into buf. */
+static void uneven_doc(char *buf, size_t cap, int64_t f, const char *mesh, const char *groups, const char *placements,
+                       int64_t traced, const char *traced_stride, int with_spec) {
+    char spec[512] = "";
+    if (with_spec)
+        snprintf(spec, sizeof spec,
+                 ",\"dtensor\":{\"mesh_shape\":%s,\"groups\":%s,\"placements\":%s,\"shard_rule\":\"chunk\"}", mesh,
+                 groups, placements);
+    int n = snprintf(
+        buf, cap,
+        "{\"format\":\"magi-fx-json\",\"version\":1,\"model_tag\":\"uneven\",\"symbols\":{},\"graph\":{\"nodes\":["
+        "{\"name\":\"w\",\"op\":\"placeholder\",\"target\":\"L_self_parameters_w_\",\"input_kind\":\"param\","
+        "\"meta\":{\"example_value\":{\"kind\":\"tensor\",\"dtype\":\"float32\",\"shape\":[%lld,16],"
+        "\"stride\":[16,1],\"storage_offset\":0,\"device\":\"cpu\",\"requires_grad\":false%s}}},"
+        "{\"name\":\"local\",\"op\":\"call_method\",\"target\":\"to_local\",\"args\":[{\"node\":\"w\"}],"
+        "\"meta\":{\"example_value\":{\"kind\":\"tensor\",\"dtype\":\"float32\",\"shape\":[%lld,16],"
+        "\"stride\":%s,\"storage_offset\":0,\"device\":\"cpu\",\"requires_grad\":false}}},"
+        "{\"name\":\"s\",\"op\":\"call_function\",\"target\":\"torch.sum\",\"args\":[{\"node\":\"local\"}],"
+        "\"meta\":{\"example_value\":{\"kind\":\"tensor\",\"dtype\":\"float32\",\"shape\":[],\"stride\":[],"
+        "\"storage_offset\":0,\"device\":\"cpu\",\"requires_grad\":false}}},"
+        "{\"name\":\"output\",\"op\":\"output\",\"target\":\"output\",\"args\":[{\"tuple\":[{\"node\":\"s\"}]}]}]}}",
+        (long long)f, spec, (long long)traced, traced_stride);
+    MT_REQUIRE(n > 0 && (size_t)n < cap, "document too long");
+}
+
+/* The rank-local region of `text` for rank/world (and explicit groups). */
+static magi_loader *load_rank(const char *text, uint32_t rank, uint32_t world, const magi_symm_group *groups,
+                              uint32_t n_groups) {
+    magi_loader_options o = MAGI_LOADER_OPTIONS_INIT;
+    o.transport = MAGI_LOAD_TRANSPORT_NCCL;
+    o.rank_local = 1;
+    o.bind.rank = rank;
+    o.bind.world = world;
+    o.bind.groups = groups;
+    o.bind.n_groups = n_groups;
+    magi_loader *ld = NULL;
+    MT_OK(magi_loader_new(&ld, &o));
+    const void *data[1] = {text};
+    size_t sizes[1] = {strlen(text)};
+    const char *names[1] = {"uneven.json"};
+    MT_OK(magi_loader_load_buffers(ld, data, sizes, names, 1));
+    return ld;
+}
+
+/* dim `d` of node `name`'s shape and stride after a rank-local load */
+static void expect_local(const char *text, uint32_t rank, uint32_t world, const magi_symm_group *groups,
+                         uint32_t n_groups, int64_t rows, int64_t stride1) {
+    magi_loader *ld = load_rank(text, rank, world, groups, n_groups);
+    const magi_region *r = magi_loader_region(ld, 0);
+    const char *which[2] = {"w", "local"};
+    for (int k = 0; k < 2; k++) {
+        const magi_node *n = node(r, which[k]);
+        MT_CHECK(dim0(n) == rows && n->example->u.tensor.shape[1].value == 16,
+                 "rank %u of %u: %s has %lld rows, want %lld", rank, world, which[k], (long long)dim0(n),
+                 (long long)rows);
+        MT_CHECK(n->example->u.tensor.stride[1].value == stride1, "rank %u of %u: %s stride[1] %lld, want %lld", rank,
+                 world, which[k], (long long)n->example->u.tensor.stride[1].value, (long long)stride1);
+    }
+    magi_loader_free(ld);
+}
+
+/* One artifact for every rank: a [1001, 16] weight Shard(0) traced on
+ * rank 0 (its shard: 501 or 251 rows) is each loading rank's own shard,
+ * from the spec (the traced example was every rank's before). */
+static void test_uneven_shard_from_spec(void) {
+    char doc[8192];
+    uneven_doc(doc, sizeof doc, 1001, "[2]", "[\"0\"]", "[\"Shard(0)\"]", 501, "[16,1]", 1);
+    expect_local(doc, 0, 2, NULL, 0, 501, 1);
+    expect_local(doc, 1, 2, NULL, 0, 500, 1);
+    uneven_doc(doc, sizeof doc, 1001, "[4]", "[\"0\"]", "[\"Shard(0)\"]", 251, "[16,1]", 1);
+    const int64_t rows4[4] = {251, 251, 251, 248};
+    for (uint32_t r = 0; r < 4; r++) expect_local(doc, r, 4, NULL, 0, rows4[r], 1);
+    /* traced on the last rank: rank 0 still gets its 251 */
+    uneven_doc(doc, sizeof doc, 1001, "[4]", "[\"0\"]", "[\"Shard(0)\"]", 248, "[16,1]", 1);
+    expect_local(doc, 0, 4, NULL, 0, 251, 1);
+    /* a column-major shard keeps its layout for the rank's rows */
+    uneven_doc(doc, sizeof doc, 1001, "[2]", "[\"0\"]", "[\"Shard(0)\"]", 501, "[1,501]", 1);
+    expect_local(doc, 1, 2, NULL, 0, 500, 500);
+    /* the rank's place in an explicit group, not its rank number */
+    uint32_t members[2] = {1, 0};
+    magi_symm_group g = {"0", 2, members, NULL};
+    uneven_doc(doc, sizeof doc, 1001, "[2]", "[\"0\"]", "[\"Shard(0)\"]", 500, "[16,1]", 1);
+    expect_local(doc, 1, 2, &g, 1, 501, 1);
+    expect_local(doc, 0, 2, &g, 1, 500, 1);
+    /* a 2-D mesh (Replicate(), Shard(0)) of consecutive ranks: the shard dimension is the inner one */
+    uneven_doc(doc, sizeof doc, 1001, "[2,2]", "[\"r\",\"s\"]", "[\"Replicate()\",\"Shard(0)\"]", 501, "[16,1]", 1);
+    const int64_t rows22[4] = {501, 500, 501, 500};
+    for (uint32_t r = 0; r < 4; r++) expect_local(doc, r, 4, NULL, 0, rows22[r], 1);
+    /* no spec recorded: the traced shard is all there is */
+    uneven_doc(doc, sizeof doc, 1001, "[2]", "[\"0\"]", "[\"Shard(0)\"]", 501, "[16,1]", 0);
+    expect_local(doc, 1, 2, NULL, 0, 501, 1);
+    /* magi_localize (no rank): the tracing rank's view, as before */
+    uneven_doc(doc, sizeof doc, 1001, "[2]", "[\"0\"]", "[\"Shard(0)\"]", 501, "[16,1]", 1);
+    magi_region *r = NULL;
+    uint32_t n = 0;
+    MT_OK(magi_json_read(&r, doc, strlen(doc), NULL));
+    MT_OK(magi_localize(&n, r));
+    MT_CHECK(n == 1 && dim0(node(r, "w")) == 501, "magi_localize: %u, %lld rows", n, (long long)dim0(node(r, "w")));
+    magi_region_free(r);
+    MT_OK(magi_json_read(&r, doc, strlen(doc), NULL));
+    magi_symm_backend_config c = MAGI_SYMM_BACKEND_CONFIG_INIT;
+    c.rank = 1;
+    c.world = 2;
+    MT_OK(magi_localize_rank(&n, r, &c));
+    MT_CHECK(n == 1 && dim0(node(r, "w")) == 500 && dim0(node(r, "local")) == 500, "magi_localize_rank: %lld rows",
+             (long long)dim0(node(r, "w")));
+    magi_region_free(r);
+}
+/* A revision-3 options struct (before cross_host_groups) is accepted, the
+ * fields read as NULL and 0: every group planned. */
+static void test_revision_3_options_accepted(void) {
+    unsigned char buf[sizeof(magi_loader_options) + 16];
+    memset(buf, 0x5a, sizeof buf); /* what follows a revision-3 struct is not the caller's */
+    magi_loader_options o = MAGI_LOADER_OPTIONS_INIT;
+    o.version = (uint32_t)(3u << 16 | MAGI_LOADER_OPTIONS_V3_SIZE);
+    o.transport = MAGI_LOAD_TRANSPORT_COPY_ENGINE;
+    memcpy(buf, &o, MAGI_LOADER_OPTIONS_V3_SIZE);
+    magi_loader *ld = NULL;
+    MT_OK(magi_loader_new(&ld, (const magi_loader_options *)(void *)buf));
+    char *text = read_text(MAGI_FIXTURES_DIR "/real/fsdp_block.json");
+    const void *data[1] = {text};
+    size_t sizes[1] = {strlen(text)};
+    const char *names[1] = {"fsdp_block.json"};
+    MT_OK(magi_loader_load_buffers(ld, data, sizes, names, 1));
+    uint32_t nw = 0;
+    magi_symm_plan_windows(&nw, magi_loader_plan(ld));
+    MT_CHECK(nw == 2, "revision 3: %u windows", nw);
+    magi_loader_free(ld);
+    /* revision 4 with group "0" across hosts: its gathers kept, one window left */
+    const char *cross[1] = {"0"};
+    magi_loader_options o4 = MAGI_LOADER_OPTIONS_INIT;
+    o4.transport = MAGI_LOAD_TRANSPORT_COPY_ENGINE;
+    o4.cross_host_groups = cross;
+    o4.n_cross_host_groups = 1;
+    MT_OK(magi_loader_new(&ld, &o4));
+    MT_OK(magi_loader_load_buffers(ld, data, sizes, names, 1));
+    magi_symm_plan_windows(&nw, magi_loader_plan(ld));
+    MT_CHECK(nw == 1, "cross_host: %u windows", nw);
+    magi_loader_free(ld);
+    o4.cross_host_groups = NULL;
+    MT_CHECK(magi_loader_new(&ld, &o4) == MAGI_ERR_INVALID_ARG, "n_cross_host_groups without names");
+    MT_CHECK(strstr(magi_last_error(), "cross_host_groups is NULL") != NULL, "%s", magi_last_error());
+    free(text);
+}
+
+
+MT_MAIN(MT_CASE(test_fsdp_block_rank_local), MT_CASE(test_revision_3_options_accepted), MT_CASE(test_uneven_shard_from_spec), MT_CASE(test_other_use_refused), MT_CASE(test_revision_2_options_accepted))

@@ -156,6 +156,58 @@ static void test_idempotent_replan(void) {
     magi_region_free(r);
 }
 
+/* A group whose members span hosts keeps its gathers on NCCL with reason
+ * "cross_host" (no window for it); a group within a host is planned as
+ * before. A symm gather of an earlier load on such a group is given back;
+ * a revision-2 options struct (before the field) plans as before. */
+static void test_cross_host_groups_kept(void) {
+    magi_region *r = load_fsdp();
+    const magi_region *rs[1] = {r};
+    magi_symm_plan *p = NULL;
+    const char *cross[1] = {"0"};
+    magi_symm_plan_options o = MAGI_SYMM_PLAN_OPTIONS_INIT;
+    o.cross_host_groups = cross;
+    o.n_cross_host_groups = 1;
+    MT_OK(magi_symm_plan_build(&p, rs, 1, &o));
+    const char *kept[] = {"tensor", "tensor_2", "tensor_4"};
+    for (int i = 0; i < 3; i++) {
+        const magi_symm_gather *g = gather_named(p, 0, kept[i]);
+        MT_REQUIRE(g, "%s", kept[i]);
+        MT_CHECK(g->reason == MAGI_SYMM_KEEP_CROSS_HOST && !strcmp(magi_symm_reason_name(g->reason), "cross_host"),
+                 "%s: %s", kept[i], magi_symm_reason_name(g->reason));
+        MT_CHECK(!strcmp(g->to, g->from) && strstr(g->detail, "group '0' spans hosts"), "%s: %s", kept[i], g->detail);
+    }
+    const magi_symm_gather *c = gather_named(p, 0, "all_gather_into_tensor_coalesced");
+    MT_CHECK(c->reason == MAGI_SYMM_REWRITTEN, "group '1' (within a host): %s", c->detail);
+    uint32_t nw;
+    const magi_symm_window *w = magi_symm_plan_windows(&nw, p);
+    MT_CHECK(nw == 1 && !strcmp(w[0].group, "1"), "%u windows", nw);
+    /* an earlier load's symm gathers on the group are given back to NCCL */
+    uint32_t changed = 0;
+    magi_symm_plan *all = NULL, *again = NULL;
+    MT_OK(magi_symm_plan_build(&all, rs, 1, NULL));
+    MT_OK(magi_symm_rewrite(&changed, r, all, 0));
+    MT_OK(magi_symm_plan_build(&again, rs, 1, &o));
+    const magi_symm_gather *t = gather_named(again, 0, "tensor");
+    MT_CHECK(t->already_symm && t->reason == MAGI_SYMM_KEEP_CROSS_HOST &&
+                 !strcmp(t->to, "torch.ops._c10d_functional.all_gather_into_tensor"),
+             "restored: %s -> %s", t->from, t->to);
+    /* a revision-2 struct: every group planned */
+    magi_symm_plan_options v2 = MAGI_SYMM_PLAN_OPTIONS_INIT;
+    v2.version = (uint32_t)(2u << 16 | MAGI_SYMM_PLAN_OPTIONS_V2_SIZE);
+    v2.cross_host_groups = cross; /* past a revision-2 struct: never read */
+    v2.n_cross_host_groups = 1;
+    magi_symm_plan *p2 = NULL;
+    MT_OK(magi_symm_plan_build(&p2, rs, 1, &v2));
+    magi_symm_plan_windows(&nw, p2);
+    MT_CHECK(nw == 2, "revision 2: %u windows", nw);
+    magi_symm_plan_free(p);
+    magi_symm_plan_free(all);
+    magi_symm_plan_free(again);
+    magi_symm_plan_free(p2);
+    magi_region_free(r);
+}
+
 static void test_nccl_transport_changes_nothing(void) {
     magi_region *r = load_fsdp();
     const magi_region *rs[1] = {r};
@@ -555,4 +607,4 @@ static void test_hostile_gathers(void) {
 MT_MAIN(MT_CASE(test_real_fixtures), MT_CASE(test_hostile_gathers), MT_CASE(test_fsdp_copy_engine), MT_CASE(test_idempotent_replan),
         MT_CASE(test_nccl_transport_changes_nothing), MT_CASE(test_synthetic_rules),
         MT_CASE(test_multi_region), MT_CASE(test_malformed_gather), MT_CASE(test_plan_compare),
-        MT_CASE(test_host_world1), MT_CASE(test_bucket_window_layout))
+        MT_CASE(test_host_world1), MT_CASE(test_bucket_window_layout), MT_CASE(test_cross_host_groups_kept))

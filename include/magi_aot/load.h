@@ -61,7 +61,7 @@ typedef enum magi_transport_source {
 /* "option", "compile_config", "default"; NULL when out of range. */
 MAGI_API const char *magi_transport_source_name(magi_transport_source s);
 
-#define MAGI_LOADER_OPTIONS_VERSION MAGI_STRUCT_VERSION(3, magi_loader_options)
+#define MAGI_LOADER_OPTIONS_VERSION MAGI_STRUCT_VERSION(4, magi_loader_options)
 
 typedef struct magi_loader_options {
     uint32_t version;                 /* MAGI_LOADER_OPTIONS_VERSION */
@@ -80,16 +80,26 @@ typedef struct magi_loader_options {
                                          them once at bind (magi_aot/lower.h) */
     /* revision 3 (revisions 1 and 2 are accepted, the fields after them read as 0): */
     int rank_local;                   /* 1: every region is loaded as rank `bind.rank` runs it
-                                         (magi_localize: DTensor placeholders read through to_local
-                                         become local shards), before the lowering and the plan */
+                                         (magi_localize_rank: DTensor placeholders read through
+                                         to_local become this rank's shards), before the lowering
+                                         and the plan */
+    /* revision 4 (revisions 1 to 3 are accepted, the fields after them read as 0): */
+    const char *const *cross_host_groups; /* n_cross_host_groups process-group names (as the
+                                         graphs record them) whose members span hosts: the plan
+                                         keeps their gathers on NCCL with reason "cross_host"
+                                         (magi_symm_plan_options.cross_host_groups); the names are
+                                         borrowed for the call of magi_loader_load*() */
+    uint32_t n_cross_host_groups;
 } magi_loader_options;
 
 #define MAGI_LOADER_OPTIONS_INIT \
-    { MAGI_LOADER_OPTIONS_VERSION, MAGI_LOAD_TRANSPORT_AUTO, 0, NULL, NULL, MAGI_SYMM_BACKEND_CONFIG_INIT, 0, 0 }
-/* The sizes of a revision-1 (before keep_cast_pad) and a revision-2 (before
- * rank_local) magi_loader_options. */
+    { MAGI_LOADER_OPTIONS_VERSION, MAGI_LOAD_TRANSPORT_AUTO, 0, NULL, NULL, MAGI_SYMM_BACKEND_CONFIG_INIT, 0, 0, \
+      NULL, 0 }
+/* The sizes of a revision-1 (before keep_cast_pad), a revision-2 (before
+ * rank_local) and a revision-3 (before cross_host_groups) magi_loader_options. */
 #define MAGI_LOADER_OPTIONS_V1_SIZE offsetof(magi_loader_options, keep_cast_pad)
 #define MAGI_LOADER_OPTIONS_V2_SIZE offsetof(magi_loader_options, rank_local)
+#define MAGI_LOADER_OPTIONS_V3_SIZE offsetof(magi_loader_options, cross_host_groups)
 
 /* Load any supported file: magi-fx JSON (first non-space byte '{'),
  * artifact v1 (magic) or legacy v0 (a msgpack map), chosen by content.

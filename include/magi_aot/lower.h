@@ -78,21 +78,39 @@ typedef struct magi_lowered {
 MAGI_API magi_status magi_lower_redistribute(const magi_lowered **out, uint32_t *n_out, magi_region *r,
                                              const magi_symm_backend_config *c, unsigned flags);
 
-/* The rank-local form of region r, as one rank runs it: every placeholder
- * read through DTensor.to_local (the method `x.to_local()`, or Dynamo's
- * to_local closure) takes that to_local node's example (the local shard's
- * dtype, shape and stride; its requires_grad and device are kept), and
- * every to_local node becomes a call_function of "magi_aot.rebuild.to_local"
+/* The rank-local form of region r, as the rank of `c` runs it: every
+ * placeholder read through DTensor.to_local (the method `x.to_local()`, or
+ * Dynamo's to_local closure) becomes that rank's local shard, and every
+ * to_local node becomes a call_function of "magi_aot.rebuild.to_local"
  * (the Python package's stand-in: the local tensor of a DTensor, a plain
- * tensor as it is). Run before magi_lower_redistribute() (the loader does,
- * with magi_loader_options.rank_local): a redistribute's own to_local reads
- * a redistribute, not a placeholder, and is lowered as above.
+ * tensor as it is). The shard's dtype, requires_grad and device are the
+ * to_local node's example's; its shape is computed from the placeholder's
+ * DTensor spec (magi_aot/dtensor.h) for the rank's mesh coordinates (its
+ * position in each mesh dimension's group named in c->groups, else the
+ * row-major coordinate of consecutive ranks), never taken from the rank
+ * that traced: a [1001, 16] weight Shard(0) over 2 ranks is [501, 16] on
+ * rank 0 and [500, 16] on rank 1 whichever rank traced the region. The
+ * to_local nodes' examples get the same shape; a dense stride is recomputed
+ * for it in the traced dimension order. The traced shard is kept where the
+ * spec cannot place the rank: no recorded spec, a symbolic dimension,
+ * _StridedShard, a mesh that does not fit c (c NULL: always, the tracing
+ * rank's view). Run before magi_lower_redistribute() (the loader does,
+ * with magi_loader_options.rank_local, for magi_loader_options.bind): a
+ * redistribute's own to_local reads a redistribute, not a placeholder, and
+ * is lowered as above.
  * *n_localized: the placeholders changed. Errors (region unchanged):
  * MAGI_ERR_UNSUPPORTED naming the node when a to_local of a placeholder has
  * no tensor metadata, when two to_local nodes of one placeholder give
  * different shards, or when the placeholder is also used other than
- * through to_local; MAGI_ERR_INVALID_ARG (NULL), MAGI_ERR_NOMEM.
+ * through to_local; MAGI_ERR_VERSION (c of a revision the library does not
+ * take), MAGI_ERR_INVALID_ARG (NULL n_localized or r), MAGI_ERR_NOMEM.
  * Thread safety: mutates r (exclusive access needed). */
+MAGI_API magi_status magi_localize_rank(uint32_t *n_localized, magi_region *r, const magi_symm_backend_config *c);
+
+/* magi_localize_rank(n_localized, r, NULL): the tracing rank's view (each
+ * placeholder takes its to_local node's example as traced). Kept for
+ * callers of the earlier API; a rank other than the tracing one needs
+ * magi_localize_rank. */
 MAGI_API magi_status magi_localize(uint32_t *n_localized, magi_region *r);
 
 #ifdef __cplusplus

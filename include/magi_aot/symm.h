@@ -60,11 +60,14 @@ typedef enum magi_symm_reason {
     MAGI_SYMM_KEEP_NOT_STATIC = 7, /* X is not a parameter or buffer (an activation: a
                                       window has no per-step barrier, peers would read
                                       last step's data) */
-    MAGI_SYMM_KEEP_TRAINABLE = 8   /* the weight has requires_grad: it changes */
+    MAGI_SYMM_KEEP_TRAINABLE = 8,  /* the weight has requires_grad: it changes */
+    MAGI_SYMM_KEEP_CROSS_HOST = 9  /* the group's members span hosts (a window needs them
+                                      on one host, one NVLink domain) */
 } magi_symm_reason;
 
 /* "rewritten", "cast", "pad", "not_resident", "mixed_coalesced", "uneven",
- * "transport", "not_static", "trainable"; NULL when out of range. */
+ * "transport", "not_static", "trainable", "cross_host"; NULL when out of
+ * range. */
 MAGI_API const char *magi_symm_reason_name(magi_symm_reason r);
 
 typedef enum magi_symm_transport {
@@ -96,7 +99,7 @@ typedef struct magi_symm_gather {
 #define MAGI_SYMM_DEFAULT_SLOT_ALIGN 256u
 #define MAGI_SYMM_DEFAULT_WINDOW_CAP (4ull << 30)
 
-#define MAGI_SYMM_PLAN_OPTIONS_VERSION MAGI_STRUCT_VERSION(2, magi_symm_plan_options)
+#define MAGI_SYMM_PLAN_OPTIONS_VERSION MAGI_STRUCT_VERSION(3, magi_symm_plan_options)
 typedef struct magi_symm_plan_options {
     uint32_t version;           /* MAGI_SYMM_PLAN_OPTIONS_VERSION */
     magi_symm_transport transport; /* of every region without region_transports */
@@ -106,9 +109,17 @@ typedef struct magi_symm_plan_options {
                                         names) used in error messages */
     const magi_symm_transport *region_transports; /* NULL, or one transport per
                                         region (overrides `transport`) */
+    /* revision 3: */
+    const char *const *cross_host_groups; /* n_cross_host_groups process-group names (as the
+                                        graphs record them) whose members span hosts: their
+                                        gathers stay on NCCL (MAGI_SYMM_KEEP_CROSS_HOST, a
+                                        symm gather of an earlier load is given back) */
+    uint32_t n_cross_host_groups;
 } magi_symm_plan_options;
 #define MAGI_SYMM_PLAN_OPTIONS_INIT \
-    { MAGI_SYMM_PLAN_OPTIONS_VERSION, MAGI_SYMM_TRANSPORT_COPY_ENGINE, 0, 0, NULL, NULL }
+    { MAGI_SYMM_PLAN_OPTIONS_VERSION, MAGI_SYMM_TRANSPORT_COPY_ENGINE, 0, 0, NULL, NULL, NULL, 0 }
+/* The size of a revision-2 (before cross_host_groups) magi_symm_plan_options. */
+#define MAGI_SYMM_PLAN_OPTIONS_V2_SIZE offsetof(magi_symm_plan_options, cross_host_groups)
 
 /* A window: one contiguous buffer of one dtype for one process group,
  * identical in layout on every rank. Windows past the cap are split into

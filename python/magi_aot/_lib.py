@@ -197,11 +197,12 @@ class CacheEntry(Structure):
 
 
 class SymmPlanOptions(Structure):
-    """magi_symm_plan_options (symm.h), revision 2."""
-    REVISION = 2
+    """magi_symm_plan_options (symm.h), revision 3."""
+    REVISION = 3
     _fields_ = [("version", c_uint32), ("transport", c_int), ("slot_align", c_uint32),
                 ("window_cap_bytes", c_uint64), ("region_names", POINTER(c_char_p)),
-                ("region_transports", POINTER(c_int))]
+                ("region_transports", POINTER(c_int)), ("cross_host_groups", POINTER(c_char_p)),
+                ("n_cross_host_groups", c_uint32)]
 
     def __init__(self, **kw):
         super().__init__(version=struct_version(self.REVISION, type(self)), **kw)
@@ -222,11 +223,12 @@ class SymmBackendConfig(Structure):
 
 
 class LoaderOptions(Structure):
-    """magi_loader_options (load.h), revision 3."""
-    REVISION = 3
+    """magi_loader_options (load.h), revision 4."""
+    REVISION = 4
     _fields_ = [("version", c_uint32), ("transport", c_int), ("window_cap_bytes", c_uint64),
                 ("limits", POINTER(LoadOptions)), ("backend", c_char_p),
-                ("bind", SymmBackendConfig), ("keep_cast_pad", c_int), ("rank_local", c_int)]
+                ("bind", SymmBackendConfig), ("keep_cast_pad", c_int), ("rank_local", c_int),
+                ("cross_host_groups", POINTER(c_char_p)), ("n_cross_host_groups", c_uint32)]
 
     def __init__(self, **kw):
         super().__init__(version=struct_version(self.REVISION, type(self)), **kw)
@@ -368,6 +370,7 @@ _PROTOS = {
     "magi_loader_plan": (c_void_p, [c_void_p]),
     "magi_loader_lowered": (POINTER(Lowered), [POINTER(c_uint32), c_void_p, c_uint32]),
     "magi_localize": (_STATUS, [POINTER(c_uint32), c_void_p]),
+    "magi_localize_rank": (_STATUS, [POINTER(c_uint32), c_void_p, POINTER(SymmBackendConfig)]),
     "magi_cost_keys": (_STATUS, [POINTER(c_void_p), c_void_p]),
     "magi_cost_keyset_free": (None, [c_void_p]),
     "magi_cost_keyset_node_count": (c_uint32, [c_void_p]),

@@ -28,17 +28,20 @@ class LoadedSet:
     rank, world       the rank view the load was made for (None: none given)
     rank_local        whether the regions are in their rank-local form
     keep_cast_pad     whether lowered gathers keep their cast and pad
+    cross_host_groups the groups planned as spanning hosts (kept on NCCL)
     window_cap_bytes  the planner's window cap (0: the library's default)
     count             the regions loaded (Region.loaded_index 0..count-1)
     """
 
-    def __init__(self, handle, *, transport, window_cap_bytes, rank, world, rank_local, keep_cast_pad):
+    def __init__(self, handle, *, transport, window_cap_bytes, rank, world, rank_local, keep_cast_pad,
+                 cross_host_groups=()):
         self._h = handle
         self.transport = transport
         self.window_cap_bytes = int(window_cap_bytes)
         self.rank, self.world = rank, world
         self.rank_local = bool(rank_local)
         self.keep_cast_pad = bool(keep_cast_pad)
+        self.cross_host_groups = tuple(sorted(set(cross_host_groups or ())))
         self.count = int(lib.magi_loader_count(handle))
 
     @property
@@ -53,13 +56,15 @@ class LoadedSet:
         """The load's magi_symm_plan (borrowed from the loader)."""
         return c_void_p(lib.magi_loader_plan(self.handle))
 
-    def serves(self, *, rank, world, keep_cast_pad, window_cap_bytes):
+    def serves(self, *, rank, world, keep_cast_pad, window_cap_bytes, cross_host_groups=()):
         """Whether a runtime of these settings can bind this load's plan as
         it stands: the rank-local form for this rank of this world, made
-        with the same cast/pad choice and window cap."""
+        with the same cast/pad choice, window cap and groups that span
+        hosts."""
         return (self._h is not None and self.rank_local and self.rank == rank and self.world == world
                 and self.keep_cast_pad == bool(keep_cast_pad)
-                and self.window_cap_bytes == int(window_cap_bytes))
+                and self.window_cap_bytes == int(window_cap_bytes)
+                and self.cross_host_groups == tuple(sorted(set(cross_host_groups or ()))))
 
     def close(self):
         """Free the loader (idempotent). Regions keep their documents; a

@@ -19,7 +19,7 @@ from ctypes import byref, c_char_p, c_size_t, c_uint8, c_uint32, c_void_p
 
 from . import docio
 from ._lib import (LOAD_TRANSPORTS, SYMM_TRANSPORTS, TRANSPORT_SOURCES, CRegion, LoadedInfo,
-                   LoaderOptions, MagiError, cstr, has, lib)
+                   LoaderOptions, MagiError, SymmBackendConfig, cstr, has, lib, struct_version)
 from .loaded import LoadedSet
 
 __all__ = ["Region", "load", "load_many", "load_bytes", "load_buffers", "save", "save_doc", "fingerprint", "inputs",
@@ -254,7 +254,7 @@ def _regions_of(loader, t0):
 
 
 def _run_loader(fill, *, transport=None, window_cap_bytes=0, rank=None, world=None, rank_local=None,
-                keep_cast_pad=False):
+                keep_cast_pad=False, cross_host_groups=()):
     """Run one load (fill(loader) loads the files or buffers) and return its
     Regions, which keep the loader alive (LoadedSet). rank_local defaults to
     whether a rank view (world) was given."""
@@ -270,25 +270,56 @@ def _run_loader(fill, *, transport=None, window_cap_bytes=0, rank=None, world=No
         opts.bind.rank, opts.bind.world = int(rank or 0), int(world)
     opts.keep_cast_pad = int(bool(keep_cast_pad))
     opts.rank_local = int(bool(rank_local))
+    cross = sorted(set(cross_host_groups or ()))
+    cross_arr = (c_char_p * max(1, len(cross)))(*[cstr(g) for g in cross])
+    if cross:
+        opts.cross_host_groups, opts.n_cross_host_groups = cross_arr, len(cross)
     loader = c_void_p()
     t0 = time.perf_counter()
     lib.magi_loader_new(byref(loader), byref(opts))
     try:
         fill(loader)
         regions = _regions_of(loader, t0)
+        check_weight_identity(regions)
     except BaseException:
         lib.magi_loader_free(loader)
         raise
     s = LoadedSet(loader, transport=transport, window_cap_bytes=window_cap_bytes,
                   rank=None if world is None else int(rank or 0), world=None if world is None else int(world),
-                  rank_local=rank_local, keep_cast_pad=keep_cast_pad)
+                  rank_local=rank_local, keep_cast_pad=keep_cast_pad, cross_host_groups=cross)
     for i, r in enumerate(regions):
         r.loaded, r.loaded_index = s, i
     return regions
 
 
+def check_weight_identity(regions):
+    """Regions loaded (or run) together share a weight's slot by its name
+    (the placeholder target). A save backend names each module weight by
+    its path from the model's root and records it as the example's
+    "module_path": a name that two regions record with different paths
+    names two weights, and is refused (MAGI_ERR_MISMATCH) naming both."""
+    seen = {}
+    for r in regions:
+        for p in r.placeholders:
+            ex = p.get("example_value") or {}
+            path = ex.get("module_path") if isinstance(ex, dict) else None
+            if not isinstance(path, str):
+                continue
+            first = seen.setdefault(p["target"], (path, r))
+            if first[0] != path:
+                raise MagiError(-11, "weight '%s' is '%s' in %s and '%s' in %s: two weights under one "
+                                "name (save the regions of one model with one backend, whose root is "
+                                "the model)" % (p["target"], first[0], _where(first[1]), path, _where(r)),
+                                "load_many")
+    return regions
+
+
+def _where(r):
+    return "%s (region %s)" % (r.path or "a document", r.doc.get("model_idx", "?"))
+
+
 def load_many(paths, *, transport=None, window_cap_bytes=0, rank=None, world=None, rank_local=None,
-              keep_cast_pad=False):
+              keep_cast_pad=False, cross_host_groups=()):
     """Load several region files as one set through the C loader
     (magi_aot/load.h), the way `magi-aot load A B ...` does: every file
     verified (each artifact section hashed and decompressed once), one
@@ -309,13 +340,16 @@ def load_many(paths, *, transport=None, window_cap_bytes=0, rank=None, world=Non
     Region's `redistributes` lists every redistribute with its decision.
     keep_cast_pad: lowered gathers keep their cast and pad in the graph (on
     NCCL) instead of a copy-engine load doing them once at bind.
+    cross_host_groups: process-group names whose members span hosts: their
+    gathers stay on NCCL with reason "cross_host" (a SymmRuntime finds them
+    from the ranks' hosts, runtime/hosts.py).
     Raises MagiError naming the file on any failure."""
     _check_transport(transport)
     paths = [os.fspath(p) for p in paths]
     arr = (c_char_p * max(1, len(paths)))(*[cstr(p) for p in paths])
     regions = _run_loader(lambda ld: lib.magi_loader_load(ld, arr, len(paths)), transport=transport,
                           window_cap_bytes=window_cap_bytes, rank=rank, world=world, rank_local=rank_local,
-                          keep_cast_pad=keep_cast_pad)
+                          keep_cast_pad=keep_cast_pad, cross_host_groups=cross_host_groups)
     for p, reg in zip(paths, regions):
         _warn_ignored(p, reg.ignored, "Region.ignored lists it")
     return regions
@@ -376,12 +410,21 @@ def region_from_doc(doc, *, transport=False):
         return _build(r, None, t0)
 
 
-def localized(region):
-    """rebuild.localize(): magi_localize on a copy of the region's document."""
+def localized(region, rank=None, world=None):
+    """rebuild.localize(): magi_localize_rank on a copy of the region's
+    document, for `rank` of `world` (consecutive ranks); without them the
+    tracing rank's view (magi_localize)."""
     t0 = time.perf_counter()
+    if (rank is None) != (world is None):
+        raise ValueError("localize: give rank= and world= together (or neither: the tracing rank's view)")
     with CRegion.from_json_text(_dumps(region.doc)) as r:
         n = c_uint32()
-        lib.magi_localize(byref(n), r.ptr)
+        if world is None:
+            lib.magi_localize(byref(n), r.ptr)
+        else:
+            cfg = SymmBackendConfig(version=struct_version(SymmBackendConfig.REVISION, SymmBackendConfig),
+                                    rank=int(rank), world=int(world))
+            lib.magi_localize_rank(byref(n), r.ptr, byref(cfg))
         out = _build(r, region.path, t0)
     out.fingerprint = region.fingerprint  # of the region as read
     for k in ("transport", "transport_source", "rewrite_report", "bind_report", "n_rewritten",

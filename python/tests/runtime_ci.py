@@ -288,9 +288,49 @@ class RuntimeThreads(_ThreadRanks, unittest.TestCase):
             e = res[r]
             self.assertIsInstance(e, self.magi.MagiError, repr(e))
             self.assertEqual(e.status, "MAGI_ERR_TIMEOUT")
-            self.assertIn("rank(s) 3 did not publish its plan", e.message)
+            self.assertIn("rank(s) 3 did not publish its host", e.message)  # the first exchange
         self.assertLess(took, 15)
         self._assert_no_rendezvous_left()
+
+    def test_args_refuse_a_bound_weight_and_check_static_sizes(self):
+        torch = self.torch
+        store = self._store()
+
+        def rank(r):
+            rt = self._rt(r, store)
+            sh = self._shards(rt, r)
+            rt.bind(sh)
+            slotted = {s["weight"] for s in rt.slots}
+            rt.bind({p["target"]: torch.zeros(p["example_value"]["shape"],
+                                              dtype=getattr(torch, p["example_value"]["dtype"]))
+                     for p in rt.regions[0].placeholders
+                     if p["name"] != "l_x_" and p["example_value"].get("kind") == "tensor"
+                     and p["target"] not in slotted}, strict=False)
+            rt.ready()
+            x = torch.zeros(2, 5, 1024, dtype=torch.bfloat16)
+            errs = []
+            for values in ({"x": x, "L_self_parameters_wq_": sh["L_self_parameters_wq_"]},
+                           {"x": torch.zeros(3, 5, 1024, dtype=torch.bfloat16)},
+                           {"x": torch.zeros(2, 5, dtype=torch.bfloat16)}):
+                try:
+                    rt.args(self.region, values)
+                    errs.append(None)
+                except self.magi.MagiError as e:
+                    errs.append(e)
+            ok = rt.args(self.region, {"x": torch.zeros(2, 7, 1024, dtype=torch.bfloat16)})  # s27 = 7
+            rt.close()
+            return errs, ok
+        res = _threads(rank)
+        for r, v in res.items():
+            self.assertNotIsInstance(v, BaseException, repr(v))
+            (bound, dim, ndim), ok = v
+            self.assertIsNotNone(bound, "a value for a bound weight was taken")
+            self.assertIn("'l_self_parameters_wq_' is the bound weight", bound.message)
+            self.assertEqual(dim.status, "MAGI_ERR_MISMATCH")
+            self.assertIn("placeholder 'l_x_' dimension 0 is 2 in the region", dim.message)
+            self.assertIn("but 3 in the value given", dim.message)
+            self.assertIn("placeholder 'l_x_' has 3 dimensions", ndim.message)
+            self.assertIn(7, [a for a in ok if isinstance(a, int)])
 
     def test_bind_checks_shapes_and_completeness(self):
         torch = self.torch
@@ -1228,6 +1268,220 @@ class EndToEndFourRanks(unittest.TestCase):
                     # never more gathered-but-unused bytes in flight than the bound
                     self.assertLessEqual(max(g["inflight_bytes"] for g in res["schedule_gathers"]),
                                          res["schedule_bound"][0])
+
+
+@unittest.skipUnless(HAVE_TORCH, TORCH_REASON)
+class RuntimeArgs(unittest.TestCase):
+    """rt.args on one rank: a Python number for a lifted 0-d scalar
+    placeholder (Dynamo's dynamic=True lifts RMSNorm's eps as a 0-d float64
+    tensor), other types and DTensors refused naming the placeholder,
+    static sizes checked."""
+
+    @staticmethod
+    def _model(torch):
+        class RMS(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.eps = 1e-6
+                self.w = torch.nn.Parameter(torch.randn(16), requires_grad=False)
+
+            def forward(self, x):
+                return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.w
+
+        class M(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.norm = RMS()
+                self.lin = torch.nn.Linear(16, 16, bias=False)
+
+            def forward(self, x):
+                return self.lin(self.norm(x))
+        torch.manual_seed(0)
+        return M().requires_grad_(False)
+
+    def _region(self, model, x, dynamic):
+        import torch
+        import magi_aot
+        gms = []
+
+        def capture(gm, example_inputs):
+            gms.append(gm)
+            return gm.forward
+        torch._dynamo.reset()
+        torch.compile(model, backend=capture, dynamic=dynamic)(x)
+        d = tempfile.mkdtemp()
+        self.addCleanup(__import__("shutil").rmtree, d)
+        magi_aot.save(gms[0], os.path.join(d, "r.magi"), model_tag="rms")
+        return magi_aot.load(os.path.join(d, "r.magi"))
+
+    def test_numbers_types_and_static_sizes(self):
+        import torch
+        import magi_aot
+        from magi_aot.runtime import SymmRuntime
+        model, x = self._model(torch), torch.randn(2, 8, 16)
+        region = self._region(model, x, True)
+        eps = [p for p in region.placeholders if p["name"].endswith("eps")]
+        self.assertEqual(len(eps), 1, [p["name"] for p in region.placeholders])
+        self.assertEqual((eps[0]["example_value"]["dtype"], eps[0]["example_value"]["shape"]), ("float64", []))
+        name = eps[0]["name"]
+        with SymmRuntime([region], device="cpu", rank=0, world=1, schedule=False) as rt:
+            rt.bind(dict(model.named_parameters()), strict=False)
+            args = rt.args(region, {"x": x, name: 1e-6})
+            scalar = [a for a in args if isinstance(a, torch.Tensor) and a.dim() == 0]
+            self.assertEqual([(a.dtype, a.item()) for a in scalar], [(torch.float64, 1e-6)])
+            out = rt.graph_module(region)(*args)
+            self.assertTrue(torch.equal(out[0] if isinstance(out, (tuple, list)) else out, model(x)))
+            with self.assertRaises(magi_aot.MagiError) as cm:
+                rt.args(region, {"x": x, name: "1e-6"})
+            self.assertIn("placeholder '%s' takes a tensor" % name, cm.exception.message)
+            self.assertIn("a str was given", cm.exception.message)
+            with self.assertRaises(magi_aot.MagiError) as cm:
+                rt.args(region, {"x": 3.0, name: 1e-6})
+            self.assertIn("placeholder 'l_x_' is a tensor of shape", cm.exception.message)
+        # a static region: another sequence length is named before torch sees it
+        static = self._region(model, x, False)
+        with SymmRuntime([static], device="cpu", rank=0, world=1, schedule=False) as rt:
+            rt.bind(dict(model.named_parameters()), strict=False)
+            with self.assertRaises(magi_aot.MagiError) as cm:
+                rt.args(static, {"x": torch.randn(2, 6, 16)})
+            self.assertEqual(cm.exception.status, "MAGI_ERR_MISMATCH")
+            self.assertIn("placeholder 'l_x_' dimension 1 is 8 in the region (a static size) but 6",
+                          cm.exception.message)
+            out = rt.graph_module(static)(*rt.args(static, {"x": x}))
+            self.assertTrue(torch.equal(out[0] if isinstance(out, (tuple, list)) else out, model(x)))
+
+    def test_a_dtensor_where_the_local_shard_is_taken(self):
+        import torch
+        import torch.distributed as dist
+        import magi_aot
+        from magi_aot.runtime import SymmRuntime
+        from torch.distributed.device_mesh import DeviceMesh
+        from torch.distributed.tensor import DTensor, Replicate
+        if dist.is_initialized():
+            self.skipTest("a process group is already initialised in this process")
+        dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+        self.addCleanup(dist.destroy_process_group)
+        model, x = self._model(torch), torch.randn(2, 8, 16)
+        region = self._region(model, x, False)
+        dx = DTensor.from_local(x, DeviceMesh("cpu", [0]), [Replicate()], run_check=False)
+        with SymmRuntime([region], device="cpu", rank=0, world=1, schedule=False, new_groups=False) as rt:
+            rt.bind(dict(model.named_parameters()), strict=False)
+            with self.assertRaises(magi_aot.MagiError) as cm:
+                rt.args(region, {"x": dx})
+            self.assertIn("placeholder 'l_x_' takes this rank's local tensor; a DTensor", cm.exception.message)
+
+
+@unittest.skipUnless(HAVE_TORCH, TORCH_REASON)
+class HostsFourProcesses(unittest.TestCase):
+    """4 rank processes acting as 2 hosts x 2 (MAGI_AOT_HOST_ID, the
+    host-identity override for tests and containers): the fsdp_block
+    region's group "0" (all 4 ranks: a 1-D mesh across both hosts) keeps
+    its gathers on NCCL with reason cross_host and gets no window; group
+    "1" (pairs, each within a host) stays on the copy engine and gathers
+    its pair's shards bit-exact. Each host meets in a rendezvous base of
+    its own (no directory shared between hosts). On one host the same
+    region plans both."""
+
+    def _run(self, host_of):
+        with tempfile.TemporaryDirectory() as d:
+            bases = {h: os.path.join(d, "rdzv-" + h) for h in set(host_of)}  # no directory shared by hosts
+            for b in bases.values():
+                os.mkdir(b)
+            procs = []
+            for r in range(WORLD):
+                env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python") + os.pathsep + HERE,
+                           MAGI_AOT_HOST_ID=host_of[r], OMP_NUM_THREADS="1")
+                env.pop("LOCAL_WORLD_SIZE", None)
+                procs.append(subprocess.Popen(
+                    [sys.executable, os.path.join(HERE, "hosts_child.py"), d, str(r), str(WORLD),
+                     os.path.join(d, "store"), bases[host_of[r]]], env=env, stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    text=True))
+            logs = [p.communicate(timeout=240)[0] for p in procs]
+            res = []
+            for r in range(WORLD):
+                path = os.path.join(d, "rank%d.json" % r)
+                self.assertTrue(os.path.exists(path), logs[r][-3000:])
+                with open(path) as f:
+                    res.append(json.load(f))
+                self.assertTrue(res[r]["ok"], res[r].get("trace") or res[r])
+            for b in bases.values():
+                self.assertEqual(os.listdir(b), [], "rendezvous directories left behind")
+            return res
+
+    def test_two_hosts_keep_the_group_that_spans_them_on_nccl(self):
+        res = self._run(["a", "a", "b", "b"])
+        for r, x in enumerate(res):
+            with self.subTest(rank=r):
+                self.assertEqual(x["hosts"], ["env:a", "env:a", "env:b", "env:b"])
+                self.assertEqual(x["cross_host_groups"], ["0"])
+                self.assertEqual(x["windows"], [["1", 2]])
+                for g in ("tensor", "tensor_2", "tensor_4"):
+                    self.assertEqual(x["reasons"][g], "cross_host")
+                self.assertEqual(x["reasons"]["all_gather_into_tensor_coalesced"], "rewritten")
+                self.assertTrue(x["pair_gather_exact"])
+
+    def test_one_host_plans_every_group(self):
+        res = self._run(["a"] * WORLD)
+        for r, x in enumerate(res):
+            with self.subTest(rank=r):
+                self.assertEqual(x["cross_host_groups"], [])
+                self.assertEqual(x["windows"], [["0", 4], ["1", 2]])
+                self.assertEqual(x["reasons"]["tensor"], "rewritten")
+                self.assertTrue(x["pair_gather_exact"])
+
+    def test_host_identity_sources(self):
+        from magi_aot.runtime.hosts import cross_host_groups, host_id
+        self.assertEqual(host_id({"MAGI_AOT_HOST_ID": "x", "GROUP_RANK": "1", "LOCAL_WORLD_SIZE": "2"}), "env:x")
+        self.assertEqual(host_id({"GROUP_RANK": "1", "LOCAL_WORLD_SIZE": "2"}), "node:1")
+        self.assertTrue(host_id({}).startswith("name:"))
+        hosts = ["h0", "h0", "h1", "h1"]
+        mine = {"dp": [0, 1, 2, 3], "pair": [0, 1], "odd": [0, 2]}
+        parts = {"dp": [[0, 1, 2, 3]], "pair": [[0, 1], [2, 3]], "odd": None}
+        self.assertEqual(cross_host_groups(mine, parts, hosts), ["dp", "odd"])
+
+
+@unittest.skipUnless(HAVE_TORCH, TORCH_REASON)
+class OneArtifactEveryRank(unittest.TestCase):
+    """python/tests/one_artifact.py: a region traced once, on rank 0, with
+    an uneven vocabulary (1001 rows Shard(0)), loaded and run bit-exact by
+    every rank of 2 and of 4 gloo processes: the weight read through
+    to_local is each loading rank's own shard (the spec's rows, not the
+    tracing rank's), the SimpleFSDP gather is lowered and rewritten."""
+
+    def _run(self, world):
+        import magi_aot
+        from magi_aot.fx.rebuild import localize
+        with tempfile.TemporaryDirectory() as d:
+            env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+            cmd = [sys.executable, os.path.join(HERE, "one_artifact.py"), "--out", d, "--world", str(world),
+                   "--vocab", "1001", "--timeout", "240"]
+            proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=400)
+            self.assertEqual(proc.returncode, 0, proc.stdout[-6000:] + proc.stderr[-3000:])
+            rows = [len(t) for t in __import__("torch").arange(1001).chunk(world)]
+            for r in range(world):
+                with open(os.path.join(d, "rank%d.json" % r)) as f:
+                    res = json.load(f)
+                with self.subTest(rank=r):
+                    self.assertTrue(res["bit_exact"], res)
+                    self.assertEqual(res["head_rows"], rows[r])
+                    self.assertEqual(res["placeholder_shapes"]["L_self_parameters_head_"], [rows[r], 16])
+                    self.assertEqual(res["input_head_shape"], [rows[r], 16])
+                    self.assertIn([rows[r], 16], res["fake_shapes"])
+                    self.assertEqual((res["lowered"], res["rewritten"]), (1, 1))
+            # the Python rank-local form of the same file, for the last rank
+            plain = magi_aot.load(os.path.join(d, "region.magi"))
+            ph = {p["target"]: p["example_value"].get("shape") for p in
+                  localize(plain, rank=world - 1, world=world).placeholders}
+            self.assertEqual(ph["L_self_parameters_head_"], [rows[-1], 16])
+            ph0 = {p["target"]: p["example_value"].get("shape") for p in localize(plain).placeholders}
+            self.assertEqual(ph0["L_self_parameters_head_"], [rows[0], 16])  # the tracing rank's view
+
+    def test_uneven_vocabulary_two_ranks(self):
+        self._run(2)
+
+    def test_uneven_vocabulary_four_ranks(self):
+        self._run(4)
 
 
 if __name__ == "__main__":

@@ -325,6 +325,34 @@ class LoadMany(unittest.TestCase):
         magi_aot.save_doc(b, pb)
         return pa, pb
 
+    def test_one_name_with_two_module_paths_is_refused_naming_both(self):
+        """Regions share a slot by weight name; the save backend records
+        each module weight's path from the model's root: the same name with
+        two paths is two weights, refused naming both."""
+        a = read_fixture("fsdp_block")
+        b = copy.deepcopy(a)
+        b["model_idx"] = 1
+        for doc, path in ((a, "tok_embeddings.weight"), (b, "lm_head.weight")):
+            for n in doc["graph"]["nodes"]:
+                if n["name"] == "l_self_parameters_wq_":
+                    n["meta"]["example_value"]["module_path"] = path
+        with tempfile.TemporaryDirectory() as d:
+            pa, pb = os.path.join(d, "a.json"), os.path.join(d, "b.json")
+            magi_aot.save_doc(a, pa)
+            magi_aot.save_doc(b, pb)
+            with self.assertRaises(magi_aot.MagiError) as cm:
+                magi_aot.load_many([pa, pb], transport="copy_engine")
+            m = cm.exception.message
+            self.assertEqual(cm.exception.status, "MAGI_ERR_MISMATCH")
+            self.assertIn("weight 'L_self_parameters_wq_' is 'tok_embeddings.weight' in %s" % pa, m)
+            self.assertIn("'lm_head.weight' in %s" % pb, m)
+            # the same path in both: one weight, one slot
+            b2 = copy.deepcopy(a)
+            b2["model_idx"] = 1
+            magi_aot.save_doc(b2, pb)
+            ra, rb = magi_aot.load_many([pa, pb], transport="copy_engine")
+            self.assertEqual(ra.bind_report["slots"], rb.bind_report["slots"])
+
     def test_two_regions_sharing_a_weight_get_one_slot(self):
         with tempfile.TemporaryDirectory() as d:
             pa, pb = self._pair(d)

@@ -181,5 +181,38 @@ class TitanAdapter(unittest.TestCase):
                          {"triton", "datasets", "tensorboard"})
 
 
+@unittest.skipUnless(_have_torchtitan() or os.environ.get("MAGI_REQUIRE_TORCH"),
+                     "torchtitan is not installed (pip install --no-deps -r python/requirements-titan.txt)")
+class TorchtitanMoERegions(unittest.TestCase):
+    """titan_moe_regions.py: torchtitan's Qwen3 MoE under plain
+    torch.compile with graph breaks (regions that start inside the
+    embedding, the final norm, the output projection and each MoE block,
+    whose weights Dynamo names from the submodule), every region in one
+    SymmRuntime on 2 ranks: one slot per distinct weight, each named by its
+    path from the model's root, every gather (dense and expert) rewritten,
+    every region bit-exact with its compiled run."""
+
+    def test_regions_of_one_model_in_one_runtime(self):
+        with tempfile.TemporaryDirectory(prefix="magi-moe-") as d:
+            p = subprocess.run([sys.executable, os.path.join(HERE, "titan_moe_regions.py"), "--out", d,
+                                "--world", "2"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               timeout=900)
+            self.assertEqual(p.returncode, 0, p.stdout[-6000:])
+            for r in range(2):
+                with open(os.path.join(d, "rank%d.run.json" % r)) as f:
+                    res = json.load(f)
+                with self.subTest(rank=r):
+                    self.assertGreaterEqual(res["regions"], 5)
+                    self.assertTrue(all(res["bit_exact"]), res["bit_exact"])
+                    # three regions whose weight Dynamo calls L_self_parameters_weight_: three slots
+                    for w in ("tok_embeddings", "norm", "lm_head"):
+                        self.assertIn("L_self_modules_%s_parameters_weight_" % w, res["slot_weights"])
+                    self.assertNotIn("L_self_parameters_weight_", res["slot_weights"])
+                    self.assertEqual(res["slots"], len(set(res["slot_weights"])))
+                    self.assertTrue(res["weights_named_once"])
+                    self.assertTrue(any("inner_experts.w1" in m for m in res["module_paths"]))
+                    self.assertEqual(res["rewritten"], res["gathers"])
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -74,11 +74,12 @@ magi_status magi_loader_new(magi_loader **out, const magi_loader_options *opts) 
     if (opts) {
         /* Revision 1 (before keep_cast_pad) came in two sizes: its bind a
          * revision-2 config (before job_id), then a revision-3 one.
-         * Revision 2 is the struct before rank_local. */
+         * Revision 2 is the struct before rank_local, revision 3 before
+         * cross_host_groups. */
         static const uint32_t revs[] = {
             MAGI_STRUCT_REV(1, offsetof(magi_loader_options, bind) + MAGI_SYMM_BACKEND_CONFIG_V2_SIZE),
             MAGI_STRUCT_REV(1, MAGI_LOADER_OPTIONS_V1_SIZE), MAGI_STRUCT_REV(2, MAGI_LOADER_OPTIONS_V2_SIZE),
-            MAGI_LOADER_OPTIONS_VERSION};
+            MAGI_STRUCT_REV(3, MAGI_LOADER_OPTIONS_V3_SIZE), MAGI_LOADER_OPTIONS_VERSION};
         size_t have;
         if ((st = magi_struct_read(&o, &have, opts, SIZE_MAX, "magi_loader_options", MAGI_STRUCT_REVS(revs))))
             return st;
@@ -93,6 +94,10 @@ magi_status magi_loader_new(magi_loader **out, const magi_loader_options *opts) 
     if (o.bind.world == 0 || o.bind.rank >= o.bind.world)
         return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_loader_options: rank %u is not in world %u", o.bind.rank,
                               o.bind.world);
+    if (o.n_cross_host_groups && !o.cross_host_groups)
+        return magi_set_error(MAGI_ERR_INVALID_ARG,
+                              "magi_loader_options: n_cross_host_groups %u but cross_host_groups is NULL",
+                              o.n_cross_host_groups);
     if (o.bind.n_groups && !o.bind.groups)
         return magi_set_error(MAGI_ERR_INVALID_ARG, "magi_loader_options: n_groups %u but groups is NULL",
                               o.bind.n_groups);
@@ -206,14 +211,14 @@ static magi_status keep_read_nodes(entry *e) {
     return MAGI_OK;
 }
 
-/* The rank-local form (magi_localize), before the lowering. */
-static magi_status localize_region(entry *e) {
+/* The rank-local form for the bound rank (magi_localize_rank), before the lowering. */
+static magi_status localize_region(magi_loader *ld, entry *e) {
     magi_region *r = e->region;
     uint32_t n = 0, any = 0; /* n: the placeholders changed */
     for (uint32_t i = 0; i < r->n_nodes && !any; i++) any = magi_node_op_flag(&r->nodes[i], MAGI_OPF_TO_LOCAL);
     if (!any) return MAGI_OK;
     magi_status st = keep_read_nodes(e);
-    if (!st) st = magi_localize(&n, r);
+    if (!st) st = magi_localize_rank(&n, r, &ld->o.bind);
     return st ? magi_error_prefix(st, "%s", e->path) : MAGI_OK;
 }
 
@@ -284,7 +289,7 @@ static magi_status load_set(magi_loader *ld, const char *fn, const char *const *
         MAGI_CHECK(read_region(ld, e));
         e->info.n_inputs = magi_region_count_placeholders(e->region);
         MAGI_CHECK(decide_transport(ld, e));
-        if (ld->o.rank_local) MAGI_CHECK(localize_region(e));
+        if (ld->o.rank_local) MAGI_CHECK(localize_region(ld, e));
         MAGI_CHECK(lower_region(ld, e));
     }
 
@@ -302,6 +307,8 @@ static magi_status load_set(magi_loader *ld, const char *fn, const char *const *
     po.window_cap_bytes = ld->o.window_cap_bytes;
     po.region_names = names;
     po.region_transports = tr;
+    po.cross_host_groups = ld->o.cross_host_groups;
+    po.n_cross_host_groups = ld->o.n_cross_host_groups;
     MAGI_CHECK(magi_symm_plan_build(&ld->plan, regs, n, &po));
     if (ld->o.backend || ld->o.bind.world > 1 || ld->o.bind.n_groups)
         MAGI_CHECK(magi_loader_check_groups(ld->plan, &ld->o.bind));

@@ -16,7 +16,7 @@ const char *magi_symm_transport_name(magi_symm_transport t) {
 
 const char *magi_symm_reason_name(magi_symm_reason r) {
     static const char *const names[] = {"rewritten", "cast",      "pad",        "not_resident", "mixed_coalesced",
-                                        "uneven",    "transport", "not_static", "trainable"};
+                                        "uneven",    "transport", "not_static", "trainable", "cross_host"};
     return (unsigned)r < sizeof names / sizeof names[0] ? names[r] : NULL;
 }
 
@@ -281,6 +281,8 @@ typedef struct usage {
 typedef struct build_ctx {
     magi_symm_plan *p;
     const char *const *names;
+    const char *const *cross_host; /* groups whose members span hosts */
+    uint32_t n_cross_host;
     char name_buf[2][512];
     uint32_t *slot_region;  /* region that created each slot */
     size_t slots_cap, windows_cap;
@@ -539,6 +541,15 @@ static magi_status plan_gather(build_ctx *b, uint32_t ri, const magi_region *r, 
     }
     int plan_it = 0;
     MAGI_CHECK(decide_gather(g, &plan_it, a, f->row, f->suffix, rp->transport, ins, nin, n_ok));
+    for (uint32_t h = 0; plan_it && h < b->n_cross_host; h++) {
+        if (!b->cross_host[h] || strcmp(b->cross_host[h], vgn->u.s)) continue;
+        /* a window needs every member on one host: NCCL serves a group that spans hosts */
+        g->to = g->already_symm ? magi_arena_printf(a, "%s%s", f->row->counterpart, f->suffix) : g->from;
+        g->reason = MAGI_SYMM_KEEP_CROSS_HOST;
+        g->detail = magi_arena_printf(a, "group '%s' spans hosts: kept on NCCL", vgn->u.s);
+        if (!g->to || !g->detail) MAGI_FAIL(MAGI_ERR_NOMEM, "out of memory");
+        plan_it = 0;
+    }
     if (!plan_it) goto cleanup;
     g->n_slots = nin;
     g->slots = magi_arena_calloc(a, nin, sizeof *g->slots);
@@ -682,7 +693,8 @@ magi_status magi_symm_plan_build(magi_symm_plan **out, const magi_region *const 
     for (uint32_t i = 0; i < n_regions; i++) MAGI_ARG_CHECK(regions[i], "regions[%u] is NULL", i);
     magi_symm_plan_options o = MAGI_SYMM_PLAN_OPTIONS_INIT;
     if (opts) {
-        static const uint32_t revs[] = {MAGI_SYMM_PLAN_OPTIONS_VERSION};
+        static const uint32_t revs[] = {MAGI_STRUCT_REV(2, MAGI_SYMM_PLAN_OPTIONS_V2_SIZE),
+                                        MAGI_SYMM_PLAN_OPTIONS_VERSION};
         if ((st = magi_struct_read(&o, NULL, opts, SIZE_MAX, "magi_symm_plan_options", MAGI_STRUCT_REVS(revs))))
             return st;
     }
@@ -702,6 +714,8 @@ magi_status magi_symm_plan_build(magi_symm_plan **out, const magi_region *const 
     if (!p) return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
     b.p = p;
     b.names = o.region_names;
+    b.cross_host = o.cross_host_groups;
+    b.n_cross_host = o.cross_host_groups ? o.n_cross_host_groups : 0;
     MAGI_CHECK(magi_arena_new(&p->arena, 0));
     p->transport = o.transport;
     p->align = o.slot_align;

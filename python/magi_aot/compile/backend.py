@@ -176,6 +176,88 @@ def replayed_side_effects():
         return []
 
 
+def _module_path(root, me):
+    root = getattr(root, "_orig_mod", root)   # a torch.compile'd module: the model in it
+    return next((name for name, m in root.named_modules(remove_duplicate=False) if m is me), None)
+
+
+def _outermost_module(me):
+    """The outermost module on the Python stack (the `self` of a frame
+    that is running, a torch.compile'd module's model) holding `me`: the
+    model a region inside a submodule (after a graph break) belongs to."""
+    import sys
+    import torch
+    best = None
+    f = sys._getframe(1)
+    while f is not None:
+        try:
+            cand = f.f_locals.get("self")
+        except Exception:  # noqa: BLE001 - a frame whose locals cannot be read
+            cand = None
+        if isinstance(cand, torch.nn.Module) and _module_path(cand, me) is not None:
+            best = cand
+        f = f.f_back
+    return best if best is not None else me
+
+
+def _weight_paths(gm, roots):
+    """{placeholder name: (module path from the model's root, "param" or
+    "buffer")} of the region's module weights. The frame's `self` is
+    found among the modules of the model's root: roots[0], given by the
+    caller, else the outermost module on the stack holding it (kept in
+    roots[0] for the next region). A weight whose module is not under the
+    root is left out (its name stays the frame's). {} where Dynamo does
+    not say."""
+    from .code import placeholder_sources
+    from .warm import parse_source
+    try:
+        import torch
+        from torch._dynamo.symbolic_convert import InstructionTranslator
+        me = InstructionTranslator.current_tx().output.local_scope.get("self")
+    except Exception:  # noqa: BLE001 - another torch: nothing known
+        return {}
+    if not isinstance(me, torch.nn.Module):
+        return {}
+    base = _module_path(roots[0], me) if roots[0] is not None else None
+    if base is None and not roots[1]:   # not given: found (again) on the stack
+        found = _outermost_module(me)
+        if roots[0] is None or _module_path(found, getattr(roots[0], "_orig_mod", roots[0])) is not None:
+            roots[0] = found
+        base = _module_path(roots[0], me)
+    if base is None:
+        return {}
+    out = {}
+    for ps in placeholder_sources(gm):
+        try:
+            where, steps = parse_source(ps["source"] or "")
+        except MagiError:
+            continue
+        ops = [op for op, _ in steps]
+        if where != "self" or not ops or ops[-1] not in ("param", "buffer") or \
+                any(op != "module" for op in ops[:-1]):
+            continue
+        path = ".".join(([base] if base else []) + [a for _, a in steps])
+        out[ps["name"]] = (path, ops[-1])
+    return out
+
+
+def _name_weights(doc, paths):
+    """Each module weight of the walked document named by its path from the
+    model's root: the placeholder's target becomes the name Dynamo gives
+    that weight reached from the root's `self`, its example records
+    "module_path". Regions of one model then share a weight's slot only
+    when they read the same weight."""
+    from ..runtime.plan import buffer_name, dynamo_param_name
+    for n in doc["graph"]["nodes"]:
+        if n.get("op") != "placeholder" or n.get("name") not in paths:
+            continue
+        path, kind = paths[n["name"]]
+        n["target"] = dynamo_param_name(path) if kind == "param" else buffer_name(path)
+        ex = (n.get("meta") or {}).get("example_value")
+        if isinstance(ex, dict):
+            ex["module_path"] = path
+
+
 class SideEffectsRefused(MagiError):
     """Raised by a backend made with refuse_side_effects=True, before it
     compiles, for a frame that changes objects it did not create
@@ -202,12 +284,18 @@ class SaveBackend:
     refuse_side_effects  raise SideEffectsRefused for a frame that changes
                     objects it did not create, before compiling it
                     (warm_start: such a region cannot run without Dynamo)
+    root            the model (default: the outermost module on the stack
+                    when a region is saved, the compiled model). Each module weight a
+                    region reads is named by its path from the root
+                    (placeholder target as Dynamo names it from the root's
+                    `self`, "module_path" in its example), also in a region
+                    that starts inside a submodule after a graph break
     Thread-safe: model_idx allocation and the entries list are locked.
     """
 
     def __init__(self, cache_dir, model_tag, *, compile_config=None, compiler=None,
                  start_idx=0, strict=False, zstd_level=0, store_code=False,
-                 inductor_options=None, refuse_side_effects=False):
+                 inductor_options=None, refuse_side_effects=False, root=None):
         self.cache_dir = os.fspath(cache_dir)
         self.model_tag = model_tag
         self.compile_config = compile_config
@@ -217,6 +305,7 @@ class SaveBackend:
         self.store_code = store_code
         self.inductor_options = inductor_options
         self.refuse_side_effects = refuse_side_effects
+        self._root = [root, root is not None]  # the model whose module paths name the weights; given?
         self.entries = []
         self.stored_code = {}   # cache key -> the compiled-code payload this backend stored
         self.record_outputs = False   # keep the last outputs of the returned callable
@@ -243,14 +332,18 @@ class SaveBackend:
             raise MagiError(-13, text)  # MAGI_ERR_UNSUPPORTED
         warnings.warn(text, UnrebuildableRegion, stacklevel=3)
 
-    def save_region(self, gm, model_idx, code=None):
+    def save_region(self, gm, model_idx, code=None, weight_paths=None):
         """Walk, encode and publish one region. code: (payload builder,
-        compile seconds) when compiled code is stored with it."""
+        compile seconds) when compiled code is stored with it.
+        weight_paths: {placeholder name: (path from the model's root,
+        "param" | "buffer")} (default: read from the frame Dynamo is
+        compiling)."""
         from ..fx import graph_to_doc
         t0 = time.perf_counter()
         traced = _traced_files()
         doc = graph_to_doc(gm, model_tag=self.model_tag, model_idx=model_idx,
                            traced_files=traced, compile_config=self.compile_config)
+        _name_weights(doc, weight_paths if weight_paths is not None else _weight_paths(gm, self._root))
         self._check_rebuildable(doc, model_idx)
         text = _dumps(doc)
         t1 = time.perf_counter()

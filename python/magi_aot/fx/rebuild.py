@@ -62,17 +62,19 @@ def to_local(x, *args, **kwargs):
     return x
 
 
-def localize(region):
-    """The rank-local form of `region`, as one rank runs it (the C
-    library's magi_localize, the pass a load with rank= and world= runs):
-    every placeholder read through to_local takes that node's example
-    value (the local shard's dtype, shape, stride), and every to_local node
-    becomes a call of `to_local` above. A new Region (its `source` is the
+def localize(region, *, rank=None, world=None):
+    """The rank-local form of `region`, as rank `rank` of `world` runs it
+    (the C library's magi_localize_rank, the pass a load with rank= and
+    world= runs): every placeholder read through to_local becomes that
+    rank's local shard (dtype as traced; shape from its DTensor spec and
+    the rank, whichever rank traced), and every to_local node becomes a
+    call of `to_local` above. Without rank and world: the tracing rank's
+    view (each placeholder takes its to_local node's example as traced). A new Region (its `source` is the
     region given); raises MagiError MAGI_ERR_UNSUPPORTED naming the
     placeholder when one is also used other than through to_local, or by
     to_local nodes that disagree."""
     from ..region import localized
-    return localized(region)
+    return localized(region, rank, world)
 
 
 def _unsupported(node, why):

@@ -23,6 +23,9 @@ A runtime is four parts, each with one job:
    loader (the rank-local form, the lowering of DTensor weight gathers, one
    plan over all of them: one slot per weight shared by every region, one
    window per (dtype, group)).
+   Before it, every rank's host is exchanged over the store
+   (runtime/hosts.py): a group whose members span hosts is planned with
+   its gathers on NCCL (reason "cross_host").
 2. The groups (runtime/groups.py): explicit member ranks for every
    process-group name the graphs record, torch process groups for them,
    and the gathers kept on c10d pointed at the caller's block.
@@ -46,8 +49,10 @@ from . import ops
 from .._lib import MagiError, lib
 from .binding import Binder
 from .gather import Gatherer, _GatherWork, _register_work, drop_unread_gathers  # noqa: F401 - tests reach them here
+from ..region import Region, load
 from .groups import (collective_groups, host_staged_all_gather, host_staged_all_gather_coalesced,  # noqa: F401
                      make_c10d_groups, remap_groups, resolve_groups)
+from .hosts import cross_host_groups, exchange_hosts
 from .plan import RuntimePlan, dynamo_param_name
 from .rendezvous import Handles, rendezvous, rendezvous_prefix
 
@@ -84,7 +89,9 @@ class SymmRuntime:
     rendezvous_base   where rank 0 creates the private rendezvous directory
                (default /dev/shm for the host backend, else the temp dir);
                it is removed on success and on failure
-    job        key prefix in the store
+    job        key prefix in the store (also of the hosts' exchange:
+               runtime/hosts.py; a group whose members span hosts keeps its
+               gathers on NCCL, reason "cross_host")
     new_groups create torch process groups for the graph's group names
                (default: when torch.distributed is initialised and world > 1)
     join       where a CUDA gather's consumer waits for it (docs/SYMM.md,
@@ -111,6 +118,7 @@ class SymmRuntime:
     Attributes: regions, plan (RuntimePlan: .adopted says whether the
     caller's load was bound as it stands), windows, slots, plan_sha256,
     transport, groups, partitions, c10d_group_names, host_staged_groups,
+    hosts (every rank's host identity), cross_host_groups,
     job_id, rank, world, device, join, closed, schedule_report ({"mode":
     "identical" | "pinned" | "abort" | "off", "reason", "regions": [per
     region: magi_aot.schedule's report]}).
@@ -148,18 +156,26 @@ class SymmRuntime:
         self._gatherer = Gatherer(st, join)
         self._binder = Binder(st, weakref.ref(self))
         try:
-            plan = st.plan = RuntimePlan.open(regions, rank=self.rank, world=self.world,
-                                              keep_cast_pad=self.keep_cast_pad,
-                                              window_cap_bytes=window_cap_bytes)
-            st.handles = Handles(plan.loaded)
-            self.groups, self.partitions = resolve_groups((r.doc for r in plan.regions), plan.windows,
-                                                          self.rank, self.world, groups)
             if store is None and self.world > 1:
                 if not (dist.is_available() and dist.is_initialized()):
                     raise MagiError(-1, "SymmRuntime: world %d needs a store: initialise "
                                     "torch.distributed (torchrun) or pass store=" % self.world)
                 store = dist.distributed_c10d._get_default_store()
             self.store = store
+            # which groups span hosts: known before the plan, which keeps them on NCCL
+            # (the groups checked first: a bad `groups` fails alone, before any exchange)
+            regions = list(regions)
+            docs = [r.doc if isinstance(r, Region) else load(r).doc for r in regions]
+            members = resolve_groups(docs, [], self.rank, self.world, groups)
+            self.hosts = exchange_hosts(store, self.rank, self.world, job, self.timeout)
+            self.cross_host_groups = cross_host_groups(*members, self.hosts)
+            plan = st.plan = RuntimePlan.open(regions, rank=self.rank, world=self.world,
+                                              keep_cast_pad=self.keep_cast_pad,
+                                              window_cap_bytes=window_cap_bytes,
+                                              cross_host_groups=self.cross_host_groups)
+            st.handles = Handles(plan.loaded)
+            self.groups, self.partitions = resolve_groups((r.doc for r in plan.regions), plan.windows,
+                                                          self.rank, self.world, groups)
             if new_groups is None:
                 new_groups = self.world > 1 and dist.is_available() and dist.is_initialized()
             self._c10d_groups, self.c10d_group_names = (
@@ -173,7 +189,7 @@ class SymmRuntime:
             self.job_id = rendezvous(st.handles, plan, self.groups, store=store, rank=self.rank,
                                      world=self.world, job=job, timeout=self.timeout,
                                      backend_name=self.backend_name, device_index=self.device.index or 0,
-                                     base=rendezvous_base)
+                                     base=rendezvous_base, hosts=self.hosts)
             st.b = st.handles.b
             self._scheduled = {}
             self.schedule_report = self._schedule(schedule, max_inflight_bytes, store)
@@ -339,7 +355,15 @@ class SymmRuntime:
         """The placeholder values of `region` in graph order: bound weights
         (bind/alias), plain weights given to bind(), then `values` (by
         placeholder name, target or FQN); SymInt placeholders are solved
-        from the tensors' shapes where the saved shape names the symbol."""
+        from the tensors' shapes where the saved shape names the symbol.
+        A Python number given for a 0-d tensor placeholder (Dynamo's lifted
+        float module attributes under dynamic=True, e.g. RMSNorm's eps)
+        becomes that tensor (its recorded dtype). Refused with a MagiError
+        naming the placeholder: a value for a weight bound to a slot (bind
+        or alias it again instead), a DTensor where the rank-local region
+        takes the local tensor, another type where a tensor is taken, and
+        a tensor whose rank or static sizes differ from the region's (the
+        dimension, recorded and given sizes)."""
         return self._binder.args(self._region(region), values)
 
     # -------------------------------------------------------------- teardown

@@ -47,6 +47,59 @@ def _pick(d, p):
     return _MISSING
 
 
+def _is_dtensor(v):
+    return type(v).__name__ == "DTensor" or (hasattr(v, "to_local") and hasattr(v, "placements"))
+
+
+def _check_static_shape(p, ex, v):
+    """A tensor value against the region's recorded static sizes: the rank
+    and every concrete dimension (a symbolic one takes any size)."""
+    shape = ex.get("shape")
+    if ex.get("kind") != "tensor" or not isinstance(shape, list) or not hasattr(v, "shape"):
+        return
+    given = list(v.shape)
+    if len(given) != len(shape):
+        raise MagiError(-11, "SymmRuntime.args: placeholder '%s' has %d dimensions in the region (%s); the "
+                        "value given has %d (%s)" % (p["name"], len(shape), shape, len(given), given))
+    for d, (want, got) in enumerate(zip(shape, given)):
+        if isinstance(want, int) and want != int(got):
+            raise MagiError(-11, "SymmRuntime.args: placeholder '%s' dimension %d is %d in the region (a static "
+                            "size) but %d in the value given (shape %s, recorded %s)"
+                            % (p["name"], d, want, int(got), given, shape))
+
+
+def _argument(torch, p, ex, v, device):
+    """A value given for placeholder p (example ex), as the graph takes it:
+    a Python number for a 0-d tensor placeholder (Dynamo's lifted float
+    module attributes, e.g. RMSNorm's eps) becomes that 0-d tensor; a
+    DTensor where the rank-local region takes its local shard, another
+    type where a tensor is taken, or a tensor of other static sizes is
+    refused naming the placeholder."""
+    kind = ex.get("kind")
+    if kind != "tensor":
+        return v
+    if _is_dtensor(v) and "dtensor" not in ex:
+        raise MagiError(-4, "SymmRuntime.args: placeholder '%s' takes this rank's local tensor; a DTensor "
+                        "was given (pass its to_local(), or bind it)" % p["name"])
+    if isinstance(v, (bool, int, float)) and not isinstance(v, torch.Tensor):
+        if ex.get("shape") != []:
+            raise MagiError(-4, "SymmRuntime.args: placeholder '%s' is a tensor of shape %s; a Python %s was "
+                            "given (only a 0-d tensor placeholder takes a number)"
+                            % (p["name"], ex.get("shape"), type(v).__name__))
+        dtype = getattr(torch, str(ex.get("dtype") or ""), None)
+        if not isinstance(dtype, torch.dtype):
+            raise MagiError(-4, "SymmRuntime.args: placeholder '%s' records no dtype for the number given"
+                            % p["name"])
+        dev = ex.get("device") or "cpu"
+        dev = torch.device("cpu") if str(dev) == "cpu" else device
+        return torch.tensor(v, dtype=dtype, device=dev)
+    if not isinstance(v, torch.Tensor):
+        raise MagiError(-4, "SymmRuntime.args: placeholder '%s' takes a tensor (%s %s); a %s was given"
+                        % (p["name"], ex.get("dtype"), ex.get("shape"), type(v).__name__))
+    _check_static_shape(p, ex, v)
+    return v
+
+
 class Binder:
     """The bound tensors of one runtime. `state`: the runtime's shared state
     (backend, plan, device, lock, handles, closed flag); `registry_owner`: a
@@ -232,16 +285,25 @@ class Binder:
 
     def args(self, region, values):
         """SymmRuntime.args (its doc) for Region `region`."""
+        import torch
         self.check_sources()
         values = dict(values or {})
         out, syms, pending = [], {}, []
         for p in region.placeholders:
             v = _pick(values, p)
+            ex = p["example_value"] or {}
+            if v is not _MISSING and p["target"] in self.bound:
+                raise MagiError(-4, "SymmRuntime.args: placeholder '%s' is the bound weight %s: its value is "
+                                "the bound shard (bind() or alias() again to change it), not one given here"
+                                % (p["name"], p["target"]))
+            if v is not _MISSING:
+                v = _argument(torch, p, ex, v, self._state.device)
             if v is _MISSING and p["target"] in self.bound:
                 v = self.bound[p["target"]]
             if v is _MISSING:
                 v = _pick(self.plain, p)
-            ex = p["example_value"] or {}
+                if v is not _MISSING:
+                    _check_static_shape(p, ex, v)
             if v is _MISSING:
                 if ex.get("kind") == "symint" and isinstance(ex.get("expr"), str):
                     pending.append((len(out), ex["expr"], p["name"]))

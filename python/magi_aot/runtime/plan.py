@@ -75,7 +75,7 @@ class RuntimePlan:
         self._transforms = None  # weight -> bind_transform, made on first use
 
     @classmethod
-    def open(cls, items, *, rank, world, keep_cast_pad, window_cap_bytes):
+    def open(cls, items, *, rank, world, keep_cast_pad, window_cap_bytes, cross_host_groups=()):
         items = list(items)
         if not items:
             raise MagiError(-1, "SymmRuntime: no regions given")
@@ -84,10 +84,10 @@ class RuntimePlan:
         if (first is not None and all(isinstance(r, Region) and r.loaded is first for r in items)
                 and sorted(r.loaded_index for r in items) == list(range(first.count))
                 and first.serves(rank=rank, world=world, keep_cast_pad=keep_cast_pad,
-                                 window_cap_bytes=window_cap_bytes)):
+                                 window_cap_bytes=window_cap_bytes, cross_host_groups=cross_host_groups)):
             return cls(sorted(items, key=lambda r: r.loaded_index), True, transport)
         opts = dict(transport=transport, window_cap_bytes=window_cap_bytes, rank=rank, world=world,
-                    rank_local=True, keep_cast_pad=keep_cast_pad)
+                    rank_local=True, keep_cast_pad=keep_cast_pad, cross_host_groups=cross_host_groups)
         if all(not isinstance(r, Region) for r in items):
             fresh = load_many([os.fspath(r) for r in items], **opts)
             for r, path in zip(fresh, items):

@@ -17,7 +17,9 @@ the CUDA IPC handles), which checks the plans once more. Keys live under
 "<job>/<n>/", n counting this rank's runtimes in the store, so several
 runtimes in one job do not collide; that prefix is also the backend's
 job_id, so ranks of another job in the directory are refused by the C
-handshake.
+handshake. Ranks on several hosts (runtime/hosts.py) compare their plans
+over the store as one world, then each host meets in a directory of its
+own, made by its lowest rank (rendezvous()).
 """
 import datetime
 import hashlib
@@ -117,14 +119,15 @@ def rendezvous_base(base, backend_name):
     return os.path.abspath(base)
 
 
-def _directory_value(st, pfx, base, created):
-    """The rendezvous directory the store names, accepted only as the
-    fresh one rank 0 created: a direct child of the rendezvous base
-    with the job's name prefix, a directory (no symlink) of this user,
-    mode 0700; else a MagiError naming the rank and the key."""
-    key = pfx + "dir"
+def _directory_value(st, pfx, base, created, key=None, leader=0):
+    """The rendezvous directory the store names (under `key`, default
+    "<pfx>dir"), accepted only as the fresh one the leader (rank 0, or the
+    lowest rank of this host) created: a direct child of the rendezvous
+    base with the job's name prefix, a directory (no symlink) of this
+    user, mode 0700; else a MagiError naming the rank and the key."""
+    key = key or pfx + "dir"
     raw = bytes(st.store.get(key))
-    what = "SymmRuntime rank %d: store key '%s' (rank 0's rendezvous directory)" % (st.rank, key)
+    what = "SymmRuntime rank %d: store key '%s' (rank %d's rendezvous directory)" % (st.rank, key, leader)
     try:
         path = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -149,52 +152,69 @@ def _directory_value(st, pfx, base, created):
         why = "is owned by uid %d, not %d" % (s.st_uid, os.geteuid())
     elif stat.S_IMODE(s.st_mode) != 0o700:
         why = "has mode %04o, not 0700" % stat.S_IMODE(s.st_mode)
-    elif st.rank == 0 and path != created:
-        why = "is not the directory rank 0 created (%s)" % created
+    elif st.rank == leader and path != created:
+        why = "is not the directory rank %d created (%s)" % (leader, created)
     if why:
         raise MagiError(-4, "%s: %r %s" % (what, path, why))
     return path
 
 
 def rendezvous(handles, plan, groups, *, store, rank, world, job, timeout, backend_name, device_index,
-               base=None):
+               base=None, hosts=None):
     """Meet the peers (module doc) and create and rendezvous this rank's C
     backend on `plan` (a RuntimePlan) into handles.b. `groups`: {name: the
-    caller's member ranks}. Returns the job id (None for a world of 1).
-    The private directory is removed on success and on failure."""
+    caller's member ranks}. `hosts`: every rank's host identity (None: one
+    host). Ranks of several hosts compare plans over the store as one
+    world, then each host meets alone: the lowest rank of each host
+    creates the private directory on that host and publishes it under
+    "<pfx>dir/<that rank>", and the backend is made for the host's ranks
+    (rank and world within the host, only the groups whose members are all
+    on it: a group that spans hosts has no window). No directory is shared
+    between hosts. Returns the job id (None for a world of 1). The private
+    directory is removed on success and on failure."""
     tmp = None
+    leader = 0
+    local = list(range(world))
+    if hosts is not None and len(set(hosts)) > 1:
+        local = [r for r in range(world) if hosts[r] == hosts[rank]]
+        leader = local[0]
     try:
-        job_id = None
+        job_id = backend_job = None
         if world > 1:
             st = _Store(store, rank, world, timeout)
             n = store.add(_STORE_COUNTER % (job, rank), 1)
             pfx = "%s/%d/" % (job, n)
-            job_id = pfx  # the same on every rank: the C handshake refuses other jobs
+            job_id = pfx  # the same on every rank (the schedule's agreement keys start with it)
+            backend_job = pfx if len(local) == world else "%shost%d/" % (pfx, leader)
+            dir_key = pfx + "dir" if len(local) == world else pfx + "dir/%d" % leader
             store.set(pfx + "plan/%d" % rank, plan.plan_sha256.encode() + b":" + plan.encoding)
             where = rendezvous_base(base, backend_name)
-            if rank == 0:
+            if rank == leader:
                 tmp = tempfile.mkdtemp(prefix=rendezvous_prefix(pfx), dir=where)
-                store.set(pfx + "dir", tmp)
-            keys = [pfx + "plan/%d" % r for r in range(world)] + [pfx + "dir"]
+                store.set(dir_key, tmp)
+            keys = [pfx + "plan/%d" % r for r in range(world)] + [dir_key]
             st.wait(keys, "publish its plan")
             compare_plans([st.plan_value(pfx + "plan/%d" % r, r) for r in range(world)])
-            rdzv = _directory_value(st, pfx, where, tmp)
+            rdzv = _directory_value(st, pfx, where, tmp, dir_key, leader)
         else:
             rdzv = None if backend_name == "host" else tempfile.mkdtemp(prefix="magi-symm-")
             tmp = rdzv
         ops_ = lib.magi_symm_backend_find(backend_name.encode())
         if not ops_:
             raise MagiError(-13, lib.magi_last_error().decode())
+        index = {r: i for i, r in enumerate(local)}
+        mine = {name: [index[m] for m in members] for name, members in groups.items()
+                if all(m in index for m in members)}
         ranks = {}
-        garr = (SymmGroup * max(1, len(groups)))()
-        for i, (name, members) in enumerate(sorted(groups.items())):
+        garr = (SymmGroup * max(1, len(mine)))()
+        for i, (name, members) in enumerate(sorted(mine.items())):
             ranks[name] = (c_uint32 * len(members))(*members)
             garr[i] = SymmGroup(name.encode(), len(members), ranks[name], None)
         cfg = SymmBackendConfig(
             version=struct_version(SymmBackendConfig.REVISION, SymmBackendConfig),
-            rank=rank, world=world, groups=garr, n_groups=len(groups),
+            rank=index[rank], world=len(local), groups=garr, n_groups=len(mine),
             rendezvous=cstr(rdzv) if rdzv else None, timeout_ms=int(timeout * 1000),
-            device=device_index, world_comm=None, job_id=cstr(job_id) if job_id else None)
+            device=device_index, world_comm=None, job_id=cstr(backend_job) if backend_job else None)
         b = c_void_p()
         lib.magi_symm_backend_create(byref(b), ops_, plan.ptr, byref(cfg))
         handles.b = b
@@ -203,6 +223,6 @@ def rendezvous(handles, plan, groups, *, store, rank, world, job, timeout, backe
             store.add(pfx + "joined", 1)
             st.wait_count(pfx + "joined", "finish the backend rendezvous")
         return job_id
-    finally:  # rank 0 (or a world of 1) owns the directory: gone on success or failure
-        if tmp and (world == 1 or rank == 0):
+    finally:  # the leader (or a world of 1) owns the directory: gone on success or failure
+        if tmp and (world == 1 or rank == leader):
             shutil.rmtree(tmp, ignore_errors=True)
