@@ -62,6 +62,8 @@ typedef struct magi_lowered {
     int64_t chunk_rows;   /* c = ceil(F / N) (lowered) */
     int64_t local_rows;   /* this rank's rows (lowered) */
     const char *reason;   /* kept: why; "" when lowered */
+    int shard_dim;        /* the tensor dimension gathered: 0 (rows) or 1 (columns) (lowered) */
+    int rewrapped;        /* lowered through from_local(to_local(W), mesh, placements) */
 } magi_lowered;
 
 /* Lower every lowerable redistribute of region r for the rank and process
