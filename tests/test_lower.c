@@ -15,6 +15,7 @@ static char *read_text(const char *path) {
     return p;
 }
 static char *fixture(void) { return read_text(MAGI_TESTS_DIR "/lower_data/titan_like.json"); }
+static char *layouts(void) { return read_text(MAGI_TESTS_DIR "/lower_data/layouts.json"); }
 
 static int g_keep_cast_pad; /* the loader option of the next load_rank() */
 
@@ -387,6 +388,34 @@ static void test_plan_mismatch_names_the_weight(void) {
     free(text);
 }
 
+/* Ranks in different groups of one mesh dimension (HSDP's shards: rank 0
+ * in {0, 1}, rank 2 in {2, 3}) name them differently: their plans agree,
+ * windows compared by the order of their groups, not the names. */
+static void test_plans_agree_across_group_names(void) {
+    char *text = layouts(), *renamed = layouts();
+    for (char *q = renamed; (q = strstr(q, "\"shard\"")) != NULL; q += 7) memcpy(q, "\"sh_2_\"", 7);
+    uint32_t r0[2] = {0, 1}, r2[2] = {2, 3}, rep0[2] = {0, 2};
+    magi_symm_group g0[2] = {{"shard", 2, r0, NULL}, {"rep", 2, rep0, NULL}};
+    magi_symm_group g2[2] = {{"sh_2_", 2, r2, NULL}, {"rep", 2, rep0, NULL}};
+    magi_loader *a = load_rank(text, 0, 4, MAGI_LOAD_TRANSPORT_COPY_ENGINE, g0, 2, NULL);
+    magi_loader *b = load_rank(renamed, 2, 4, MAGI_LOAD_TRANSPORT_COPY_ENGINE, g2, 2, NULL);
+    uint32_t nw = 0;
+    const magi_symm_window *wb = magi_symm_plan_windows(&nw, magi_loader_plan(b));
+    MT_CHECK(nw > 0 && !strcmp(wb[0].group, "sh_2_"), "rank 2's window keeps its own group name");
+    void *ea = NULL, *eb = NULL;
+    size_t la = 0, lb = 0;
+    MT_OK(magi_symm_plan_encode(&ea, &la, magi_loader_plan(a)));
+    MT_OK(magi_symm_plan_encode(&eb, &lb, magi_loader_plan(b)));
+    MT_OK(magi_symm_plan_compare(ea, la, eb, lb));
+    MT_CHECK(la == lb && !memcmp(ea, eb, la), "the encodings differ");
+    magi_free(ea);
+    magi_free(eb);
+    magi_loader_free(a);
+    magi_loader_free(b);
+    free(text);
+    free(renamed);
+}
+
 /* A to_local named with 600 bytes: the new nodes' names (cast, pad,
  * gather, wait with keep_cast_pad) are each unique, and the lowered region
  * writes and reads back. */
@@ -430,8 +459,6 @@ static void test_long_names_stay_unique(void) {
     magi_region_free(r);
     free(text);
 }
-
-static char *layouts(void) { return read_text(MAGI_TESTS_DIR "/lower_data/layouts.json"); }
 
 static int64_t dim_of(const magi_node *n, uint32_t k) { return n->example->u.tensor.shape[k].value; }
 
@@ -533,7 +560,7 @@ static void test_mesh_kept_where_read(void) {
     free(text);
 }
 
-MT_MAIN(MT_CASE(test_layouts_hsdp_columns_rewrap), MT_CASE(test_mesh_kept_where_read), MT_CASE(test_long_names_stay_unique), MT_CASE(test_lowered_sequences_cast_pad_kept), MT_CASE(test_plan_mismatch_names_the_weight), MT_CASE(test_closure_form), MT_CASE(test_torchtitan_region), MT_CASE(test_cast_and_pad_at_bind),
+MT_MAIN(MT_CASE(test_layouts_hsdp_columns_rewrap), MT_CASE(test_plans_agree_across_group_names), MT_CASE(test_mesh_kept_where_read), MT_CASE(test_long_names_stay_unique), MT_CASE(test_lowered_sequences_cast_pad_kept), MT_CASE(test_plan_mismatch_names_the_weight), MT_CASE(test_closure_form), MT_CASE(test_torchtitan_region), MT_CASE(test_cast_and_pad_at_bind),
         MT_CASE(test_revision_1_options_accepted), MT_CASE(test_uneven_same_plan_every_rank),
         MT_CASE(test_no_rank_world_keeps_with_reason), MT_CASE(test_mesh_group_mismatch_named),
         MT_CASE(test_readers_check_placements_and_specs), MT_CASE(test_artifact_round_trip))
