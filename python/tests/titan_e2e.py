@@ -205,7 +205,11 @@ def _run(args, rank, run):
     # one load, rank-local, for this rank: the runtime binds it as it stands
     region = cache_get(os.path.join(args.out, "cache"), key, transport="copy_engine", rank=rank,
                        world=args.world, keep_cast_pad=keep)
-    rt = SymmRuntime([region], device=dev, keep_cast_pad=keep)
+    # the members of every group the region names, from the model's meshes
+    from magi_aot.runtime.groups import collective_groups
+    used = collective_groups([region.doc])
+    groups = {k: v for k, v in tm.mesh_groups(model).items() if k in used}
+    rt = SymmRuntime([region], device=dev, keep_cast_pad=keep, groups=groups)
     if not rt.plan.adopted or rt.regions[0] is not region:
         raise AssertionError("the runtime loaded the region a second time")
     t_load = time.perf_counter() - t0

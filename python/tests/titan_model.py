@@ -510,6 +510,24 @@ def build_moe_reference(num_experts, device=None):
     return _freeze(_full_moe(num_experts, device)), moe_args(device)
 
 
+def mesh_groups(model):
+    """{process-group name: the partition of the world it belongs to} for
+    every dimension of every DeviceMesh a DTensor parameter lives on: the
+    members a SymmRuntime needs for groups that are not consecutive ranks
+    (HSDP's replicas, the experts' efsdp groups), as this rank names them."""
+    out = {}
+    for mod in model.modules():
+        for p in mod._parameters.values():
+            mesh = getattr(p, "device_mesh", None)
+            if mesh is None:
+                continue
+            full = mesh.mesh
+            for d in range(mesh.ndim):
+                blocks = full.movedim(d, -1).reshape(-1, full.shape[d]).tolist()
+                out[mesh.get_group(d).group_name] = [list(map(int, b)) for b in blocks]
+    return out
+
+
 def local_shapes(dtensor_model):
     """{fqn: (global shape, local shape, placements)} of the DTensor
     parameters (read from _parameters: the properties would gather)."""
