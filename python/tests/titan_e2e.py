@@ -236,6 +236,7 @@ def _run(args, rank, run):
            "gathers": len(loaded.rewrite_report),
            "kept": sorted({g["reason"] for g in loaded.rewrite_report if g["reason"] != "rewritten"}),
            "groups": sorted({e["group"] for e in loaded.redistributes if e["lowered"]}),
+           "shard_group_size": max([w["group_size"] for w in rt.plan.windows] or [0]),
            "rewrapped": sum(bool(e.get("rewrapped")) for e in loaded.redistributes),
            "column": sum(e.get("shard_dim") == 1 for e in loaded.redistributes if e["lowered"]),
            "mesh_inputs": [p["name"] for p in loaded.placeholders
