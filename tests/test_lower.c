@@ -539,6 +539,25 @@ static void test_layouts_hsdp_columns_rewrap(void) {
     free(text);
 }
 
+/* HSDP + EP: the expert re-wrapped on the 2-D data-parallel mesh
+ * (Replicate(), Shard(0)): one gather on efsdp's group, none on the
+ * replicas', the meshes gone. */
+static void test_rewrap_on_a_2d_mesh(void) {
+    char *text = read_text(MAGI_TESTS_DIR "/lower_data/layouts_hsdp_ep.json");
+    magi_loader *ld = load_rank(text, 5, 8, MAGI_LOAD_TRANSPORT_COPY_ENGINE, NULL, 0, NULL);
+    const magi_lowered *x = record(ld, "replicated_dtensor");
+    MT_CHECK(x->lowered && x->rewrapped && !strcmp(x->group, "shard") && x->local_rows == 1 && x->chunk_rows == 1,
+             "%s", x->reason);
+    const magi_region *r = magi_loader_region(ld, 0);
+    const magi_node *g = input0(r, node(r, "replicated_local_tensor"));
+    MT_CHECK(strstr(g->target, "symm_all_gather") && g->args.u.seq.items[1].u.i == 2 &&
+                 !strcmp(g->args.u.seq.items[2].u.s, "shard"),
+             "the gather: %s", g->target);
+    MT_CHECK(magi_region_count_placeholders(r) == 2, "%u placeholders", magi_region_count_placeholders(r));
+    magi_loader_free(ld);
+    free(text);
+}
+
 /* A mesh read by something the lowering keeps stays a placeholder. */
 static void test_mesh_kept_where_read(void) {
     char *text = layouts();
@@ -560,7 +579,7 @@ static void test_mesh_kept_where_read(void) {
     free(text);
 }
 
-MT_MAIN(MT_CASE(test_layouts_hsdp_columns_rewrap), MT_CASE(test_plans_agree_across_group_names), MT_CASE(test_mesh_kept_where_read), MT_CASE(test_long_names_stay_unique), MT_CASE(test_lowered_sequences_cast_pad_kept), MT_CASE(test_plan_mismatch_names_the_weight), MT_CASE(test_closure_form), MT_CASE(test_torchtitan_region), MT_CASE(test_cast_and_pad_at_bind),
+MT_MAIN(MT_CASE(test_layouts_hsdp_columns_rewrap), MT_CASE(test_plans_agree_across_group_names), MT_CASE(test_mesh_kept_where_read), MT_CASE(test_rewrap_on_a_2d_mesh), MT_CASE(test_long_names_stay_unique), MT_CASE(test_lowered_sequences_cast_pad_kept), MT_CASE(test_plan_mismatch_names_the_weight), MT_CASE(test_closure_form), MT_CASE(test_torchtitan_region), MT_CASE(test_cast_and_pad_at_bind),
         MT_CASE(test_revision_1_options_accepted), MT_CASE(test_uneven_same_plan_every_rank),
         MT_CASE(test_no_rank_world_keeps_with_reason), MT_CASE(test_mesh_group_mismatch_named),
         MT_CASE(test_readers_check_placements_and_specs), MT_CASE(test_artifact_round_trip))
