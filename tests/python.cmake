@@ -76,6 +76,15 @@ if(Python3_Interpreter_FOUND AND NOT MAGI_SANITIZE)
     LABELS "python;nosan"
     TIMEOUT 900
     ENVIRONMENT "MAGI_AOT_LIB=$<TARGET_FILE:magi_aot>;PYTHONDONTWRITEBYTECODE=1")
+  # HSDP and the MoE's expert layouts, 4 rank processes per run
+  # (python/tests/titan_layouts_ci.py).
+  add_test(NAME test_python_titan_layouts
+    COMMAND ${Python3_EXECUTABLE} -m unittest -v titan_layouts_ci
+    WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}/python/tests)
+  set_tests_properties(test_python_titan_layouts PROPERTIES
+    LABELS "python;nosan"
+    TIMEOUT 1500
+    ENVIRONMENT "MAGI_AOT_LIB=$<TARGET_FILE:magi_aot>;PYTHONDONTWRITEBYTECODE=1")
   # `pip install './python[torch]'` in a fresh virtual environment, no
   # MAGI_AOT_LIB: the package builds and bundles the library, the
   # extensions (the C++ operators among them) and the magi-aot command

@@ -15,6 +15,7 @@ static char *read_text(const char *path) {
     return p;
 }
 static char *fixture(void) { return read_text(MAGI_TESTS_DIR "/lower_data/titan_like.json"); }
+static char *layouts(void) { return read_text(MAGI_TESTS_DIR "/lower_data/layouts.json"); }
 
 static int g_keep_cast_pad; /* the loader option of the next load_rank() */
 
@@ -96,15 +97,19 @@ static void test_lowered_sequences_cast_pad_kept(void) {
         MT_CHECK(ga->example->u.tensor.shape[0].value == 1002, "gathered rows %lld",
                  (long long)ga->example->u.tensor.shape[0].value);
         /* kept, each with its reason */
+        /* Shard(1): a column gather, even (16 columns, 8 a rank) */
         const magi_lowered *k = record(ld, "redistribute_2");
-        MT_CHECK(!k->lowered && strstr(k->reason, "Shard(1)"), "wk: %s", k->reason);
+        MT_CHECK(k->lowered && k->shard_dim == 1 && k->local_rows == 8 && !k->padded, "wk: %s", k->reason);
+        MT_CHECK(!strcmp(node(r, "to_local_2")->target, "torch.ops.aten.reshape.default"), "wk's columns: %s",
+                 node(r, "to_local_2")->target);
+        /* a 2-D mesh gathered to Replicate() on one dimension only: kept */
         const magi_lowered *v = record(ld, "redistribute_3");
-        MT_CHECK(!v->lowered && strstr(v->reason, "2-D mesh"), "wv: %s", v->reason);
-        MT_CHECK(!strcmp(node(r, "to_local_2")->target, "to_local"), "a kept redistribute is untouched");
+        MT_CHECK(!v->lowered && strstr(v->reason, "each of the 2 mesh dimensions"), "wv: %s", v->reason);
+        MT_CHECK(!strcmp(node(r, "to_local_3")->target, "to_local"), "a kept redistribute is untouched");
         /* the report lists every redistribute with its decision */
         char *rep = NULL;
         MT_OK(magi_loader_report(&rep, NULL, ld, MAGI_LOADER_REPORT_JSON));
-        MT_CHECK(strstr(rep, "\"redistributes\": [") && strstr(rep, "\"reason\": \"'l_self_modules_wk_parameters"),
+        MT_CHECK(strstr(rep, "\"redistributes\": [") && strstr(rep, "\"reason\": \"its target placements"),
                  "report: %s", rep);
         magi_free(rep);
         MT_OK(magi_loader_report(&rep, NULL, ld, MAGI_LOADER_REPORT_TEXT));
@@ -148,7 +153,7 @@ static void test_cast_and_pad_at_bind(void) {
         MT_OK(magi_json_read(&as_read, text, strlen(text), NULL));
         MT_OK(magi_fingerprint_hex(want_fp, as_read));
         MT_OK(magi_loader_info(&info, ld, 0));
-        MT_CHECK(!strcmp(info.fingerprint, want_fp) && info.n_lowered == 2, "rank %u: fingerprint %s vs %s, %u lowered",
+        MT_CHECK(!strcmp(info.fingerprint, want_fp) && info.n_lowered == 3, "rank %u: fingerprint %s vs %s, %u lowered",
                  rank, info.fingerprint, want_fp, info.n_lowered);
         magi_region_free(as_read);
         char *rep = NULL;
@@ -383,6 +388,34 @@ static void test_plan_mismatch_names_the_weight(void) {
     free(text);
 }
 
+/* Ranks in different groups of one mesh dimension (HSDP's shards: rank 0
+ * in {0, 1}, rank 2 in {2, 3}) name them differently: their plans agree,
+ * windows compared by the order of their groups, not the names. */
+static void test_plans_agree_across_group_names(void) {
+    char *text = layouts(), *renamed = layouts();
+    for (char *q = renamed; (q = strstr(q, "\"shard\"")) != NULL; q += 7) memcpy(q, "\"sh_2_\"", 7);
+    uint32_t r0[2] = {0, 1}, r2[2] = {2, 3}, rep0[2] = {0, 2};
+    magi_symm_group g0[2] = {{"shard", 2, r0, NULL}, {"rep", 2, rep0, NULL}};
+    magi_symm_group g2[2] = {{"sh_2_", 2, r2, NULL}, {"rep", 2, rep0, NULL}};
+    magi_loader *a = load_rank(text, 0, 4, MAGI_LOAD_TRANSPORT_COPY_ENGINE, g0, 2, NULL);
+    magi_loader *b = load_rank(renamed, 2, 4, MAGI_LOAD_TRANSPORT_COPY_ENGINE, g2, 2, NULL);
+    uint32_t nw = 0;
+    const magi_symm_window *wb = magi_symm_plan_windows(&nw, magi_loader_plan(b));
+    MT_CHECK(nw > 0 && !strcmp(wb[0].group, "sh_2_"), "rank 2's window keeps its own group name");
+    void *ea = NULL, *eb = NULL;
+    size_t la = 0, lb = 0;
+    MT_OK(magi_symm_plan_encode(&ea, &la, magi_loader_plan(a)));
+    MT_OK(magi_symm_plan_encode(&eb, &lb, magi_loader_plan(b)));
+    MT_OK(magi_symm_plan_compare(ea, la, eb, lb));
+    MT_CHECK(la == lb && !memcmp(ea, eb, la), "the encodings differ");
+    magi_free(ea);
+    magi_free(eb);
+    magi_loader_free(a);
+    magi_loader_free(b);
+    free(text);
+    free(renamed);
+}
+
 /* A to_local named with 600 bytes: the new nodes' names (cast, pad,
  * gather, wait with keep_cast_pad) are each unique, and the lowered region
  * writes and reads back. */
@@ -427,7 +460,126 @@ static void test_long_names_stay_unique(void) {
     free(text);
 }
 
-MT_MAIN(MT_CASE(test_long_names_stay_unique), MT_CASE(test_lowered_sequences_cast_pad_kept), MT_CASE(test_plan_mismatch_names_the_weight), MT_CASE(test_closure_form), MT_CASE(test_torchtitan_region), MT_CASE(test_cast_and_pad_at_bind),
+static int64_t dim_of(const magi_node *n, uint32_t k) { return n->example->u.tensor.shape[k].value; }
+
+/* HSDP, column shards and the expert path's re-wrap, on ranks 2 and 3 of
+ * a 2 x 2 mesh whose replicate groups are not consecutive ranks. */
+static void test_layouts_hsdp_columns_rewrap(void) {
+    char *text = layouts();
+    for (uint32_t rank = 2; rank < 4; rank++) {
+        uint32_t rep[2] = {rank - 2, rank}, shard[2] = {2, 3};
+        magi_symm_group groups[2] = {{"rep", 2, rep, NULL}, {"shard", 2, shard, NULL}};
+        magi_loader *ld = load_rank(text, rank, 4, MAGI_LOAD_TRANSPORT_COPY_ENGINE, groups, 2, NULL);
+        const magi_region *r = magi_loader_region(ld, 0);
+        /* HSDP: one gather on the shard dimension's group, cast and pad at bind */
+        const magi_lowered *h = record(ld, "redistribute");
+        MT_CHECK(h->lowered && !strcmp(h->group, "shard") && h->chunk_rows == 3 &&
+                     h->local_rows == (rank == 2 ? 3 : 2) && h->padded && h->cast && h->at_bind,
+                 "rank %u hsdp: %s", rank, h->reason);
+        const magi_node *sl = node(r, "to_local"), *wt = input0(r, sl), *ga = input0(r, wt);
+        MT_CHECK(!strcmp(sl->target, "torch.ops.aten.slice.Tensor") && dim_of(sl, 0) == 5, "hsdp slice");
+        MT_CHECK(strstr(ga->target, "symm_all_gather") && dim_of(ga, 0) == 6, "hsdp gather %s", ga->target);
+        MT_CHECK(ga->args.u.seq.items[1].u.i == 2, "gathered over %lld ranks", (long long)ga->args.u.seq.items[1].u.i);
+        const magi_node *wh = input0(r, ga);
+        MT_CHECK(wh->op == MAGI_OP_PLACEHOLDER && dim_of(wh, 0) == 3 && !strcmp(wh->example->u.tensor.dtype, "bfloat16"),
+                 "hsdp bound shard");
+        /* the replicate dimension: no collective names its group */
+        for (uint32_t i = 0; i < r->n_nodes; i++)
+            for (uint32_t a = 0; a < r->nodes[i].args.u.seq.n; a++) {
+                const magi_value *v = &r->nodes[i].args.u.seq.items[a];
+                MT_CHECK(!(v->kind == MAGI_V_STR && !strcmp(v->u.s, "rep")), "'%s' uses the replicate group",
+                         r->nodes[i].name);
+            }
+        /* uneven Shard(1): pad the columns, gather on rows, reorder, slice the columns */
+        const magi_lowered *c = record(ld, "redistribute_1");
+        MT_CHECK(c->lowered && c->shard_dim == 1 && c->padded && !c->at_bind && c->chunk_rows == 3 &&
+                     c->local_rows == (rank == 2 ? 3 : 2),
+                 "rank %u column: %s", rank, c->reason);
+        const magi_node *cs = node(r, "to_local_1"), *rs = input0(r, cs), *pm = input0(r, rs), *vw = input0(r, pm),
+                        *cw = input0(r, vw), *cg = input0(r, cw), *pd = input0(r, cg);
+        MT_CHECK(!strcmp(cs->target, "torch.ops.aten.slice.Tensor") && cs->args.u.seq.items[1].u.i == 1 &&
+                     cs->args.u.seq.items[3].u.i == 5 && dim_of(cs, 0) == 4 && dim_of(cs, 1) == 5,
+                 "column slice");
+        MT_CHECK(!strcmp(rs->target, "torch.ops.aten.reshape.default") && dim_of(rs, 0) == 4 && dim_of(rs, 1) == 6,
+                 "column reshape %s", rs->target);
+        MT_CHECK(!strcmp(pm->target, "torch.ops.aten.permute.default") && pm->args.u.seq.items[1].u.seq.items[0].u.i == 1,
+                 "column permute %s", pm->target);
+        MT_CHECK(!strcmp(vw->target, "torch.ops.aten.view.default") && dim_of(vw, 0) == 2 && dim_of(vw, 1) == 4 &&
+                     dim_of(vw, 2) == 3,
+                 "column view %s", vw->target);
+        MT_CHECK(!strcmp(cg->target, "torch.ops._c10d_functional.all_gather_into_tensor") && dim_of(cg, 0) == 8 &&
+                     dim_of(cg, 1) == 3,
+                 "column gather %s (the pad keeps it on c10d)", cg->target);
+        MT_CHECK(!strcmp(pd->target, "torch.ops.aten.constant_pad_nd.default") &&
+                     pd->args.u.seq.items[1].u.seq.items[1].u.i == (rank == 2 ? 0 : 1) &&
+                     pd->args.u.seq.items[1].u.seq.items[3].u.i == 0,
+                 "column pad");
+        /* even Shard(1): the gather is the copy engine's, the reorder after it */
+        const magi_node *er = node(r, "to_local_2"), *eg = input0(r, input0(r, input0(r, input0(r, er))));
+        MT_CHECK(!strcmp(er->target, "torch.ops.aten.reshape.default") && strstr(eg->target, "symm_all_gather"),
+                 "even column gather: %s", eg->target);
+        /* the expert path: re-wrap looked through, the second re-wrap and both meshes gone */
+        const magi_lowered *x = record(ld, "replicated_dtensor");
+        MT_CHECK(x->lowered && x->rewrapped && !strcmp(x->weight, "w_expert") && !strcmp(x->group, "shard") &&
+                     x->local_rows == 1 && x->chunk_rows == 1 && !x->padded,
+                 "rank %u expert: %s", rank, x->reason);
+        const magi_node *xw = node(r, "replicated_local_tensor"), *xg = input0(r, xw), *xp = input0(r, xg);
+        MT_CHECK(strstr(xg->target, "symm_all_gather") && dim_of(xg, 0) == 2, "expert gather %s", xg->target);
+        MT_CHECK(!strcmp(xp->name, "w_expert") && dim_of(xp, 0) == 1 && dim_of(xp, 1) == 3, "expert shard");
+        const char *gone[] = {"sharded_local_tensor", "sharded_dtensor", "getitem", "output_1", "w_expert_local",
+                              "efsdp_mesh", "w_expert_device_mesh"};
+        for (size_t i = 0; i < sizeof gone / sizeof *gone; i++)
+            MT_CHECK(magi_region_find_node(r, gone[i]) < 0, "'%s' is still in the graph", gone[i]);
+        const magi_node *out = node(r, "output");
+        MT_CHECK(out->args.u.seq.items[0].u.seq.items[3].u.node == (uint32_t)magi_region_find_node(r, "replicated_local_tensor"),
+                 "the output reads the gathered experts");
+        MT_CHECK(magi_region_count_placeholders(r) == 5, "%u placeholders", magi_region_count_placeholders(r));
+        magi_loader_free(ld);
+    }
+    free(text);
+}
+
+/* HSDP + EP: the expert re-wrapped on the 2-D data-parallel mesh
+ * (Replicate(), Shard(0)): one gather on efsdp's group, none on the
+ * replicas', the meshes gone. */
+static void test_rewrap_on_a_2d_mesh(void) {
+    char *text = read_text(MAGI_TESTS_DIR "/lower_data/layouts_hsdp_ep.json");
+    magi_loader *ld = load_rank(text, 5, 8, MAGI_LOAD_TRANSPORT_COPY_ENGINE, NULL, 0, NULL);
+    const magi_lowered *x = record(ld, "replicated_dtensor");
+    MT_CHECK(x->lowered && x->rewrapped && !strcmp(x->group, "shard") && x->local_rows == 1 && x->chunk_rows == 1,
+             "%s", x->reason);
+    const magi_region *r = magi_loader_region(ld, 0);
+    const magi_node *g = input0(r, node(r, "replicated_local_tensor"));
+    MT_CHECK(strstr(g->target, "symm_all_gather") && g->args.u.seq.items[1].u.i == 2 &&
+                 !strcmp(g->args.u.seq.items[2].u.s, "shard"),
+             "the gather: %s", g->target);
+    MT_CHECK(magi_region_count_placeholders(r) == 2, "%u placeholders", magi_region_count_placeholders(r));
+    magi_loader_free(ld);
+    free(text);
+}
+
+/* A mesh read by something the lowering keeps stays a placeholder. */
+static void test_mesh_kept_where_read(void) {
+    char *text = layouts();
+    /* the from_local's input an activation: the gather is kept with its reason */
+    char *src = strstr(text, "\"node\": \"sharded_local_tensor\"");
+    MT_REQUIRE(src != NULL, "fixture");
+    memcpy(src, "\"node\": \"x\"                   ", strlen("\"node\": \"sharded_local_tensor\""));
+    uint32_t shard[2] = {0, 1};
+    magi_symm_group groups[1] = {{"shard", 2, shard, NULL}};
+    magi_status st = MAGI_OK;
+    magi_loader *ld = load_rank(text, 0, 4, MAGI_LOAD_TRANSPORT_COPY_ENGINE, groups, 1, &st);
+    MT_OK(st);
+    const magi_lowered *x = record(ld, "replicated_dtensor");
+    MT_CHECK(!x->lowered && strstr(x->reason, "re-wraps 'x', which is not a parameter"), "%s", x->reason);
+    const magi_region *r = magi_loader_region(ld, 0);
+    MT_CHECK(magi_region_find_node(r, "efsdp_mesh") >= 0 && magi_region_find_node(r, "sharded_dtensor") >= 0,
+             "the kept re-wrap keeps its mesh");
+    magi_loader_free(ld);
+    free(text);
+}
+
+MT_MAIN(MT_CASE(test_layouts_hsdp_columns_rewrap), MT_CASE(test_plans_agree_across_group_names), MT_CASE(test_mesh_kept_where_read), MT_CASE(test_rewrap_on_a_2d_mesh), MT_CASE(test_long_names_stay_unique), MT_CASE(test_lowered_sequences_cast_pad_kept), MT_CASE(test_plan_mismatch_names_the_weight), MT_CASE(test_closure_form), MT_CASE(test_torchtitan_region), MT_CASE(test_cast_and_pad_at_bind),
         MT_CASE(test_revision_1_options_accepted), MT_CASE(test_uneven_same_plan_every_rank),
         MT_CASE(test_no_rank_world_keeps_with_reason), MT_CASE(test_mesh_group_mismatch_named),
         MT_CASE(test_readers_check_placements_and_specs), MT_CASE(test_artifact_round_trip))

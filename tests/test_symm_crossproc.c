@@ -239,7 +239,7 @@ static void test_mismatch_fails_everywhere(void) {
         MT_CHECK(!strncmp(res[i].msg, want, strlen(want)), "rank %d: %s", i, res[i].msg);
         MT_CHECK(strstr(res[i].msg, "rank 3 planned different windows than rank 0"), "rank %d: %s", i,
                  res[i].msg);
-        MT_CHECK(strstr(res[i].msg, "window 0 (bfloat16, group '0', part 0): bytes 3145728 vs 1048576"),
+        MT_CHECK(strstr(res[i].msg, "window 0 (bfloat16, group '#0', part 0): bytes 3145728 vs 1048576"),
                  "rank %d: %s", i, res[i].msg);
         MT_CHECK(res[i].seconds < timeout_ms / 2000.0, "rank %d took %.1f s (a hang until timeout?)", i,
                  res[i].seconds);

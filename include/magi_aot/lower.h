@@ -29,10 +29,22 @@
  * gather, its wait and (uneven) the slice. A cast once equals a cast every
  * step, and the pad's rows are zeros either way, so the output is the same.
  *
- * A redistribute the pass does not lower (another placement or shard
- * dimension, a mesh of two or more dimensions, _StridedShard, an activation,
- * a DTensor used other than by one to_local, no recorded spec) stays as it is
- * and gets a record with its reason: nothing gather-like is skipped silently.
+ * Also lowered: a mesh of several dimensions with one of them Shard and
+ * the others Replicate() (HSDP), gathered to Replicate() on every one: one
+ * gather on the sharded dimension's group; Shard(1): the pieces gathered
+ * on rows, then view [N, R, c] -> permute [R, N, c] -> reshape [R, N * c]
+ * (-> slice of the columns; an uneven column shard keeps its pad in the
+ * graph); SimpleFSDP's re-wrap from_local(to_local(W), mesh, placements)
+ * -> redistribute, looked through to W's local shard (the from_local's
+ * spec; N equal pieces, no pad). to_local(from_local(x, ...)) becomes x,
+ * and a DeviceMesh input (an opaque placeholder, or an item of one) that
+ * nothing reads after the pass is removed.
+ *
+ * A redistribute the pass does not lower (Partial or _StridedShard on the
+ * redistributed DTensor, shards on two mesh dimensions, another target, an
+ * activation, a DTensor used other than by one to_local, no recorded spec)
+ * stays as it is and gets a record with its reason: nothing gather-like is
+ * skipped silently.
  *
  * Thread safety: the pass mutates the region (exclusive access needed).
  */
@@ -62,6 +74,8 @@ typedef struct magi_lowered {
     int64_t chunk_rows;   /* c = ceil(F / N) (lowered) */
     int64_t local_rows;   /* this rank's rows (lowered) */
     const char *reason;   /* kept: why; "" when lowered */
+    int shard_dim;        /* the tensor dimension gathered: 0 (rows) or 1 (columns) (lowered) */
+    int rewrapped;        /* lowered through from_local(to_local(W), mesh, placements) */
 } magi_lowered;
 
 /* Lower every lowerable redistribute of region r for the rank and process

@@ -77,6 +77,7 @@ typedef enum magi_coll_kind {
 #define MAGI_OPF_ATTENTION     0x40u /* 4 * q elements * kv length FLOPs */
 #define MAGI_OPF_GROUP_SPLITS  0x80u /* group size = length of the list at group_size_arg */
 #define MAGI_OPF_REDISTRIBUTE  0x100u /* DTensor.redistribute (or its Dynamo stand-in) */
+#define MAGI_OPF_FROM_LOCAL    0x200u /* DTensor.from_local (a local tensor wrapped on a mesh) */
 
 /* How a row matches (see the rules above). */
 typedef enum magi_op_match {

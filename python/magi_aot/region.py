@@ -212,7 +212,8 @@ def _lowered_report(loader, i):
         if lw[k].lowered:
             e.update(gather=_str(lw[k].gather), group=_str(lw[k].group), cast=bool(lw[k].cast),
                      padded=bool(lw[k].padded), at_bind=bool(lw[k].at_bind), global_rows=lw[k].global_rows,
-                     chunk_rows=lw[k].chunk_rows, local_rows=lw[k].local_rows)
+                     chunk_rows=lw[k].chunk_rows, local_rows=lw[k].local_rows, shard_dim=lw[k].shard_dim,
+                     rewrapped=bool(lw[k].rewrapped))
         else:
             e["reason"] = _str(lw[k].reason)
         out.append(e)

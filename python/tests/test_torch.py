@@ -244,5 +244,63 @@ class TorchRoundTrip(unittest.TestCase):
         self.assertEqual(self.tc.compare(self.tc.describe_gm(cap.gms[0]), r, fakes), [])
 
 
+_KEPT_CHILD = r"""
+import datetime, json, os, sys
+import torch, torch.distributed as dist
+import magi_aot
+rank, d = int(sys.argv[1]), sys.argv[2]
+dist.init_process_group("gloo", store=dist.FileStore(os.path.join(d, "store"), 2), rank=rank, world_size=2,
+                        timeout=datetime.timedelta(seconds=60))
+r = magi_aot.load(os.path.join(d, "kept.json"), rank=rank, world=2)
+red = r.redistributes[0]
+gm = r.graph_module()
+out = gm(torch.full((4, 2), float(rank + 1)))
+out = out[0] if isinstance(out, (tuple, list)) else out
+print("KEPT", json.dumps({"lowered": red["lowered"], "reason": red.get("reason"), "out": out.tolist()}))
+dist.destroy_process_group()
+"""
+
+
+class KeptRedistributeRuns(unittest.TestCase):
+    """A redistribute the lowering keeps (here Partial(sum) -> Replicate():
+    an all-reduce, not a gather) runs on c10d in the rank-local region: the
+    rank's local tensor comes in, the graph rebuilds the DTensor from the
+    recorded spec and the process group it names."""
+
+    def test_partial_all_reduce_on_two_ranks(self):
+        import json
+        import subprocess
+        import sys
+        ten = {"kind": "tensor", "dtype": "float32", "shape": [4, 2], "stride": [2, 1], "storage_offset": 0,
+               "device": "cpu", "requires_grad": False}
+        spec = {"mesh_shape": [2], "groups": ["0"], "dim_names": ["dp"], "shard_rule": "chunk"}
+        nodes = [
+            {"name": "w", "op": "placeholder", "target": "L_self_parameters_w_", "input_kind": "param",
+             "meta": {"example_value": dict(ten, dtensor=dict(spec, placements=["Partial(sum)"]))}},
+            {"name": "redistribute", "op": "call_method", "target": "redistribute", "args": [{"node": "w"}],
+             "kwargs": {"placements": [{"placement": "Replicate()"}]},
+             "meta": {"example_value": dict(ten, dtensor=dict(spec, placements=["Replicate()"]))}},
+            {"name": "to_local", "op": "call_method", "target": "to_local", "args": [{"node": "redistribute"}],
+             "kwargs": {}, "meta": {"example_value": ten}},
+            {"name": "output", "op": "output", "target": "output", "args": [{"tuple": [{"node": "to_local"}]}]}]
+        doc = {"format": "magi-fx-json", "version": 1, "model_tag": "kept", "symbols": {}, "graph": {"nodes": nodes}}
+        d = self.tmp.name
+        with open(os.path.join(d, "kept.json"), "w") as f:
+            json.dump(doc, f)
+        procs = [subprocess.Popen([sys.executable, "-c", _KEPT_CHILD, str(r), d], stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True) for r in range(2)]
+        outs = [p.communicate(timeout=300)[0] for p in procs]
+        for r, (p, o) in enumerate(zip(procs, outs)):
+            self.assertEqual(p.returncode, 0, o[-3000:])
+            got = json.loads(next(l for l in o.splitlines() if l.startswith("KEPT "))[5:])
+            self.assertFalse(got["lowered"], got)
+            self.assertIn("Partial(sum)", got["reason"])
+            self.assertEqual(got["out"], [[3.0, 3.0]] * 4, (r, got))
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(self.tmp.cleanup)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -100,9 +100,12 @@ def _save(args, rank):
     if dev.type == "cuda":
         stage_gathers_on_host()
     tm.init_gloo(rank, args.world, os.path.join(args.out, "store.save"), timeout_s=args.timeout)
-    model, inputs = tm.build(args.world, rank, vocab=args.vocab, mp=args.mp, attn=args.attn,
-                             device=dev)
-    be = magi_aot.save_backend(os.path.join(args.out, "cache"), "titan", strict=True)
+    model, inputs = _build(args, rank, dev)
+    if args.layout.startswith("moe"):
+        torch._dynamo.config.capture_scalar_outputs = True  # graph_trainer's setting (the routing's counts)
+    # strict: every placeholder described; the expert path's DeviceMesh
+    # inputs are not (the lowering drops them, nothing reads them after it)
+    be = magi_aot.save_backend(os.path.join(args.out, "cache"), "titan", strict=not args.layout.startswith("moe"))
     compiled = torch.compile(model, backend=be, fullgraph=True)
     t0 = time.perf_counter()
     with torch.no_grad():
@@ -113,6 +116,29 @@ def _save(args, rank):
     return {"ok": bool(keys), "keys": keys, "torch": torch.__version__,
             "torchtitan": tm.titan_version(), "device": str(dev), "trace_save_run_s": t_compile,
             "out_shape": list(out.shape), "out_dtype": str(out.dtype)}
+
+
+def _build(args, rank, dev):
+    """(model, args) of --layout on this rank."""
+    import titan_model as tm
+    if args.layout == "hsdp":
+        return tm.build_hsdp(args.world, rank, vocab=args.vocab, mp=args.mp, attn=args.attn, device=dev)
+    if args.layout.startswith("moe"):
+        return tm.build_moe(args.world, rank, ep=2, num_experts=_experts(args), mp=args.mp, device=dev)
+    return tm.build(args.world, rank, vocab=args.vocab, mp=args.mp, attn=args.attn, device=dev)
+
+
+def _experts(args):
+    """moe: 4 experts (Shard(0) on efsdp); moe_col: 2, fewer than efsdp x
+    ep, which torchtitan shards on their dimension 1."""
+    return 2 if args.layout == "moe_col" else 4
+
+
+def _reference(args, dev):
+    import titan_model as tm
+    if args.layout.startswith("moe"):
+        return tm.build_moe_reference(_experts(args), device=dev)
+    return tm.build_reference(args.vocab, mp="fp32", attn=args.attn, device=dev)
 
 
 def _inductor(args, rt, region, inputs, want, rank):
@@ -385,8 +411,16 @@ def _run(args, rank, run):
     keep = run == "keep"
     dev = _device(args, rank)
     tm.init_gloo(rank, args.world, os.path.join(args.out, "store.%s" % run), timeout_s=args.timeout)
-    with open(os.path.join(args.out, "rank0.save.json")) as f:
+    # the expert path's all-to-all names its process group as each rank
+    # created it (the groups' names differ between ranks): each rank loads
+    # its own region there, the region rank 0 saved elsewhere
+    own = rank if args.layout.startswith("moe") else 0
+    with open(os.path.join(args.out, "rank%d.save.json" % own)) as f:
         key = json.load(f)["keys"][0]
+    # the model first: its meshes create the process groups in the order
+    # the save did, so the group names the region records (the expert
+    # path's all-to-all on "ep") name the same groups here
+    model, inputs = _build(args, rank, dev)
     t0 = time.perf_counter()
     # one load, rank-local, for this rank: the runtime binds it as it stands
     region = cache_get(os.path.join(args.out, "cache"), key, transport="copy_engine", rank=rank,
@@ -405,12 +439,14 @@ def _run(args, rank, run):
             measured, _ = profile(doc_path, device="cuda", iters=10)
             write_table(schedule, build_table(measured))
         dist.barrier()
-    rt = SymmRuntime([region], device=dev, keep_cast_pad=keep, schedule=schedule)
+    # the members of every group the region names, from the model's meshes
+    from magi_aot.runtime.groups import collective_groups
+    used = collective_groups([region.doc])
+    groups = {k: v for k, v in tm.mesh_groups(model).items() if k in used}
+    rt = SymmRuntime([region], device=dev, keep_cast_pad=keep, groups=groups, schedule=schedule)
     if not rt.plan.adopted or rt.regions[0] is not region:
         raise AssertionError("the runtime loaded the region a second time")
     t_load = time.perf_counter() - t0
-    model, inputs = tm.build(args.world, rank, vocab=args.vocab, mp=args.mp, attn=args.attn,
-                             device=dev)
     shards = dict(model.named_parameters())
     shards.update(model.named_buffers())
     t0 = time.perf_counter()
@@ -440,10 +476,16 @@ def _run(args, rank, run):
            "rewritten": sum(g["reason"] == "rewritten" for g in loaded.rewrite_report),
            "gathers": len(loaded.rewrite_report),
            "kept": sorted({g["reason"] for g in loaded.rewrite_report if g["reason"] != "rewritten"}),
+           "groups": sorted({e["group"] for e in loaded.redistributes if e["lowered"]}),
+           "shard_group_size": max([w["group_size"] for w in rt.plan.windows] or [0]),
+           "rewrapped": sum(bool(e.get("rewrapped")) for e in loaded.redistributes),
+           "column": sum(e.get("shard_dim") == 1 for e in loaded.redistributes if e["lowered"]),
+           "mesh_inputs": [p["name"] for p in loaded.placeholders
+                           if (p["example_value"] or {}).get("kind") == "opaque"],
            "bit_exact_compiled": bool(out.shape == want.shape and torch.equal(out, want)),
            "max_abs_compiled": float((out.float() - want.float()).abs().max())}
     if args.mp == "fp32":
-        ref, rin = tm.build_reference(args.vocab, mp="fp32", attn=args.attn, device=dev)
+        ref, rin = _reference(args, dev)
         with torch.no_grad():
             r = ref(*rin)
         res["bit_exact_unsharded"] = bool(torch.equal(out, r))
@@ -493,7 +535,8 @@ def _launch(args, phase):
         cmd = [sys.executable, os.path.abspath(__file__), "--phase", phase, "--out", args.out,
                "--world", str(args.world), "--vocab", str(args.vocab), "--mp", args.mp,
                "--attn", args.attn, "--device", args.device, "--timeout", str(args.timeout),
-               "--size", args.size, "--iters", str(args.iters), "--lead-ms", str(args.lead_ms)]
+               "--size", args.size, "--iters", str(args.iters), "--lead-ms", str(args.lead_ms),
+               "--layout", args.layout]
         if args.inductor:
             cmd.append("--inductor")
         procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
@@ -525,6 +568,10 @@ def main():
     ap.add_argument("--vocab", type=int, default=1000)
     ap.add_argument("--mp", choices=["fp32", "bf16"], default="fp32")
     ap.add_argument("--attn", choices=["sdpa", "flex"], default="sdpa")
+    ap.add_argument("--layout", choices=["fsdp", "hsdp", "moe", "moe_col"], default="fsdp",
+                    help="fsdp: fully_shard on a 1-D mesh; hsdp: hybrid_shard on 2 x world/2; moe: the "
+                         "tiny Qwen3 MoE, experts parallel over 2 ranks and sharded on efsdp; moe_col: "
+                         "the same with 2 experts, sharded on their dimension 1")
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--runs", default=None,
                     help="comma-separated runs from one save: bind (cast and pad at bind), "
@@ -549,7 +596,7 @@ def main():
         ap.error("--runs takes a comma-separated list of %s (and not with --keep-cast-pad)"
                  % ", ".join(RUNS))
     os.makedirs(args.out, exist_ok=True)
-    summary = {"world": args.world, "vocab": args.vocab, "mp": args.mp, "attn": args.attn,
+    summary = {"world": args.world, "vocab": args.vocab, "mp": args.mp, "attn": args.attn, "layout": args.layout,
                "device": args.device, "runs": runs, "inductor": args.inductor, "phases": {},
                "ok": False}
 

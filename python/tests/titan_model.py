@@ -409,6 +409,144 @@ def build(world, rank, vocab, mp="fp32", attn="sdpa", device_mesh=None, device=N
     return _freeze(m), example_args(vocab, attn, device)
 
 
+def hsdp_mesh(world, device_type="cpu"):
+    """The 2-D mesh of hybrid sharding: 2 replicas ("dp_replicate", the
+    outer dimension) of world // 2 shards ("fsdp"), as torchtitan names
+    them."""
+    from torch.distributed.device_mesh import init_device_mesh
+    if world % 2 or world < 4:
+        raise ValueError("HSDP needs an even world of at least 4 ranks, not %d" % world)
+    return init_device_mesh(device_type, (2, world // 2), mesh_dim_names=("dp_replicate", MESH_DIM))
+
+
+def build_hsdp(world, rank, vocab, mp="fp32", attn="sdpa", device=None):
+    """(model, args) on this rank as build(), wrapped by torchtitan's
+    data_parallel(model, mesh_2d, "hybrid_shard", mp_policy): every
+    parameter placed (Replicate(), Shard(0)) on hsdp_mesh(world)."""
+    import torch
+    import torch.distributed as dist
+    _check(mp, attn)
+    if not dist.is_initialized() or dist.get_world_size() != world or dist.get_rank() != rank:
+        raise RuntimeError("titan_model.build_hsdp needs the default process group as rank %d of %d"
+                           % (rank, world))
+    tt = import_torchtitan()
+    dev = torch.device(device if device is not None else "cpu")
+    m = _full_model(vocab, attn, device)
+    m = tt.simple_fsdp.data_parallel(m, hsdp_mesh(world, dev.type), "hybrid_shard", mp_policy(mp))
+    return _freeze(m), example_args(vocab, attn, device)
+
+
+# The tiny Qwen3 MoE (torchtitan.models.qwen3's MoE layers at our sizes):
+# GQA with 4 query and 2 key/value heads of 16, one MoE layer per block,
+# top-2 routing, expert hidden size MOE_HIDDEN.
+MOE_VOCAB, MOE_LAYERS, MOE_HIDDEN, MOE_TOP_K = 256, 1, 64, 2
+
+
+def moe_config(num_experts):
+    """torchtitan's Qwen3 model configuration at the tiny size (the model
+    graph_trainer's Qwen3 subclasses, built and initialised before any
+    parallelism, so its own init_states serves), with
+    torchtitan's scaled-dot-product attention (causal, no mask)."""
+    import torchtitan.models.qwen3 as Q
+    from torchtitan.models.common import CosSinRoPE, Embedding, Linear, attention
+    head_dim = DIM // HEADS
+    layers = Q._build_qwen3_moe_layers(
+        fuse_qkv=True, n_layers=MOE_LAYERS, dim=DIM, n_heads=HEADS, n_kv_heads=HEADS // 2,
+        head_dim=head_dim, moe_hidden_dim=MOE_HIDDEN, num_experts=num_experts, top_k=MOE_TOP_K,
+        attn_backend="flex", moe_comm_backend="standard",
+        rope=CosSinRoPE.Config(dim=head_dim, max_seq_len=MAX_SEQ, theta=1000000.0))
+    for layer in layers:
+        layer.attention.inner_attention = attention.ScaledDotProductAttention.Config()
+    return Q.Qwen3Model.Config(
+        vocab_size=MOE_VOCAB, dim=DIM, norm=Q._qwen3_norm(DIM),
+        tok_embeddings=Embedding.Config(num_embeddings=MOE_VOCAB, embedding_dim=DIM,
+                                        param_init=Q._EMBEDDING_INIT),
+        lm_head=Linear.Config(in_features=DIM, out_features=MOE_VOCAB, param_init=Q._LINEAR_INIT),
+        layers=layers)
+
+
+def _full_moe(num_experts, device=None, ep=1):
+    """The unsharded MoE from SEED; with ep > 1 its configuration carries
+    torchtitan's Qwen3 sharding (what the trainer's update_from_config
+    sets), which the model's parallelize applies."""
+    import torch
+    import_torchtitan()  # the stand-ins for the expert-parallel kernels
+    cfg = moe_config(num_experts)
+    if ep > 1:
+        from torchtitan.models.qwen3.sharding import set_qwen3_sharding_config
+        set_qwen3_sharding_config(cfg, enable_sp=False, enable_ep=True)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(SEED)
+        with torch.device("cpu"):
+            m = cfg.build()
+            m.init_states()
+    return m if device is None else m.to(device)
+
+
+def moe_args(device=None):
+    import torch
+    g = torch.Generator().manual_seed(INPUT_SEED)
+    tokens = torch.randint(0, MOE_VOCAB, (BATCH, SEQ), generator=g)
+    return (tokens if device is None else tokens.to(device),)
+
+
+def build_moe(world, rank, ep=2, num_experts=4, mp="fp32", device=None):
+    """(model, args) on this rank: the tiny Qwen3 MoE from SEED, expert
+    parallel over `ep` ranks (torchtitan's ParallelDims and the model's own
+    parallelize), then graph_trainer's apply_simple_fsdp: the dense weights
+    Shard(0) on "fsdp" (world ranks), the experts on "efsdp" (world // ep
+    ranks), on their dimension 1 where efsdp * ep > num_experts."""
+    import torch
+    import torch.distributed as dist
+    _check(mp=mp)
+    if not dist.is_initialized() or dist.get_world_size() != world or dist.get_rank() != rank:
+        raise RuntimeError("titan_model.build_moe needs the default process group as rank %d of %d"
+                           % (rank, world))
+    import_torchtitan()
+    from torchtitan.config.configs import TrainingConfig
+    import torchtitan.distributed.parallel_dims as tpd
+    from torchtitan.distributed import utils as dist_utils
+    from torchtitan.distributed import ParallelDims
+    from torchtitan.experiments.graph_trainer.common_utils import apply_simple_fsdp
+    dist_utils.set_spmd_backend("partial_dtensor")  # as the trainer does from its config
+    pd = ParallelDims(dp_replicate=1, dp_shard=world, cp=1, tp=1, pp=1, ep=ep, world_size=world,
+                      spmd_backend="partial_dtensor")  # the "fsdp" mesh graph_trainer wraps on
+    dev = torch.device(device if device is not None else "cpu")
+    saved, tpd.device_type = tpd.device_type, dev.type  # torchtitan picks "cuda" where none is
+    try:
+        pd.build_mesh()
+    finally:
+        tpd.device_type = saved
+    m = _full_moe(num_experts, device, ep)
+    m.parallelize(pd)
+    m = apply_simple_fsdp(m, parallel_dims=pd, training=TrainingConfig(
+        mixed_precision_param="float32" if mp == "fp32" else "bfloat16"))
+    return _freeze(m), moe_args(device)
+
+
+def build_moe_reference(num_experts, device=None):
+    """The same MoE unsharded (fp32), no process group needed."""
+    return _freeze(_full_moe(num_experts, device)), moe_args(device)
+
+
+def mesh_groups(model):
+    """{process-group name: the partition of the world it belongs to} for
+    every dimension of every DeviceMesh a DTensor parameter lives on: the
+    members a SymmRuntime needs for groups that are not consecutive ranks
+    (HSDP's replicas, the experts' efsdp groups), as this rank names them."""
+    out = {}
+    for mod in model.modules():
+        for p in mod._parameters.values():
+            mesh = getattr(p, "device_mesh", None)
+            if mesh is None:
+                continue
+            full = mesh.mesh
+            for d in range(mesh.ndim):
+                blocks = full.movedim(d, -1).reshape(-1, full.shape[d]).tolist()
+                out[mesh.get_group(d).group_name] = [list(map(int, b)) for b in blocks]
+    return out
+
+
 def local_shapes(dtensor_model):
     """{fqn: (global shape, local shape, placements)} of the DTensor
     parameters (read from _parameters: the properties would gather)."""

@@ -234,6 +234,7 @@ static magi_status lower_region(magi_loader *ld, entry *e) {
     magi_status st = magi_lower_redistribute(&e->lowered, &e->n_lowered, r, &ld->o.bind, flags);
     if (st) return magi_error_prefix(st, "%s", e->path);
     for (uint32_t k = 0; k < e->n_lowered; k++) e->info.n_lowered += e->lowered[k].lowered != 0;
+    e->info.n_inputs = magi_region_count_placeholders(r); /* meshes nothing reads are gone */
     if (r->nodes != read_nodes && !e->read_nodes) {
         e->read_nodes = read_nodes;
         e->n_read_nodes = n_read;

@@ -811,8 +811,21 @@ magi_status magi_symm_plan_encode(void **out, size_t *len, const magi_symm_plan 
     put_u32(&b, p->n_slots);
     for (uint32_t w = 0; w < p->n_windows; w++) {
         const magi_symm_window *x = &p->windows[w];
+        /* A group by the order of its first window, not its name: ranks in
+         * different groups of one mesh dimension (HSDP's shards, the
+         * experts' efsdp groups) name them differently, and plan alike. */
+        uint32_t first = w, label = 0;
+        for (uint32_t v = 0; v < w && first == w; v++)
+            if (!strcmp(p->windows[v].group, x->group)) first = v;
+        for (uint32_t v = 0; v < first; v++) { /* the distinct groups before it */
+            int seen = 0;
+            for (uint32_t u = 0; u < v && !seen; u++) seen = !strcmp(p->windows[u].group, p->windows[v].group);
+            label += !seen;
+        }
+        char gl[16];
+        snprintf(gl, sizeof gl, "#%u", label);
         put_str(&b, x->dtype);
-        put_str(&b, x->group);
+        put_str(&b, gl);
         put_u32(&b, x->group_size);
         put_u32(&b, x->part);
         put_u64(&b, x->bytes);

@@ -12,7 +12,7 @@ import re
 
 from .._torch_required import require_torch
 
-__all__ = ["placement_text", "placement_object", "dtensor_spec", "is_placement", "is_dtensor"]
+__all__ = ["placement_text", "placement_object", "dtensor_spec", "is_placement", "is_dtensor", "as_dtensor"]
 
 _TEXT = re.compile(r"^(?:Replicate\(\)|Shard\((0|[1-9][0-9]?)\)|Partial\(([a-z_]{1,15})\)|"
                    r"_StridedShard\((0|[1-9][0-9]?),([1-9][0-9]*)\))$")
@@ -98,3 +98,58 @@ def dtensor_spec(v):
     if names:
         spec["dim_names"] = [str(x) for x in names]
     return spec
+
+
+def _mesh_of(spec, device_type):
+    """The DeviceMesh a spec names, from this process's process groups
+    (resolved by the recorded names): each dimension's group gives this
+    rank's row of it; the whole mesh is laid out as init_device_mesh lays
+    it (a reshaped range: one stride per dimension), which the groups'
+    members must confirm. ValueError naming the group otherwise."""
+    import itertools
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import DeviceMesh
+    from torch.distributed.distributed_c10d import _resolve_process_group
+    pgs, members = [], []
+    for d, name in enumerate(spec["groups"]):
+        try:
+            pg = _resolve_process_group(name)
+        except Exception as e:  # noqa: BLE001 - named below
+            raise ValueError("mesh dimension %d: no process group '%s' in this process (%s); build "
+                             "the model's device meshes first" % (d, name, e)) from None
+        ranks = dist.get_process_group_ranks(pg)
+        if len(ranks) != spec["mesh_shape"][d]:
+            raise ValueError("mesh dimension %d: process group '%s' has %d ranks, the spec %d"
+                             % (d, name, len(ranks), spec["mesh_shape"][d]))
+        pgs.append(pg)
+        members.append(ranks)
+    me = dist.get_rank()
+    mine = [m.index(me) for m in members]
+    mesh = torch.empty(spec["mesh_shape"], dtype=torch.int64)
+    for c in itertools.product(*[range(n) for n in spec["mesh_shape"]]):
+        mesh[c] = me + sum(members[d][c[d]] - members[d][mine[d]] for d in range(len(c)))
+    flat = mesh.flatten().tolist()
+    if len(set(flat)) != len(flat) or min(flat) < 0 or max(flat) >= dist.get_world_size():
+        raise ValueError("process groups %s are not one mesh of shape %s laid out as "
+                         "init_device_mesh lays it" % (spec["groups"], spec["mesh_shape"]))
+    names = tuple(spec["dim_names"]) if spec.get("dim_names") else None
+    if len(pgs) == 1:
+        return DeviceMesh.from_group(pgs[0], device_type, mesh_dim_names=names)
+    return DeviceMesh.from_group(pgs, device_type, mesh=mesh, mesh_dim_names=names)
+
+
+def as_dtensor(local, spec, shape, stride):
+    """The DTensor a rank-local graph's DTensor placeholder stands for,
+    from this rank's local tensor: its mesh from the recorded process
+    groups (_mesh_of), its placements, global shape and stride as
+    recorded. A DTensor given is returned as it is. What a redistribute
+    the lowering kept needs to run on c10d."""
+    require_torch("magi_aot.fx.dtensor.as_dtensor()")
+    if is_dtensor(local):
+        return local
+    import torch
+    from torch.distributed.tensor import DTensor
+    mesh = _mesh_of(spec, local.device.type)
+    return DTensor.from_local(local, mesh, [placement_object(p) for p in spec["placements"]],
+                              run_check=False, shape=torch.Size(shape), stride=tuple(stride) if stride else None)

@@ -77,6 +77,12 @@ def localize(region, *, rank=None, world=None):
     return localized(region, rank, world)
 
 
+def _is_rank_local(region):
+    """Loaded for a rank (load(..., rank=, world=)) or localize()d."""
+    loaded = getattr(region, "loaded", None)
+    return bool(getattr(loaded, "rank_local", False)) or getattr(region, "source", None) is not None
+
+
 def _unsupported(node, why):
     return MagiError(-13, "node '%s': %s" % (node["name"], why), "graph_module")
 
@@ -112,9 +118,10 @@ def graph_module(region, *, symbol_values=None, allow_targets=()):
     torch = require_torch("magi_aot.graph_module()")
     import torch.fx as fx
 
+    rank_local = _is_rank_local(region)
     for p in region.nodes:
         ex = (p.get("meta") or {}).get("example_value") or {}
-        if p["op"] == "placeholder" and isinstance(ex, dict) and "dtensor" in ex:
+        if p["op"] == "placeholder" and isinstance(ex, dict) and "dtensor" in ex and not rank_local:
             raise _unsupported(p, "a DTensor (global shape %s, placements %s on mesh %s): the graph as "
                                "traced needs its device mesh and cannot be rebuilt faithfully alone; "
                                "rebuild the rank-local form: rebuild.localize(region), a load with "
@@ -195,6 +202,17 @@ def graph_module(region, *, symbol_values=None, allow_targets=()):
                 node.target = n["target"]
                 if args:
                     node.args = args
+                ex = (n.get("meta") or {}).get("example_value")
+                if isinstance(ex, dict) and "dtensor" in ex:
+                    # rank-local: the rank's local tensor comes in, the
+                    # graph (a redistribute the lowering kept) reads the DTensor
+                    node.meta["magi_name"] = n["name"]
+                    node.meta["magi_example"] = ex
+                    env[n["name"]] = g.create_node(
+                        "call_function", _dtensor.as_dtensor,
+                        (node, ex["dtensor"], list(ex["shape"]), ex.get("stride")),
+                        name=n["name"] + "__dtensor")
+                    continue
             elif op == "output":
                 node = g.output(args[0] if args else None)
             elif op == "call_function":

@@ -366,6 +366,12 @@ def _members(callables):
     return got
 
 
+# DTensor's own methods: a rank-local graph holds DTensors where a
+# redistribute the lowering kept runs (rebuild.graph_module wraps the local
+# tensor; fx.dtensor.as_dtensor).
+_DTENSOR_METHODS = frozenset({"redistribute", "to_local", "full_tensor"})
+
+
 def method_allowed(name):
     """Whether a call_method target (a method looked up on a value at run
     time) is allowed: a public method (or operator dunder) of the types a
@@ -375,8 +381,9 @@ def method_allowed(name):
     values or call a callable (numpy, untyped_storage, apply_,
     register_hook, str.format, ...). A value of another type (an array
     from numpy()) therefore has no method a graph may call: never
-    ndarray.tofile, __class__, __globals__, __reduce_ex__."""
-    return isinstance(name, str) and bool(name) and name in _members(True)
+    ndarray.tofile, __class__, __globals__, __reduce_ex__. DTensor's
+    redistribute, to_local and full_tensor are allowed too."""
+    return isinstance(name, str) and bool(name) and (name in _members(True) or name in _DTENSOR_METHODS)
 
 
 def attribute_allowed(name):
