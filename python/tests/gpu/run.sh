@@ -2,7 +2,7 @@
 # One device call on the H200 machine (PyTorch 2.11, CUDA 13, no msgpack or
 # jansson): build libmagi_aot from the working tree, run the Python tests
 # (binding + torch), then the save/load round trip and the benchmark.
-#   bash python/tests/gpu/run.sh [all|unittest|warmprocs|roundtrip|zoo|runtime|exposed|warmstart|warmmodels|warmchecks|opshost|titan|overlap|build|none]
+#   bash python/tests/gpu/run.sh [all|unittest|warmprocs|roundtrip|zoo|runtime|exposed|warmstart|warmmodels|warmchecks|opshost|titan|overlap|layouts|build|none]
 # (build: the library with the cuda backend and the extensions, nothing run)
 # (unittest: the Python suite but test_warm.WarmStartProcesses, which runs
 # alone as warmprocs: its fresh processes take ~400 s on one H200 machine)
@@ -79,7 +79,7 @@ if [ -d .debs ]; then
 fi
 stamp "configure"
 cuda=OFF
-{ [ "$what" = runtime ] || [ "$what" = exposed ] || [ "$what" = opshost ] || [ "$what" = titan ] || [ "$what" = build ] || [ "$what" = overlap ]; } && cuda=ON
+{ [ "$what" = runtime ] || [ "$what" = exposed ] || [ "$what" = opshost ] || [ "$what" = titan ] || [ "$what" = build ] || [ "$what" = overlap ] || [ "$what" = layouts ]; } && cuda=ON
 cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DMAGI_WITH_CUDA=$cuda -DBUILD_TESTING=OFF \
   -DCMAKE_PREFIX_PATH=$PFX/usr -DCMAKE_INSTALL_RPATH=$LIBD -DCMAKE_BUILD_RPATH=$LIBD \
   "${extra[@]}" >"$OUT/build.log" 2>&1 &&
@@ -240,6 +240,23 @@ if [ "$what" = overlap ]; then
       [ -f "$OV/$size/rank0.run_$r.json" ] || continue
       echo "-- $size, run $r"; python3 python/tests/gpu/overlap_table.py "$OV/$size/rank0.run_$r.json"
     done
+  done
+fi
+if [ "$what" = layouts ]; then
+  # the SimpleFSDP layouts beyond 1-D on the cuda backend: HSDP 2 x 2 in
+  # fp32 and bf16, 4 ranks sharing the GPU (the MoE layouts need
+  # torchtitan 0.3, which needs a newer torch than this machine's)
+  LY=/tmp/magi-layouts; rm -rf "$LY"; mkdir -p "$OUT/layouts"
+  pids=()
+  for mp in ${MAGI_LAYOUT_MPS:-fp32 bf16}; do
+    timeout 400 python3 python/tests/titan_e2e.py --out "$LY/hsdp_$mp" --device cuda --world 4 --layout hsdp \
+      --vocab 1000 --mp "$mp" --timeout 380 >"$OUT/layouts/hsdp_$mp.log" 2>&1 &
+    pids+=("$!:hsdp_$mp")
+  done
+  for p in "${pids[@]}"; do
+    rc=0; wait "${p%%:*}" || rc=$?; c=${p#*:}
+    grep -E "^titan_e2e" "$OUT/layouts/$c.log" | grep -Ev "^titan_e2e (save|run_[a-z]+) rank [1-9]" | cut -c1-600
+    if [ $rc -ne 0 ]; then fail=1; echo "layouts $c: exit $rc"; grep -Ev "Warning|warnings.warn|^\s*$" "$OUT/layouts/$c.log" | tail -30; fi
   done
 fi
 stamp "done, fail=$fail"
