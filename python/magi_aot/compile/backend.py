@@ -39,8 +39,32 @@ from ..region import _dumps
 __all__ = ["SaveBackend", "SavedRegion", "SideEffectsRefused", "replayed_side_effects"]
 
 MAX_VARIANTS = 4  # compiled-code variants kept per region (one per key)
+MAX_INDEX_VARIANTS = 8  # regions of other calls kept in a model's index (keep_regions)
 
 log = logging.getLogger("magi_aot")
+
+
+def _inference_copy(gm):
+    """A GraphModule of its own with gm's graph (the nodes copied, their
+    metadata shared) less its grad-mode switches: the graph compiled as an
+    inference graph. Dynamo records a torch.no_grad() block in forward
+    (transformers' rotary embedding) as _set_grad_enabled(False) ...
+    _set_grad_enabled(True), the mode of the traced call; Inductor's passes
+    run the graph before AOTAutograd looks at the grad mode, so the last
+    switch would turn grad back on and make it an autograd graph. Without
+    grad every switch is moot. gm itself is left as traced (the recompute
+    of a backward runs it, switches included)."""
+    import torch
+    g = torch.fx.Graph()
+    g._codegen = gm.graph._codegen
+    out = g.graph_copy(gm.graph, {})
+    g.output(out)
+    for n in list(g.nodes):
+        if n.op == "call_function" and n.target is torch._C._set_grad_enabled and not n.users:
+            g.erase_node(n)
+    copy = torch.fx.GraphModule(gm, g)
+    copy.meta = dict(getattr(gm, "meta", None) or {})
+    return copy
 
 
 class SavedRegion:
@@ -202,12 +226,20 @@ class SaveBackend:
     refuse_side_effects  raise SideEffectsRefused for a frame that changes
                     objects it did not create, before compiling it
                     (warm_start: such a region cannot run without Dynamo)
+    inference       (store_code) compile every region's inference graph,
+                    as under torch.no_grad(), whatever the grad mode of the
+                    call Dynamo traced, and serve it with eager's autograd
+                    (magi_aot.compile.grad: a backward recomputes the
+                    forward from the region's graph); warm_start's choice,
+                    so the stored code loads directly in any grad mode.
+                    False: the code is compiled in the traced call's grad
+                    mode (an autograd graph under grad)
     Thread-safe: model_idx allocation and the entries list are locked.
     """
 
     def __init__(self, cache_dir, model_tag, *, compile_config=None, compiler=None,
                  start_idx=0, strict=False, zstd_level=0, store_code=False,
-                 inductor_options=None, refuse_side_effects=False):
+                 inductor_options=None, refuse_side_effects=False, inference=False):
         self.cache_dir = os.fspath(cache_dir)
         self.model_tag = model_tag
         self.compile_config = compile_config
@@ -217,6 +249,11 @@ class SaveBackend:
         self.store_code = store_code
         self.inductor_options = inductor_options
         self.refuse_side_effects = refuse_side_effects
+        self.inference = inference
+        # index records other processes stored for calls this one's code may
+        # not serve (warm_start: another size, another configuration), published
+        # under "variants" after this backend's regions
+        self.keep_regions = []
         self.entries = []
         self.stored_code = {}   # cache key -> the compiled-code payload this backend stored
         self.record_outputs = False   # keep the last outputs of the returned callable
@@ -304,12 +341,18 @@ class SaveBackend:
         from .code import compile_region, environment_key, make_header, pack
         from .code import placeholder_sources, region_device
         t = time.perf_counter()
+        import contextlib
         import torch
-        grad = torch.is_grad_enabled()
+        grad = torch.is_grad_enabled() and not self.inference
         if any(getattr(x, "is_cuda", False) for x in example_inputs):
             from .code import use_triton_cache
             use_triton_cache(self.cache_dir)
-        fn, blobs = compile_region(gm, example_inputs, options=self.inductor_options)
+        with torch.no_grad() if self.inference else contextlib.nullcontext():
+            fn, blobs = compile_region(_inference_copy(gm) if self.inference else gm,
+                                       example_inputs, options=self.inductor_options)
+        if self.inference:
+            from .grad import with_autograd
+            fn = with_autograd(fn, lambda: gm, "region %s" % self.model_tag)
         dt = time.perf_counter() - t
         sources = placeholder_sources(gm)
 
@@ -338,6 +381,11 @@ class SaveBackend:
             r.update(extra.get(e["model_idx"], {}))
             regions.append(r)
         doc = {"model_tag": self.model_tag, "regions": regions}
+        mine = {r["key"] for r in regions}
+        kept = [r for r in self.keep_regions if r.get("key") not in mine]
+        if kept:
+            # after this process's region, in the order a loading process tries them
+            doc["variants"] = kept[:MAX_INDEX_VARIANTS]
         with _Cache(self.cache_dir) as c:
             c.put(index_key(self.model_tag), json.dumps(doc).encode(), replace=True)
 
