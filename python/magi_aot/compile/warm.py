@@ -459,8 +459,8 @@ class BoundForward:
     def __init__(self, model, cache_dir, model_tag, transport, dynamic, store_code,
                  trust_compiled=None, allow_targets=(), submodules=None, on_miss=None):
         self.model = model
-        self.on_miss = on_miss
-        _on_miss_value(on_miss)   # a bad value fails here, not at the first miss
+        # read once, here: a bad value fails now, not at the first miss
+        self.on_miss = _on_miss_value(on_miss)
         self._records = []      # the index's records as this process read them
         self._states = {}       # record number -> its loaded state, or why it does not serve
         self._current = 0       # the record whose code serves now
@@ -828,7 +828,7 @@ class BoundForward:
         return None
 
     def _on_miss(self):
-        return _on_miss_value(self.on_miss)
+        return self.on_miss
 
     def _start(self):
         """Load what the cache holds for the model (None), else say why not;
@@ -1306,8 +1306,8 @@ def warm_start(model, cache_dir, model_tag, *, transport=None, dynamic=None, loa
     process as torch.compile would, serves it and stores it beside the
     stored code, saying so once with the reason and the time it took;
     "raise" refuses it with MAGI_ERR_MISMATCH naming the input (a
-    deployment that must never compile). None: MAGI_AOT_ON_MISS, else
-    "compile"."""
+    deployment that must never compile). None: MAGI_AOT_ON_MISS as this
+    call finds it, else "compile"."""
     b = BoundForward(model, cache_dir, model_tag, transport, dynamic, True, trust_compiled,
                      allow_targets, submodules, on_miss)
     if load_now:
