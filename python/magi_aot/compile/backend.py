@@ -44,29 +44,6 @@ MAX_INDEX_VARIANTS = 8  # regions of other calls kept in a model's index (keep_r
 log = logging.getLogger("magi_aot")
 
 
-def _inference_copy(gm):
-    """A GraphModule of its own with gm's graph (the nodes copied, their
-    metadata shared) less its grad-mode switches: the graph compiled as an
-    inference graph. Dynamo records a torch.no_grad() block in forward
-    (transformers' rotary embedding) as _set_grad_enabled(False) ...
-    _set_grad_enabled(True), the mode of the traced call; Inductor's passes
-    run the graph before AOTAutograd looks at the grad mode, so the last
-    switch would turn grad back on and make it an autograd graph. Without
-    grad every switch is moot. gm itself is left as traced (the recompute
-    of a backward runs it, switches included)."""
-    import torch
-    g = torch.fx.Graph()
-    g._codegen = gm.graph._codegen
-    out = g.graph_copy(gm.graph, {})
-    g.output(out)
-    for n in list(g.nodes):
-        if n.op == "call_function" and n.target is torch._C._set_grad_enabled and not n.users:
-            g.erase_node(n)
-    copy = torch.fx.GraphModule(gm, g)
-    copy.meta = dict(getattr(gm, "meta", None) or {})
-    return copy
-
-
 class SavedRegion:
     """What the backend did with one region."""
 
@@ -340,6 +317,7 @@ class SaveBackend:
     def _compile(self, gm, example_inputs):
         from .code import compile_region, environment_key, make_header, pack
         from .code import placeholder_sources, region_device
+        from .grad import inference_copy, with_autograd
         t = time.perf_counter()
         import contextlib
         import torch
@@ -348,10 +326,9 @@ class SaveBackend:
             from .code import use_triton_cache
             use_triton_cache(self.cache_dir)
         with torch.no_grad() if self.inference else contextlib.nullcontext():
-            fn, blobs = compile_region(_inference_copy(gm) if self.inference else gm,
+            fn, blobs = compile_region(inference_copy(gm) if self.inference else gm,
                                        example_inputs, options=self.inductor_options)
         if self.inference:
-            from .grad import with_autograd
             fn = with_autograd(fn, lambda: gm, "region %s" % self.model_tag)
         dt = time.perf_counter() - t
         sources = placeholder_sources(gm)

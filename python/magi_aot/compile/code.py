@@ -963,6 +963,9 @@ def compile_from_graph(region, timings, grad_enabled=False, allow_targets=()):
     fake_mode = FakeTensorMode(shape_env=ShapeEnv())
     args = region.fake_inputs(fake_mode)
     gm = region.graph_module(allow_targets=allow_targets)
+    if not grad_enabled:   # the inference graph, as stored (grad.inference_copy)
+        from .grad import inference_copy
+        gm = inference_copy(gm)
     with torch.set_grad_enabled(grad_enabled):
         try:
             art = standalone_compile(gm, list(args), dynamic_shapes="from_example_inputs",

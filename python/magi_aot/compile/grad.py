@@ -27,7 +27,31 @@ import functools
 
 from .._lib import MagiError
 
-__all__ = ["with_autograd"]
+__all__ = ["with_autograd", "inference_copy"]
+
+
+def inference_copy(gm):
+    """A GraphModule of its own with gm's graph (the nodes copied, their
+    metadata shared) less its grad-mode switches: the graph to compile as
+    an inference graph. Dynamo records a torch.no_grad() block in forward
+    (transformers' rotary embedding) as _set_grad_enabled(False) ...
+    _set_grad_enabled(True), the mode of the traced call; Inductor's passes
+    run the graph before AOTAutograd reads the grad mode, so the last switch
+    would turn grad back on and make it an autograd graph (two output
+    graphs, not loadable directly). Without grad every switch is moot. gm
+    itself is left as it is (a backward's recompute runs it, switches
+    included)."""
+    import torch
+    g = torch.fx.Graph()
+    g._codegen = gm.graph._codegen
+    out = g.graph_copy(gm.graph, {})
+    g.output(out)
+    for n in list(g.nodes):
+        if n.op == "call_function" and n.target is torch._C._set_grad_enabled and not n.users:
+            g.erase_node(n)
+    copy = torch.fx.GraphModule(gm, g)
+    copy.meta = dict(getattr(gm, "meta", None) or {})
+    return copy
 
 
 def _tensor(x):
