@@ -21,13 +21,24 @@ scalar attributes and arguments Dynamo specialised (recorded with their
 values by the save backend), which arguments were given, each tensor
 input's dtype, device, rank, static sizes and the ranges and guards of
 its symbolic sizes. In the process that traced, a failed check makes
-Dynamo recompile (the new region replaces the old one in the index);
-elsewhere it is refused naming the input or attribute and what the code
-was compiled for. The return value's structure, recorded after the
-tracing call, is rebuilt around the region's outputs.
+Dynamo recompile (the new region replaces the old one in the index).
+Elsewhere the model's other stored variants are tried (regions other
+processes stored for other calls, listed in the index after the latest);
+where none serves, the call is compiled in this process as torch.compile
+would (the dimensions whose size changed taken as dynamic), served, and
+stored beside them, saying so once; with on_miss="raise" (or
+MAGI_AOT_ON_MISS=raise) it is refused naming the input or attribute and
+what the code was compiled for. The return value's structure, recorded
+after the tracing call, is rebuilt around the region's outputs.
+
+Grad mode: the stored code is the region's inference graph; under grad,
+with an input that requires grad, it runs behind an autograd.Function
+whose backward recomputes the forward from the region's graph
+(magi_aot.compile.grad), so outputs carry autograd as eager's do.
 
 How the forward is obtained, in order:
-  1. the model's region list is in the cache and its one region's stored
+  1. the model's region list is in the cache and its region's (or the
+     first of its variants whose parameters fit the model) stored
      code matches the running key and traced sources, and only this user
      can have written the entry (the cache's directories and the entry file
      are this user's, writable by nobody else) or the caller opted in
