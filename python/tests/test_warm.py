@@ -1403,8 +1403,11 @@ class WarmStartProcesses(unittest.TestCase):
         m.load_state_dict(torch.load(self.state))
         m.to(os.environ.get("MAGI_WARM_DEVICE", "cpu"))  # where the children ran it
         mutate(m)
+        # at the default the model would be traced and stored beside
+        # (MissCompiles); on_miss="raise" refuses at bind, naming the parameter
         with self.assertRaises(MagiError) as cm:
-            magi_aot.warm_start(m, self.cache, "tiny")
+            magi_aot.warm_start(m, self.cache, "tiny", on_miss="raise")
+        self.assertIn("another model_tag", cm.exception.message)
         return cm.exception.message
 
     def test_bind_errors_name_the_parameter(self):
