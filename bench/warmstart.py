@@ -4,6 +4,7 @@ of one model in a fresh process, side by side in one run.
 
     python3 bench/warmstart.py --out DIR [--runs 3] [--device cuda|cpu]
         [--size anchor|small] [--paths eager,magi,...] [--anchor PATH | --no-anchor]
+        [--grad]
 
 Paths (each run is a fresh interpreter started by this script):
   eager            the model's forward, no compile;
@@ -73,11 +74,17 @@ and with "steps" in it (model,steps) the steady steps are profiled too
 (DIR/work/profile-PATH-steps.txt). The steady step is the mean of 20 steps
 after 3 untimed ones.
 
+Every path calls the model under torch.no_grad(), as the anchor does;
+--grad calls it with grad enabled instead (the parameters require grad,
+as after from_pretrained: the documentation's example as written), every
+path alike, the setup processes included.
+
 Prints a table (median and every run of both clocks), writes
 DIR/warmstart.json and DIR/warmstart.md. Needs MAGI_AOT_LIB for the magi
 rows (python/tests/gpu/run.sh warmstart builds it and runs this).
 """
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -184,9 +191,10 @@ def _logits(out):
     return out.logits if hasattr(out, "logits") else out[0]
 
 
-def child(path, root, size, device, prof=None):
+def child(path, root, size, device, prof=None, grad=False):
     """One timed process of `path`. prof: a cProfile.Profile to enable over
-    the span from the model built to the first output (PROFILE_FROM_ENV)."""
+    the span from the model built to the first output (PROFILE_FROM_ENV).
+    grad: call the model with grad enabled (else under torch.no_grad())."""
     t_spawn = float(os.environ.get(SPAWN_ENV, "nan"))
     proc_start = _proc_start_epoch()
     counts = _Counts()
@@ -210,7 +218,7 @@ def child(path, root, size, device, prof=None):
     if prof is not None and "model" in os.environ.get(PROFILE_FROM_ENV, ""):
         prof.enable()
     t_model = time.time()
-    with torch.no_grad():
+    with contextlib.nullcontext() if grad else torch.no_grad():
         fwd = None
         if path == "eager":
             fwd = m
@@ -272,7 +280,8 @@ def child(path, root, size, device, prof=None):
                           for k, v in (fwd.report.get("timings") or {}).items()}
     with torch.no_grad():
         ref = _logits(m(ids)).float()
-        res["max_abs_vs_eager"] = round(float((out.float() - ref).abs().max()), 4)
+        res["max_abs_vs_eager"] = round(float((out.detach().float() - ref).abs().max()), 4)
+        res["grad_fn"] = type(out.grad_fn).__name__ if out.grad_fn is not None else None
         for _ in range(3):   # past any lazy first-call work
             fwd(ids)
         sync()
@@ -379,6 +388,8 @@ def main():
                     "written, the runs left out are named)")
     ap.add_argument("--no-pyc-cache", action="store_true",
                     help="children compile every imported module's source (no bytecode cache)")
+    ap.add_argument("--grad", action="store_true",
+                    help="call the model with grad enabled (default: under torch.no_grad())")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--root", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -389,7 +400,7 @@ def main():
             prof = cProfile.Profile()
             if "model" not in os.environ.get(PROFILE_FROM_ENV, ""):
                 prof.enable()
-        res = child(a.child, a.root, a.size, a.device, prof)
+        res = child(a.child, a.root, a.size, a.device, prof, a.grad)
         if prof is not None:   # by cumulative and own time
             prof.disable()
             _write_profile(prof, os.path.join(a.root, "profile-%s.txt" % a.child),
@@ -419,7 +430,7 @@ def main():
     env["PYTHONPATH"] = os.pathsep.join([os.path.join(ROOT, "python")] +
                                         ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     me = [sys.executable, os.path.abspath(__file__), "--root", root, "--size", a.size,
-          "--device", a.device, "--child"]
+          "--device", a.device] + (["--grad"] if a.grad else []) + ["--child"]
     groups, t_all = {}, time.time()
 
     def over():
@@ -456,8 +467,9 @@ def main():
             print(json.dumps(r), flush=True)
     order = list(TIMED) + sorted(set(SETUP.values()), key=list(SETUP.values()).index)
     md = ["# Warm start: every path timed by the same code, fresh processes",
-          "", "device %s, model %s, %d runs per timed path (median, then each run)" %
-          (a.device, a.size, a.runs), "", table(groups, order)]
+          "", "device %s, model %s, %s, %d runs per timed path (median, then each run)" %
+          (a.device, a.size, "grad enabled" if a.grad else "under torch.no_grad()", a.runs),
+          "", table(groups, order)]
     if anchor_rows:
         md += ["", "The anchor beside (its own clock: torch.compile call -> first output;"
                " process_wall_s: the whole process, its 10 steps included)", "",

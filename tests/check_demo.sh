@@ -20,4 +20,11 @@ for f in "$root"/fixtures/real/*.json; do
 done
 grep -q 'the same clock' "$log" || fail "does not say both sides are timed by the same clock"
 grep -q 'Dynamo trace that wrote each JSON is not run' "$log" || fail "does not say what the figures leave out"
+grep -q '^== 5. a real model: what a new process saves' "$log" || fail "no step that shows what a new process saves on a real model"
+if ! grep -q '^  (skipped: ' <(sed -n '/^== 5\./,$p' "$log"); then
+  grep -Eq '^  a new process saves [0-9]+\.[0-9] s of compile' "$log" ||
+    fail "step 5 ran but does not say the seconds a new process saves"
+  grep -Eq 'code path direct' "$log" || fail "step 5: the new process did not load the stored code directly"
+fi
 echo "check_demo: the demo shows save-from-JSON against fresh-process load for every region"
+echo "check_demo: and the seconds a new process saves on a real model (or why it was skipped)"

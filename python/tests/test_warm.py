@@ -770,7 +770,7 @@ class CallChecks(_StoredCode):
         self.assertIsNotNone(shapes, "the trace recorded no ranges or guards")
         self.assertEqual(list(shapes["ranges"].values()), [[2, None]])
         with mock.patch("torch._inductor.standalone_compile.CompiledArtifact.load", fake_load):
-            fwd = magi_aot.warm_start(self.model(), cache, "trust")
+            fwd = magi_aot.warm_start(self.model(), cache, "trust", on_miss="raise")
             self.assertEqual(fwd.report["served"], "stored", fwd.report)
             fwd(torch.ones(8, 4))                      # in range, guards hold: runs
             self.assertEqual(len(calls), 1)
@@ -782,6 +782,204 @@ class CallChecks(_StoredCode):
                     self.assertIn("L['x'].size()[0]", cm.exception.message)
                     self.assertIn(words, cm.exception.message)
             self.assertEqual(len(calls), 1, "code compiled for other sizes ran")
+
+
+@unittest.skipUnless(HAVE_TORCH, TORCH_REASON)
+class GradMode(unittest.TestCase):
+    """Stored inference code under grad mode (magi_aot.compile.grad): the
+    outputs carry autograd as eager's do, a backward recomputes the
+    forward from the region's graph and gives eager's gradients, and a
+    graph that cannot be had makes the backward raise, naming why."""
+
+    def setUp(self):
+        import torch
+        self.torch = torch
+        torch.manual_seed(0)
+        self.w = torch.nn.Parameter(torch.randn(3, 4))
+        self.x = torch.randn(5, 4)
+        self.ran = []
+
+    @staticmethod
+    def graph(w, x):
+        import torch
+        y = torch.relu(x @ w.t())
+        return (y, y.sum(1), (y > 0).sum())
+
+    def inference(self, *a):
+        import torch
+        self.ran.append(torch.is_grad_enabled())
+        with torch.no_grad():
+            return list(self.graph(*a))
+
+    def test_outputs_and_gradients_are_eagers(self):
+        from magi_aot.compile.grad import with_autograd
+        torch = self.torch
+        made = []
+        call = with_autograd(self.inference, lambda: made.append(1) or self.graph)
+        y, s, n = call(self.w, self.x)
+        self.assertTrue(y.requires_grad and s.requires_grad)
+        self.assertFalse(n.requires_grad)        # an integer output, as in eager
+        self.assertEqual(self.ran, [False])      # the inference code, without autograd
+        self.assertEqual(made, [])               # the graph only for a backward
+        (y.pow(2).sum() + s.sum()).backward()
+        got = self.w.grad.clone()
+        self.w.grad = None
+        ey, es, _ = self.graph(self.w, self.x)
+        (ey.pow(2).sum() + es.sum()).backward()
+        self.assertTrue(torch.allclose(got, self.w.grad, atol=1e-6))
+        self.assertEqual(made, [1])
+        with torch.no_grad():
+            self.assertFalse(call(self.w, self.x)[0].requires_grad)
+        with torch.inference_mode():
+            self.assertFalse(call(self.w, self.x)[0].requires_grad)
+        frozen = self.w.detach()
+        self.assertIsNone(call(frozen, self.x)[0].grad_fn)   # nothing requires grad
+
+    def test_graph_that_cannot_be_had_raises_at_backward(self):
+        from magi_aot.compile.grad import with_autograd
+
+        def refused():
+            raise MagiError(-13, "target 'evil.fn' is not on the allow-list")
+        call = with_autograd(self.inference, refused, "model 'm'")
+        y, _, _ = call(self.w, self.x)
+        with self.assertRaises(MagiError) as cm:
+            y.sum().backward()
+        self.assertIn("model 'm': backward recomputes the forward", cm.exception.message)
+        self.assertIn("evil.fn", cm.exception.message)
+        self.assertIsNone(self.w.grad)
+
+
+def _sized_zeros(*a):
+    """The stand-in code's output: zeros of (the call's batch, 4)."""
+    import torch
+    x = [t for t in a if isinstance(t, torch.Tensor) and not isinstance(t, torch.nn.Parameter)]
+    return (torch.zeros(x[-1].shape[0], 4),)
+
+
+@unittest.skipUnless(HAVE_TORCH, TORCH_REASON)
+class MissCompiles(_StoredCode):
+    """A process that loaded stored code meets a call that code cannot
+    serve (a new size, another configuration under the same tag): at the
+    default it compiles it as torch.compile would (the changed dimension
+    dynamic), serves it and stores it beside the stored code, so the next
+    process serves both without compiling; on_miss="raise" (or
+    MAGI_AOT_ON_MISS=raise) refuses it as before."""
+
+    def setUp(self):
+        super().setUp()
+        self.saved_miss = os.environ.pop("MAGI_AOT_ON_MISS", None)
+        self.addCleanup(self._restore_miss)
+
+    def _restore_miss(self):
+        os.environ.pop("MAGI_AOT_ON_MISS", None)
+        if self.saved_miss is not None:
+            os.environ["MAGI_AOT_ON_MISS"] = self.saved_miss
+
+    def model(self, width=4):
+        torch = self.torch
+
+        class M(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = torch.nn.Linear(width, 4)
+
+            def forward(self, x):
+                return torch.relu(self.fc(x))
+        torch.manual_seed(0)
+        return M()
+
+    def process(self, cache, model, xs, **kw):
+        """A fresh process's warm start (Dynamo forgotten) calling model on
+        each x: ([(served, recompiles so far)], regions the backend saved)."""
+        from unittest import mock
+        from magi_aot.compile.backend import SaveBackend
+        torch = self.torch
+        torch._dynamo.reset()
+        saved = []
+        real = SaveBackend.__call__
+
+        def counting(be, gm, example_inputs):
+            saved.append([tuple(p.meta["example_value"].shape) for p in gm.graph.nodes
+                          if p.op == "placeholder" and p.name.endswith("x_")])
+            return real(be, gm, example_inputs)
+
+        def fake_compile(be, gm, example_inputs):
+            return _stand_in_compile(gm, example_inputs)
+        seen = []
+        with mock.patch.object(SaveBackend, "_compile", fake_compile), \
+                mock.patch.object(SaveBackend, "__call__", counting), torch.no_grad(), \
+                mock.patch("torch._inductor.standalone_compile.CompiledArtifact.load",
+                           lambda path, format: _sized_zeros):
+            fwd = magi_aot.warm_start(model, cache, "miss", **kw)
+            for x in xs:
+                fwd(x)
+                seen.append((fwd.report["served"], len(fwd.report["recompiles"])))
+        return seen, saved, fwd
+
+    def test_new_size_compiled_stored_beside_and_served_next(self):
+        from magi_aot.cache import read_index
+        torch = self.torch
+        cache = os.path.join(self.tmp, "own")
+        seen, saved, _ = self.process(cache, self.model(), [torch.ones(3, 4)])
+        self.assertEqual((seen, saved), ([("traced", 0)], [[(3, 4)]]))
+        # a loaded process: 3 from the stored code, 5 compiled here with dim 0 dynamic
+        seen, saved, fwd = self.process(cache, self.model(), [torch.ones(3, 4), torch.ones(5, 4),
+                                                              torch.ones(7, 4)])
+        # (7: the new dynamic code, no further compile; "served" says this
+        # process traced)
+        self.assertEqual(seen, [("stored", 0), ("traced", 1), ("traced", 1)])
+        self.assertIn("L['x'] dim 0 is 5; the stored code was compiled for 3 only",
+                      fwd.report["recompiles"][0])
+        self.assertEqual(len(saved), 1)
+        self.assertIsInstance(saved[0][0][0], torch.SymInt)   # the changed dim, dynamic
+        idx = read_index(cache, "miss")
+        self.assertEqual(len(idx["regions"]), 1)
+        self.assertEqual(len(idx["variants"]), 1)     # the size-3 code, beside the new one
+        self.assertNotEqual(idx["regions"][0]["key"], idx["variants"][0]["key"])
+        # the next process serves every size from stored code, compiling nothing
+        seen, saved, _ = self.process(cache, self.model(), [torch.ones(3, 4), torch.ones(5, 4),
+                                                            torch.ones(9, 4)])
+        self.assertEqual((seen, saved), ([("stored", 0)] * 3, []))
+
+    def test_on_miss_raise_refuses_as_before(self):
+        torch = self.torch
+        cache = os.path.join(self.tmp, "own")
+        self.process(cache, self.model(), [torch.ones(3, 4)])
+        for how in ("keyword", "environment"):
+            with self.subTest(how=how):
+                kw = {"on_miss": "raise"} if how == "keyword" else {}
+                if how == "environment":
+                    os.environ["MAGI_AOT_ON_MISS"] = "raise"
+                with self.assertRaises(MagiError) as cm:
+                    self.process(cache, self.model(), [torch.ones(5, 4)], **kw)
+                self.assertEqual(cm.exception.status, "MAGI_ERR_MISMATCH")
+                self.assertIn("L['x'] dim 0 is 5; the stored code was compiled for 3 only",
+                              cm.exception.message)
+                self.assertIn("on_miss='raise'", cm.exception.message)
+        with self.assertRaises(ValueError):
+            magi_aot.warm_start(self.model(), cache, "miss", on_miss="never")
+        os.environ["MAGI_AOT_ON_MISS"] = "sometimes"
+        with self.assertRaisesRegex(ValueError, "MAGI_AOT_ON_MISS"):
+            magi_aot.warm_start(self.model(), cache, "miss")
+
+    def test_changed_configuration_stored_beside(self):
+        from magi_aot.cache import read_index
+        torch = self.torch
+        cache = os.path.join(self.tmp, "own")
+        self.process(cache, self.model(4), [torch.ones(3, 4)])
+        with self.assertRaises(MagiError) as cm:
+            self.process(cache, self.model(8), [torch.ones(3, 8)], on_miss="raise")
+        self.assertIn("_parameters['weight']: shape [4, 8], the region was compiled for [4, 4]",
+                      cm.exception.message)
+        self.assertIn("another model_tag", cm.exception.message)
+        seen, saved, fwd = self.process(cache, self.model(8), [torch.ones(3, 8)])
+        self.assertEqual(seen, [("traced", 0)])
+        self.assertIn("the stored code does not fit the model", fwd.report["reason"])
+        self.assertEqual(len(read_index(cache, "miss")["variants"]), 1)
+        for width in (4, 8):
+            with self.subTest(width=width):
+                seen, saved, _ = self.process(cache, self.model(width), [torch.ones(3, width)])
+                self.assertEqual((seen, saved), ([("stored", 0)], []))
 
 
 @unittest.skipUnless(HAVE_TORCH, TORCH_REASON)
@@ -1205,8 +1403,11 @@ class WarmStartProcesses(unittest.TestCase):
         m.load_state_dict(torch.load(self.state))
         m.to(os.environ.get("MAGI_WARM_DEVICE", "cpu"))  # where the children ran it
         mutate(m)
+        # at the default the model would be traced and stored beside
+        # (MissCompiles); on_miss="raise" refuses at bind, naming the parameter
         with self.assertRaises(MagiError) as cm:
-            magi_aot.warm_start(m, self.cache, "tiny")
+            magi_aot.warm_start(m, self.cache, "tiny", on_miss="raise")
+        self.assertIn("another model_tag", cm.exception.message)
         return cm.exception.message
 
     def test_bind_errors_name_the_parameter(self):

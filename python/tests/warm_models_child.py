@@ -1,15 +1,22 @@
 """One fresh process of the warm-start test over stock models (CPU, or
 the device MAGI_WARM_DEVICE names, e.g. cuda on the GPU machine):
 
-    warm_models_child.py CACHE OUT MODE      MODE: first | second
+    warm_models_child.py CACHE OUT MODE      MODE: first | second | third
 
 Builds each model of MODELS with a fixed seed (tiny configs, random
 weights), binds it with magi_aot.warm_start at the defaults and calls it
 as a user would; Inductor's cache directory is fresh, so only the magi
-artifact can supply compiled code. Writes OUT (JSON: per model the
-report, the return types beside eager's, what each check did, the
-process's compile counts) and OUT.pt (the returned tensors per model).
+artifact can supply compiled code. Llama is called as the documentation
+shows it, without torch.no_grad() (its parameters require grad, as from
+from_pretrained), at one length in the first process and at three in
+the later ones (the second compiles the new length, the third serves all
+from stored code), and a backward through its output is compared with
+eager's in the later ones; every other model runs under no_grad. Writes
+OUT (JSON: per model the report, how each call was served, the return
+types beside eager's, what each check did, the process's compile counts)
+and OUT.pt (the returned tensors per model).
 """
+import contextlib
 import json
 import os
 import sys
@@ -102,7 +109,7 @@ def _x(*shape):
     return torch.randn(*shape, generator=g)
 
 
-# name: (build, [calls as (args, kwargs)], mark) -- mark: dims marked dynamic on the first call
+# name: (build, [calls as (args, kwargs)]); llama: the first process makes the first call only
 MODELS = {
     "llama": (lambda: _hf("LlamaConfig", "LlamaForCausalLM"),
               [((_ids(16),), {}), ((_ids(24),), {}), ((_ids(9),), {})]),
@@ -124,8 +131,9 @@ def on_dev(v):
 
 
 def leaves(v):
-    return [x for x in pytree.tree_leaves(v) if isinstance(x, torch.Tensor)] + \
-        ([t for layer in getattr(v, "past_key_values").layers for t in (layer.keys, layer.values)]
+    return [x.detach() for x in pytree.tree_leaves(v) if isinstance(x, torch.Tensor)] + \
+        ([t.detach() for layer in getattr(v, "past_key_values").layers
+          for t in (layer.keys, layer.values)]
          if getattr(v, "past_key_values", None) is not None else [])
 
 
@@ -140,15 +148,32 @@ for name, (build, calls) in MODELS.items():
     torch.manual_seed(0)
     model = build().eval().to(DEV)
     calls = [(on_dev(a), on_dev(k)) for a, k in calls]
-    r = res["models"][name] = {"types": [], "eager_types": [], "max_abs_vs_eager": 0.0}
+    grad = name == "llama"   # the documented example, as written: no torch.no_grad()
+    if grad and mode == "first":
+        calls = calls[:1]
+    r = res["models"][name] = {"types": [], "eager_types": [], "max_abs_vs_eager": 0.0,
+                               "served_each": []}
     fwd = magi_aot.warm_start(model, cache, name)
     outs = []
-    with torch.no_grad():
+    with contextlib.nullcontext() if grad else torch.no_grad():
         for i, (args, kwargs) in enumerate(calls):
             if mode == "first" and name == "qwen2" and i == 0:
                 torch._dynamo.mark_dynamic(kwargs["input_ids"], 1)
             got = fwd(*args, **kwargs)
+            r["served_each"].append([fwd.report["served"], fwd.report.get("code_path")])
             want = model(*args, **kwargs)
+            if grad and i == 0:
+                r["requires_grad"] = [got.logits.requires_grad, want.logits.requires_grad]
+                r["grad_fn"] = type(got.logits.grad_fn).__name__
+                if mode != "first":
+                    # a backward through the stored code's output, against eager's
+                    got.logits.float().pow(2).mean().backward()
+                    mine = [p.grad.clone() for p in model.parameters()]
+                    model.zero_grad()
+                    want.logits.float().pow(2).mean().backward()
+                    r["grad_max_abs_vs_eager"] = max(float((a - p.grad).abs().max())
+                                                     for a, p in zip(mine, model.parameters()))
+                    model.zero_grad()
             r["types"].append(describe(got))
             r["eager_types"].append(describe(want))
             a, b = leaves(got), leaves(want)
@@ -174,19 +199,25 @@ for name, (build, calls) in MODELS.items():
             except MagiError as e:
                 r["alpha_changed"] = {"error": e.message}
             model.alpha = 0.5
-        if name == "llama" and mode == "second":
-            # the float attribute of the issue, specialised in the stored code
+        if name == "llama" and mode == "third":
+            # where a deployment must never compile: on_miss="raise" (and
+            # MAGI_AOT_ON_MISS=raise) refuses what the stored code cannot
+            # serve. A float attribute specialised in the stored code:
+            strict = magi_aot.warm_start(model, cache, name, on_miss="raise")
             rot = model.model.rotary_emb
             rot.attention_scaling = 2.0
             try:
-                fwd(*calls[0][0])
-                r["scaling_changed"] = {"served": fwd.report["served"]}
+                strict(*calls[0][0])
+                r["scaling_changed"] = {"served": strict.report["served"]}
             except MagiError as e:
                 r["scaling_changed"] = {"error": e.message, "status": e.status}
             rot.attention_scaling = 1.0
-            try:   # the batch was static in both traces
-                fwd(_ids(16)[:1].to(DEV))
-                r["new_batch"] = {"served": fwd.report["served"]}
+            os.environ["MAGI_AOT_ON_MISS"] = "raise"
+            strict = magi_aot.warm_start(model, cache, name)
+            del os.environ["MAGI_AOT_ON_MISS"]
+            try:   # the batch was static in every trace
+                strict(_ids(16)[:1].to(DEV))
+                r["new_batch"] = {"served": strict.report["served"]}
             except MagiError as e:
                 r["new_batch"] = {"error": e.message, "status": e.status}
     rep = dict(fwd.report)

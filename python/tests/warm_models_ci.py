@@ -2,28 +2,36 @@
 test_python_warm_models, kept out of test_python's discovery so its
 compile time has its own budget).
 
-Two fresh processes (warm_models_child.py) share one magi cache: the
+Three fresh processes (warm_models_child.py) share one magi cache: the
 first binds and runs transformers' Llama, Qwen2 and Mixtral (tiny
 configs, random weights), a model whose second input has a size-1
 dimension that broadcasts, a model called with keyword inputs that
 returns a dict with a nested tuple, and a model with a data-dependent
 branch between its layers (a graph break: served per submodule, the
 layers and the head bound, the loop and the branch run as Python, the
-break named with its file:line); the second does the same with 0 Dynamo graphs, 0
-Inductor code generations and 0 C++ builds, each region's code served by
-Inductor's generated module run directly (report code_path "direct"). Checked: every call returns
-what model(...) returns (the same type: CausalLMOutputWithPast with its
-DynamicCache, dict, tensor) with the same values as eager and as the
-first process gives once its compiles are done (each call run again
-there: a call first compiled static is then served by the frame's later
-dynamic compile, the code the second process serves); a second sequence length recompiles in the first process
-(as torch.compile at dynamic=None does) and is served from the stored
-code in the second; Qwen2's input marked dynamic traces once; a changed
-float attribute recompiles in the first process and, where the stored
-code specialised it (Llama's rotary attention_scaling), is refused in the
-second naming the attribute and both values, as is a batch size the
-stored code was not compiled for (naming the input, the dimension and
-the size it was compiled for).
+break named with its file:line). Llama is called as the documentation
+shows it, without torch.no_grad(), at length 16 in the first process.
+The second process serves every model from stored code, each region's
+code run as Inductor's generated module (report code_path "direct"),
+Llama under grad included (its output carries autograd, and a backward
+through it gives eager's gradients); Llama's new lengths 24 and 9 are a
+miss there, compiled in that process (the length dynamic), served and
+stored beside the length-16 code. The third does the same with 0 Dynamo
+graphs, 0 Inductor code generations and 0 C++ builds, every length from
+stored code. Checked: every call returns what model(...) returns (the
+same type: CausalLMOutputWithPast with its DynamicCache, dict, tensor)
+with the same values as eager and as the first process gives once its
+compiles are done (each call run again there: a call first compiled
+static is then served by the frame's later dynamic compile, the code the
+later processes serve); a second length recompiles in the first process
+(as torch.compile at dynamic=None does); Qwen2's input marked dynamic
+traces once; a changed float attribute recompiles in the first process;
+with on_miss="raise" (keyword, or MAGI_AOT_ON_MISS=raise) the third
+refuses what the stored code cannot serve, as before: where the stored
+code specialised a float attribute (Llama's rotary attention_scaling),
+naming the attribute and both values, and a batch size the stored code
+was not compiled for, naming the input, the dimension and the size it
+was compiled for.
 """
 import json
 import os
@@ -61,31 +69,47 @@ class WarmModels(unittest.TestCase):
         cls.torch = torch
         cls.tmp = tempfile.TemporaryDirectory(prefix="magi-warm-models-")
         cache = os.path.join(cls.tmp.name, "cache")
-        cls.out = {m: os.path.join(cls.tmp.name, m + ".json") for m in ("first", "second")}
+        cls.out = {m: os.path.join(cls.tmp.name, m + ".json")
+                   for m in ("first", "second", "third")}
         cls.a = _child(cache, cls.out["first"], "first")
         cls.b = _child(cache, cls.out["second"], "second")
+        cls.c = _child(cache, cls.out["third"], "third")
 
     @classmethod
     def tearDownClass(cls):
         cls.tmp.cleanup()
 
-    def test_second_process_compiles_nothing(self):
-        self.assertEqual(self.b["dynamo_unique_graphs"], 0)
-        self.assertEqual(self.b["counts"], {"inductor_codegen": 0, "cpp_builds": 0},
-                         json.dumps(self.b.get("counted_where"), indent=1))
+    def test_third_process_compiles_nothing(self):
+        self.assertEqual(self.c["dynamo_unique_graphs"], 0)
+        self.assertEqual(self.c["counts"], {"inductor_codegen": 0, "cpp_builds": 0},
+                         json.dumps(self.c.get("counted_where"), indent=1))
         self.assertGreaterEqual(self.a["counts"]["inductor_codegen"], 4)
-        for name, r in self.b["models"].items():
-            with self.subTest(model=name):
-                self.assertEqual(r["report"]["served"], "stored", r["report"])
-                self.assertIsNone(r["report"]["reason"])
-                # Inductor's generated module run directly, no CompiledArtifact.load
-                self.assertEqual(r["report"]["code_path"], "direct",
-                                 r["report"]["code_path_reason"])
+        for proc in (self.b, self.c):
+            for name, r in proc["models"].items():
+                if proc is self.b and name == "llama":
+                    continue   # its new lengths compiled there (below)
+                with self.subTest(model=name, process=proc is self.b and "second" or "third"):
+                    self.assertEqual(r["report"]["served"], "stored", r["report"])
+                    self.assertIsNone(r["report"]["reason"])
+                    # Inductor's generated module run directly, no CompiledArtifact.load
+                    self.assertEqual(r["report"]["code_path"], "direct",
+                                     r["report"]["code_path_reason"])
+        self.assertEqual(self.c["models"]["llama"]["served_each"], [["stored", "direct"]] * 3)
+
+    def test_documented_example_under_grad_is_served_directly(self):
+        """Llama without torch.no_grad(): direct, autograd as eager's."""
+        for proc in (self.b, self.c):
+            r = proc["models"]["llama"]
+            self.assertEqual(r["served_each"][0], ["stored", "direct"])
+            self.assertEqual(r["requires_grad"], [True, True])
+            self.assertEqual(r["grad_fn"], "RegionFunctionBackward")
+            self.assertLess(r["grad_max_abs_vs_eager"], 1e-5)
+            self.assertLess(r["max_abs_vs_eager"], 1e-4)
 
     def test_returns_what_the_model_returns(self):
         self.assertEqual(sorted(self.b["models"]),
                          ["breaks", "gate", "keywords", "llama", "mixtral", "qwen2"])
-        for proc in (self.a, self.b):
+        for proc in (self.a, self.b, self.c):
             for name, r in proc["models"].items():
                 with self.subTest(model=name):
                     self.assertEqual(r["types"], r["eager_types"])
@@ -99,32 +123,47 @@ class WarmModels(unittest.TestCase):
         self.assertEqual(self.b["models"]["breaks"]["types"], ["dict(y)", "dict(y)"])
         a = self.torch.load(self.out["first"] + ".pt")
         b = self.torch.load(self.out["second"] + ".pt")
-        for name in b:
-            # against the first process's calls once its compiles are done:
-            # the same code as the second process serves (on the CPU also
-            # the first calls' outputs; on GPU a static and a dynamic
-            # compile of one call may differ in their Triton configs)
-            self.assertIn(name + "@again", a)
-            refs = [(a[name + "@again"], "again")]
-            if os.environ.get("MAGI_WARM_DEVICE", "cpu") == "cpu":
-                refs.append((a[name], "first call"))
-            for ref, what in refs:
-                for i, (xs, ys) in enumerate(zip(ref, b[name])):
-                    for x, y in zip(xs, ys):
-                        self.assertTrue(self.torch.equal(x, y), "%s call %d (%s)" % (name, i, what))
+        c = self.torch.load(self.out["third"] + ".pt")
+        self.assertEqual(sorted(b), sorted(c))
+        for later, proc in ((b, "second"), (c, "third")):
+            for name in later:
+                # against the first process's calls once its compiles are
+                # done: the same code as the later processes serve (on the
+                # CPU also the first calls' outputs; on GPU a static and a
+                # dynamic compile of one call may differ in their Triton
+                # configs). Llama: its first length only (the one call there)
+                self.assertIn(name + "@again", a)
+                refs = [(a[name + "@again"], "again")]
+                if os.environ.get("MAGI_WARM_DEVICE", "cpu") == "cpu":
+                    refs.append((a[name], "first call"))
+                for ref, what in refs:
+                    for i, (xs, ys) in enumerate(zip(ref, later[name])):
+                        for x, y in zip(xs, ys):
+                            self.assertTrue(self.torch.equal(x, y),
+                                            "%s call %d (%s, %s)" % (name, i, what, proc))
+        # the lengths compiled in the second process: the third serves that code
+        for i in (1, 2):
+            for x, y in zip(b["llama"][i], c["llama"][i]):
+                self.assertTrue(self.torch.equal(x, y), "llama call %d" % i)
 
-    def test_second_length_recompiles_first_and_is_stored(self):
-        rec = self.a["models"]["llama"]["report"]["recompiles"]
-        self.assertEqual(len(rec), 1, rec)
-        self.assertIn("dim 1 is 24; the stored code was compiled for 16 only", rec[0])
-        self.assertEqual(len(self.b["models"]["llama"]["types"]), 3)   # 16, 24 and 9
+    def test_new_length_compiled_where_met_and_stored(self):
+        # the second process loaded the length-16 code: 24 is compiled there
+        # (the length dynamic), 9 served by that code, nothing compiled again
+        b = self.b["models"]["llama"]
+        self.assertEqual(len(b["report"]["recompiles"]), 1, b["report"]["recompiles"])
+        self.assertIn("dim 1 is 24; the stored code was compiled for 16 only",
+                      b["report"]["recompiles"][0])
+        self.assertEqual([s for s, _ in b["served_each"]], ["stored", "traced", "traced"])
+        self.assertEqual(self.b["dynamo_unique_graphs"], 1)
+        self.assertEqual(len(self.c["models"]["llama"]["types"]), 3)   # 16, 24 and 9
+        # in the process that traces, a second length recompiles (automatic dynamic)
         self.assertEqual(self.a["models"]["gate"]["report"]["recompiles"][0][:26],
                          "L['x'] dim 1 is 12; the st")
         # marked dynamic: one trace serves both lengths
         self.assertEqual(self.a["models"]["qwen2"]["report"]["recompiles"], [])
 
     def test_graph_break_binds_the_submodules(self):
-        for proc in (self.a, self.b):
+        for proc in (self.a, self.b, self.c):
             rep = proc["models"]["breaks"]["report"]
             self.assertEqual(sorted(rep["modules"]), ["head", "layers.0", "layers.1"])
             self.assertEqual(rep["eager"], [""])
@@ -145,16 +184,20 @@ class WarmModels(unittest.TestCase):
         # the recompiled region reads it every call
         self.assertEqual(self.b["models"]["keywords"]["alpha_changed"]["served"], "stored")
         self.assertEqual(self.b["models"]["keywords"]["alpha_changed"]["max_abs_vs_eager"], 0.0)
-        s = self.b["models"]["llama"]["scaling_changed"]
+        # on_miss="raise": refused, as before, naming the attribute
+        s = self.c["models"]["llama"]["scaling_changed"]
         self.assertEqual(s["status"], "MAGI_ERR_MISMATCH")
         self.assertIn("['rotary_emb'].attention_scaling is 2.0, the stored code was traced with "
                       "1.0", s["error"])
+        self.assertIn("on_miss='raise'", s["error"])
 
     def test_call_outside_the_stored_shapes_names_the_input(self):
-        s = self.b["models"]["llama"]["new_batch"]
+        # MAGI_AOT_ON_MISS=raise: refused, as before; neither stored length serves batch 1
+        s = self.c["models"]["llama"]["new_batch"]
         self.assertEqual(s["status"], "MAGI_ERR_MISMATCH")
         self.assertIn("L['args'][0] dim 0 is 1; the stored code was compiled for 2 only",
                       s["error"])
+        self.assertIn("on_miss='raise'", s["error"])
         self.assertNotIn("fake", s["error"])
 
 

@@ -39,6 +39,7 @@ from ..region import _dumps
 __all__ = ["SaveBackend", "SavedRegion", "SideEffectsRefused", "replayed_side_effects"]
 
 MAX_VARIANTS = 4  # compiled-code variants kept per region (one per key)
+MAX_INDEX_VARIANTS = 8  # regions of other calls kept in a model's index (keep_regions)
 
 log = logging.getLogger("magi_aot")
 
@@ -290,12 +291,20 @@ class SaveBackend:
                     (placeholder target as Dynamo names it from the root's
                     `self`, "module_path" in its example), also in a region
                     that starts inside a submodule after a graph break
+    inference       (store_code) compile every region's inference graph,
+                    as under torch.no_grad(), whatever the grad mode of the
+                    call Dynamo traced, and serve it with eager's autograd
+                    (magi_aot.compile.grad: a backward recomputes the
+                    forward from the region's graph); warm_start's choice,
+                    so the stored code loads directly in any grad mode.
+                    False: the code is compiled in the traced call's grad
+                    mode (an autograd graph under grad)
     Thread-safe: model_idx allocation and the entries list are locked.
     """
 
     def __init__(self, cache_dir, model_tag, *, compile_config=None, compiler=None,
                  start_idx=0, strict=False, zstd_level=0, store_code=False,
-                 inductor_options=None, refuse_side_effects=False, root=None):
+                 inductor_options=None, refuse_side_effects=False, root=None, inference=False):
         self.cache_dir = os.fspath(cache_dir)
         self.model_tag = model_tag
         self.compile_config = compile_config
@@ -306,6 +315,11 @@ class SaveBackend:
         self.inductor_options = inductor_options
         self.refuse_side_effects = refuse_side_effects
         self._root = [root, root is not None]  # the model whose module paths name the weights; given?
+        self.inference = inference
+        # index records other processes stored for calls this one's code may
+        # not serve (warm_start: another size, another configuration), published
+        # under "variants" after this backend's regions
+        self.keep_regions = []
         self.entries = []
         self.stored_code = {}   # cache key -> the compiled-code payload this backend stored
         self.record_outputs = False   # keep the last outputs of the returned callable
@@ -396,13 +410,19 @@ class SaveBackend:
     def _compile(self, gm, example_inputs):
         from .code import compile_region, environment_key, make_header, pack
         from .code import placeholder_sources, region_device
+        from .grad import inference_copy, with_autograd
         t = time.perf_counter()
+        import contextlib
         import torch
-        grad = torch.is_grad_enabled()
+        grad = torch.is_grad_enabled() and not self.inference
         if any(getattr(x, "is_cuda", False) for x in example_inputs):
             from .code import use_triton_cache
             use_triton_cache(self.cache_dir)
-        fn, blobs = compile_region(gm, example_inputs, options=self.inductor_options)
+        with torch.no_grad() if self.inference else contextlib.nullcontext():
+            fn, blobs = compile_region(inference_copy(gm) if self.inference else gm,
+                                       example_inputs, options=self.inductor_options)
+        if self.inference:
+            fn = with_autograd(fn, lambda: gm, "region %s" % self.model_tag)
         dt = time.perf_counter() - t
         sources = placeholder_sources(gm)
 
@@ -431,6 +451,11 @@ class SaveBackend:
             r.update(extra.get(e["model_idx"], {}))
             regions.append(r)
         doc = {"model_tag": self.model_tag, "regions": regions}
+        mine = {r["key"] for r in regions}
+        kept = [r for r in self.keep_regions if r.get("key") not in mine]
+        if kept:
+            # after this process's region, in the order a loading process tries them
+            doc["variants"] = kept[:MAX_INDEX_VARIANTS]
         with _Cache(self.cache_dir) as c:
             c.put(index_key(self.model_tag), json.dumps(doc).encode(), replace=True)
 

@@ -401,26 +401,34 @@ def compile_region(gm, example_inputs, *, options=None):
     (callable, [(blob name, bytes)]). Inductor's files go to a private cache
     directory for the call, so the C++ kernel libraries of this region are
     exactly the .so files found there."""
-    import torch  # noqa: F401
+    import torch
     from torch._inductor import standalone_compile
     from torch._inductor.runtime.cache_dir_utils import temporary_cache_dir
-    tmp = tempfile.mkdtemp(prefix="magi-sc-")
+    from .progress import COMPILE_DIR_PREFIX
+    tmp = tempfile.mkdtemp(prefix=COMPILE_DIR_PREFIX)
+    # the grad mode the graph is compiled under (an autograd graph when on),
+    # read now: tracing a Dynamo graph runs its _set_grad_enabled nodes (a
+    # torch.no_grad() block in forward ends by turning grad back on), so
+    # the mode after the compile says nothing about the graph compiled
+    grad = torch.is_grad_enabled()
     # Removed at exit, not now: the returned callable may still open files
     # there (kernels loaded on first use).
     atexit.register(shutil.rmtree, tmp, True)
     with temporary_cache_dir(tmp), _config(cpp_cache_precompile_headers=False), \
             _capture_graphs() as seen:
         _forget_loaded_kernels()
-        art = standalone_compile(gm, example_inputs, dynamic_shapes="from_graph",
-                                 options=dict(options or {}))
+        with torch.set_grad_enabled(grad):
+            art = standalone_compile(gm, example_inputs, dynamic_shapes="from_graph",
+                                     options=dict(options or {}))
         path = os.path.join(tmp, "region.standalone")
         art.save(path=path, format="binary")
         with open(path, "rb") as f:
             blob = f.read()
         os.unlink(path)
         _isa_probes(tmp)
-        refusal = _direct_refusal_of(seen)
-        tuned = _tune_once(art, gm, example_inputs, seen, refusal)
+        refusal = _direct_refusal_of(seen, grad)
+        with torch.set_grad_enabled(grad):
+            tuned = _tune_once(art, gm, example_inputs, seen, refusal)
         blobs = [("standalone", blob)] + _so_blobs(tmp) + _tune_blobs(tmp) + \
             _direct_blobs(seen, refusal, tuned)
     return art, blobs
@@ -528,12 +536,11 @@ def _capture_graphs():
         cls.__init__ = orig
 
 
-def _direct_refusal(seen):
+def _direct_refusal(seen, grad):
     """None when the one compiled graph can run without AOTAutograd's
     runtime wrappers (its call(args) returns exactly the region's outputs),
-    else why not."""
-    import torch
-    if torch.is_grad_enabled():
+    else why not. grad: whether it was compiled with grad enabled."""
+    if grad:
         return "compiled with grad enabled (an autograd graph)"
     if len(seen) != 1:
         return "Inductor built %d output graphs, not one" % len(seen)
@@ -567,11 +574,11 @@ def _direct_refusal(seen):
     return None
 
 
-def _direct_refusal_of(seen):
+def _direct_refusal_of(seen, grad):
     """_direct_refusal, with metadata this torch release does not let us
     read counted as a refusal."""
     try:
-        return _direct_refusal(seen)
+        return _direct_refusal(seen, grad)
     except Exception as e:  # noqa: BLE001 - internals of another torch release
         return "metadata not readable: %s" % e
 
@@ -956,6 +963,9 @@ def compile_from_graph(region, timings, grad_enabled=False, allow_targets=()):
     fake_mode = FakeTensorMode(shape_env=ShapeEnv())
     args = region.fake_inputs(fake_mode)
     gm = region.graph_module(allow_targets=allow_targets)
+    if not grad_enabled:   # the inference graph, as stored (grad.inference_copy)
+        from .grad import inference_copy
+        gm = inference_copy(gm)
     with torch.set_grad_enabled(grad_enabled):
         try:
             art = standalone_compile(gm, list(args), dynamic_shapes="from_example_inputs",

@@ -21,13 +21,24 @@ scalar attributes and arguments Dynamo specialised (recorded with their
 values by the save backend), which arguments were given, each tensor
 input's dtype, device, rank, static sizes and the ranges and guards of
 its symbolic sizes. In the process that traced, a failed check makes
-Dynamo recompile (the new region replaces the old one in the index);
-elsewhere it is refused naming the input or attribute and what the code
-was compiled for. The return value's structure, recorded after the
-tracing call, is rebuilt around the region's outputs.
+Dynamo recompile (the new region replaces the old one in the index).
+Elsewhere the model's other stored variants are tried (regions other
+processes stored for other calls, listed in the index after the latest);
+where none serves, the call is compiled in this process as torch.compile
+would (the dimensions whose size changed taken as dynamic), served, and
+stored beside them, saying so once; with on_miss="raise" (or
+MAGI_AOT_ON_MISS=raise) it is refused naming the input or attribute and
+what the code was compiled for. The return value's structure, recorded
+after the tracing call, is rebuilt around the region's outputs.
+
+Grad mode: the stored code is the region's inference graph; under grad,
+with an input that requires grad, it runs behind an autograd.Function
+whose backward recomputes the forward from the region's graph
+(magi_aot.compile.grad), so outputs carry autograd as eager's do.
 
 How the forward is obtained, in order:
-  1. the model's region list is in the cache and its one region's stored
+  1. the model's region list is in the cache and its region's (or the
+     first of its variants whose parameters fit the model) stored
      code matches the running key and traced sources, and only this user
      can have written the entry (the cache's directories and the entry file
      are this user's, writable by nobody else) or the caller opted in
@@ -60,11 +71,13 @@ the break and the fix. Dynamo's own joining of regions (resume
 functions in rewritten bytecode) is not reproduced.
 """
 import inspect
+import os
 import re
 import time
 
 from ..fx import expr as _expr
 from .._lib import MagiError
+from .progress import Progress, say
 
 __all__ = ["warm_start", "BoundForward", "parse_source"]
 
@@ -411,7 +424,14 @@ def _same(a, b):
 
 class _Miss(Exception):
     """A call the stored code was not compiled for (what torch.compile's
-    guards would reject); .what names the input or attribute."""
+    guards would reject). varying: [(tensor, dim)] of this call whose size
+    differs from the static size the code was compiled for (a compile in
+    this process takes those dimensions as dynamic, as Dynamo's automatic
+    dynamic shapes do after a size changed)."""
+
+    def __init__(self, msg, varying=()):
+        super().__init__(msg)
+        self.varying = list(varying)
 
 
 def _kind(v):
@@ -448,8 +468,13 @@ class BoundForward:
     traced call), fn (the compiled callable of the region)."""
 
     def __init__(self, model, cache_dir, model_tag, transport, dynamic, store_code,
-                 trust_compiled=None, allow_targets=(), submodules=None):
+                 trust_compiled=None, allow_targets=(), submodules=None, on_miss=None):
         self.model = model
+        # read once, here: a bad value fails now, not at the first miss
+        self.on_miss = _on_miss_value(on_miss)
+        self._records = []      # the index's records as this process read them
+        self._states = {}       # record number -> its loaded state, or why it does not serve
+        self._current = 0       # the record whose code serves now
         self.submodules = submodules
         self.trust_compiled = trust_compiled
         self.allow_targets = tuple(allow_targets or ())
@@ -606,7 +631,8 @@ class BoundForward:
             if isinstance(want, int):
                 if got != want:
                     raise _Miss("%s dim %d is %d; the stored code was compiled for %d only (the "
-                                "dimension was static when traced)" % (text, d, got, want))
+                                "dimension was static when traced)" % (text, d, got, want),
+                                [(t, d)] if min(got, want) >= 2 else ())
                 if d in marked:
                     raise _Miss("%s dim %d is marked dynamic; the stored code has it static (%d)"
                                 % (text, d, want))
@@ -681,11 +707,15 @@ class BoundForward:
     def _from_cache(self, own_code=None):
         """None once loaded, else why the model must be traced. own_code:
         {key: payload} this process has just compiled and stored (a
-        payload read back equal to one of them is this process's own)."""
-        from ..cache import cache_get_entry, read_index_entry
-        from .code import load_region_code, transport_used
-        from .._lib import read_opaque_sections
-        from ..region import load_bytes
+        payload read back equal to one of them is this process's own).
+
+        The index lists the model's latest region and, under "variants",
+        the regions other processes stored before it for calls it does not
+        serve (another size, another configuration of the model): the
+        first one whose parameters bind is loaded; the others are tried
+        when a call misses (_other_variant)."""
+        from ..cache import read_index_entry
+        self._records, self._states = [], {}
         idx, index_untrusted = read_index_entry(self.cache_dir, self.model_tag)
         if idx is None:
             return "no region stored for model '%s'" % self.model_tag
@@ -707,29 +737,75 @@ class BoundForward:
             # with the save backend): the regions' Python glue is unknown
             return ("the index of model '%s' lists %d regions (graph breaks) from a trace "
                     "outside warm_start" % (self.model_tag, len(regions)))
-        ent = regions[0]
+        variants = idx.get("variants")
+        recs = regions + [v for v in (variants if isinstance(variants, list) else ())
+                          if isinstance(v, dict) and isinstance(v.get("key"), str)]
+        self._records, self._home, self._own_code = recs, home, own_code
+        first = None
+        for i, ent in enumerate(recs):
+            why, bind_error = self._use(i)
+            if why is None:
+                return None
+            if i == 0 and why.startswith("source changed"):
+                self._records = []   # the stored graphs may all be stale
+                return why
+            first = first or (why, bind_error)
+        why, bind_error = first
+        if bind_error is not None and self._on_miss() == "raise":
+            raise _err(bind_error.code, "%s. The model differs from the one whose code is "
+                       "stored under '%s' (another configuration?): use another model_tag, "
+                       "remove the entry (magi-aot cache rm DIR --model %s), or let warm_start "
+                       "compile and store code for this one beside it (on_miss='compile', "
+                       "the default)" % (bind_error.message, self.model_tag, self.model_tag))
+        return why
+
+    def _use(self, i):
+        """Load and bind the index's record i (kept for later switches):
+        (None, None) once it serves, else (why not, the bind error or None)."""
+        st = self._states.get(i)
+        if st is None:
+            st = self._states[i] = self._load_record(self._records[i])
+        if isinstance(st, tuple):
+            return st
+        (self.region, self.fn, self._plan, self._entry, self._tree, self._guards,
+         self._shapes) = st["state"]
+        self.report.update(st["report"])
+        self._current = i
+        return None, None
+
+    def _load_record(self, ent):
+        """{"state", "report"} of one index record loaded and bound, or
+        (why it does not serve, the bind error or None)."""
+        from ..cache import cache_get_entry
+        from .code import load_region_code, transport_used, will_load
+        from .._lib import read_opaque_sections
+        from ..region import load_bytes
         data, untrusted = cache_get_entry(self.cache_dir, ent["key"])
         if data is None:
-            return "region %s is listed but not in the cache" % ent["key"]
+            return "region %s is listed but not in the cache" % ent["key"], None
         t = time.perf_counter()
         region = load_bytes(data, transport=self.transport)
         payloads = read_opaque_sections(data)   # digest-verified first
-        mine = (own_code or {}).get(ent["key"])
+        mine = (self._own_code or {}).get(ent["key"])
         if untrusted and mine is not None and mine in payloads:
             payloads, untrusted = [mine], None   # the bytes this process compiled
         used = transport_used(region)
         load_s = time.perf_counter() - t
-        from .code import choose, will_load
+        from .code import choose
         # trust is decided before any file a payload names is opened
         chosen = choose(region, payloads, used,
                         check_sources=will_load(untrusted, self.trust_compiled))
         why = chosen[2]
         if why and why.startswith("source changed"):
-            return why
+            return why, None
         try:
-            self._bind(region, ent, home)  # a missing/mismatched tensor fails before loading
+            self._bind(region, ent, self._home)  # a missing/mismatched tensor fails before loading
         except TreeRefused as e:
-            return "the index of model '%s' is not used: %s" % (self.model_tag, e.message)
+            return "the index of model '%s' is not used: %s" % (self.model_tag, e.message), None
+        except MagiError as e:
+            if e.code not in (-11, -14):   # MAGI_ERR_MISMATCH, MAGI_ERR_NOT_FOUND
+                raise
+            return "the stored code does not fit the model: %s" % e.message, e
         from .code import region_device, use_triton_cache
         if region_device(region.doc) == "cuda":
             use_triton_cache(self.cache_dir)
@@ -738,9 +814,33 @@ class BoundForward:
             trust_compiled=self.trust_compiled, allow_targets=self.allow_targets,
             chosen=chosen))
         rep["timings"]["artifact_load_s"] = load_s
-        self.region, self.fn = region, fn
-        self.report.update(rep)
+        from .grad import with_autograd
+        allow = self.allow_targets
+        fn = with_autograd(fn, lambda: region.graph_module(allow_targets=allow),
+                           "model '%s'" % self.model_tag)
+        return {"state": (region, fn, self._plan, self._entry, self._tree, self._guards,
+                          self._shapes), "report": rep}
+
+    def _other_variant(self, args, kwargs, named):
+        """The inputs of this call for another stored variant that serves
+        it (switched to), or None where none does."""
+        cur = getattr(self, "_current", 0)
+        for i in range(len(self._records)):
+            if i == cur:
+                continue
+            why, _ = self._use(i)
+            if why is not None:
+                continue
+            try:
+                self._check_call(args, kwargs, named)
+                return self._check_inputs(args, kwargs, named)
+            except _Miss:
+                continue
+        self._use(cur)
         return None
+
+    def _on_miss(self):
+        return self.on_miss
 
     def _start(self):
         """Load what the cache holds for the model (None), else say why not;
@@ -785,28 +885,32 @@ class BoundForward:
         self._split.broke("", self.model, info)
         return self._split(*args, **kwargs)
 
-    def _trace(self, args, kwargs, why):
+    def _trace(self, args, kwargs, why, announce=True):
         """Run the model through torch.compile with the save backend (the
         first time, or again where its guards fail: Dynamo recompiles as it
         would under torch.compile), record the return value's structure and
         bind to the region now stored. why: the reason the stored code was
         not used (None for a recompile: the first reason stays). Returns the
         model's return value."""
-        import torch
         from .backend import SaveBackend
         t = time.perf_counter()
         if self._compiled is None:
             # refuse_side_effects: a frame that changes objects it did not
-            # create needs Dynamo's bytecode after the graph (a break, below)
+            # create needs Dynamo's bytecode after the graph (a break, below);
+            # inference: the stored code is the inference graph, served with
+            # eager's autograd in any grad mode (magi_aot.compile.grad)
             self._backend = SaveBackend(self.cache_dir, self.model_tag, store_code=True,
-                                        strict=True, refuse_side_effects=True)
+                                        strict=True, refuse_side_effects=True, inference=True)
+            # what other processes stored stays listed beside this one's
+            self._backend.keep_regions = list(self._records)
             self._compiled = self._compile_model()
         be = self._backend
         n0 = len(be.entries)
         be.record_outputs = True
         broke = None
         try:
-            ret = self._compiled(*args, **kwargs)
+            with Progress("storing %s" % self.model_tag):
+                ret = self._compiled(*args, **kwargs)
             outs = be.last_outputs
         except Exception as e:  # noqa: BLE001 - a graph break, else raised again
             broke = _break_info(e)
@@ -831,12 +935,47 @@ class BoundForward:
         err = self._from_cache(own_code=dict(be.stored_code))
         if err:
             raise _err(-14, "region not found after tracing: %s" % err)
+        dt = time.perf_counter() - t
         self.report.update({"served": "traced", "reason": first_reason if why is None else why,
-                            "trace_s": time.perf_counter() - t})
+                            "trace_s": dt})
+        if announce and len(be.entries) > n0:
+            say("stored %s in %.1f s (%s); a new process loads it instead of compiling"
+                % (self.model_tag, dt, _what_compiled(be.entries[n0:])))
         return ret
 
     def _encode(self, ret, outs, args, kwargs):
         return encode_output(ret, outs, args, kwargs)
+
+    def _missed(self, miss, args, kwargs):
+        """A call none of the stored code serves: in the process that
+        traced, Dynamo recompiles (as under torch.compile); in one that
+        loaded stored code, the call is compiled here and stored beside the
+        stored code (the dimensions whose size changed taken as dynamic),
+        or, with on_miss="raise", refused."""
+        self.report["recompiles"].append(str(miss))
+        if self._compiled is not None:
+            say("%s: recompiling, as torch.compile would: %s" % (self.model_tag, miss))
+            return self._trace(args, kwargs, None)
+        if self._on_miss() == "raise":
+            raise _err(-11, "%s. The stored code cannot serve this call and on_miss='raise' "
+                       "(or %s=raise) forbids compiling in this process; trace with this "
+                       "input in a process that stores (on_miss='compile', the default), "
+                       "mark the dimension dynamic there (torch._dynamo.mark_dynamic), or "
+                       "remove the entry (magi-aot cache rm DIR --model %s)"
+                       % (miss, ON_MISS_ENV, self.model_tag))
+        import torch
+        for t, d in miss.varying:
+            torch._dynamo.maybe_mark_dynamic(t, d)
+        say("%s: the stored code cannot serve this call (%s); compiling it in this process, "
+            "as torch.compile would, and storing it beside the stored code%s"
+            % (self.model_tag, miss, " (%s taken as dynamic)" % ", ".join(
+                "dim %d" % d for _, d in miss.varying) if miss.varying else ""))
+        t = time.perf_counter()
+        ret = self._trace(args, kwargs, None, announce=False)
+        say("%s: compiled and stored in %.1f s the code for a call the stored code did not "
+            "serve (%s); the next process serves both" % (self.model_tag,
+                                                         time.perf_counter() - t, miss))
+        return ret
 
     def __call__(self, *args, **kwargs):
         if self._split is not None:
@@ -847,19 +986,17 @@ class BoundForward:
             if self._split is not None:
                 return self._split(*args, **kwargs)
             if why:
+                say("storing %s: %s; a one-time compile, about as long as torch.compile"
+                    % (self.model_tag, why))
                 return self._trace(args, kwargs, why)
         try:
             self._check_call(args, kwargs, named)
             flat = self._check_inputs(args, kwargs, named)
         except _Miss as miss:
-            if self._compiled is None:
-                raise _err(-11, "%s. The stored code cannot serve this call and warm_start "
-                           "does not run Dynamo in a process that loaded it; trace with this "
-                           "input (its first process, or after removing index.%s), or mark "
-                           "the dimension dynamic there (torch._dynamo.mark_dynamic)"
-                           % (miss, self.model_tag))
-            self.report["recompiles"].append(str(miss))
-            return self._trace(args, kwargs, None)
+            flat = None if self._compiled is not None else \
+                self._other_variant(args, kwargs, named)
+            if flat is None:
+                return self._missed(miss, args, kwargs)
         outs = self.fn(*flat)
         if self._tree is None:
             return outs
@@ -950,7 +1087,7 @@ class _Part(BoundForward):
     def __init__(self, split, path, module, orig):
         o = split.owner
         super().__init__(module, o.cache_dir, "%s/%s" % (o.model_tag, path), o.transport,
-                         o.dynamic, True, o.trust_compiled, o.allow_targets)
+                         o.dynamic, True, o.trust_compiled, o.allow_targets, None, o.on_miss)
         self.split, self.path = split, path
         self._sig = inspect.signature(orig)
 
@@ -1137,8 +1274,28 @@ class _Split:
                 "breaks": list(self.breaks), "eager": list(self.eager)}
 
 
+ON_MISS_ENV = "MAGI_AOT_ON_MISS"   # "raise": a call the stored code cannot serve is refused
+ON_MISS = ("compile", "raise")
+
+
+def _on_miss_value(on_miss):
+    """"compile" or "raise": on_miss when given, else MAGI_AOT_ON_MISS,
+    else "compile"; ValueError for anything else."""
+    v = on_miss if on_miss is not None else (os.environ.get(ON_MISS_ENV) or "compile")
+    if v not in ON_MISS:
+        raise ValueError("on_miss must be 'compile' or 'raise'%s, not %r" % (
+            "" if on_miss is not None else " (from %s)" % ON_MISS_ENV, v))
+    return v
+
+
+def _what_compiled(entries):
+    n = sum(1 for e in entries if not e.error)
+    secs = sum(e.compile_seconds or 0 for e in entries)
+    return "%d region%s, %.1f s of it Inductor's compile" % (n, "" if n == 1 else "s", secs)
+
+
 def warm_start(model, cache_dir, model_tag, *, transport=None, dynamic=None, load_now=True,
-               trust_compiled=None, allow_targets=(), submodules=None):
+               trust_compiled=None, allow_targets=(), submodules=None, on_miss=None):
     """A BoundForward for `model` from the region stored under model_tag in
     cache_dir (see the module doc): fwd(*args, **kwargs) returns what
     model(*args, **kwargs) returns. dynamic: torch.compile's, for the trace
@@ -1154,9 +1311,17 @@ def warm_start(model, cache_dir, model_tag, *, transport=None, dynamic=None, loa
     doc): None binds the largest submodules whose forwards trace as one
     graph, False refuses such a model naming the break, a list of
     qualified-name patterns ("model.layers.*", fnmatch) binds the largest
-    matching submodules whatever the model's own forward does."""
+    matching submodules whatever the model's own forward does.
+    on_miss: what a process that loaded stored code does with a call that
+    code cannot serve (a new size, another configuration of the model
+    under the same tag): "compile" (the default) compiles it in this
+    process as torch.compile would, serves it and stores it beside the
+    stored code, saying so once with the reason and the time it took;
+    "raise" refuses it with MAGI_ERR_MISMATCH naming the input (a
+    deployment that must never compile). None: MAGI_AOT_ON_MISS as this
+    call finds it, else "compile"."""
     b = BoundForward(model, cache_dir, model_tag, transport, dynamic, True, trust_compiled,
-                     allow_targets, submodules)
+                     allow_targets, submodules, on_miss)
     if load_now:
         why = b._start()
         if why:
