@@ -7,7 +7,7 @@ rt.compile serves from a shared cache directory (CI: runtime_code_ci.py).
         [--schedule auto|off] [--max-inflight BYTES] [--read-order]
 
 Every rank binds its own seeded shards, calls rt.compile(0, CACHE) (one
-rank at a time: Inductor's settings are process-wide), then all run the
+rank at a time, in rank order: Inductor's settings are process-wide), then all run the
 returned callable together on the same seeded input. DIR/NAME.json:
 {"ranks": {r: {"served", "reason", "key", "code_path", "overlap",
 "lowerings": Inductor graph lowerings during the call (0: no Inductor
@@ -56,7 +56,8 @@ def main():
     work = os.path.join(a.dir, a.out + ".work")
     os.makedirs(os.path.join(work, "rdzv"))
     store = FileStore(os.path.join(work, "store"), W)
-    one_at_a_time = threading.Lock()
+    turn = threading.Condition()
+    next_rank = [0]   # ranks compile one at a time, in rank order
     gate = threading.Barrier(W, timeout=300)
     res, outs, errors = {}, {}, {}
     fresh = {}
@@ -70,7 +71,10 @@ def main():
             g = torch.Generator().manual_seed(100 + r)
             rt.bind({s["weight"]: torch.randn(s["shape"], generator=g) for s in rt.slots})
             rt.ready()
-            with one_at_a_time:
+            with turn:
+                if not turn.wait_for(lambda: next_rank[0] == r, timeout=600):
+                    raise TimeoutError("rank %d: the ranks before it did not finish compiling" % r)
+            try:
                 if a.read_order and r == 0:
                     from torch._inductor.compile_fx import compile_fx
                     from magi_aot.compile.launch_order import compile_and_read, install
@@ -80,6 +84,10 @@ def main():
                 before = lowerings[0]
                 fn, rep = rt.compile(0, a.cache)
                 n = lowerings[0] - before
+            finally:
+                with turn:
+                    next_rank[0] += 1
+                    turn.notify_all()
             x = torch.randn(4, 32, generator=torch.Generator().manual_seed(7))
             args = rt.args(0, {"x": x})
             gate.wait()
