@@ -12,7 +12,9 @@ backend) share one cache directory.
   - schedule=False (another launch order) gives another key and compiles;
   - an entry others can write (group-writable mode, another owner) is not
     loaded: the region is compiled, the reason names the entry and why,
-    and the entry is replaced by this user's own.
+    and the entry is replaced by this user's own;
+  - a trusted entry with a malformed payload or another key in its header
+    does not serve, and the reason says which.
 """
 import json
 import os
@@ -114,7 +116,7 @@ class StoredRegionCode(unittest.TestCase):
             os.chmod(path, 0o664)
             hostile, _ = self._set("group_writable")
             self._compiled_once(hostile, "stored code not loaded")
-            self.assertIn("cache entry %s: mode 0664 lets its group write it" % path,
+            self.assertIn("cache entry: %s: mode 0664 lets its group write it" % path,
                           hostile[0]["reason"])
             self.assertIsNotNone(hostile[0]["untrusted"])
             self.assertFalse(os.stat(path).st_mode & (stat.S_IWGRP | stat.S_IWOTH))
@@ -126,9 +128,34 @@ class StoredRegionCode(unittest.TestCase):
             os.chown(path, 65534, 65534)
             foreign, _ = self._set("foreign", "--schedule", "off")
             self._compiled_once(foreign, "stored code not loaded")
-            self.assertIn("cache entry %s: owned by uid 65534, not by this user" % path,
+            self.assertIn("cache entry: %s: owned by uid 65534, not by this user" % path,
                           foreign[0]["reason"])
             self.assertEqual(os.stat(path).st_uid, os.geteuid())
+
+
+class EntriesThatDoNotServe(unittest.TestCase):
+    """A trusted entry whose payload is malformed, or whose header holds
+    another key, is not loaded: the reason names the entry and what is
+    wrong (the region is then compiled and the entry replaced)."""
+
+    def test_malformed_and_other_key(self):
+        from magi_aot.compile.code import pack
+        from magi_aot.runtime.compiled import COMPILER, _stored
+        key = {"order": "a" * 64, "fingerprint": "f" * 64, "format": 1}
+        rep = {}
+        self.assertIsNone(_stored(b"not a payload", "symmcode.x", key, rep, {}))
+        self.assertIn("entry symmcode.x: compiled section: not a magi compiled-code payload",
+                      rep["reason"])
+        other = dict(key, order="b" * 64)
+        data = pack({"key": other, "compiler": COMPILER}, [("direct.json", b"{}")])
+        rep = {}
+        self.assertIsNone(_stored(data, "symmcode.y", key, rep, {}))
+        self.assertEqual(rep["reason"], "entry symmcode.y: key 'order' differs: stored %r, running %r"
+                         % ("b" * 64, "a" * 64))
+        data = pack({"key": key, "compiler": "another"}, [])
+        rep = {}
+        self.assertIsNone(_stored(data, "symmcode.z", key, rep, {}))
+        self.assertIn("key 'compiler' differs", rep["reason"])
 
 
 if __name__ == "__main__":

@@ -44,7 +44,8 @@ written the entry (magi_aot.cache: the cache's directories and the entry
 file owned by this user and writable by nobody else) or when the caller
 opts in (trust_compiled=True or MAGI_AOT_TRUST_COMPILED=1; compile.code's
 will_load). Otherwise the region is compiled, the report says why, and the
-entry is replaced by this process's own. A cache directory that does not
+entry is replaced by this process's own (as is an entry that does not
+serve: a malformed payload, a key that differs, code that does not load). A cache directory that does not
 exist is created private to this user (0700); the C library publishes an
 entry atomically (a writer killed at any point leaves none; two ranks
 storing the same key end with one valid entry).
@@ -210,6 +211,34 @@ def _load(blobs, timings):
     return load_standalone(blobs, timings), "standalone", why
 
 
+def _stored(data, name, key, report, timings):
+    """The callable of a trusted entry's payload, or None with
+    report["reason"] saying why it does not serve (a malformed payload,
+    a key field that differs, code that does not load: compiled instead)."""
+    from ..compile.code import unpack
+    try:
+        header, blobs = unpack(data)
+    except MagiError as e:
+        report["reason"] = "entry %s: %s" % (name, e.message)
+        return None
+    stored = header.get("key") if isinstance(header.get("key"), dict) else {}
+    diff = [(f, stored.get(f), key.get(f)) for f in sorted(set(stored) | set(key))
+            if stored.get(f) != key.get(f)]
+    if diff or header.get("compiler") != COMPILER:
+        f = diff[0] if diff else ("compiler", header.get("compiler"), COMPILER)
+        report["reason"] = "entry %s: key '%s' differs: stored %r, running %r" % ((name,) + f)
+        return None
+    try:
+        fn, report["code_path"], report["code_path_reason"] = _load(blobs, timings)
+    except Exception as e:  # noqa: BLE001 - code that does not load is compiled again
+        report["reason"] = "entry %s: stored code did not load: %s: %s" % (name, type(e).__name__, e)
+        report["code_path"] = None
+        return None
+    report["served"] = "stored"
+    report["overlap"] = _overlap(blobs)
+    return fn
+
+
 def compile_region_code(rt, region=0, cache_dir=None, *, options=None, trust_compiled=None):
     """SymmRuntime.compile: (RegionCode, report). See the module doc.
 
@@ -221,11 +250,11 @@ def compile_region_code(rt, region=0, cache_dir=None, *, options=None, trust_com
     its code, "overlap": code_overlap of the generated module (None where
     none is stored), "timings": {...}}."""
     from ..cache import _Cache, cache_get_entry
-    from ..compile.code import TRUST_ENV, make_header, pack, unpack, will_load
-    t0 = time.perf_counter()
-    timings = {}
+    from ..compile.code import TRUST_ENV, make_header, pack, will_load
     from ..compile.launch_order import install
     from . import ops
+    t0 = time.perf_counter()
+    timings = {}
     ops.register()
     # Inductor's settings are per thread: the pass goes into this thread's
     # (idempotent), before the key records it
@@ -240,6 +269,7 @@ def compile_region_code(rt, region=0, cache_dir=None, *, options=None, trust_com
               "code_path_reason": None, "untrusted": None, "published": False, "overlap": None,
               "timings": timings}
     data = None
+    existed = False
     if cache_dir is None:
         report["reason"] = "no cache directory given"
     else:
@@ -248,6 +278,7 @@ def compile_region_code(rt, region=0, cache_dir=None, *, options=None, trust_com
         t = time.perf_counter()
         data, report["untrusted"] = cache_get_entry(cache_dir, name)
         timings["read_s"] = time.perf_counter() - t
+        existed = data is not None
         if data is None:
             report["reason"] = "no compiled code stored under %s" % name
         elif not will_load(report["untrusted"], trust_compiled):
@@ -257,17 +288,8 @@ def compile_region_code(rt, region=0, cache_dir=None, *, options=None, trust_com
                 "loads it anyway)" % (report["untrusted"], TRUST_ENV))
             data = None
     if data is not None:
-        header, blobs = unpack(data)
-        stored = header.get("key") if isinstance(header.get("key"), dict) else {}
-        diff = [(f, stored.get(f), key.get(f)) for f in sorted(set(stored) | set(key))
-                if stored.get(f) != key.get(f)]
-        if diff or header.get("compiler") != COMPILER:
-            f = diff[0] if diff else ("compiler", header.get("compiler"), COMPILER)
-            report["reason"] = "entry %s: key '%s' differs: stored %r, running %r" % ((name,) + f)
-        else:
-            fn, report["code_path"], report["code_path_reason"] = _load(blobs, timings)
-            report["served"] = "stored"
-            report["overlap"] = _overlap(blobs)
+        fn = _stored(data, name, key, report, timings)
+        if fn is not None:
             timings["total_s"] = time.perf_counter() - t0
             return RegionCode(fn, "stored"), report
     fn, blobs = _compile(rt, loaded, gm, options, timings)
@@ -281,9 +303,10 @@ def compile_region_code(rt, region=0, cache_dir=None, *, options=None, trust_com
         t = time.perf_counter()
         try:
             with _Cache(cache_dir) as c:
-                # an entry that was not loaded (another writer) is replaced
-                # by this process's own; else the first publish wins
-                res = c.put(name, payload, replace=report["untrusted"] is not None)
+                # an entry that did not serve (another writer's, one that
+                # does not load) is replaced by this process's own; else the
+                # first publish wins
+                res = c.put(name, payload, replace=existed)
             report["published"] = bool(res.published)
         except MagiError as e:
             report["store_error"] = e.message
