@@ -61,7 +61,7 @@ import time
 
 from .._lib import MagiError
 
-__all__ = ["compile_region_code", "code_key", "CODE_VERSION", "KEY_PREFIX"]
+__all__ = ["compile_region_code", "code_key", "cache_key_of", "RegionCode", "CODE_VERSION", "KEY_PREFIX"]
 
 CODE_VERSION = 1
 KEY_PREFIX = "symmcode."
@@ -297,7 +297,7 @@ def compile_region_code(rt, region=0, cache_dir=None, *, options=None, trust_com
     report["overlap"] = _overlap(dict(blobs))
     if cache_dir is not None:
         header = make_header(key, (), [{"name": n.name, "source": None} for n in gm.graph.nodes
-                                       if n.op == "placeholder"], options, False)
+                                       if n.op == "placeholder"], key["options"], False)
         header["compiler"] = COMPILER
         payload = pack(header, blobs)
         t = time.perf_counter()
