@@ -9,7 +9,9 @@ backend) share one cache directory.
     Inductor lowering runs, the outputs equal the first set's bit for bit,
     and the stored module's launch order (code_overlap: the kernels queued
     under each gather) is the fresh compile's;
-  - schedule=False (another launch order) gives another key and compiles;
+  - a schedule option that leaves the launch order as it was shares the
+    code; one that changes it (a looser in-flight bound, schedule=False)
+    gives another key and compiles;
   - an entry others can write (group-writable mode, another owner) is not
     loaded: the region is compiled, the reason names the entry and why,
     and the entry is replaced by this user's own;
@@ -100,7 +102,21 @@ class StoredRegionCode(unittest.TestCase):
                     for a, b in zip(after[r], before[r]):
                         self.assertTrue(torch.equal(a, b), "rank %d: output differs" % r)
 
-            # 3. another schedule (the graph as loaded): another key, compiled
+            # 3. a schedule option that leaves the order as it was (the
+            # default bound given in bytes) shares the code; one that moves
+            # a launch (a looser bound) is another key and compiles
+            bound = first[0]["max_inflight_bytes"]
+            same, _ = self._set("same_order", "--max-inflight", str(bound))
+            for r in range(WORLD):
+                self.assertEqual((same[r]["served"], same[r]["lowerings"], same[r]["key"]),
+                                 ("stored", 0, key), same[r])
+                self.assertEqual(same[r]["order"], first[r]["order"])
+            looser, _ = self._set("looser", "--max-inflight", str(bound + bound // 3))
+            self._compiled_once(looser, "no compiled code stored under")
+            self.assertNotEqual(looser[0]["order"], first[0]["order"])
+            self.assertNotEqual(looser[0]["key"], key)
+
+            # 4. another schedule (the graph as loaded): another key, compiled
             off, _ = self._set("off", "--schedule", "off")
             self._compiled_once(off, "no compiled code stored under")
             self.assertNotEqual(off[0]["key"], key)
@@ -111,7 +127,7 @@ class StoredRegionCode(unittest.TestCase):
                 for a, b in zip(after[r], before[r]):
                     self.assertTrue(torch.allclose(a, b, rtol=1e-4, atol=1e-4))
 
-            # 4. an entry its group can write: not loaded, compiled, replaced
+            # 5. an entry its group can write: not loaded, compiled, replaced
             path = self._entry(key)
             os.chmod(path, 0o664)
             hostile, _ = self._set("group_writable")
@@ -121,7 +137,7 @@ class StoredRegionCode(unittest.TestCase):
             self.assertIsNotNone(hostile[0]["untrusted"])
             self.assertFalse(os.stat(path).st_mode & (stat.S_IWGRP | stat.S_IWOTH))
 
-            # 5. an entry another user owns: not loaded (needs root to make one)
+            # 6. an entry another user owns: not loaded (needs root to make one)
             if os.geteuid() != 0:
                 self.skipTest("making an entry another user owns needs root")
             path = self._entry(off[0]["key"])

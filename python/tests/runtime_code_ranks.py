@@ -11,7 +11,8 @@ rank at a time, in rank order: Inductor's settings are process-wide), then all r
 returned callable together on the same seeded input. DIR/NAME.json:
 {"ranks": {r: {"served", "reason", "key", "code_path", "overlap",
 "lowerings": Inductor graph lowerings during the call (0: no Inductor
-compile), "compile_s", "schedule_mode", "order": the scheduled node
+compile), "compile_s", "schedule_mode", "max_inflight_bytes": the
+schedule's bound, "order": the scheduled node
 names, "close_to_eager"}}, "fresh_overlap": with --read-order, code_overlap
 of rank 0's region compiled by compile_fx as a user would (the launch-order
 pass installed)}; DIR/NAME.pt: {rank: outputs}. Exit 0 when every rank
@@ -102,6 +103,8 @@ def main():
                       "compile_s": rep["timings"].get("compile_s"),
                       "total_s": rep["timings"].get("total_s"),
                       "schedule_mode": rt.schedule_report["mode"],
+                      "max_inflight_bytes": (rt.schedule_report["regions"] or [{}])[0].get(
+                          "max_inflight_bytes"),
                       "order": [nd.name for nd in rt.graph_module().graph.nodes],
                       "close_to_eager": all(torch.allclose(o, e, rtol=1e-4, atol=1e-4)
                                             for o, e in zip(got, eager))}
