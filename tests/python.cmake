@@ -58,6 +58,17 @@ if(Python3_Interpreter_FOUND AND NOT MAGI_SANITIZE)
     LABELS "python;nosan"
     TIMEOUT 900
     ENVIRONMENT "MAGI_AOT_LIB=$<TARGET_FILE:magi_aot>;MAGI_CLI=$<TARGET_FILE:magi-aot>;MAGI_FIXTURES_REAL=${MAGI_FIXTURES_REAL};PYTHONDONTWRITEBYTECODE=1;MAGI_AOT_OPS=${MAGI_RUNTIME_OPS};MAGI_TORCH_OPS_EXPECTED=${MAGI_TORCH_OPS_EXPECTED}")
+  # SymmRuntime.compile (python/tests/runtime_code_ci.py): fresh processes
+  # of 4 thread ranks share one cache; the first compiles with Inductor,
+  # the later ones load the stored code. Its own test: its compiles have
+  # their own budget.
+  add_test(NAME test_python_runtime_code
+    COMMAND ${Python3_EXECUTABLE} -m unittest -v runtime_code_ci
+    WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}/python/tests)
+  set_tests_properties(test_python_runtime_code PROPERTIES
+    LABELS "python;nosan"
+    TIMEOUT 900
+    ENVIRONMENT "MAGI_AOT_LIB=$<TARGET_FILE:magi_aot>;MAGI_CLI=$<TARGET_FILE:magi-aot>;PYTHONDONTWRITEBYTECODE=1;MAGI_AOT_OPS=${MAGI_RUNTIME_OPS}")
   add_test(NAME test_python_runtime_pyops
     COMMAND ${Python3_EXECUTABLE} -m unittest -v runtime_ci.OperatorImplementation runtime_ci.RuntimeThreads
       runtime_ci.ViewsOfBoundShards runtime_ci.AliasLifetime runtime_ci.MixedBucketFourProcesses

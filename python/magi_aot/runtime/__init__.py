@@ -12,6 +12,8 @@
     rt.ready()                        # collective: every rank has bound
     gm = rt.graph_module(regions[0])  # rebuilt, rank-local, kept gathers on rt's groups
     out = gm(*rt.args(regions[0], {"x": x}))
+    fn, rep = rt.compile(regions[0], cache_dir)   # Inductor once; later processes load it
+    out = fn(*rt.args(regions[0], {"x": x}))
 
 A runtime is four parts, each with one job:
 
@@ -35,6 +37,10 @@ A runtime is four parts, each with one job:
 4. Binding and gathering (runtime/binding.py, runtime/gather.py): the
    shards into the windows (bind, alias) where the operator kernels find
    them, and the Python kernels' gather entry.
+
+Compiled code (runtime/compiled.py, compile()): the scheduled region
+compiled by Inductor once and stored under a key of everything the code
+depends on; a later process with the same key loads it without Inductor.
 
 Thread safety: one lock per runtime around the backend (a backend handle is
 single-threaded). close() (or the with-block, or collecting the runtime)
@@ -346,6 +352,22 @@ class SymmRuntime:
         if self.c10d_group_names:
             remap_groups(gm, self.c10d_group_names, self.host_staged_groups)
         return gm
+
+    def compile(self, region=0, cache_dir=None, *, options=None, trust_compiled=None):
+        """The region compiled by Inductor as graph_module() gives it (the
+        schedule's launch order kept: compile/launch_order.py), stored in
+        `cache_dir` so that every later process with the same key loads the
+        generated code instead of compiling (runtime/compiled.py: the key,
+        the trust rules). Returns (fn, report): fn(*self.args(region,
+        values)) -> [outputs]; report["served"] is "stored" or "compiled"
+        and report["reason"] says why no stored code served. options:
+        Inductor options (part of the key); trust_compiled: load an entry
+        whoever wrote it (compile.code's rule). Not collective; not to be
+        run beside another Inductor compile of this process."""
+        self._check_open()
+        from .compiled import compile_region_code
+        return compile_region_code(self, region, cache_dir, options=options,
+                                   trust_compiled=trust_compiled)
 
     def fake_inputs(self, region=0, fake_mode=None):
         """FakeTensors of the rank-local region (Inductor compiles from them)."""
