@@ -17,10 +17,14 @@ Two implementations of the kernels, one per process (IMPLEMENTATION):
 
   "c++"     the torch extension magi_aot/_C (python/magi_aot/csrc, built
             by the root CMakeLists.txt with MAGI_TORCH_OPS): TORCH_LIBRARY
-            kernels that call libmagi_aot's gathers directly; the registry
-            of bound tensors lives in the extension (magi_torch_ops.h), so
-            a runtime that binds from C or C++ uses the same kernels.
+            kernels that call libmagi_aot's gathers directly; the
+            extension holds its registry of bound tensors (magi_torch_ops.h),
+            so a runtime that binds from C or C++ uses the same kernels.
   "python"  the torch.library kernels of this module, with REGISTRY.
+
+Both registries are the library's (magi_symm_registry, symm_registry.h):
+the entries, the identity, view and value lookups and the refusal messages
+are written once, in C.
 
 register() loads the extension when it finds one (MAGI_AOT_TORCH_OPS_LIB,
 else _C.so next to the loaded libmagi_aot, else in the package) and falls
