@@ -162,7 +162,7 @@ def _c_tensor(t, version, dtype=True):
                       version)
 
 
-def _layout_tensor(device, ptr, layout, nbytes, version):
+def _layout_tensor(device, ptr, layout, version):
     """The magi_symm_tensor of an entry given as (device, ptr, layout)
     (SymmRegistry.add): layout None is a contiguous tensor of any dtype."""
     dev = str(device)
@@ -275,7 +275,7 @@ class SymmRegistry:
         memory); a gather of it at another version is refused naming
         `weight`. Refused when another open runtime bound it."""
         owner = self._owner(runtime)
-        ct = _layout_tensor(device, ptr, layout, nbytes, version)
+        ct = _layout_tensor(device, ptr, layout, version)
         self._begin()
         try:
             lib.magi_symm_registry_add(self._handle(), owner, str(group).encode(), slot, nbytes,
