@@ -33,6 +33,7 @@
 #include "magi_aot/artifact.h"
 #include "magi_aot/schedule.h"
 #include "magi_aot/symm.h"
+#include "magi_aot/symm_registry.h"
 #include "magi_aot/costs.h"
 #include "magi_aot/fingerprint.h"
 #include "magi_aot/cache.h"

@@ -6,6 +6,9 @@
 magi_add_unit_test(test_symm SOURCES ${PROJECT_SOURCE_DIR}/tests/test_symm.c LABELS unit)
 # Coalesced-gather geometry: flat output layout and 2D runs (no GPU).
 magi_add_unit_test(test_symm_bucket SOURCES ${PROJECT_SOURCE_DIR}/tests/test_symm_bucket.c LABELS unit)
+# The registry of bound tensors the operator kernels look their inputs up in.
+magi_add_unit_test(test_symm_registry SOURCES ${PROJECT_SOURCE_DIR}/tests/test_symm_registry.c LABELS unit)
+target_link_libraries(test_symm_registry PRIVATE Threads::Threads)
 magi_add_unit_test(test_symm_crossproc SOURCES ${PROJECT_SOURCE_DIR}/tests/test_symm_crossproc.c LABELS crossproc)
 magi_add_unit_test(test_symm_cli SOURCES ${PROJECT_SOURCE_DIR}/tests/test_symm_cli.c LABELS cli)
 add_dependencies(test_symm_cli magi-aot)

@@ -722,6 +722,59 @@ ARGS(magi_symm_bind) {
     INVALID(magi_symm_bind(backend(), 0, NULL, 1, NULL), "src");
     INVALID(magi_symm_bind(backend(), BIG, src, 1, NULL), "slot");
 }
+ARGS(magi_symm_registry_new) { INVALID(magi_symm_registry_new(NULL), "out"); }
+ARGS(magi_symm_registry_free) { magi_symm_registry_free(NULL); }
+static magi_symm_tensor registry_tensor(void) {
+    static float data[4];
+    static const int64_t shape[] = {4}, strides[] = {1};
+    magi_symm_tensor t = {magi_dtype_lookup("float32"), MAGI_SYMM_DEVICE_CPU, 0, (uintptr_t)data, 1, shape, strides, 0};
+    return t;
+}
+ARGS(magi_symm_registry_add) {
+    magi_symm_registry *r = NULL;
+    MT_OK(magi_symm_registry_new(&r));
+    magi_symm_tensor t = registry_tensor(), bad = t;
+    bad.strides = NULL;
+    INVALID(magi_symm_registry_add(NULL, 1, "g", 0, 16, "w", &t, NULL), "r");
+    INVALID(magi_symm_registry_add(r, 1, NULL, 0, 16, "w", &t, NULL), "group");
+    INVALID(magi_symm_registry_add(r, 1, "g", 0, 16, "w", NULL, NULL), "t");
+    INVALID(magi_symm_registry_add(r, 1, "g", 0, 16, "w", &bad, NULL), "shape or strides");
+    EQ(magi_symm_registry_count(r), 0);
+    magi_symm_registry_free(r);
+}
+ARGS(magi_symm_registry_bind) {
+    magi_symm_registry *r = NULL;
+    MT_OK(magi_symm_registry_new(&r));
+    magi_symm_tensor t = registry_tensor(), bad = t;
+    bad.dtype = NULL;
+    INVALID(magi_symm_registry_bind(NULL, 1, plan(), 0, &t, NULL), "r");
+    INVALID(magi_symm_registry_bind(r, 1, NULL, 0, &t, NULL), "plan");
+    INVALID(magi_symm_registry_bind(r, 1, plan(), 0, NULL, NULL), "t");
+    INVALID(magi_symm_registry_bind(r, 1, plan(), 0, &bad, NULL), "dtype");
+    INVALID(magi_symm_registry_bind(r, 1, plan(), BIG, &t, NULL), "slot");
+    EQ(magi_symm_registry_count(r), 0);
+    magi_symm_registry_free(r);
+}
+ARGS(magi_symm_registry_remove) { INVALID(magi_symm_registry_remove(NULL, 1), "r"); }
+ARGS(magi_symm_registry_count) { EQ(magi_symm_registry_count(NULL), 0); }
+ARGS(magi_symm_registry_lookup) {
+    magi_symm_registry *r = NULL;
+    MT_OK(magi_symm_registry_new(&r));
+    magi_symm_tensor t = registry_tensor(), bad = t;
+    bad.device_type = 9;
+    magi_symm_found f;
+    INVALID(magi_symm_registry_lookup(NULL, r, "g", &t, NULL), "out");
+    INVALID(magi_symm_registry_lookup(&f, NULL, "g", &t, NULL), "r");
+    INVALID(magi_symm_registry_lookup(&f, r, NULL, &t, NULL), "group");
+    INVALID(magi_symm_registry_lookup(&f, r, "g", NULL, NULL), "t");
+    INVALID(magi_symm_registry_lookup(&f, r, "g", &bad, NULL), "device_type");
+    STATUS(magi_symm_registry_lookup(&f, r, "g", &t, NULL), MAGI_ERR_NOT_FOUND);
+    magi_symm_registry_free(r);
+}
+ARGS(magi_symm_check_version) {
+    STATUS(magi_symm_check_version(NULL, 0, 1, 2), MAGI_ERR_MISMATCH);
+    STATUS(magi_symm_check_version(NULL, 0, -1, 2), MAGI_OK);
+}
 ARGS(magi_symm_local_slot_ptr) {
     void *p = NULL;
     INVALID(magi_symm_local_slot_ptr(NULL, backend(), 0), "out");
@@ -1244,6 +1297,9 @@ static const arg_case cases[] = {
     ARGS_CASE(magi_symm_backend_rendezvous), ARGS_CASE(magi_symm_backend_free),
     ARGS_CASE(magi_symm_backend_barrier), ARGS_CASE(magi_symm_bind), ARGS_CASE(magi_symm_local_slot_ptr),
     ARGS_CASE(magi_symm_all_gather), ARGS_CASE(magi_symm_all_gather_coalesced),
+    ARGS_CASE(magi_symm_registry_new), ARGS_CASE(magi_symm_registry_free), ARGS_CASE(magi_symm_registry_add),
+    ARGS_CASE(magi_symm_registry_bind), ARGS_CASE(magi_symm_registry_remove), ARGS_CASE(magi_symm_registry_count),
+    ARGS_CASE(magi_symm_registry_lookup), ARGS_CASE(magi_symm_check_version),
     ARGS_CASE(magi_cost_keys), ARGS_CASE(magi_cost_keyset_free), ARGS_CASE(magi_cost_keyset_node_count),
     ARGS_CASE(magi_cost_keyset_node_key), ARGS_CASE(magi_cost_keyset_size), ARGS_CASE(magi_cost_keyset_get),
     ARGS_CASE(magi_cost_keyset_write_json), ARGS_CASE(magi_cost_keyset_read_json),

@@ -289,6 +289,30 @@ class SymmBinding(Structure):
     _fields_ = [("node", c_uint32), ("placeholder", c_char_p), ("slot", c_uint32)]
 
 
+class SymmTensor(Structure):
+    """magi_symm_tensor (symm_registry.h): a tensor as the registry of bound
+    tensors sees it. dtype: a row of magi_dtype_table() (magi_dtype_lookup)."""
+    _fields_ = [("dtype", c_void_p), ("device_type", ctypes.c_int32), ("device_index", ctypes.c_int32),
+                ("data", ctypes.c_size_t), ("ndim", c_uint32), ("shape", POINTER(c_int64)),
+                ("strides", POINTER(c_int64)), ("data_version", c_int64)]
+
+
+SYMM_DEVICE_CPU, SYMM_DEVICE_CUDA = 0, 1  # magi_symm_tensor.device_type
+SYMM_LIVE_FN = ctypes.CFUNCTYPE(c_int, c_void_p, c_uint64)
+SYMM_EQUALS_FN = ctypes.CFUNCTYPE(c_int, c_void_p, c_uint64, c_uint32)
+
+
+class SymmRegistryHooks(Structure):
+    """magi_symm_registry_hooks (symm_registry.h)."""
+    _fields_ = [("live", SYMM_LIVE_FN), ("equals", SYMM_EQUALS_FN), ("ctx", c_void_p)]
+
+
+class SymmFound(Structure):
+    """magi_symm_found (symm_registry.h)."""
+    _fields_ = [("owner", c_uint64), ("slot", c_uint32), ("view", c_int), ("offset", c_int64),
+                ("by_identity", c_int)]
+
+
 LOOKUP_FN = ctypes.CFUNCTYPE(c_int, c_void_p, c_char_p, POINTER(c_int64))
 LOOKUP_NUM_FN = ctypes.CFUNCTYPE(c_int, c_void_p, c_char_p, POINTER(Num))
 
@@ -396,6 +420,18 @@ _PROTOS = {
                                                  c_uint32, POINTER(c_uint32), c_void_p]),
     "magi_symm_output_layout": (_STATUS, [c_void_p, c_uint32, POINTER(c_uint32), POINTER(c_uint64),
                                           POINTER(c_uint64)]),
+    "magi_dtype_lookup": (c_void_p, [c_char_p]),
+    "magi_symm_registry_new": (_STATUS, [POINTER(c_void_p)]),
+    "magi_symm_registry_free": (None, [c_void_p]),
+    "magi_symm_registry_add": (_STATUS, [c_void_p, c_uint64, c_char_p, c_uint32, c_uint64, c_char_p,
+                                         POINTER(SymmTensor), POINTER(SymmRegistryHooks)]),
+    "magi_symm_registry_bind": (_STATUS, [c_void_p, c_uint64, c_void_p, c_uint32, POINTER(SymmTensor),
+                                          POINTER(SymmRegistryHooks)]),
+    "magi_symm_registry_remove": (_STATUS, [c_void_p, c_uint64]),
+    "magi_symm_registry_count": (c_uint64, [c_void_p]),
+    "magi_symm_registry_lookup": (_STATUS, [POINTER(SymmFound), c_void_p, c_char_p, POINTER(SymmTensor),
+                                            POINTER(SymmRegistryHooks)]),
+    "magi_symm_check_version": (_STATUS, [c_char_p, c_uint32, c_int64, c_int64]),
 }
 
 

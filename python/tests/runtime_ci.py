@@ -1222,6 +1222,24 @@ class RegistryMemo(unittest.TestCase):
             reg.lookup_many([a, b], "g")
         self.assertIn("no SymmRuntime has bound it", cm.exception.message)
 
+    def test_a_source_changed_since_bind_is_refused(self):
+        """A weight cast or padded at bind is followed outside the registry
+        (its slot holds the converted copy): the library's refusal, naming
+        the weight, once the caller's tensor changed in place."""
+        import torch
+        from magi_aot.runtime import ops
+        from magi_aot import MagiError
+        w = torch.zeros(4)
+        bound_at = ops.data_version(w)
+        ops.check_version("L_self_w_", 3, bound_at, w)
+        w.add_(1)
+        with self.assertRaises(MagiError) as cm:
+            ops.check_version("L_self_w_", 3, bound_at, w)
+        self.assertEqual(cm.exception.status, "MAGI_ERR_MISMATCH")
+        self.assertIn("weight 'L_self_w_' (slot 3) was changed in place after it was bound (its version is %d, "
+                      "bound at %d)" % (ops.data_version(w), bound_at), cm.exception.message)
+        ops.check_version("L_self_w_", 3, -1, w)   # not followed
+
 
 @unittest.skipUnless(HAVE_TORCH, TORCH_REASON)
 class EndToEndFourRanks(unittest.TestCase):

@@ -11,7 +11,9 @@
  *
  * (the schemas of _c10d_functional.all_gather_into_tensor[_coalesced] as
  * the torch in use spells them) for CPU (host backend) and CUDA (cuda
- * backend). The kernels find an input's slot in the extension's registry:
+ * backend). The kernels find an input's slot in the extension's registry
+ * (a magi_symm_registry of libmagi_aot, magi_aot/symm_registry.h, which
+ * words the refusals; the Python kernels use the same module):
  * a runtime (the Python SymmRuntime, or a C/C++ program that built a
  * magi_symm_backend itself) wraps its backend in a magi_ops_runtime and
  * registers every tensor it bound; an input matches a registered tensor by

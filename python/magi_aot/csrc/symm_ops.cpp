@@ -13,6 +13,7 @@
 // flat buffer per coalesced call laid out by magi_symm_output_layout, each
 // output a contiguous tensor with a storage of its own over its slice.
 #include "magi_torch_ops.h"
+#include "magi_aot/symm_registry.h"
 #include "symm_ops_cuda.h"
 
 #include <ATen/core/Tensor.h>
@@ -52,29 +53,8 @@ std::string fmt(const char *f, ...) {
     return buf;
 }
 
-std::string list_str(c10::IntArrayRef v) {
-    std::string s = "[";
-    for (size_t i = 0; i < v.size(); i++)
-        s += (i ? ", " : "") + std::to_string(v[i]);
-    return s + "]";
-}
-
 std::string dtype_name(at::ScalarType st) {
     return std::string("torch.") + std::string(c10::getDtypeNames(st).first);
-}
-
-std::string describe(const at::Tensor &t) {
-    return dtype_name(t.scalar_type()) + " " + list_str(t.sizes()) + " strides " + list_str(t.strides()) + " on " +
-           t.device().str();
-}
-
-bool contiguous(c10::IntArrayRef shape, c10::IntArrayRef strides) {
-    int64_t step = 1;
-    for (size_t i = shape.size(); i-- > 0;) {
-        if (shape[i] != 1 && strides[i] != step) return false;
-        step *= shape[i];
-    }
-    return true;
 }
 
 // The deleter of a slice's storage: its context is a reference to the
@@ -144,7 +124,7 @@ struct Layout {
     uint64_t total = 0;
 };
 
-struct Runtime {
+struct Runtime : std::enable_shared_from_this<Runtime> {
     magi_symm_backend *b = nullptr;
     const magi_symm_plan *plan = nullptr;
     c10::Device device{c10::kCPU};
@@ -257,46 +237,73 @@ struct Runtime {
 namespace {
 
 // ----------------------------------------------------------------- registry
-struct Key {
-    int8_t dev_type;
-    int8_t dev_index;
-    uintptr_t ptr;
-    std::string group;
-    size_t group_hash;  // of group, computed once (a call looks up all its inputs in one group)
-    Key(int8_t type, int8_t index, uintptr_t p, std::string g)
-        : dev_type(type), dev_index(index), ptr(p), group(std::move(g)), group_hash(std::hash<std::string>()(group)) {}
-    bool operator==(const Key &o) const {
-        return ptr == o.ptr && dev_type == o.dev_type && dev_index == o.dev_index && group == o.group;
+// The bound tensors live in libmagi_aot's registry (magi_aot/symm_registry.h:
+// the entries, the identity, view and value lookups, the refusals and their
+// messages); an entry's owner is the address of its Runtime. The extension
+// holds the process's one registry: torch operators are process-global, so
+// their kernels reach the runtimes only through it.
+magi_symm_registry *registry() {
+    static magi_symm_registry *r = [] {  // never freed: kernels may run during exit
+        magi_symm_registry *p = nullptr;
+        if (magi_symm_registry_new(&p) != MAGI_OK) fail(MAGI_ERR_NOMEM, magi_last_error());
+        return p;
+    }();
+    return r;
+}
+
+uint64_t owner_of(const Runtime *rt) { return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(rt)); }
+
+// One registry call's side: the runtimes the live hook found open (held
+// until the caller is done with them), the input a value match compares,
+// and an exception the equals hook caught (rethrown once C returns).
+struct Call {
+    std::vector<std::shared_ptr<Runtime>> held;
+    const at::Tensor *t = nullptr;
+    std::exception_ptr error;
+    std::shared_ptr<Runtime> find(uint64_t owner) const {
+        for (const auto &h : held)
+            if (owner_of(h.get()) == owner) return h;
+        return nullptr;
     }
-};
-struct KeyHash {
-    size_t operator()(const Key &k) const noexcept {
-        return std::hash<uintptr_t>()(k.ptr) ^ (k.group_hash << 1) ^ (static_cast<size_t>(k.dev_type) << 40) ^
-               (static_cast<size_t>(k.dev_index) << 48);
-    }
-};
-struct Entry {
-    std::weak_ptr<Runtime> rt;
-    uint32_t slot;
-    uint64_t nbytes;
-    at::ScalarType dtype;
-    std::vector<int64_t> shape, strides;
-    int64_t version;  // of the tensor when its bytes were copied into the slot; -1: not followed
-                      // (the tensor is the slot's own memory, or an inference tensor)
 };
 
-// A copy-mode tensor changed in place after its bytes were copied into the
-// slot: the gather would serve the old bytes. Refused, naming the weight.
-void check_version(const Entry &e, const Runtime &rt, const at::Tensor &t) {
-    if (e.version < 0) return;
-    int64_t now = data_version(t);
-    if (now < 0 || now == e.version) return;
-    fail(MAGI_ERR_MISMATCH,
-         fmt("magi::symm_all_gather: weight '%s' (slot %u) was changed in place after it was bound (its "
-             "version is %" PRId64 ", bound at %" PRId64 "): the slot holds the bytes copied at bind, so the "
-             "gather would serve the old weight; bind it again on every rank (SymmRuntime.bind) after changing "
-             "it, or bind in alias mode (the parameter lives in the window)",
-             rt.slots[e.slot].weight.c_str(), e.slot, now, e.version));
+// Under the registry's mutex: a Runtime is alive while it has entries
+// (magi_ops_runtime_close removes them before its last reference goes).
+int live_hook(void *ctx, uint64_t owner) {
+    auto *rt = reinterpret_cast<Runtime *>(static_cast<uintptr_t>(owner));
+    Call &c = *static_cast<Call *>(ctx);
+    if (c.find(owner)) return 1;
+    std::shared_ptr<Runtime> p = rt->weak_from_this().lock();
+    if (!p || p->closed) return 0;
+    c.held.push_back(std::move(p));
+    return 1;
+}
+
+int equals_hook(void *ctx, uint64_t owner, uint32_t slot) {
+    Call &c = *static_cast<Call *>(ctx);
+    try {
+        std::shared_ptr<Runtime> rt = c.find(owner);
+        return rt && c.t && rt->slot_equals(slot, *c.t) ? 1 : 0;
+    } catch (...) {
+        if (!c.error) c.error = std::current_exception();
+        return 0;
+    }
+}
+
+// The library's dtype-table row of a ScalarType (NULL: not in the table).
+const magi_dtype_info *dtype_row(at::ScalarType st) {
+    static const std::vector<const magi_dtype_info *> rows = [] {
+        std::vector<const magi_dtype_info *> v(static_cast<size_t>(at::ScalarType::NumOptions));
+        for (size_t i = 0; i < v.size(); i++) {
+            try {
+                v[i] = magi_dtype_lookup(std::string(c10::getDtypeNames(static_cast<at::ScalarType>(i)).first).c_str());
+            } catch (const c10::Error &) {  // a ScalarType without a name: no tensor has it
+            }
+        }
+        return v;
+    }();
+    size_t i = static_cast<size_t>(st);
+    return i < rows.size() ? rows[i] : nullptr;
 }
 
 // What an input resolved to: the slot, and for a view of a bound tensor
@@ -309,189 +316,39 @@ struct Found {
     std::vector<int64_t> shape, strides;
 };
 
-std::pair<uintptr_t, uintptr_t> extent(const at::Tensor &t) {
-    auto lo = reinterpret_cast<uintptr_t>(t.data_ptr());
-    if (t.numel() == 0) return {lo, lo};
-    int64_t last = 0;
-    for (int64_t d = 0; d < t.dim(); d++) last += (t.size(d) - 1) * t.stride(d);
-    return {lo, lo + static_cast<uintptr_t>(last + 1) * t.element_size()};
-}
-
-class Registry {
-  public:
-    void add(const std::shared_ptr<Runtime> &rt, Key key, Entry e) {
-        std::lock_guard<std::mutex> lk(mu_);
-        auto it = entries_.find(key);
-        if (it != entries_.end()) {
-            auto old = it->second.rt.lock();
-            if (old && old != rt && !old->closed)
-                fail(MAGI_ERR_MISMATCH, fmt("tensor at 0x%" PRIxPTR " on %s is already bound for group '%s' by "
-                                            "another SymmRuntime (slot %u)",
-                                            key.ptr, c10::Device(static_cast<c10::DeviceType>(key.dev_type),
-                                                                 key.dev_index).str().c_str(),
-                                            key.group.c_str(), it->second.slot));
-        }
-        entries_[std::move(key)] = std::move(e);
+Found lookup(Call &call, const at::Tensor &t, const std::string &group) {
+    const magi_dtype_info *row = dtype_row(t.scalar_type());
+    if (!row)
+        fail(MAGI_ERR_INVALID_ARG, "magi::symm_all_gather: dtype " + dtype_name(t.scalar_type()) +
+                                       " is not in the library's dtype table");
+    if (!t.device().is_cpu() && !t.device().is_cuda())
+        fail(MAGI_ERR_INVALID_ARG, "magi::symm_all_gather: input on " + t.device().str());
+    magi_symm_tensor ct{row,
+                        t.device().is_cpu() ? MAGI_SYMM_DEVICE_CPU : MAGI_SYMM_DEVICE_CUDA,
+                        t.device().index(),
+                        reinterpret_cast<uintptr_t>(t.data_ptr()),
+                        static_cast<uint32_t>(t.dim()),
+                        t.sizes().data(),
+                        t.strides().data(),
+                        data_version(t)};
+    magi_symm_found f{};
+    call.t = &t;
+    magi_symm_registry_hooks hooks{live_hook, equals_hook, &call};
+    magi_status st = magi_symm_registry_lookup(&f, registry(), group.c_str(), &ct, &hooks);
+    call.t = nullptr;
+    if (call.error) std::rethrow_exception(call.error);
+    if (st != MAGI_OK) fail(st, magi_last_error());
+    Found out;
+    out.rt = call.find(f.owner);
+    if (!out.rt) fail(MAGI_ERR_INVALID_ARG, "SymmRuntime is closed");
+    out.slot = f.slot;
+    out.view = f.view != 0;
+    if (out.view) {
+        out.offset = f.offset;
+        out.shape.assign(t.sizes().begin(), t.sizes().end());
+        out.strides.assign(t.strides().begin(), t.strides().end());
     }
-
-    void remove(const Runtime *rt) {
-        std::lock_guard<std::mutex> lk(mu_);
-        for (auto it = entries_.begin(); it != entries_.end();) {
-            auto r = it->second.rt.lock();
-            if (!r || r.get() == rt)
-                it = entries_.erase(it);
-            else
-                ++it;
-        }
-    }
-
-    uint64_t size() {
-        std::lock_guard<std::mutex> lk(mu_);
-        return entries_.size();
-    }
-
-    // Every input of a call: the identity matches under one lock, with the
-    // group hashed once and the runtime's reference taken once; the others
-    // through lookup().
-    std::vector<Found> lookup_all(const std::vector<at::Tensor> &ts, const std::string &group) {
-        size_t n = ts.size();
-        std::vector<Found> out(n);
-        std::vector<size_t> missed;
-        {
-            std::lock_guard<std::mutex> lk(mu_);
-            Key key(0, 0, 0, group);
-            const Entry *prev = nullptr;
-            for (size_t i = 0; i < n; i++) {
-                const at::Tensor &t = ts[i];
-                key.dev_type = static_cast<int8_t>(t.device().type());
-                key.dev_index = t.device().index();
-                key.ptr = reinterpret_cast<uintptr_t>(t.data_ptr());
-                auto it = entries_.find(key);
-                if (it != entries_.end()) {
-                    const Entry &e = it->second;
-                    if (e.dtype == t.scalar_type() && t.sizes().equals(e.shape) && t.strides().equals(e.strides)) {
-                        bool same_owner = prev && !prev->rt.owner_before(e.rt) && !e.rt.owner_before(prev->rt);
-                        Found &f = out[i];
-                        f.rt = same_owner ? out[i - 1].rt : e.rt.lock();
-                        if (f.rt && !f.rt->closed) {
-                            check_version(e, *f.rt, t);
-                            f.slot = e.slot;
-                            prev = &e;
-                            continue;
-                        }
-                        f.rt.reset();
-                    }
-                }
-                prev = nullptr;
-                missed.push_back(i);
-            }
-        }
-        for (size_t i : missed) out[i] = lookup(ts[i], group);
-        return out;
-    }
-
-    Found lookup(const at::Tensor &t, const std::string &group) {
-        Key key{static_cast<int8_t>(t.device().type()), t.device().index(), reinterpret_cast<uintptr_t>(t.data_ptr()),
-                group};
-        struct Cand {
-            std::shared_ptr<Runtime> rt;
-            uint32_t slot;
-            uint64_t nbytes;
-            uintptr_t base;
-            at::ScalarType dtype;
-            std::vector<int64_t> shape;
-        };
-        std::vector<Cand> same;  // the value candidates, and for messages
-        std::vector<Found> views;
-        {
-            std::lock_guard<std::mutex> lk(mu_);
-            auto it = entries_.find(key);
-            if (it != entries_.end()) {
-                const Entry &e = it->second;
-                auto rt = e.rt.lock();
-                if (rt && !rt->closed && e.dtype == t.scalar_type() && t.sizes().equals(e.shape) &&
-                    t.strides().equals(e.strides)) {
-                    check_version(e, *rt, t);
-                    Found f;
-                    f.rt = std::move(rt);
-                    f.slot = e.slot;
-                    return f;
-                }
-            }
-            // not an identity match: the bound tensors of that device and group
-            auto [lo, hi] = extent(t);
-            int64_t es = t.element_size();
-            for (const auto &kv : entries_) {
-                const Key &k = kv.first;
-                const Entry &e = kv.second;
-                if (k.dev_type != key.dev_type || k.dev_index != key.dev_index || k.group != group) continue;
-                auto rt = e.rt.lock();
-                if (!rt || rt->closed) continue;
-                if (e.dtype == t.scalar_type() && contiguous(e.shape, e.strides) && t.dim() > 0 && k.ptr <= lo &&
-                    hi <= k.ptr + e.nbytes && (lo - k.ptr) % es == 0) {
-                    bool dup = false;
-                    for (const Found &v : views) dup |= v.rt == rt && v.slot == e.slot;
-                    if (!dup) {
-                        check_version(e, *rt, t);  // a view shares its base's version
-                        Found f;
-                        f.rt = rt;
-                        f.slot = e.slot;
-                        f.view = true;
-                        f.offset = static_cast<int64_t>(lo - k.ptr) / es;
-                        f.shape.assign(t.sizes().begin(), t.sizes().end());
-                        f.strides.assign(t.strides().begin(), t.strides().end());
-                        views.push_back(std::move(f));
-                    }
-                }
-                same.push_back(Cand{std::move(rt), e.slot, e.nbytes, k.ptr, e.dtype, e.shape});
-            }
-        }
-        if (views.size() == 1) return std::move(views[0]);
-        std::string where = fmt("magi::symm_all_gather: tensor at 0x%" PRIxPTR " (%s) for group '%s'", key.ptr,
-                                describe(t).c_str(), group.c_str());
-        if (views.size() > 1)
-            fail(MAGI_ERR_NOT_FOUND, fmt("%s lies in %zu bound shards", where.c_str(), views.size()));
-        // a copy: the one slot whose local bytes equal the input's
-        uint64_t have = static_cast<uint64_t>(t.numel()) * t.element_size();
-        std::vector<Found> matches;
-        for (const Cand &c : same) {
-            if (c.nbytes != have) continue;
-            bool dup = false;
-            for (const Found &m : matches) dup |= m.rt == c.rt && m.slot == c.slot;
-            if (dup || !c.rt->slot_equals(c.slot, t)) continue;
-            Found f;
-            f.rt = c.rt;
-            f.slot = c.slot;
-            matches.push_back(std::move(f));
-        }
-        if (matches.size() == 1) return std::move(matches[0]);
-        std::string why;
-        if (!matches.empty()) {
-            why = fmt("it is no bound tensor, and %zu bound shards hold its bytes", matches.size());
-        } else {
-            why = "no SymmRuntime has bound it, nor a shard with its bytes";
-            auto [lo, hi] = extent(t);
-            for (const Cand &c : same) {
-                if (lo < c.base + c.nbytes && c.base < hi) {
-                    why = fmt("it overlaps the bound shard of slot %u (%s %s) but is no view of it in its dtype "
-                              "(nor a copy of a shard)",
-                              c.slot, dtype_name(c.dtype).c_str(), list_str(c.shape).c_str());
-                    break;
-                }
-            }
-        }
-        fail(MAGI_ERR_NOT_FOUND, where + ": " + why +
-                                     "; bind the rank's shards (SymmRuntime.bind / alias) before running the region");
-    }
-
-  private:
-    std::mutex mu_;
-    std::unordered_map<Key, Entry, KeyHash> entries_;
-};
-
-Registry &registry() {
-    static Registry *r = new Registry();  // never destroyed: kernels may run during exit
-    return *r;
+    return out;
 }
 
 // ------------------------------------------------------------------ kernels
@@ -518,7 +375,10 @@ at::Tensor apply_view(at::Tensor out, const Found &f, int64_t group_size, bool d
 std::vector<at::Tensor> gather(const std::vector<at::Tensor> &ts, int64_t group_size, const std::string &group,
                                const char *op) {
     size_t n = ts.size();
-    std::vector<Found> found = registry().lookup_all(ts, group);
+    Call call;
+    std::vector<Found> found;
+    found.reserve(n);
+    for (const at::Tensor &t : ts) found.push_back(lookup(call, t, group));
     std::vector<uint32_t> slots(n);
     std::vector<at::ScalarType> dtypes(n);
     std::vector<c10::IntArrayRef> shapes(n);
@@ -631,43 +491,31 @@ extern "C" int magi_ops_runtime_bind(magi_ops_runtime *h, uint32_t slot, const v
     if (slot >= rt.slots.size())
         return set_err(err, err_len, MAGI_ERR_INVALID_ARG,
                        magi_ops::fmt("%s: slot %u out of range (%zu slots)", fn, slot, rt.slots.size()));
-    at::ScalarType st = magi_ops::scalar_type_named(dtype);
-    if (st == at::ScalarType::Undefined)
-        return set_err(err, err_len, MAGI_ERR_INVALID_ARG, magi_ops::fmt("%s: unknown dtype '%s'", fn, dtype));
-    const magi_ops::SlotInfo &si = rt.slots[slot];
-    // The gather sizes its output by the tensor's dtype and the slot's
-    // shape and copies the slot's bytes from every member: a tensor of
-    // another dtype or shape (even of the same byte count) would be
-    // written past its end.
-    c10::IntArrayRef have_shape(shape, ndim);
-    if (st != si.dtype || !have_shape.equals(si.shape))
-        return set_err(err, err_len, MAGI_ERR_MISMATCH,
-                       magi_ops::fmt("%s: slot %u (weight '%s') holds %s %s; the tensor is %s %s", fn, slot,
-                                     si.weight.c_str(), magi_ops::dtype_name(si.dtype).c_str(),
-                                     magi_ops::list_str(si.shape).c_str(), magi_ops::dtype_name(st).c_str(),
-                                     magi_ops::list_str(have_shape).c_str()));
-    if (!magi_ops::contiguous(have_shape, c10::IntArrayRef(strides, ndim)))
-        return set_err(err, err_len, MAGI_ERR_MISMATCH,
-                       magi_ops::fmt("%s: slot %u (weight '%s'): the tensor is not contiguous (strides %s)", fn,
-                                     slot, si.weight.c_str(), magi_ops::list_str(c10::IntArrayRef(strides, ndim)).c_str()));
+    const magi_dtype_info *row = magi_dtype_lookup(dtype);
+    if (!row) return set_err(err, err_len, MAGI_ERR_INVALID_ARG, magi_ops::fmt("%s: unknown dtype '%s'", fn, dtype));
     // the slot's own memory (alias mode) is always current: no version
     void *local = nullptr;
     if (magi_symm_local_slot_ptr(&local, rt.b, slot) == MAGI_OK && local == data) version = -1;
-    magi_ops::Key key{static_cast<int8_t>(rt.device.type()), rt.device.index(), reinterpret_cast<uintptr_t>(data),
-                      si.group};
-    magi_ops::Entry e{h->rt, slot, si.nbytes, st, std::vector<int64_t>(shape, shape + ndim),
-                      std::vector<int64_t>(strides, strides + ndim), version < 0 ? -1 : version};
-    try {
-        magi_ops::registry().add(h->rt, std::move(key), std::move(e));
-    } catch (const c10::Error &ex) {
-        return set_err(err, err_len, MAGI_ERR_MISMATCH, ex.what_without_backtrace());
-    }
+    // the library checks the tensor against the slot (dtype, shape,
+    // contiguous: the gather sizes its output from them) and registers it
+    magi_symm_tensor t{row,
+                       rt.device.is_cpu() ? MAGI_SYMM_DEVICE_CPU : MAGI_SYMM_DEVICE_CUDA,
+                       rt.device.index(),
+                       reinterpret_cast<uintptr_t>(data),
+                       ndim,
+                       shape,
+                       strides,
+                       version < 0 ? -1 : version};
+    magi_ops::Call call;
+    magi_symm_registry_hooks hooks{magi_ops::live_hook, nullptr, &call};
+    magi_status st = magi_symm_registry_bind(magi_ops::registry(), magi_ops::owner_of(&rt), rt.plan, slot, &t, &hooks);
+    if (st != MAGI_OK) return set_err(err, err_len, st, std::string(fn) + ": " + magi_last_error());
     return MAGI_OK;
 }
 
 extern "C" void magi_ops_runtime_close(magi_ops_runtime *h) {
     if (!h || !h->rt) return;
-    magi_ops::registry().remove(h->rt.get());
+    magi_symm_registry_remove(magi_ops::registry(), magi_ops::owner_of(h->rt.get()));
     h->rt->close();
 }
 
@@ -685,7 +533,7 @@ extern "C" int magi_ops_runtime_stats(magi_ops_stats *out, const magi_ops_runtim
 }
 
 extern "C" uint64_t magi_ops_bound_count(void) {
-    return magi_ops::registry().size();
+    return magi_symm_registry_count(magi_ops::registry());
 }
 
 #ifndef MAGI_TORCH_OPS_CUDA

@@ -166,8 +166,8 @@ class Binder:
         sl = plan.slots[slot]
         win = plan.windows[sl["window"]]
         ops.REGISTRY.add(self._owner(), t.device, t.data_ptr(), win["group"], slot, sl["nbytes"],
-                         layout=ops._layout(t), version=ops.data_version(t) if follow else -1,
-                         weight=sl["weight"])
+                         layout=(t.dtype, tuple(t.shape), tuple(t.stride())),
+                         version=ops.data_version(t) if follow else -1, weight=sl["weight"])
 
     # -------------------------------------------------------------- shards
     @staticmethod
@@ -281,7 +281,7 @@ class Binder:
         for weight, (ref, version, slot) in self.sources.items():
             src = ref()
             if src is not None:
-                ops.check_version((None, slot, None, None, version, weight), src)
+                ops.check_version(weight, slot, version, src)
 
     def args(self, region, values):
         """SymmRuntime.args (its doc) for Region `region`."""

@@ -17,10 +17,14 @@ Two implementations of the kernels, one per process (IMPLEMENTATION):
 
   "c++"     the torch extension magi_aot/_C (python/magi_aot/csrc, built
             by the root CMakeLists.txt with MAGI_TORCH_OPS): TORCH_LIBRARY
-            kernels that call libmagi_aot's gathers directly; the registry
-            of bound tensors lives in the extension (magi_torch_ops.h), so
-            a runtime that binds from C or C++ uses the same kernels.
+            kernels that call libmagi_aot's gathers directly; the
+            extension holds its registry of bound tensors (magi_torch_ops.h),
+            so a runtime that binds from C or C++ uses the same kernels.
   "python"  the torch.library kernels of this module, with REGISTRY.
+
+Both registries are the library's (magi_symm_registry, symm_registry.h):
+the entries, the identity, view and value lookups and the refusal messages
+are written once, in C.
 
 register() loads the extension when it finds one (MAGI_AOT_TORCH_OPS_LIB,
 else _C.so next to the loaded libmagi_aot, else in the package) and falls
@@ -92,7 +96,8 @@ import threading
 import weakref
 from ctypes import byref, c_char_p, c_double, c_int, c_int64, c_size_t, c_uint32, c_uint64, c_void_p
 
-from .._lib import MagiError, status_code
+from .._lib import (SYMM_DEVICE_CPU, SYMM_DEVICE_CUDA, SYMM_EQUALS_FN, SYMM_LIVE_FN, MagiError, SymmFound,
+                    SymmRegistryHooks, SymmTensor, lib, status_code)
 
 __all__ = ["REGISTRY", "SymmRegistry", "register", "OPS", "SCHEMAS", "IMPLEMENTATION", "FALLBACK_REASON",
            "EXTENSION_PATH", "OP_ERRORS", "as_magi_error", "bound_count"]
@@ -129,34 +134,67 @@ def _group_str(group_name):
     raise MagiError(-1, "magi::symm_all_gather: group_name %r is not a string" % (group_name,))
 
 
-def _layout(t):
-    """(dtype, shape, strides) of a tensor: with its data_ptr, what an
-    identity match compares."""
-    return (t.dtype, tuple(t.shape), tuple(t.stride()))
+def _dtype_row(dtype):
+    """The library's dtype-table row of a torch dtype (an address), cached;
+    MagiError for a dtype the table lacks."""
+    row = _DTYPE_ROWS.get(dtype)
+    if row is None:
+        row = lib.magi_dtype_lookup(str(dtype).encode())
+        if not row:
+            raise MagiError(-1, "magi::symm_all_gather: dtype %s is not in the library's dtype table" % dtype)
+        _DTYPE_ROWS[dtype] = row
+    return row
 
 
-def _contiguous(shape, strides):
-    step = 1
-    for d, s in zip(reversed(shape), reversed(strides)):
-        if d != 1 and s != step:
-            return False
-        step *= d
-    return True
+_DTYPE_ROWS = {}
 
 
-def _describe(t):
-    return "%s %s strides %s on %s" % (t.dtype, list(t.shape), list(t.stride()), t.device)
+def _c_tensor(t, version, dtype=True):
+    """The magi_symm_tensor of a torch tensor (dtype False: no dtype, a
+    contiguous tensor of any dtype matched by size)."""
+    n = t.dim()
+    dev = t.device
+    if dev.type not in ("cpu", "cuda"):
+        raise MagiError(-1, "magi::symm_all_gather: input on %s (the kernels serve cpu and cuda)" % dev)
+    return SymmTensor(_dtype_row(t.dtype) if dtype else None,
+                      SYMM_DEVICE_CPU if dev.type == "cpu" else SYMM_DEVICE_CUDA, dev.index or 0,
+                      t.data_ptr(), n, (c_int64 * max(n, 1))(*t.shape), (c_int64 * max(n, 1))(*t.stride()),
+                      version)
+
+
+def _layout_tensor(device, ptr, layout, version):
+    """The magi_symm_tensor of an entry given as (device, ptr, layout)
+    (SymmRegistry.add): layout None is a contiguous tensor of any dtype."""
+    dev = str(device)
+    kind, _, index = dev.partition(":")
+    if kind not in ("cpu", "cuda"):
+        raise MagiError(-1, "SymmRegistry.add: device %s (the kernels serve cpu and cuda)" % dev)
+    dtype, shape, strides = layout if layout is not None else (None, (), ())
+    n = len(shape)
+    return SymmTensor(_dtype_row(dtype) if dtype is not None else None,
+                      SYMM_DEVICE_CPU if kind == "cpu" else SYMM_DEVICE_CUDA, int(index or 0), int(ptr), n,
+                      (c_int64 * max(n, 1))(*shape), (c_int64 * max(n, 1))(*strides), version)
+
+
+def _plain(e):
+    """A MagiError of a library call as the kernels raise it (status and
+    the library's message, without the function's name)."""
+    return MagiError(e.code, e.message)
 
 
 class SymmRegistry:
-    """Bound local shards -> (runtime, slot), for the operator kernels.
+    """Bound local shards -> (runtime, slot), for the Python kernels: a
+    registry of the library (magi_symm_registry, symm_registry.h), which
+    holds the entries, resolves an input and words the refusals; the C++
+    kernels use the same module.
 
-    Keys are (device string, data_ptr, group name). Values hold a weak
-    reference to the runtime, the slot, its byte size and the bound
-    tensor's layout (dtype, shape, strides; None: a contiguous tensor of
-    any dtype). Thread-safe (one lock).
+    Entries: (device, data_ptr, group name) -> the runtime (a weak
+    reference; its owner number in the library), the slot, its byte size,
+    the bound tensor's layout (dtype, shape, strides; None: a contiguous
+    tensor of any dtype), its data version at bind and the weight's name.
+    Thread-safe (the library's mutex; the memo under one lock here).
 
-    How an input resolves (lookup):
+    How an input resolves (lookup; symm_registry.h says more):
       identity  data_ptr, dtype, shape and strides of a bound tensor: the
                 slot itself;
       view      another view of a contiguous bound tensor of its dtype
@@ -164,45 +202,107 @@ class SymmRegistry:
                 inside it: the slot, and the view (element offset, shape,
                 strides) that every member applies to its own shard;
       value     a copy: the one slot of that group, size and device whose
-                local bytes equal the input's (contiguous) bytes.
-    Anything else is refused naming the input."""
+                local bytes equal the input's (contiguous) bytes (the
+                runtime's _slot_equals answers).
+    Anything else is refused naming the input. A closed runtime's entries
+    are never answered."""
 
     _MEMO_CAP = 4096  # input lists remembered by lookup_many (a model has one per gather)
 
     def __init__(self):
         self._lock = threading.Lock()
-        self._entries = {}
         self._version = 0  # bumped by every change: lookup_many's memo is valid for one version
         self._memo = {}
+        self._c = None           # the library's registry, made at first use
+        self._owners = {}        # owner number -> weak reference to the runtime
+        self._numbers = {}       # id(runtime) -> (weak reference, owner number)
+        self._next = 0
+        self._call = threading.local()  # the current call's runtimes kept alive, tensor, error
+        self._fns = (SYMM_LIVE_FN(self._live), SYMM_EQUALS_FN(self._equals))  # alive with the registry
+        self._hooks = SymmRegistryHooks(self._fns[0], self._fns[1], None)
+
+    def __del__(self):
+        if self._c is not None and lib is not None:
+            lib.magi_symm_registry_free(self._c)
+
+    def _handle(self):
+        if self._c is None:
+            with self._lock:
+                if self._c is None:
+                    h = c_void_p()
+                    lib.magi_symm_registry_new(byref(h))
+                    self._c = h
+        return self._c
+
+    def _owner(self, runtime):
+        """The owner number of `runtime` (a new one the first time)."""
+        with self._lock:
+            ent = self._numbers.get(id(runtime))
+            if ent is not None and ent[0]() is runtime:
+                return ent[1]
+            self._next += 1
+            ref = weakref.ref(runtime)
+            self._numbers[id(runtime)] = (ref, self._next)
+            self._owners[self._next] = ref
+            return self._next
+
+    # the library's hooks: called on the thread of the call
+    def _live(self, ctx, owner):
+        ref = self._owners.get(owner)
+        rt = ref() if ref is not None else None
+        if rt is None or rt.closed:
+            return 0
+        self._call.keep[owner] = rt  # alive until the call returns
+        return 1
+
+    def _equals(self, ctx, owner, slot):
+        try:
+            rt = self._call.keep.get(owner)
+            return 1 if rt is not None and rt._slot_equals(slot, self._call.tensor) else 0
+        except BaseException as e:  # noqa: BLE001 - re-raised by the caller once C returns
+            self._call.error = e
+            return 0
+
+    def _begin(self, t=None):
+        call = self._call
+        call.keep, call.tensor, call.error = {}, t, None
+        return call
 
     def add(self, runtime, device, ptr, group, slot, nbytes, layout=None, version=-1, weight=None):
         """Register the tensor at (device, ptr) for group as bound to slot.
         version: the tensor's data version when its bytes were copied into
         the slot (data_version), -1 when not followed (the window's own
         memory); a gather of it at another version is refused naming
-        `weight` (check_version)."""
-        key = (str(device), int(ptr), str(group))
-        ref = weakref.ref(runtime)
+        `weight`. Refused when another open runtime bound it."""
+        owner = self._owner(runtime)
+        ct = _layout_tensor(device, ptr, layout, version)
+        self._begin()
+        try:
+            lib.magi_symm_registry_add(self._handle(), owner, str(group).encode(), slot, nbytes,
+                                       None if weight is None else str(weight).encode(), byref(ct),
+                                       byref(self._hooks))
+        except MagiError as e:
+            raise _plain(e) from None
+        finally:
+            self._call.keep = None
         with self._lock:
-            old = self._entries.get(key)
-            if old is not None:
-                rt = old[0]()
-                if rt is not None and rt is not runtime and not rt.closed:
-                    raise MagiError(-11, "tensor at 0x%x on %s is already bound for group '%s' by "
-                                    "another SymmRuntime (slot %d)" % (ptr, device, group, old[1]))
-            self._entries[key] = (ref, slot, nbytes, layout, version, weight)
             self._version += 1
 
     def remove_runtime(self, runtime):
+        """Drop the entries of `runtime` and of runtimes already collected."""
         with self._lock:
-            dead = [k for k, v in self._entries.items() if v[0]() in (None, runtime)]
-            for k in dead:
-                del self._entries[k]
+            dead = [n for n, ref in self._owners.items() if ref() is None or ref() is runtime]
+            for n in dead:
+                del self._owners[n]
+            for k in [k for k, (ref, n) in self._numbers.items() if n in dead]:
+                del self._numbers[k]
             self._version += 1
+        if self._c is not None:
+            for n in dead:
+                lib.magi_symm_registry_remove(self._c, n)
 
     def __len__(self):
-        with self._lock:
-            return len(self._entries)
+        return int(lib.magi_symm_registry_count(self._c)) if self._c is not None else 0
 
     def lookup(self, t, group_name):
         """(runtime, slot, view) of an input tensor; view is None for an
@@ -216,89 +316,23 @@ class SymmRegistry:
         """lookup()'s answer and whether it may be remembered (identity
         and view matches: they depend only on the registry and the
         input's pointer and layout, not on its bytes)."""
-        dev = str(t.device)
-        key = (dev, int(t.data_ptr()), group)
-        have = t.numel() * t.element_size()
-        with self._lock:
-            ent = self._entries.get(key)
-        rt = ent[0]() if ent else None
-        if rt is not None and not rt.closed:
-            layout = ent[3]
-            if layout is None or layout == _layout(t):
-                check_version(ent, t)
-            if layout is None and t.is_contiguous():
-                slot, nbytes = ent[1], ent[2]
-                if have != nbytes:
-                    raise MagiError(-11, "magi::symm_all_gather: tensor at 0x%x for group '%s' has %d "
-                                    "bytes, its slot %d holds %d" % (key[1], group, have, slot, nbytes))
-                return rt, ent[1], None, True
-            if layout is not None and layout == _layout(t):
-                return rt, ent[1], None, True
-        with self._lock:  # not an identity match: the bound tensors of that device and group
-            same = [(k[1], v) for k, v in self._entries.items() if k[0] == dev and k[2] == group]
-        views = self._views(t, key[1], same)
-        if len(views) == 1:
-            (r, slot, view), = views.values()
-            return r, slot, view, True
-        if len(views) > 1:
-            raise MagiError(-14, "magi::symm_all_gather: tensor at 0x%x (%s) for group '%s' lies in "
-                            "%d bound shards" % (key[1], _describe(t), group, len(views)))
-        matches = {}
-        for _, (ref, slot, nbytes, *_) in same:
-            r = ref()
-            if nbytes != have or r is None or r.closed or (id(r), slot) in matches:
-                continue
-            if r._slot_equals(slot, t):
-                matches[(id(r), slot)] = (r, slot, None, False)
-        if len(matches) == 1:
-            return next(iter(matches.values()))
-        if matches:
-            why = "it is no bound tensor, and %d bound shards hold its bytes" % len(matches)
-        else:
-            why = "no SymmRuntime has bound it, nor a shard with its bytes"
-            over = self._overlapping(t, key[1], same)
-            if over is not None:
-                why = ("it overlaps the bound shard of slot %d (%s) but is no view of it in its "
-                       "dtype (nor a copy of a shard)" % over)
-        raise MagiError(-14, "magi::symm_all_gather: tensor at 0x%x (%s) for group '%s': "
-                        "%s; bind the rank's shards (SymmRuntime.bind / alias) before running the "
-                        "region" % (key[1], _describe(t), group, why))
-
-    @staticmethod
-    def _extent(t, ptr):
-        """[first, end) bytes the tensor's elements occupy."""
-        if t.numel() == 0:
-            return ptr, ptr
-        last = sum((d - 1) * s for d, s in zip(t.shape, t.stride()))
-        return ptr, ptr + (last + 1) * t.element_size()
-
-    def _views(self, t, ptr, same):
-        """{(runtime id, slot): (runtime, slot, view)} of the contiguous
-        bound tensors of t's dtype that wholly contain t (view: t's
-        element offset, shape and strides in the bound tensor)."""
-        lo, hi = self._extent(t, ptr)
-        es = t.element_size()
-        out = {}
-        for base, ent in same:
-            ref, slot, nbytes, layout = ent[:4]
-            if layout is None or layout[0] != t.dtype or not _contiguous(layout[1], layout[2]):
-                continue
-            if not (base <= lo and hi <= base + nbytes and (lo - base) % es == 0) or t.dim() == 0:
-                continue
-            r = ref()
-            if r is None or r.closed:
-                continue
-            check_version(ent, t)   # a view shares its base's version
-            out[(id(r), slot)] = (r, slot, ((lo - base) // es, tuple(t.shape), tuple(t.stride())))
-        return out
-
-    def _overlapping(self, t, ptr, same):
-        lo, hi = self._extent(t, ptr)
-        for base, (ref, slot, nbytes, layout, *_) in same:
-            r = ref()
-            if r is not None and not r.closed and lo < base + nbytes and base < hi:
-                return slot, ("%s %s" % (layout[0], list(layout[1])) if layout else "%d bytes" % nbytes)
-        return None
+        ct = _c_tensor(t, data_version(t))
+        found = SymmFound()
+        call = self._begin(t)
+        try:
+            lib.magi_symm_registry_lookup(byref(found), self._handle(), group.encode(), byref(ct),
+                                          byref(self._hooks))
+            if call.error is not None:
+                raise call.error
+            rt = call.keep[found.owner]
+        except MagiError as e:
+            if call.error is not None:
+                raise call.error from None
+            raise _plain(e) from None
+        finally:
+            call.keep, call.tensor, call.error = None, None, None
+        view = (found.offset, tuple(t.shape), tuple(t.stride())) if found.view else None
+        return rt, found.slot, view, bool(found.by_identity)
 
     def lookup_many(self, ts, group_name):
         """(runtime, [slot, ...], [view, ...]) of a coalesced call's
@@ -340,21 +374,14 @@ def data_version(t):
     return -1 if t.is_inference() else t._version
 
 
-def check_version(ent, t):
-    """Refuse a gather of a bound tensor changed in place since its bytes
-    were copied into the slot (registry entry `ent`): the slot holds the
-    old bytes."""
-    want = ent[4]
-    if want < 0:
-        return
-    now = data_version(t)
-    if now >= 0 and now != want:
-        raise MagiError(-11, "magi::symm_all_gather: weight '%s' (slot %d) was changed in place "
-                        "after it was bound (its version is %d, bound at %d): the slot holds the "
-                        "bytes copied at bind, so the gather would serve the old weight; bind it "
-                        "again on every rank (SymmRuntime.bind) after changing it, or bind in "
-                        "alias mode (the parameter lives in the window)"
-                        % (ent[5], ent[1], now, want))
+def check_version(weight, slot, bound, t):
+    """Refuse a gather served from `slot`, which holds the bytes of tensor
+    t at data version `bound`, when t has changed in place since (the
+    library's refusal, naming `weight`)."""
+    try:
+        lib.magi_symm_check_version(str(weight).encode(), slot, bound, data_version(t))
+    except MagiError as e:
+        raise _plain(e) from None
 
 
 REGISTRY = SymmRegistry()
