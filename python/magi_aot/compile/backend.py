@@ -28,6 +28,7 @@ entry.error and logged (strict=True raises instead).
 import json
 import logging
 import os
+import weakref
 import threading
 import time
 import warnings
@@ -189,8 +190,17 @@ def _outermost_module(me):
     import sys
     import torch
     best = None
+    # only the frames of module calls: reading a frame's f_locals leaves a
+    # snapshot of its locals on the frame, which would keep a caller's
+    # tensors alive as long as its frame runs (a module call's frame ends
+    # with the call)
+    calls = {getattr(torch.nn.Module, n).__code__ for n in ("_call_impl", "_wrapped_call_impl")
+             if hasattr(torch.nn.Module, n)}
     f = sys._getframe(1)
     while f is not None:
+        if f.f_code not in calls:
+            f = f.f_back
+            continue
         try:
             cand = f.f_locals.get("self")
         except Exception:  # noqa: BLE001 - a frame whose locals cannot be read
@@ -219,13 +229,19 @@ def _weight_paths(gm, roots):
         return {}
     if not isinstance(me, torch.nn.Module):
         return {}
-    base = _module_path(roots[0], me) if roots[0] is not None else None
+    # roots[0] is held weakly: the backend outlives the calls it saw and
+    # must keep no model (nor its weights) alive
+    root = roots[0]() if roots[0] is not None else None
+    base = _module_path(root, me) if root is not None else None
     if base is None and not roots[1]:   # not given: found (again) on the stack
         found = _outermost_module(me)
-        if roots[0] is None or _module_path(found, getattr(roots[0], "_orig_mod", roots[0])) is not None:
-            roots[0] = found
-        base = _module_path(roots[0], me)
-    if base is None:
+        if root is None or _module_path(found, getattr(root, "_orig_mod", root)) is not None:
+            root = found
+            roots[0] = weakref.ref(found)
+        base = _module_path(root, me)
+    if not base:
+        # not under the root, or the frame is the root itself: Dynamo's
+        # names already start there
         return {}
     out = {}
     for ps in placeholder_sources(gm):
@@ -314,7 +330,7 @@ class SaveBackend:
         self.store_code = store_code
         self.inductor_options = inductor_options
         self.refuse_side_effects = refuse_side_effects
-        self._root = [root, root is not None]  # the model whose module paths name the weights; given?
+        self._root = [weakref.ref(root) if root is not None else None, root is not None]  # the model whose module paths name the weights; given?
         self.inference = inference
         # index records other processes stored for calls this one's code may
         # not serve (warm_start: another size, another configuration), published
