@@ -111,6 +111,29 @@ class KeptByInductor(unittest.TestCase):
             self.code = f.read()
         return _events(self.code), launches, fx_mms
 
+    def test_a_compile_in_another_thread_keeps_them_too(self):
+        """Inductor's settings are per thread on newer torch: a server that
+        compiles in a worker thread (one that never registered the
+        operators) gets the same order."""
+        import threading
+        out = {}
+
+        def work():
+            try:
+                import torch._inductor.config as config
+                from magi_aot.compile.launch_order import HOOK, KeepLaunchOrder
+                out["had_pass"] = isinstance(getattr(config, HOOK), KeepLaunchOrder)
+                out["result"] = self.compile(keep=True)
+            except BaseException as e:  # reported by the main thread
+                out["error"] = e
+        t = threading.Thread(target=work)
+        t.start()
+        t.join(600)
+        self.assertNotIn("error", out, repr(out.get("error")))
+        events, launches, fx_mms = out["result"]
+        self.assertEqual(_matmuls_before_launches(events), fx_mms, (out["had_pass"], events))
+        self.assertGreater(max(fx_mms), 0)
+
     def test_launches_stay_where_the_schedule_put_them(self):
         from magi_aot.compile.launch_order import HOOK, KeepLaunchOrder
         import torch._inductor.config as config

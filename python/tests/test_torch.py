@@ -287,8 +287,12 @@ class KeptRedistributeRuns(unittest.TestCase):
         d = self.tmp.name
         with open(os.path.join(d, "kept.json"), "w") as f:
             json.dump(doc, f)
+        # the children import the package from this checkout whatever the
+        # parent's PYTHONPATH (the suite finds it through sys.path)
+        pkg = os.path.join(ROOT, "python")
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([pkg] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
         procs = [subprocess.Popen([sys.executable, "-c", _KEPT_CHILD, str(r), d], stdout=subprocess.PIPE,
-                                  stderr=subprocess.STDOUT, text=True) for r in range(2)]
+                                  stderr=subprocess.STDOUT, text=True, env=env) for r in range(2)]
         outs = [p.communicate(timeout=300)[0] for p in procs]
         for r, (p, o) in enumerate(zip(procs, outs)):
             self.assertEqual(p.returncode, 0, o[-3000:])

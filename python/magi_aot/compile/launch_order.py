@@ -28,7 +28,7 @@ pass leaves the graph unchanged and `pin_launches` says why.
 """
 from __future__ import annotations
 
-__all__ = ["KeepLaunchOrder", "install", "pin_launches", "code_events", "code_overlap",
+__all__ = ["KeepLaunchOrder", "install", "install_unless_chosen", "pin_launches", "code_events", "code_overlap",
            "code_timeline_svg", "compile_and_read",
            "LAUNCH_OPS", "HOOK"]
 
@@ -215,6 +215,38 @@ def install():
     p = KeepLaunchOrder(cur)
     setattr(config, HOOK, p)
     return p
+
+
+def install_unless_chosen():
+    """install() in the calling thread unless that thread chose HOOK's
+    value itself (a pass of its own or None, e.g. under
+    `config.patch(joint_custom_post_pass=None)`): the operators' fake
+    kernels call it while a compile traces them. Inductor's settings are
+    per thread on newer torch (a ContextVar each), so `install()` at
+    registration reaches only the registering thread; a worker thread that
+    compiles a region gets the pass here, before Inductor reads its passes
+    and its cache key. Where settings are process-wide (older torch) the
+    registration's install already holds and this does nothing. Returns
+    the pass in effect, or None."""
+    try:
+        import torch._inductor.config as config
+    except ImportError:
+        return None
+    cur = getattr(config, HOOK, None)
+    if isinstance(cur, KeepLaunchOrder):
+        return cur
+    from contextvars import ContextVar
+    entry = getattr(config, "_config", {}).get(HOOK)
+    chosen = getattr(entry, "user_override", None)
+    if not isinstance(chosen, ContextVar):
+        return None      # process-wide settings: the registration decided
+    try:
+        from torch.utils._config_module import _UNSET_SENTINEL
+    except ImportError:
+        return None
+    if chosen.get() is not _UNSET_SENTINEL:
+        return None      # this thread set the hook itself
+    return install()
 
 
 def code_events(source):

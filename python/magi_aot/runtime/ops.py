@@ -434,11 +434,27 @@ def _gather_coalesced(ts, group_size, group_name):
     return [o if v is None else _apply_view(o, v, group_size) for o, v in zip(outs, views)]
 
 
+def _keep_launch_order():
+    """Install the launch-order pass in the thread that is tracing a magi
+    gather. Inductor's settings are per thread on newer torch (a
+    ContextVar), so the install `register()` made reaches only the thread
+    that registered the operators: a server that compiles in a worker
+    thread would lose the order. The fake kernels run in the compiling
+    thread while Dynamo and AOTAutograd trace, before Inductor reads its
+    graph passes and computes its cache key, so the pass is in place for
+    that compile, unless the thread set Inductor's hook itself. Idempotent
+    and cheap (an attribute check)."""
+    from ..compile.launch_order import install_unless_chosen
+    install_unless_chosen()
+
+
 def _fake(t, group_size, group_name):
+    _keep_launch_order()
     return t.new_empty(_out_shape(t, group_size))
 
 
 def _fake_coalesced(ts, group_size, group_name):
+    _keep_launch_order()
     return [t.new_empty(_out_shape(t, group_size)) for t in ts]
 
 
