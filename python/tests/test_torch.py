@@ -306,5 +306,65 @@ class KeptRedistributeRuns(unittest.TestCase):
         self.addCleanup(self.tmp.cleanup)
 
 
+_GROUPS_CHILD = r"""
+import datetime, json, os, sys
+import torch.distributed as dist
+from magi_aot import MagiError
+from magi_aot.runtime.groups import resolve_groups
+rank, d, layout = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+dist.init_process_group("gloo", store=dist.FileStore(os.path.join(d, "store-" + layout), 4), rank=rank,
+                        world_size=4, timeout=datetime.timedelta(seconds=60))
+blocks = [[0, 2], [1, 3]] if layout == "strided" else [[0, 1], [2, 3]]
+pgs = [dist.new_group(b) for b in blocks]
+name = next(pg for pg, b in zip(pgs, blocks) if rank in b).group_name
+doc = {"graph": {"nodes": [{"op": "call_function", "name": "ag",
+                            "target": "torch.ops._c10d_functional.all_gather_into_tensor",
+                            "args": [{"node": "w"}, 2, name]}]}}
+out = {}
+try:
+    mine, _ = resolve_groups([doc], [], rank, 4, None)
+    out["default"] = mine[name]
+except MagiError as e:
+    out["error"] = str(e)
+mine, _ = resolve_groups([doc], [], rank, 4, {name: blocks})
+out["given"] = mine[name]
+print("GROUPS", json.dumps(out))
+dist.destroy_process_group()
+"""
+
+
+class GroupMembers(unittest.TestCase):
+    """A group the caller does not describe defaults to consecutive ranks;
+    where the process has a torch process group of that name with other
+    members (the outer dimension of a 2-D mesh), the runtime refuses,
+    naming both, instead of gathering from the wrong peers."""
+
+    def _run(self, layout):
+        pkg = os.path.join(ROOT, "python")
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([pkg] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+        with tempfile.TemporaryDirectory() as d:
+            procs = [subprocess.Popen([sys.executable, "-c", _GROUPS_CHILD, str(r), d, layout], env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                     for r in range(4)]
+            outs = [p.communicate(timeout=300)[0] for p in procs]
+        res = []
+        for p, o in zip(procs, outs):
+            self.assertEqual(p.returncode, 0, o[-3000:])
+            res.append(json.loads(next(l for l in o.splitlines() if l.startswith("GROUPS "))[7:]))
+        return res
+
+    def test_strided_groups_are_refused_by_default_and_served_when_given(self):
+        for r, got in enumerate(self._run("strided")):
+            self.assertNotIn("default", got, (r, got))
+            self.assertIn("consecutive ranks", got["error"])
+            self.assertIn(str([r % 2, r % 2 + 2]), got["error"])
+            self.assertEqual(got["given"], [r % 2, r % 2 + 2])
+
+    def test_consecutive_groups_need_nothing(self):
+        for r, got in enumerate(self._run("consecutive")):
+            self.assertEqual(got["default"], [r // 2 * 2, r // 2 * 2 + 1], (r, got))
+            self.assertEqual(got["given"], got["default"])
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -6,7 +6,10 @@ Every process-group name the graphs record gets explicit member ranks.
 `groups` maps a name to a partition of the world (a list of rank lists;
 each rank belongs to one of them) or to the one list of the caller's
 members; the default is blocks of consecutive ranks of the size the graph
-records. The same partition creates one torch process group per block
+records. Where this process has a torch process group of a defaulted
+name that holds this rank with other members (a mesh dimension whose
+groups are strided, e.g. the outer dimension of a 2-D mesh), the runtime
+refuses, naming both memberships, rather than gather from the wrong peers. The same partition creates one torch process group per block
 (dist.new_group, collective), and gathers that stay on c10d (cast, padded,
 `transport="nccl"` regions) are re-pointed at the caller's block
 (remap_groups).
@@ -14,7 +17,7 @@ records. The same partition creates one torch process group per block
 from .._lib import MagiError
 from ..optable import classify
 
-__all__ = ["collective_groups", "resolve_groups", "make_c10d_groups", "remap_groups",
+__all__ = ["collective_groups", "live_group_members", "resolve_groups", "make_c10d_groups", "remap_groups",
            "host_staged_all_gather", "host_staged_all_gather_coalesced"]
 
 
@@ -39,6 +42,27 @@ def collective_groups(docs):
     return out
 
 
+def live_group_members(name, rank, world):
+    """The sorted global ranks of this process's torch process group
+    `name`, when torch.distributed is initialised over `world` ranks as
+    `rank` and such a group exists here and holds this rank; else None.
+    Never imports torch for a process that has not."""
+    import sys
+    if "torch.distributed" not in sys.modules:
+        return None
+    try:
+        import torch.distributed as dist
+        if not dist.is_available() or not dist.is_initialized():
+            return None
+        if dist.get_world_size() != world or dist.get_rank() != rank:
+            return None
+        from torch.distributed.distributed_c10d import _resolve_process_group
+        ranks = sorted(dist.get_process_group_ranks(_resolve_process_group(name)))
+    except Exception:  # noqa: BLE001 - no such group in this process
+        return None
+    return ranks if rank in ranks else None
+
+
 def resolve_groups(docs, windows, rank, world, groups):
     """({name: ranks of the caller's block}, {name: every block, or None
     when only the caller's block is known}) for every group the graphs
@@ -51,6 +75,7 @@ def resolve_groups(docs, windows, rank, world, groups):
     mine_of, parts = {}, {}
     for name, size in sorted(sizes.items()):
         spec = groups.pop(name, None)
+        defaulted = spec is None
         if spec is None:
             if size > world or world % size:
                 raise MagiError(-1, "group '%s' of size %d does not divide world %d: pass "
@@ -73,6 +98,17 @@ def resolve_groups(docs, windows, rank, world, groups):
         if rank not in mine:
             raise MagiError(-1, "group '%s': members %s do not contain rank %d"
                             % (name, mine, rank))
+        if defaulted:
+            # consecutive ranks are a guess; where this process has the
+            # group itself (the mesh built before the load, as torchtitan
+            # does), a different membership is an error, never a gather
+            # from the wrong peers
+            live = live_group_members(name, rank, world)
+            if live is not None and live != sorted(mine):
+                raise MagiError(-11, "group '%s': this process's process group of that name has ranks %s, "
+                                "the default (consecutive ranks) would be %s: pass groups={'%s': %s} "
+                                "(every block of the mesh dimension)" % (name, live, mine, name,
+                                                                        "[[ranks], ...]"))
         mine_of[name] = mine
         parts[name] = blocks
     if groups:
