@@ -351,6 +351,77 @@ class DocLinks(unittest.TestCase):
         self.assertEqual([a for a in sections if "(#%s)" % a not in contents], [])
 
 
+class WhichCallTable(unittest.TestCase):
+    """docs/PYTHON.md's "Which call do I want": every call it names exists
+    under that name, takes the arguments the table writes (positional ones
+    by their parameter's name, keywords by name), and every section it links
+    to is a heading of the document."""
+
+    def _rows(self):
+        import re
+        with open(os.path.join(ROOT, "docs", "PYTHON.md"), encoding="utf-8") as f:
+            text = f.read()
+        part = text[text.index("## Which call do I want"):]
+        part = part[:part.index("\n## ", 1)]
+        rows = [l for l in part.splitlines() if l.startswith("| ") and not l.startswith("| to ...")]
+        self.assertGreater(len(rows), 10)
+        return [[c.strip() for c in r.strip().strip("|").split("|")] for r in rows], re
+
+    def _resolve(self, dotted):
+        import importlib
+        parts = dotted.split(".")
+        for i in range(len(parts), 0, -1):
+            try:
+                obj = importlib.import_module(".".join(parts[:i]))
+            except ImportError:
+                continue
+            for a in parts[i:]:
+                obj = getattr(obj, a)
+            return obj
+        raise ImportError(dotted)
+
+    def test_calls_exist_with_their_arguments(self):
+        import inspect
+        rows, re = self._rows()
+        bad = []
+        for task, calls, _ in rows:
+            names = 0
+            for span in re.findall(r"`([^`]+)`", calls):
+                m = re.match(r"python -m ([\w.]+)", span)
+                if m:
+                    names += 1
+                    self._resolve(m.group(1))
+                    continue
+                m = re.match(r"((?:magi_aot|Region)\.[\w.]+)\((.*)\)$", span)
+                if not m:
+                    continue
+                names += 1
+                dotted = m.group(1)
+                obj = self._resolve("magi_aot." + dotted if dotted.startswith("Region.") else dotted)
+                sig = inspect.signature(obj)
+                params = [p for p in sig.parameters.values() if p.name != "self"]
+                pos = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+                args = [a.strip() for a in m.group(2).split(",") if a.strip()]
+                for i, a in enumerate(args):
+                    if "=" in a:
+                        kw = a.split("=")[0].strip()
+                        if kw not in sig.parameters and not any(p.kind == p.VAR_KEYWORD for p in params):
+                            bad.append("%s: no keyword %s" % (span, kw))
+                    elif i >= len(pos) or pos[i] != a:
+                        bad.append("%s: argument %d is %s, the function's is %s"
+                                   % (span, i + 1, a, pos[i] if i < len(pos) else "nothing"))
+            if not names:
+                bad.append("row %r names no call" % task)
+        self.assertEqual(bad, [])
+
+    def test_sections_are_headings(self):
+        rows, re = self._rows()
+        anchors = {a for _, a in _headings(os.path.join(ROOT, "docs", "PYTHON.md"))}
+        for _, _, section in rows:
+            link = re.match(r"\[[^\]]+\]\(#([\w-]+)\)$", section)
+            self.assertTrue(link and link.group(1) in anchors, section)
+
+
 class ExampleFsdpE2E(unittest.TestCase):
     """examples/fsdp_e2e.py: --help documents every option, and the verdict
     names the gathers that went to the copy engine and those kept on c10d."""
