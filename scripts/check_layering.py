@@ -20,6 +20,11 @@ Since every declaration a file sees comes through these includes and the
 build treats an undeclared function as an error, a call across modules
 that the table does not allow cannot compile without one of these lines.
 
+It also reads the module table of the same document ("Modules"): each row
+whose folder is under src/ names that folder's C files. Checked: every
+.c file under src/ is named in its folder's row, and every name in a row
+is a file of that folder (the table follows the tree, renames included).
+
 Exit status 1, with one line per broken rule naming the file, the line,
 the include and the rule, when the tree and the table disagree.
 
@@ -34,6 +39,7 @@ INCLUDE_RE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.M)
 DECL_RE = re.compile(r"MAGI_API\s+[^;{()]*?\b(magi_\w+)\s*\(")
 COMMENT_RE = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
 TABLE_START = "<!-- layering table: read by scripts/check_layering.py -->"
+MODULE_TABLE_START = "<!-- module table: read by scripts/check_layering.py -->"
 
 
 def cells(line):
@@ -45,17 +51,60 @@ def names(cell):
     return [n.strip().strip("`") for n in cell.split(",") if n.strip().strip("`") not in ("", "-")]
 
 
-def read_table(arch_path):
-    """{module: (uses, interface header or None, public headers)} from the doc."""
+def table_rows(arch_path, marker, what):
+    """The rows (lists of cells) of the table that follows the marker line."""
     text = open(arch_path, encoding="utf-8").read()
-    at = text.find(TABLE_START)
+    at = text.find(marker)
     if at < 0:
-        raise SystemExit("%s: no layering table (the line %r)" % (arch_path, TABLE_START))
+        raise SystemExit("%s: no %s (the line %r)" % (arch_path, what, marker))
     rows = []
-    for line in text[at + len(TABLE_START):].lstrip("\n").splitlines():
+    for line in text[at + len(marker):].lstrip("\n").splitlines():
         if not line.startswith("|"):
             break
         rows.append(cells(line))
+    return rows
+
+
+def read_module_table(arch_path):
+    """{folder under src/: [C files its row names]} from the doc's module table."""
+    rows = table_rows(arch_path, MODULE_TABLE_START, "module table")
+    if len(rows) < 3 or [c.lower() for c in rows[0][:2]] != ["folder", "files"]:
+        raise SystemExit("%s: the module table must have the columns folder | files | ..." % arch_path)
+    out = {}
+    for r in rows[2:]:
+        folder = r[0].strip("`").rstrip("/")
+        if folder.startswith("src/"):
+            out[folder] = names(r[1]) if len(r) > 1 else []
+    return out
+
+
+def check_module_table(root, arch_path):
+    """One line per C file of src/ the module table misses or names wrongly."""
+    listed = read_module_table(arch_path)
+    bad = []
+    on_disk = {}
+    for path in sorted(glob.glob(os.path.join(root, "src", "**", "*.c"), recursive=True)):
+        rel = os.path.relpath(path, root).replace(os.sep, "/")
+        folder = "/".join(rel.split("/")[:2])
+        on_disk.setdefault(folder, set()).add(rel[len(folder) + 1:])
+    for folder in sorted(on_disk):
+        if folder not in listed:
+            bad.append("module table: src folder %s/ (%s) has no row" % (folder, ", ".join(sorted(on_disk[folder]))))
+            continue
+        for f in sorted(on_disk[folder] - set(listed[folder])):
+            bad.append("%s/%s: a C file the module table's row of %s/ does not name" % (folder, f, folder))
+    for folder in sorted(listed):
+        have = on_disk.get(folder, set())
+        for f in listed[folder]:
+            if f not in have:
+                bad.append("module table: the row of %s/ names %s, which is not a C file of that folder"
+                           % (folder, f))
+    return bad
+
+
+def read_table(arch_path):
+    """{module: (uses, interface header or None, public headers)} from the doc."""
+    rows = table_rows(arch_path, TABLE_START, "layering table")
     if len(rows) < 3 or [c.lower() for c in rows[0][:4]] != ["module", "may use", "interface header",
                                                              "public headers"]:
         raise SystemExit("%s: the layering table must have the columns module | may use | "
@@ -118,7 +167,7 @@ def check(root):
     for mod, (_, _, pubs) in table.items():
         for h in pubs:
             owner["include/magi_aot/" + h] = mod
-    bad = []
+    bad = check_module_table(root, os.path.join(root, "docs", "ARCHITECTURE.md"))
     for h in sorted(glob.glob(os.path.join(root, "include", "magi_aot", "*.h"))):
         rel = os.path.relpath(h, root)
         if rel not in owner:

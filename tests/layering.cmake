@@ -1,5 +1,6 @@
 # The layering of docs/ARCHITECTURE.md ("Layering") kept equal to the
-# tree's #include lines (scripts/check_layering.py), and the check itself
+# tree's #include lines and its module table ("Modules") to the C files of
+# src/ (scripts/check_layering.py), and the check itself
 # run on small trees that break each rule (tests/test_check_layering.py).
 find_package(Python3 COMPONENTS Interpreter QUIET)
 if(Python3_Interpreter_FOUND)

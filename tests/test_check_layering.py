@@ -8,6 +8,16 @@ import tempfile
 
 TABLE = """# x
 
+## Modules
+
+<!-- module table: read by scripts/check_layering.py -->
+| folder | files | one job |
+|---|---|---|
+| `src/graph/` | `region.c` | the IR |
+| `src/serialize/` | `json.c` | JSON |
+| `src/load/` | `loader.c` | the loader |
+| `tools/` | CLI | not a folder of src/: not checked |
+
 ## Layering
 
 <!-- layering table: read by scripts/check_layering.py -->
@@ -84,7 +94,15 @@ def main():
            "include/magi_aot/extra.h: a public header no module owns")
     expect("cycle in the table", FILES, 1, "cycle",
            table=TABLE.replace("| core | - |", "| core | load |"))
-    expect("no table", FILES, 1, "no layering table", table="# nothing\n")
+    expect("no table", FILES, 1, "no layering table", table=TABLE.replace("layering table: read", "x"))
+    expect("C file the module table does not name", dict(FILES, **{"src/load/localize.c": ""}), 1,
+           "src/load/localize.c: a C file the module table's row of src/load/ does not name")
+    expect("module table names a missing file", FILES, 1,
+           "module table: the row of src/load/ names gone.c, which is not a C file of that folder",
+           table=TABLE.replace("| `loader.c` |", "| `loader.c`, `gone.c` |"))
+    expect("src folder without a row", dict(FILES, **{"src/core/error.c": ""}), 1,
+           "module table: src folder src/core/ (error.c) has no row")
+    expect("no module table", FILES, 1, "no module table", table=TABLE.replace("module table: read", "x"))
     for f in failures:
         print(f)
     print("%d layering cases failed" % len(failures))

@@ -8,12 +8,10 @@
  *   open each file (magi-fx JSON, artifact v1, legacy v0; chosen by content)
  *   -> verify + parse (each artifact section is hashed and decompressed
  *      exactly once: the digest is checked on the bytes that are decoded)
- *   -> fingerprint and input descriptors
  *   -> with rank_local: the rank-local form (magi_localize: placeholders
  *      read through to_local become this rank's shards)
  *   -> lower DTensor redistributes of sharded weights to explicit gathers
- *      for this rank (magi_aot/lower.h; the fingerprint is of the region
- *      as read)
+ *      for this rank (magi_aot/lower.h)
  *   -> decide each region's transport (explicit option, else the region's
  *      compile_config.fsdp_config.transport, else nccl)
  *   -> plan the symmetric-buffer windows across all regions (a weight shared
@@ -21,6 +19,10 @@
  *   -> rewrite (copy_engine: c10d gathers -> magi.symm_*; nccl: magi.symm_*
  *      written by an earlier load -> back to the c10d targets)
  *   -> bind on a backend (optional) -> report.
+ *
+ * The fingerprint and the input descriptors are no step of a load: each is
+ * computed on its first request (magi_loader_info), from the region as read
+ * (before any localisation, lowering or rewrite).
  *
  * A magi_loader is reusable: each magi_loader_load() replaces the previous
  * result, and the memory of one load is kept for the next, so a process that

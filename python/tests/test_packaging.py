@@ -254,6 +254,174 @@ class ModuleLayout(unittest.TestCase):
         from magi_aot.runtime import ops
         self.assertIs(importlib.import_module("magi_aot.ops"), ops)
 
+def _slug(heading):
+    """The anchor a Markdown renderer (GitHub's rule) gives a heading."""
+    import re
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def _headings(path):
+    """(title, anchor) of every heading of a Markdown file, outside code blocks."""
+    out, seen, fenced = [], {}, False
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("```"):
+                fenced = not fenced
+            elif not fenced and line.startswith("#"):
+                title = line.lstrip("#").strip()
+                a = _slug(title)
+                n = seen.get(a, 0)
+                seen[a] = n + 1
+                out.append((title, a if n == 0 else "%s-%d" % (a, n)))
+    return out
+
+
+def _text_files():
+    """The tree's sources and documents (build folders and virtual environments left out)."""
+    exts = (".md", ".c", ".h", ".cpp", ".py", ".sh", ".cmake", ".txt")
+    for top, dirs, files in os.walk(ROOT):
+        dirs[:] = [d for d in dirs if not d.startswith((".", "build")) and d not in ("node_modules",)]
+        for name in files:
+            if name.endswith(exts):
+                yield os.path.join(top, name)
+
+
+class DocLinks(unittest.TestCase):
+    """Links between the documents resolve: a Markdown link to a file or a
+    heading of docs/ or README.md, and every mention of a section of
+    docs/PERFORMANCE.md (or its history) in the tree, by anchor, by quoted
+    heading or by run letter."""
+
+    PERF = ("PERFORMANCE.md", "PERFORMANCE_HISTORY.md")
+
+    def test_markdown_links_resolve(self):
+        import re
+        docs = [os.path.join(ROOT, "README.md")] + sorted(
+            os.path.join(ROOT, "docs", n) for n in os.listdir(os.path.join(ROOT, "docs")) if n.endswith(".md"))
+        bad = []
+        for doc in docs:
+            with open(doc, encoding="utf-8") as f:
+                text = re.sub(r"```.*?```", "", f.read(), flags=re.S)
+            for target in re.findall(r"\]\(([^)\s]+)\)", text):
+                if re.match(r"[a-z]+:", target):
+                    continue
+                path, _, anchor = target.partition("#")
+                dest = os.path.normpath(os.path.join(os.path.dirname(doc), path)) if path else doc
+                if not os.path.exists(dest):
+                    bad.append("%s: link to %s: no such file" % (os.path.relpath(doc, ROOT), target))
+                elif anchor and dest.endswith(".md") and anchor not in {a for _, a in _headings(dest)}:
+                    bad.append("%s: link to %s: no such heading" % (os.path.relpath(doc, ROOT), target))
+        self.assertEqual(bad, [])
+
+    def test_performance_references_resolve(self):
+        import re
+        heads = {n: _headings(os.path.join(ROOT, "docs", n)) for n in self.PERF}
+        texts = {}
+        for n in self.PERF:
+            with open(os.path.join(ROOT, "docs", n), encoding="utf-8") as f:
+                texts[n] = f.read()
+        ref = re.compile(r"(PERFORMANCE(?:_HISTORY)?\.md)(?:#([\w-]+)|,? \(?\"([^\"]{1,120})\"|, [Rr]un ([A-Z])\b)")
+        bad, seen = [], 0
+        for path in _text_files():
+            with open(path, encoding="utf-8", errors="replace") as f:
+                text = f.read()
+            for m in ref.finditer(text):
+                seen += 1
+                doc, anchor, title, run = m.groups()
+                where = "%s:%d" % (os.path.relpath(path, ROOT), text.count("\n", 0, m.start()) + 1)
+                if anchor and anchor not in {a for _, a in heads[doc]}:
+                    bad.append("%s: %s#%s: no such heading" % (where, doc, anchor))
+                if title:
+                    # a quoted heading may run over a comment's line break
+                    title = " ".join(re.sub(r"\n\s*(?:#|\*|//)?", " ", title).split())
+                    if not any(h.startswith(title) for h, _ in heads[doc]):
+                        bad.append('%s: %s "%s": no heading starts so' % (where, doc, title))
+                if run and not re.search(r"\b[Rr]un %s\b" % run, texts[doc]):
+                    bad.append("%s: %s, run %s: the document names no such run" % (where, doc, run))
+        self.assertEqual(bad, [])
+        self.assertGreater(seen, 5, "the references to docs/PERFORMANCE.md were not found")
+
+    def test_performance_contents_list_every_section(self):
+        path = os.path.join(ROOT, "docs", "PERFORMANCE.md")
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        contents = text[text.index("## Contents"):]
+        contents = contents[:contents.index("\n## ", 1)]
+        sections = [a for t, a in _headings(path) if ("## " + t) in text.split("\n") and t != "Contents"]
+        self.assertEqual([a for a in sections if "(#%s)" % a not in contents], [])
+
+
+class WhichCallTable(unittest.TestCase):
+    """docs/PYTHON.md's "Which call do I want": every call it names exists
+    under that name, takes the arguments the table writes (positional ones
+    by their parameter's name, keywords by name), and every section it links
+    to is a heading of the document."""
+
+    def _rows(self):
+        import re
+        with open(os.path.join(ROOT, "docs", "PYTHON.md"), encoding="utf-8") as f:
+            text = f.read()
+        part = text[text.index("## Which call do I want"):]
+        part = part[:part.index("\n## ", 1)]
+        rows = [l for l in part.splitlines() if l.startswith("| ") and not l.startswith("| to ...")]
+        self.assertGreater(len(rows), 10)
+        return [[c.strip() for c in r.strip().strip("|").split("|")] for r in rows], re
+
+    def _resolve(self, dotted):
+        import importlib
+        parts = dotted.split(".")
+        for i in range(len(parts), 0, -1):
+            try:
+                obj = importlib.import_module(".".join(parts[:i]))
+            except ImportError:
+                continue
+            for a in parts[i:]:
+                obj = getattr(obj, a)
+            return obj
+        raise ImportError(dotted)
+
+    def test_calls_exist_with_their_arguments(self):
+        import inspect
+        rows, re = self._rows()
+        bad = []
+        for task, calls, _ in rows:
+            names = 0
+            for span in re.findall(r"`([^`]+)`", calls):
+                m = re.match(r"python -m ([\w.]+)", span)
+                if m:
+                    names += 1
+                    self._resolve(m.group(1))
+                    continue
+                m = re.match(r"((?:magi_aot|Region)\.[\w.]+)\((.*)\)$", span)
+                if not m:
+                    continue
+                names += 1
+                dotted = m.group(1)
+                obj = self._resolve("magi_aot." + dotted if dotted.startswith("Region.") else dotted)
+                sig = inspect.signature(obj)
+                params = [p for p in sig.parameters.values() if p.name != "self"]
+                pos = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+                args = [a.strip() for a in m.group(2).split(",") if a.strip()]
+                for i, a in enumerate(args):
+                    if "=" in a:
+                        kw = a.split("=")[0].strip()
+                        if kw not in sig.parameters and not any(p.kind == p.VAR_KEYWORD for p in params):
+                            bad.append("%s: no keyword %s" % (span, kw))
+                    elif i >= len(pos) or pos[i] != a:
+                        bad.append("%s: argument %d is %s, the function's is %s"
+                                   % (span, i + 1, a, pos[i] if i < len(pos) else "nothing"))
+            if not names:
+                bad.append("row %r names no call" % task)
+        self.assertEqual(bad, [])
+
+    def test_sections_are_headings(self):
+        rows, re = self._rows()
+        anchors = {a for _, a in _headings(os.path.join(ROOT, "docs", "PYTHON.md"))}
+        for _, _, section in rows:
+            link = re.match(r"\[[^\]]+\]\(#([\w-]+)\)$", section)
+            self.assertTrue(link and link.group(1) in anchors, section)
+
+
 class ExampleFsdpE2E(unittest.TestCase):
     """examples/fsdp_e2e.py: --help documents every option, and the verdict
     names the gathers that went to the copy engine and those kept on c10d."""
