@@ -129,8 +129,7 @@ magi_status magi_symm_backend_group(magi_symm_group_view *out, const magi_symm_b
 
 magi_status magi_symm_backend_config_read(magi_symm_backend_config *dst, const magi_symm_backend_config *src,
                                           size_t avail, const char *what) {
-    static const uint32_t revs[] = {MAGI_STRUCT_REV(2, MAGI_SYMM_BACKEND_CONFIG_V2_SIZE),
-                                    MAGI_SYMM_BACKEND_CONFIG_VERSION};
+    static const uint32_t revs[] = {MAGI_SYMM_BACKEND_CONFIG_VERSION};
     static const magi_symm_backend_config init = MAGI_SYMM_BACKEND_CONFIG_INIT;
     *dst = init;
     return magi_struct_read(dst, NULL, src, avail, what, MAGI_STRUCT_REVS(revs));
