@@ -58,7 +58,7 @@ static void test_fsdp_block_rank_local(void) {
              (long long)dim0(node(rl, "l_self_parameters_wq_")));
     MT_CHECK(dim0(node(rl, "l_self_parameters_w_up_fp32_")) == 1024, "w_up shard rows");
     const magi_node *tl = node(rl, "local");
-    MT_CHECK(tl->op == MAGI_OP_CALL_FUNCTION && !strcmp(tl->target, "magi_aot.rebuild.to_local"), "to_local: %s",
+    MT_CHECK(tl->op == MAGI_OP_CALL_FUNCTION && !strcmp(tl->target, "magi.to_local"), "to_local: %s",
              tl->target);
     MT_CHECK(strstr(node(rp, "local")->target, "to_local_fn_with_prim_types") != NULL, "plain load keeps the closure");
     /* the slot holds the shard either way (the plan reads to_local's example), so the placeholder's

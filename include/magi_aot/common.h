@@ -49,12 +49,13 @@ extern "C" {
 /* Version of an options struct: a revision number in the high 16 bits and
  * the struct's size in the low 16. Every options struct has a NAME_VERSION
  * macro built from it; pass that macro. A revision only ever adds fields at
- * the end, so the library takes its own revision and every older one it
- * had (each at the size that revision had): the bytes of that revision are
- * read, never past them, and the fields added since take their defaults
- * (the INIT macro's values). A newer revision than the library's, a known
- * revision of another size (a binding's mirror missing a field) or a value
- * the library never had is refused with MAGI_ERR_VERSION, the message
+ * the end; from the first release on, the library takes its own revision
+ * and every older released one (each at the size that revision had): the
+ * bytes of that revision are read, never past them, and the fields added
+ * since take their defaults (the INIT macro's values). Before it, each
+ * struct has one revision, the current one. A newer revision than the
+ * library's, a known revision of another size (a binding's mirror missing
+ * a field) or a value the library never had is refused with MAGI_ERR_VERSION, the message
  * naming the struct, the revision and the sizes it takes. */
 #define MAGI_STRUCT_VERSION(rev, type) ((uint32_t)(((uint32_t)(rev) << 16) | (uint32_t)(sizeof(type) & 0xffffu)))
 

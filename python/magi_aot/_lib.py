@@ -100,7 +100,7 @@ def struct_version(rev, struct):
 
 
 class LoadOptions(Structure):
-    """magi_load_options (load_options.h), revision 1."""
+    """magi_read_limits (read_limits.h), revision 1."""
     REVISION = 1
     _fields_ = [("version", c_uint32), ("max_input_bytes", c_uint64),
                 ("max_decompressed_bytes", c_uint64), ("max_depth", c_uint32),

@@ -148,7 +148,6 @@ class LibraryInPackage(unittest.TestCase):
 
 
 PACKAGE = os.path.join(ROOT, "python", "magi_aot")
-OLD_PATHS = ("rebuild.py", "targets.py", "ops.py", "backend.py")  # documented paths kept as aliases
 
 
 def _tree():
@@ -191,7 +190,7 @@ def _imports(path):
 class ModuleLayout(unittest.TestCase):
     """docs/PYTHON.md's "Module layout" and docs/ARCHITECTURE.md's Python
     table name the files of the tree, the subpackages import the core and
-    nothing the other way, and the documented old paths still serve."""
+    nothing the other way, and each module has one import path."""
 
     def _doc_files(self, doc, start, stop):
         with open(os.path.join(ROOT, "docs", doc)) as f:
@@ -225,7 +224,7 @@ class ModuleLayout(unittest.TestCase):
             if not f.endswith(".py"):
                 continue
             rel = f[len("magi_aot/"):]
-            if rel in OLD_PATHS or rel == "__init__.py":
+            if rel == "__init__.py":
                 continue
             layer = next((s for s in subs if ("magi_aot/" + rel).startswith(s.replace(".", "/") + "/")), None)
             for m in _imports(os.path.join(PACKAGE, rel)):
@@ -233,26 +232,24 @@ class ModuleLayout(unittest.TestCase):
                 if hit is not None:
                     self.assertIn(hit, may.get(layer, ()), "%s imports %s at module level" % (f, m))
 
-    def test_documented_old_paths_serve(self):
+    def test_one_path_per_module(self):
+        """No top-level module re-exports a subpackage's (one import path
+        each) and warm_start has one name; documents name the to_local
+        stand-in by its document target, which resolves both ways."""
         import importlib
         import magi_aot
         from magi_aot.fx import rebuild, targets
-        self.assertIs(magi_aot.bind_model, magi_aot.warm_start)
-        self.assertIs(importlib.import_module("magi_aot.rebuild"), rebuild)
-        self.assertIs(importlib.import_module("magi_aot.targets"), targets)
-        from magi_aot import backend, cache
-        self.assertIs(backend.cache_get, cache.cache_get)
-        self.assertIs(backend.read_index, cache.read_index)
-        # documents name the to_local stand-in magi_aot.rebuild.to_local
-        self.assertEqual(rebuild.TO_LOCAL, "magi_aot.rebuild.to_local")
+        self.assertFalse(hasattr(magi_aot, "bind_model"))
+        for old in ("rebuild", "targets", "ops", "backend"):
+            with self.assertRaises(ImportError, msg="magi_aot." + old):
+                importlib.import_module("magi_aot." + old)
+        self.assertEqual(rebuild.TO_LOCAL, "magi.to_local")
         self.assertEqual(targets.name_of(rebuild.to_local), rebuild.TO_LOCAL)
         self.assertIs(targets.resolve_allowed(rebuild.TO_LOCAL), rebuild.to_local)
-        try:
-            import torch  # noqa: F401
-        except ImportError:
-            return
-        from magi_aot.runtime import ops
-        self.assertIs(importlib.import_module("magi_aot.ops"), ops)
+        self.assertIs(targets.resolve(rebuild.TO_LOCAL), rebuild.to_local)
+        with self.assertRaises(targets.TargetRefused):   # the old Python path is no target
+            targets.resolve_allowed("magi_aot.rebuild.to_local")
+
 
 class ExampleFsdpE2E(unittest.TestCase):
     """examples/fsdp_e2e.py: --help documents every option, and the verdict
