@@ -77,8 +77,13 @@ typedef enum magi_status {
     MAGI_ERR_UNSUPPORTED = -13,  /* feature not built in / not available */
     MAGI_ERR_NOT_FOUND = -14,    /* key, node or cache entry absent */
     MAGI_ERR_CORRUPT = -15,      /* stored data failed verification */
-    MAGI_ERR_DEVICE = -16        /* CUDA/NCCL runtime error */
+    MAGI_ERR_DEVICE = -16,       /* CUDA/NCCL runtime error */
+    MAGI_ERR_WORLD = -17         /* the rank, world or process groups given do not
+                                    fit a group the graphs gather over */
 } magi_status;
+/* The lowest status code: a status read back from another process (a
+ * rendezvous abort) below it, or positive, is not one of these. */
+#define MAGI_STATUS_MIN MAGI_ERR_WORLD
 
 /* Static string naming a status ("MAGI_ERR_FORMAT"); never NULL. */
 MAGI_API const char *magi_status_str(magi_status s);

@@ -112,7 +112,9 @@ MAGI_API void magi_loader_free(magi_loader *ld);
 
 /* Load `n` region files as one set (see the top of this file). Replaces the
  * previous result. On failure the loader holds no regions (a NULL paths
- * or paths[i] is MAGI_ERR_INVALID_ARG, checked before any file is read). */
+ * or paths[i] is MAGI_ERR_INVALID_ARG, checked before any file is read;
+ * a bind's rank, world or groups that do not fit a group the graphs
+ * gather over is MAGI_ERR_WORLD, naming the group and the fix). */
 MAGI_API magi_status magi_loader_load(magi_loader *ld, const char *const *paths, uint32_t n);
 
 /* The same for region bytes held in memory (`n` buffers, copied; names[i]

@@ -339,7 +339,9 @@ typedef struct magi_symm_backend magi_symm_backend;
 
 /* Create a backend for `plan` (borrowed: must outlive the backend), resolve
  * the groups of every window, and allocate the local windows.
- * Owned by the caller: magi_symm_backend_free(). */
+ * Owned by the caller: magi_symm_backend_free(). MAGI_ERR_WORLD when the
+ * config's rank, world or groups do not fit a window's group (its size,
+ * its members, consecutive blocks of the world), naming the group. */
 MAGI_API magi_status magi_symm_backend_create(magi_symm_backend **out,
                                               const magi_symm_backend_ops *ops,
                                               const magi_symm_plan *plan,
