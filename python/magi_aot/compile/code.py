@@ -63,6 +63,7 @@ import atexit
 import contextlib
 import functools
 import hashlib
+import inspect
 import json
 import os
 import platform
@@ -967,12 +968,10 @@ def compile_from_graph(region, timings, grad_enabled=False, allow_targets=()):
         from .grad import inference_copy
         gm = inference_copy(gm)
     with torch.set_grad_enabled(grad_enabled):
-        try:
+        if "fake_mode" in inspect.signature(standalone_compile).parameters:
             art = standalone_compile(gm, list(args), dynamic_shapes="from_example_inputs",
                                      fake_mode=fake_mode)
-        except TypeError as e:  # a release without the fake_mode argument (2.11)
-            if "fake_mode" not in str(e):
-                raise
+        else:  # a release without the fake_mode argument (2.11)
             art = _compile_in_mode(standalone_compile, gm, list(args), fake_mode)
     timings["compile_s"] = time.perf_counter() - t
     return art
