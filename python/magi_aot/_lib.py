@@ -32,9 +32,10 @@ import glob
 import os
 import sys
 import threading
-
 from ctypes import (POINTER, Structure, byref, c_char, c_char_p, c_double, c_int,
                     c_int64, c_size_t, c_uint, c_uint8, c_uint32, c_uint64, c_void_p)
+
+from . import config
 
 __all__ = ["MagiError", "MagiUnsupported", "lib", "lib_path", "has"]
 
@@ -457,7 +458,7 @@ def _bundled(d):
 
 def _candidates():
     """(paths to try in order, the places looked in)."""
-    env = os.environ.get("MAGI_AOT_LIB")
+    env = config.LIB.get()
     if env:
         return [env], ["MAGI_AOT_LIB=" + env]
     out, looked = [], []
@@ -518,7 +519,7 @@ class _Lib:
                 self._dll, self._path = dll, path
                 break
             if self._dll is None:
-                env = os.environ.get("MAGI_AOT_LIB")
+                env = config.LIB.get()
                 if env:
                     raise OSError("libmagi_aot not found at MAGI_AOT_LIB=%s (%s); point it "
                                   "at a libmagi_aot.so, or unset it to use the package's own "

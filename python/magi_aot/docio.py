@@ -42,6 +42,7 @@ import threading
 from ctypes import byref, c_size_t, c_void_p
 
 from ._lib import MagiError, MagiUnsupported, has, lib, lib_path
+from . import config
 
 __all__ = ["document", "document_bytes", "document_direct", "document_json",
            "document_marshal", "extension", "extension_missing", "path_used"]
@@ -83,7 +84,7 @@ def _lib_dir():
 
 def _find_extension():
     """(module or None, reason when None)."""
-    env = os.environ.get("MAGI_AOT_DOCBUILD", "")
+    env = config.DOCBUILD.get()
     if env.lower() in ("0", "off", "no", "false"):
         return None, "turned off by MAGI_AOT_DOCBUILD=%s" % env
     if not has("magi_doc_walk"):

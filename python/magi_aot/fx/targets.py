@@ -61,6 +61,8 @@ import importlib
 import os
 import sys
 
+from .. import config
+
 __all__ = ["name_of", "resolve", "resolve_allowed", "allowed", "allows_everything", "module_of_file", "ALIAS_MODULES",
            "TargetRefused", "ALLOW_ENV", "method_allowed", "attribute_allowed", "DOC_TARGETS"]
 
@@ -257,7 +259,7 @@ def name_of(obj):
 
 
 # ------------------------------------------------------------------ the loader's allow-list
-ALLOW_ENV = "MAGI_AOT_ALLOW_TARGETS"
+ALLOW_ENV = config.ALLOW_TARGETS.name
 
 
 class TargetRefused(LookupError):
@@ -408,7 +410,7 @@ def attribute_allowed(name):
 
 def _opt_ins(allow):
     out = set()
-    for a in list(allow or ()) + os.environ.get(ALLOW_ENV, "").split(","):
+    for a in list(allow or ()) + list(config.ALLOW_TARGETS.get()):
         a = a.strip()
         if a:
             out.add(a[:-2] if a.endswith(".*") else a)
