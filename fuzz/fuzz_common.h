@@ -26,7 +26,7 @@
 
 /* Limits used by every target: small enough that one input stays far below
  * -rss_limit_mb=256, large enough for the real fixtures. */
-static inline magi_read_limits fuzz_load_options(void) {
+static inline magi_read_limits fuzz_read_limits(void) {
     magi_read_limits o = MAGI_READ_LIMITS_INIT;
     o.max_input_bytes = 4u << 20;
     o.max_decompressed_bytes = 32u << 20;

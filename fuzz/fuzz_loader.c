@@ -22,7 +22,7 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 4) return 0;
-    magi_read_limits lim = fuzz_load_options();
+    magi_read_limits lim = fuzz_read_limits();
     magi_loader_options o = MAGI_LOADER_OPTIONS_INIT;
     uint8_t flags = data[0];
     o.transport = (flags & 3) == 0 ? MAGI_LOAD_TRANSPORT_AUTO
