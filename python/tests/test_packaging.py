@@ -280,6 +280,20 @@ class Configuration(unittest.TestCase):
         found = [os.path.relpath(f, ROOT) for f in files if pat.search(open(f, errors="replace").read())]
         self.assertEqual(found, [], "the C library takes no setting from the environment (docs/PYTHON.md)")
 
+    def test_every_variable_named_is_in_the_table(self):
+        import re
+        from magi_aot import config
+        names = {s.name for s in config.SETTINGS}
+        named = set()
+        for f in sorted(_tree()):
+            if f.endswith(".py"):
+                with open(os.path.join(PACKAGE, f[len("magi_aot/"):])) as fh:
+                    named.update(re.findall(r"\bMAGI_AOT_[A-Z_]+\b", fh.read()))
+        for doc in ("README.md", os.path.join("docs", "PYTHON.md")):
+            with open(os.path.join(ROOT, doc)) as fh:
+                named.update(re.findall(r"\bMAGI_AOT_[A-Z_]+\b", fh.read()))
+        self.assertEqual(named - names, set(), "named in the package or its docs, missing from magi_aot.config")
+
     def test_docs_table_is_the_modules(self):
         from magi_aot import config
         with open(os.path.join(ROOT, "docs", "PYTHON.md")) as f:
