@@ -32,6 +32,7 @@ import glob
 import os
 import sys
 import threading
+
 from ctypes import (POINTER, Structure, byref, c_char, c_char_p, c_double, c_int,
                     c_int64, c_size_t, c_uint, c_uint8, c_uint32, c_uint64, c_void_p)
 

@@ -41,8 +41,8 @@ import sys
 import threading
 from ctypes import byref, c_size_t, c_void_p
 
-from ._lib import MagiError, MagiUnsupported, has, lib, lib_path
 from . import config
+from ._lib import MagiError, MagiUnsupported, has, lib, lib_path
 
 __all__ = ["document", "document_bytes", "document_direct", "document_json",
            "document_marshal", "extension", "extension_missing", "path_used"]

@@ -10,8 +10,8 @@
 
 /* The document target of the to_local stand-in: a name of the document's
  * own namespace, which the Python package resolves to its to_local
- * (docs/MAGI_FX_JSON.md, "Targets"); the operator table reads its last
- * component, "to_local". */
+ * (docs/MAGI_FX_JSON.md, "Document targets"); the operator table reads
+ * its last component, "to_local". */
 #define T_LOCAL_STAND_IN "magi.to_local"
 
 /* The placeholder a to_local node reads (its first argument), or UINT32_MAX. */

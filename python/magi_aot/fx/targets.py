@@ -75,7 +75,7 @@ ALIAS_MODULES = ("torch", "torch.nn.functional", "torch.functional", "torch._C",
 _MODULE_ALIASES = {"_operator": "operator", "__builtin__": "builtins", "_functools": "functools"}
 
 # Targets a document names in its own namespace, not by a Python path (the
-# C library writes them: docs/MAGI_FX_JSON.md, "Targets"): name -> (module,
+# C library writes them: docs/MAGI_FX_JSON.md, "Document targets"): name -> (module,
 # attribute) of the object it stands for. resolve() and name_of() read it.
 DOC_TARGETS = {"magi.to_local": ("magi_aot.fx.rebuild", "to_local")}
 
