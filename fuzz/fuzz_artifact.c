@@ -135,7 +135,7 @@ static void load_sections(const uint8_t *d, size_t size, const magi_read_limits 
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
-    magi_read_limits o = fuzz_load_options();
+    magi_read_limits o = fuzz_read_limits();
     uint8_t mode = data[0] & 3;
     data++;
     size--;

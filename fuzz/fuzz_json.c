@@ -8,7 +8,7 @@
 #include "fuzz_common.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    magi_read_limits o = fuzz_load_options();
+    magi_read_limits o = fuzz_read_limits();
     magi_region *r = (magi_region *)&o; /* must be reset to NULL on failure */
     magi_status st = magi_json_read(&r, (const char *)data, size, &o);
     if (st != MAGI_OK) {

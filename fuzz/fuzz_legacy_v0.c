@@ -11,7 +11,7 @@
 #include "serialize/artifact_internal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    magi_read_limits o = fuzz_load_options();
+    magi_read_limits o = fuzz_read_limits();
     magi_region *r = (magi_region *)&o;
     magi_status st = magi_legacy_v0_read(&r, data, size, &o);
     if (st) {

@@ -9,7 +9,7 @@
 #include "fuzz_common.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    magi_read_limits o = fuzz_load_options();
+    magi_read_limits o = fuzz_read_limits();
     magi_region *r = NULL;
     if (magi_json_read(&r, (const char *)data, size, &o) != MAGI_OK) return 0;
 

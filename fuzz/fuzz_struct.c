@@ -66,7 +66,7 @@ static void count_reject(fuzz_struct_stats *s, magi_status st) {
 }
 
 int fuzz_struct_check(const uint8_t *d, size_t n, fuzz_struct_stats *stats) {
-    magi_read_limits o = fuzz_load_options();
+    magi_read_limits o = fuzz_read_limits();
     magi_artifact *a = NULL;
     magi_region *r = NULL, *r2 = NULL, *r3 = NULL;
     char *text = NULL, *text2 = NULL, *text3 = NULL;

@@ -22,7 +22,7 @@
 
 #include "magi_aot/common.h"
 #include "magi_aot/arena.h"
-#include "magi_aot/load_options.h"
+#include "magi_aot/read_limits.h"
 #include "magi_aot/graph.h"
 #include "magi_aot/dtensor.h"
 #include "magi_aot/ops.h"

@@ -273,9 +273,8 @@ ARGS(magi_arena_bytes) { EQ(magi_arena_bytes(NULL), 0); }
 ARGS(magi_arena_status) { EQ(magi_arena_status(NULL), MAGI_OK); }
 ARGS(magi_arena_set_cap) { magi_arena_set_cap(NULL, 64); }
 
-/* ---- load_options.h */
+/* ---- read_limits.h */
 ARGS(magi_read_limits_resolve) { INVALID(magi_read_limits_resolve(NULL, NULL), "out"); }
-ARGS(magi_load_options_resolve) { INVALID(magi_load_options_resolve(NULL, NULL), "out"); }
 
 /* ---- graph.h */
 ARGS(magi_device_valid) { EQ(magi_device_valid(NULL), 0); }
@@ -1262,7 +1261,7 @@ static const arg_case cases[] = {
     ARGS_CASE(magi_arena_new), ARGS_CASE(magi_arena_free), ARGS_CASE(magi_arena_alloc),
     ARGS_CASE(magi_arena_calloc), ARGS_CASE(magi_arena_strdup), ARGS_CASE(magi_arena_strndup),
     ARGS_CASE(magi_arena_bytes), ARGS_CASE(magi_arena_status), ARGS_CASE(magi_arena_set_cap),
-    ARGS_CASE(magi_read_limits_resolve), ARGS_CASE(magi_load_options_resolve),
+    ARGS_CASE(magi_read_limits_resolve),
     ARGS_CASE(magi_device_valid), ARGS_CASE(magi_opcode_name), ARGS_CASE(magi_opcode_parse),
     ARGS_CASE(magi_example_kind_name), ARGS_CASE(magi_input_kind_name), ARGS_CASE(magi_input_kind_parse),
     ARGS_CASE(magi_symbol_is_float), ARGS_CASE(magi_region_hint_lookup), ARGS_CASE(magi_region_new),

@@ -334,6 +334,29 @@ static void test_transport_from_compile_config(void) {
     p = fsdp_with_config(dir, "{\"fsdp_config\": {\"transport\": \"rdma\"}}");
     MT_CHECK(load1(ld, p) == MAGI_ERR_FORMAT);
     MT_CHECK(strstr(magi_last_error(), "rdma") && strstr(magi_last_error(), p), "%s", magi_last_error());
+    free(p);
+    /* a transport that is not a string names the field and the file */
+    p = fsdp_with_config(dir, "{\"fsdp_config\": {\"transport\": 2}}");
+    MT_CHECK(load1(ld, p) == MAGI_ERR_FORMAT);
+    MT_CHECK(strstr(magi_last_error(), "fsdp_config.transport is not a string") && strstr(magi_last_error(), p),
+             "%s", magi_last_error());
+    free(p);
+    /* null, or an fsdp_config that is no object: the default */
+    const char *none[] = {"{\"fsdp_config\": {\"transport\": null}}", "{\"fsdp_config\": [\"transport\"]}",
+                          "{\"transport\": \"copy_engine\", \"fsdp_config\": {}}"};
+    for (size_t i = 0; i < sizeof none / sizeof none[0]; i++) {
+        p = fsdp_with_config(dir, none[i]);
+        MT_OK(load1(ld, p));
+        MT_OK(magi_loader_info(&inf, ld, 0));
+        MT_CHECK(inf.transport_source == MAGI_TRANSPORT_FROM_DEFAULT, "%s", none[i]);
+        free(p);
+    }
+    /* the value is read as JSON: escapes decoded, the key found after nested values */
+    p = fsdp_with_config(dir, "{\"a\": {\"fsdp_config\": 1}, \"fsdp_config\": {\"x\": [{\"transport\": \"nccl\"}], "
+                              "\"transport\": \"copy_\\u0065ngine\"}}");
+    MT_OK(load1(ld, p));
+    MT_OK(magi_loader_info(&inf, ld, 0));
+    MT_CHECK(inf.transport == MAGI_SYMM_TRANSPORT_COPY_ENGINE && inf.transport_source == MAGI_TRANSPORT_FROM_COMPILE_CONFIG);
     magi_loader_free(ld);
     free(p);
     mt_rmtree(dir);
@@ -443,7 +466,7 @@ static void test_four_ranks_with_a_non_consecutive_group(void) {
     o.bind.n_groups = 0;
     o.bind.world = 6; /* group "0" has 4 members: 6 ranks are no consecutive blocks of 4 */
     MT_OK(magi_loader_new(&ld, &o));
-    MT_CHECK(load1(ld, a) == MAGI_ERR_INVALID_ARG);
+    MT_CHECK(load1(ld, a) == MAGI_ERR_WORLD, "%s", magi_last_error());
     MT_CHECK(strstr(magi_last_error(), "group '0'") && strstr(magi_last_error(), "--group 0="), "%s",
              magi_last_error());
     magi_loader_free(ld);

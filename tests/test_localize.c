@@ -58,7 +58,7 @@ static void test_fsdp_block_rank_local(void) {
              (long long)dim0(node(rl, "l_self_parameters_wq_")));
     MT_CHECK(dim0(node(rl, "l_self_parameters_w_up_fp32_")) == 1024, "w_up shard rows");
     const magi_node *tl = node(rl, "local");
-    MT_CHECK(tl->op == MAGI_OP_CALL_FUNCTION && !strcmp(tl->target, "magi_aot.rebuild.to_local"), "to_local: %s",
+    MT_CHECK(tl->op == MAGI_OP_CALL_FUNCTION && !strcmp(tl->target, "magi.to_local"), "to_local: %s",
              tl->target);
     MT_CHECK(strstr(node(rp, "local")->target, "to_local_fn_with_prim_types") != NULL, "plain load keeps the closure");
     /* the slot holds the shard either way (the plan reads to_local's example), so the placeholder's
@@ -115,15 +115,11 @@ static void test_other_use_refused(void) {
     free(text);
 }
 
-/* A revision-2 options struct (before rank_local) is accepted, the field read as 0. */
-static void test_revision_2_options_accepted(void) {
-    unsigned char buf[sizeof(magi_loader_options) + 16];
-    memset(buf, 0x5a, sizeof buf); /* what follows a revision-2 struct is not the caller's */
+/* rank_local is off by default: the raw form is loaded. */
+static void test_rank_local_off_by_default(void) {
     magi_loader_options o = MAGI_LOADER_OPTIONS_INIT;
-    o.version = (uint32_t)(2u << 16 | MAGI_LOADER_OPTIONS_V2_SIZE);
-    memcpy(buf, &o, MAGI_LOADER_OPTIONS_V2_SIZE);
     magi_loader *ld = NULL;
-    MT_OK(magi_loader_new(&ld, (const magi_loader_options *)(void *)buf));
+    MT_OK(magi_loader_new(&ld, &o));
     char *text = read_text(MAGI_FIXTURES_DIR "/real/fsdp_block.json");
     const void *data[1] = {text};
     size_t sizes[1] = {strlen(text)};
@@ -245,17 +241,13 @@ static void test_uneven_shard_from_spec(void) {
              (long long)dim0(node(r, "w")));
     magi_region_free(r);
 }
-/* A revision-3 options struct (before cross_host_groups) is accepted, the
- * fields read as NULL and 0: every group planned. */
-static void test_revision_3_options_accepted(void) {
-    unsigned char buf[sizeof(magi_loader_options) + 16];
-    memset(buf, 0x5a, sizeof buf); /* what follows a revision-3 struct is not the caller's */
+/* Without cross_host_groups every group is planned; with group "0" named
+ * across hosts its gathers are kept on NCCL. */
+static void test_cross_host_groups(void) {
     magi_loader_options o = MAGI_LOADER_OPTIONS_INIT;
-    o.version = (uint32_t)(3u << 16 | MAGI_LOADER_OPTIONS_V3_SIZE);
     o.transport = MAGI_LOAD_TRANSPORT_COPY_ENGINE;
-    memcpy(buf, &o, MAGI_LOADER_OPTIONS_V3_SIZE);
     magi_loader *ld = NULL;
-    MT_OK(magi_loader_new(&ld, (const magi_loader_options *)(void *)buf));
+    MT_OK(magi_loader_new(&ld, &o));
     char *text = read_text(MAGI_FIXTURES_DIR "/real/fsdp_block.json");
     const void *data[1] = {text};
     size_t sizes[1] = {strlen(text)};
@@ -263,9 +255,9 @@ static void test_revision_3_options_accepted(void) {
     MT_OK(magi_loader_load_buffers(ld, data, sizes, names, 1));
     uint32_t nw = 0;
     magi_symm_plan_windows(&nw, magi_loader_plan(ld));
-    MT_CHECK(nw == 2, "revision 3: %u windows", nw);
+    MT_CHECK(nw == 2, "no cross-host group: %u windows", nw);
     magi_loader_free(ld);
-    /* revision 4 with group "0" across hosts: its gathers kept, one window left */
+    /* group "0" across hosts: its gathers kept, one window left */
     const char *cross[1] = {"0"};
     magi_loader_options o4 = MAGI_LOADER_OPTIONS_INIT;
     o4.transport = MAGI_LOAD_TRANSPORT_COPY_ENGINE;
@@ -283,4 +275,4 @@ static void test_revision_3_options_accepted(void) {
 }
 
 
-MT_MAIN(MT_CASE(test_fsdp_block_rank_local), MT_CASE(test_revision_3_options_accepted), MT_CASE(test_uneven_shard_from_spec), MT_CASE(test_other_use_refused), MT_CASE(test_revision_2_options_accepted))
+MT_MAIN(MT_CASE(test_fsdp_block_rank_local), MT_CASE(test_cross_host_groups), MT_CASE(test_uneven_shard_from_spec), MT_CASE(test_other_use_refused), MT_CASE(test_rank_local_off_by_default))

@@ -165,21 +165,6 @@ static void test_cast_and_pad_at_bind(void) {
     free(text);
 }
 
-/* A loader options struct of revision 1 (built against the header before
- * keep_cast_pad) is accepted, the new field read as 0. */
-static void test_revision_1_options_accepted(void) {
-    unsigned char buf[sizeof(magi_loader_options) + 16];
-    memset(buf, 0x5a, sizeof buf); /* what follows a revision-1 struct is not the caller's */
-    magi_loader_options o = MAGI_LOADER_OPTIONS_INIT;
-    o.version = (uint32_t)(1u << 16 | MAGI_LOADER_OPTIONS_V1_SIZE);
-    memcpy(buf, &o, MAGI_LOADER_OPTIONS_V1_SIZE);
-    magi_loader *ld = NULL;
-    MT_OK(magi_loader_new(&ld, (const magi_loader_options *)(void *)buf));
-    magi_loader_free(ld);
-    o.version = (uint32_t)(1u << 16 | (MAGI_LOADER_OPTIONS_V1_SIZE + 4));
-    MT_CHECK(magi_loader_new(&ld, &o) == MAGI_ERR_VERSION, "a revision-1 struct of another size was accepted");
-}
-
 /* Uneven shards: both ranks get the same node sequence and the same plan. */
 static void test_uneven_same_plan_every_rank(void) {
     char *text = fixture();
@@ -580,6 +565,6 @@ static void test_mesh_kept_where_read(void) {
 }
 
 MT_MAIN(MT_CASE(test_layouts_hsdp_columns_rewrap), MT_CASE(test_plans_agree_across_group_names), MT_CASE(test_mesh_kept_where_read), MT_CASE(test_rewrap_on_a_2d_mesh), MT_CASE(test_long_names_stay_unique), MT_CASE(test_lowered_sequences_cast_pad_kept), MT_CASE(test_plan_mismatch_names_the_weight), MT_CASE(test_closure_form), MT_CASE(test_torchtitan_region), MT_CASE(test_cast_and_pad_at_bind),
-        MT_CASE(test_revision_1_options_accepted), MT_CASE(test_uneven_same_plan_every_rank),
+        MT_CASE(test_uneven_same_plan_every_rank),
         MT_CASE(test_no_rank_world_keeps_with_reason), MT_CASE(test_mesh_group_mismatch_named),
         MT_CASE(test_readers_check_placements_and_specs), MT_CASE(test_artifact_round_trip))

@@ -63,7 +63,6 @@ enum {
 typedef struct magi_cli_opt {
     const char *name;   /* "--json", "-o"; NULL ends the table */
     const char *alias;  /* a second spelling shown in the help ("--output"), or NULL */
-    const char *old;    /* an older spelling still accepted, not shown, or NULL */
     const char *arg;    /* the value's placeholder ("FILE"); NULL: a flag */
     unsigned flags;     /* MAGI_OPT_* */
     const char *help;   /* one line */

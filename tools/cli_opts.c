@@ -13,8 +13,8 @@ static int n_opts(const magi_cli_command *c) {
 }
 
 static int opt_matches(const magi_cli_opt *o, const char *s, size_t len) {
-    const char *names[3] = {o->name, o->alias, o->old};
-    for (int k = 0; k < 3; k++)
+    const char *names[2] = {o->name, o->alias};
+    for (int k = 0; k < 2; k++)
         if (names[k] && strlen(names[k]) == len && !strncmp(names[k], s, len)) return 1;
     return 0;
 }

@@ -7,7 +7,7 @@
 int magi_cli_exit_code(magi_status st) {
     switch (st) {
     case MAGI_OK: return MAGI_EXIT_OK;
-    case MAGI_ERR_INVALID_ARG: return MAGI_EXIT_USAGE;
+    case MAGI_ERR_INVALID_ARG: case MAGI_ERR_WORLD: return MAGI_EXIT_USAGE;
     case MAGI_ERR_IO: return MAGI_EXIT_IO;
     case MAGI_ERR_DIGEST: case MAGI_ERR_CORRUPT: return MAGI_EXIT_CORRUPT;
     case MAGI_ERR_NOT_FOUND: return MAGI_EXIT_DIFFERENT;

@@ -31,8 +31,8 @@ static long peak_rss_kb(void) {
  * parse into a region + free, N times. */
 static int bench_load(int argc, char **argv);
 static const magi_cli_opt bench_load_opts[] = {
-    {"--iters", NULL, NULL, "N", 0, "iterations (default 200)"},
-    {NULL, NULL, NULL, NULL, 0, NULL}};
+    {"--iters", NULL, "N", 0, "iterations (default 200)"},
+    {NULL, NULL, NULL, 0, NULL}};
 const magi_cli_command magi_cli_bench_load = {
     "bench load", "FILE", "open+verify+decompress+parse; last line load_median_us=", NULL, bench_load_opts,
     bench_load};
@@ -180,11 +180,11 @@ oom:
  * encode + atomic save, then open + load, per size. */
 static int bench_scale(int argc, char **argv);
 static const magi_cli_opt bench_scale_opts[] = {
-    {"--nodes", NULL, NULL, "N,N,...", 0, "region sizes (default 10000,100000,1000000)"},
-    {"--level", NULL, NULL, "L", 0, "zstd level -7..22 (default 0: automatic)"},
-    {"--dir", NULL, NULL, "D", 0, "where the artifacts are written (default /tmp)"},
-    {"--keep", NULL, NULL, NULL, 0, "keep the artifacts"},
-    {NULL, NULL, NULL, NULL, 0, NULL}};
+    {"--nodes", NULL, "N,N,...", 0, "region sizes (default 10000,100000,1000000)"},
+    {"--level", NULL, "L", 0, "zstd level -7..22 (default 0: automatic)"},
+    {"--dir", NULL, "D", 0, "where the artifacts are written (default /tmp)"},
+    {"--keep", NULL, NULL, 0, "keep the artifacts"},
+    {NULL, NULL, NULL, 0, NULL}};
 const magi_cli_command magi_cli_bench_scale = {
     "bench scale", "[--nodes N,...]", "synthetic regions: save and load times per size", NULL, bench_scale_opts,
     bench_scale};

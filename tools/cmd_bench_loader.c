@@ -8,9 +8,9 @@
 
 static int bench_loader(int argc, char **argv);
 static const magi_cli_opt bench_loader_opts[] = {
-    {"--iters", NULL, NULL, "N", 0, "iterations (default 2000)"},
-    {"--transport", NULL, NULL, "nccl|copy_engine", 0, "the loader's transport (default: auto)"},
-    {NULL, NULL, NULL, NULL, 0, NULL}};
+    {"--iters", NULL, "N", 0, "iterations (default 2000)"},
+    {"--transport", NULL, "nccl|copy_engine", 0, "the loader's transport (default: auto)"},
+    {NULL, NULL, NULL, 0, NULL}};
 const magi_cli_command magi_cli_bench_loader = {
     "bench loader", "FILE...",
     "the loader vs open+verify+load; last line loader_median_us=",

@@ -10,10 +10,10 @@
 
 static int bench_schedule(int argc, char **argv);
 static const magi_cli_opt bench_schedule_opts[] = {
-    {"--iters", NULL, NULL, "N", 0, "iterations (default 200)"},
-    {"--rank", NULL, NULL, "R", 0, "this rank's view of the regions (with --world)"},
-    {"--world", NULL, NULL, "N", 0, "number of ranks (with --rank)"},
-    {NULL, NULL, NULL, NULL, 0, NULL}};
+    {"--iters", NULL, "N", 0, "iterations (default 200)"},
+    {"--rank", NULL, "R", 0, "this rank's view of the regions (with --world)"},
+    {"--world", NULL, "N", 0, "number of ranks (with --rank)"},
+    {NULL, NULL, NULL, 0, NULL}};
 const magi_cli_command magi_cli_bench_schedule = {
     "bench schedule", "FILE...",
     "the load vs the overlap schedule after it; last line schedule_median_us=",

@@ -38,9 +38,9 @@ static magi_status region_bytes(const char *file, char key[65], void **bytes, si
 
 static int cmd_put(int argc, char **argv);
 static const magi_cli_opt put_opts[] = {
-    {"--key", NULL, NULL, "K", 0, "store under K instead of the region's key (one FILE)"},
-    {"--replace", NULL, NULL, NULL, 0, "replace an existing valid entry"},
-    {NULL, NULL, NULL, NULL, 0, NULL}};
+    {"--key", NULL, "K", 0, "store under K instead of the region's key (one FILE)"},
+    {"--replace", NULL, NULL, 0, "replace an existing valid entry"},
+    {NULL, NULL, NULL, 0, NULL}};
 const magi_cli_command magi_cli_cache_put = {
     "cache put", "DIR FILE...", "store each region's canonical artifact; prints KEY SHA STATUS FILE",
     "DIR is created if needed. A FILE of '-' is standard input.\n", put_opts, cmd_put};
@@ -96,9 +96,9 @@ static int cmd_put(int argc, char **argv) {
 
 static int cmd_get(int argc, char **argv);
 static const magi_cli_opt get_opts[] = {
-    {"-o", "--output", NULL, "OUT", 0, "write the entry to OUT (atomic) instead of standard output"},
-    {"--sha", NULL, NULL, "SHA", 0, "also require the content's SHA-256 to be SHA"},
-    {NULL, NULL, NULL, NULL, 0, NULL}};
+    {"-o", "--output", "OUT", 0, "write the entry to OUT (atomic) instead of standard output"},
+    {"--sha", NULL, "SHA", 0, "also require the content's SHA-256 to be SHA"},
+    {NULL, NULL, NULL, 0, NULL}};
 const magi_cli_command magi_cli_cache_get = {
     "cache get", "DIR KEY", "verified entry to OUT or stdout; exit 1 on a miss",
     "A corrupt entry is quarantined, reported on stderr and counts as a miss.\n"
@@ -151,8 +151,8 @@ static void last_use(char *when, size_t wcap, char *age, size_t acap, int64_t at
 
 static int cmd_ls(int argc, char **argv);
 static const magi_cli_opt ls_opts[] = {
-    {"--json", NULL, NULL, NULL, 0, "machine-readable output"},
-    {NULL, NULL, NULL, NULL, 0, NULL}};
+    {"--json", NULL, NULL, 0, "machine-readable output"},
+    {NULL, NULL, NULL, 0, NULL}};
 const magi_cli_command magi_cli_cache_ls = {
     "cache ls", "DIR", "entries: key, sha256, size, last use",
     "Creates nothing: a DIR that holds no cache is reported (exit 1).\n", ls_opts, cmd_ls};
@@ -201,7 +201,7 @@ static int cmd_ls(int argc, char **argv) {
 }
 
 static int cmd_verify(int argc, char **argv);
-static const magi_cli_opt cverify_opts[] = {{NULL, NULL, NULL, NULL, 0, NULL}};
+static const magi_cli_opt cverify_opts[] = {{NULL, NULL, NULL, 0, NULL}};
 const magi_cli_command magi_cli_cache_verify = {
     "cache verify", "DIR", "hash every entry; exit 4 if any was corrupt (quarantined)",
     "Creates nothing: a DIR that holds no cache is reported (exit 1).\n", cverify_opts, cmd_verify};
@@ -231,10 +231,10 @@ static int cmd_verify(int argc, char **argv) {
 
 static int cmd_gc(int argc, char **argv);
 static const magi_cli_opt gc_opts[] = {
-    {"--max-bytes", NULL, NULL, "N", 0, "evict least recently used entries down to N bytes (N, NK, NM, NG); required"},
-    {"--tmp-grace", NULL, NULL, "S", 0, "remove dead temporaries older than S seconds"},
-    {"--keep-quarantine", NULL, NULL, NULL, 0, "leave quarantined files alone"},
-    {NULL, NULL, NULL, NULL, 0, NULL}};
+    {"--max-bytes", NULL, "N", 0, "evict least recently used entries down to N bytes (N, NK, NM, NG); required"},
+    {"--tmp-grace", NULL, "S", 0, "remove dead temporaries older than S seconds"},
+    {"--keep-quarantine", NULL, NULL, 0, "leave quarantined files alone"},
+    {NULL, NULL, NULL, 0, NULL}};
 const magi_cli_command magi_cli_cache_gc = {
     "cache gc", "DIR --max-bytes N", "evict least recently used entries, dead temporaries, quarantine", NULL,
     gc_opts, cmd_gc};
@@ -280,7 +280,7 @@ static int cmd_gc(int argc, char **argv) {
 }
 
 static int cmd_key(int argc, char **argv);
-static const magi_cli_opt key_opts[] = {{NULL, NULL, NULL, NULL, 0, NULL}};
+static const magi_cli_opt key_opts[] = {{NULL, NULL, NULL, 0, NULL}};
 const magi_cli_command magi_cli_cache_key = {
     "cache key", "FILE...", "the key `cache put` would use for each file", NULL, key_opts, cmd_key};
 
@@ -314,8 +314,8 @@ static int cmd_key(int argc, char **argv) {
 
 static int cmd_rm(int argc, char **argv);
 static const magi_cli_opt rm_opts[] = {
-    {"--model", NULL, NULL, "TAG", 0, "remove model TAG's index and the regions no other index names"},
-    {NULL, NULL, NULL, NULL, 0, NULL}};
+    {"--model", NULL, "TAG", 0, "remove model TAG's index and the regions no other index names"},
+    {NULL, NULL, NULL, 0, NULL}};
 const magi_cli_command magi_cli_cache_rm = {
     "cache rm", "DIR KEY... | DIR --model TAG", "remove entries, or a model's index and the regions only it names",
     "Only an entry's owner removes it (in a group-shared DIR, another member's entry is refused).\n"

@@ -18,15 +18,14 @@
 
 static int magi_cmd_costs(int argc, char **argv);
 
-/* --costs and --peer-keys are spelled as in `schedule`; --table and
- * --peers are the older spellings, still accepted. */
+/* --costs and --peer-keys are spelled as in `schedule`. */
 static const magi_cli_opt costs_opts[] = {
-    {"--costs", NULL, "--table", "T.json", 0, "a measured cost table {KEY: us}"},
-    {"--peer-keys", NULL, "--peers", "K", MAGI_OPT_MULTI,
+    {"--costs", NULL, "T.json", 0, "a measured cost table {KEY: us}"},
+    {"--peer-keys", NULL, "K", MAGI_OPT_MULTI,
      "other ranks' key-set files (from --keys); a difference sets the table aside"},
-    {"--keys", NULL, NULL, NULL, 0, "print this rank's key set (the file peers pass to --peer-keys)"},
-    {"--json", NULL, NULL, NULL, 0, "machine-readable output"},
-    {NULL, NULL, NULL, NULL, 0, NULL}};
+    {"--keys", NULL, NULL, 0, "print this rank's key set (the file peers pass to --peer-keys)"},
+    {"--json", NULL, NULL, 0, "machine-readable output"},
+    {NULL, NULL, NULL, 0, NULL}};
 
 const magi_cli_command magi_cli_costs = {
     "costs", "FILE", "per-node cost-table keys, costs and their source",

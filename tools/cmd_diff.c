@@ -48,8 +48,8 @@ static size_t first_diff(const char *a, const char *b) {
 static int magi_cmd_diff(int argc, char **argv);
 
 static const magi_cli_opt diff_opts[] = {
-    {"--max", NULL, NULL, "N", 0, "show at most N differing nodes (default 10)"},
-    {NULL, NULL, NULL, NULL, 0, NULL}};
+    {"--max", NULL, "N", 0, "show at most N differing nodes (default 10)"},
+    {NULL, NULL, NULL, 0, NULL}};
 
 const magi_cli_command magi_cli_diff = {
     "diff", "A B", "node-by-node comparison under canonical symbol maps",

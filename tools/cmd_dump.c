@@ -5,8 +5,8 @@
 static int magi_cmd_dump(int argc, char **argv);
 
 static const magi_cli_opt dump_opts[] = {
-    {"--pretty", NULL, NULL, NULL, 0, "indent the JSON (default: compact)"},
-    {NULL, NULL, NULL, NULL, 0, NULL}};
+    {"--pretty", NULL, NULL, 0, "indent the JSON (default: compact)"},
+    {NULL, NULL, NULL, 0, NULL}};
 
 const magi_cli_command magi_cli_dump = {
     "dump", "FILE", "artifact (v1 or legacy v0) or JSON -> magi-fx JSON on stdout",

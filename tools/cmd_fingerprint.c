@@ -14,8 +14,8 @@ static int magi_cmd_fingerprint(int argc, char **argv);
 static int bench_fingerprint(int argc, char **argv);
 
 static const magi_cli_opt fingerprint_opts[] = {
-    {"--canon", NULL, NULL, NULL, 0, "print the canonical text that is hashed (one FILE)"},
-    {NULL, NULL, NULL, NULL, 0, NULL}};
+    {"--canon", NULL, NULL, 0, "print the canonical text that is hashed (one FILE)"},
+    {NULL, NULL, NULL, 0, NULL}};
 
 const magi_cli_command magi_cli_fingerprint = {
     "fingerprint", "FILE...", "canonical structural SHA-256, \"HEX  FILE\" per line",
@@ -25,8 +25,8 @@ const magi_cli_command magi_cli_fingerprint = {
     fingerprint_opts, magi_cmd_fingerprint};
 
 static const magi_cli_opt bench_fingerprint_opts[] = {
-    {"--iters", NULL, NULL, "N", 0, "iterations (default 500)"},
-    {NULL, NULL, NULL, NULL, 0, NULL}};
+    {"--iters", NULL, "N", 0, "iterations (default 500)"},
+    {NULL, NULL, NULL, 0, NULL}};
 
 const magi_cli_command magi_cli_bench_fingerprint = {
     "bench fingerprint", "FILE", "canonical fingerprint in process; last line fingerprint_median_us=", NULL,

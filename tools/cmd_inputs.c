@@ -8,8 +8,8 @@
 static int magi_cmd_inputs(int argc, char **argv);
 
 static const magi_cli_opt inputs_opts[] = {
-    {"--concrete", NULL, NULL, NULL, 0, "symbolic dims as their hints (concrete shapes)"},
-    {NULL, NULL, NULL, NULL, 0, NULL}};
+    {"--concrete", NULL, NULL, 0, "symbolic dims as their hints (concrete shapes)"},
+    {NULL, NULL, NULL, 0, NULL}};
 
 const magi_cli_command magi_cli_inputs = {
     "inputs", "FILE", "one input descriptor per placeholder (JSON)",
@@ -114,13 +114,13 @@ static magi_status legacy_fill_ee(void *ctx, uint8_t *buf, size_t len, uint64_t 
 static int bench_legacy(int argc, char **argv);
 
 static const magi_cli_opt bench_legacy_opts[] = {
-    {"--fixture", NULL, NULL, "F.json", 0, "the region to write as a legacy v0 file (required)"},
-    {"--mib", NULL, NULL, "N", 0, "size of its example_inputs payload in MiB (default 1024)"},
-    {"--iters", NULL, NULL, "K", 0, "cold loads, each in a fresh child process (default 5)"},
-    {"--dir", NULL, NULL, "D", 0, "where the file is written (default /tmp)"},
-    {"--dense", NULL, NULL, NULL, 0, "real payload bytes instead of a sparse file of zeros"},
-    {"--child", NULL, NULL, "FILE", MAGI_OPT_HIDDEN, "internal: one timed load"},
-    {NULL, NULL, NULL, NULL, 0, NULL}};
+    {"--fixture", NULL, "F.json", 0, "the region to write as a legacy v0 file (required)"},
+    {"--mib", NULL, "N", 0, "size of its example_inputs payload in MiB (default 1024)"},
+    {"--iters", NULL, "K", 0, "cold loads, each in a fresh child process (default 5)"},
+    {"--dir", NULL, "D", 0, "where the file is written (default /tmp)"},
+    {"--dense", NULL, NULL, 0, "real payload bytes instead of a sparse file of zeros"},
+    {"--child", NULL, "FILE", MAGI_OPT_HIDDEN, "internal: one timed load"},
+    {NULL, NULL, NULL, 0, NULL}};
 
 const magi_cli_command magi_cli_bench_legacy = {
     "bench legacy", "--fixture F.json",

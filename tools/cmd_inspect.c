@@ -16,9 +16,9 @@ static void json_list(const char *const *v, uint32_t n) {
 static int magi_cmd_inspect(int argc, char **argv);
 
 static const magi_cli_opt inspect_opts[] = {
-    {"--json", NULL, NULL, NULL, 0, "machine-readable output"},
-    {"--strict", NULL, NULL, NULL, 0, "refuse unknown keys in a JSON FILE (default: list them as skipped)"},
-    {NULL, NULL, NULL, NULL, 0, NULL}};
+    {"--json", NULL, NULL, 0, "machine-readable output"},
+    {"--strict", NULL, NULL, 0, "refuse unknown keys in a JSON FILE (default: list them as skipped)"},
+    {NULL, NULL, NULL, 0, NULL}};
 
 const magi_cli_command magi_cli_inspect = {
     "inspect", "FILE", "header, sections (sizes, digests), counts, skipped legacy keys", NULL, inspect_opts,

@@ -307,8 +307,7 @@ int magi_cmd_load(int argc, char **argv) {
          * several ranks does not fit: the one thing to say is how a job of
          * that many ranks is started (not the library's --group advice,
          * which is for a world that is given). */
-        if (backend && !have_world && !n_groups && st == MAGI_ERR_INVALID_ARG &&
-            strstr(magi_last_error(), "does not fit world")) {
+        if (backend && !have_world && !n_groups && st == MAGI_ERR_WORLD) {
             char gname[128] = "?";
             uint32_t gs = largest_group(gname, sizeof gname, paths, n, &lo);
             const char *why = check ? "--check-gathers binds the SymmBuffer windows"

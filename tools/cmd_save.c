@@ -7,11 +7,11 @@
 static int magi_cmd_save(int argc, char **argv);
 
 static const magi_cli_opt save_opts[] = {
-    {"-o", "--output", NULL, "OUT", 0, "the artifact to write ('-': standard output, never a terminal)"},
-    {"--level", NULL, NULL, "N", 0, "zstd level -7..22 for every section (default 0: fast decoding for the region, 19/6 for others)"},
-    {"-f", "--force", NULL, NULL, 0, "allow OUT to be IN (the input is replaced by the artifact)"},
-    {"--strict", NULL, NULL, NULL, 0, "refuse unknown keys in a JSON IN (default: warn and skip them)"},
-    {NULL, NULL, NULL, NULL, 0, NULL}};
+    {"-o", "--output", "OUT", 0, "the artifact to write ('-': standard output, never a terminal)"},
+    {"--level", NULL, "N", 0, "zstd level -7..22 for every section (default 0: fast decoding for the region, 19/6 for others)"},
+    {"-f", "--force", NULL, 0, "allow OUT to be IN (the input is replaced by the artifact)"},
+    {"--strict", NULL, NULL, 0, "refuse unknown keys in a JSON IN (default: warn and skip them)"},
+    {NULL, NULL, NULL, 0, NULL}};
 
 const magi_cli_command magi_cli_save = {
     "save", "IN -o OUT", "JSON, artifact or legacy file -> artifact v1 (atomic write)",

@@ -96,18 +96,18 @@ static void print_ce_note(const magi_sched_report *rep, int measured, const magi
 static int magi_cmd_schedule(int argc, char **argv);
 
 static const magi_cli_opt schedule_opts[] = {
-    {"--costs", NULL, "--table", "T.json", 0, "a measured cost table {KEY: us} (as in `costs`)"},
-    {"--peer-keys", NULL, "--peers", "K", MAGI_OPT_MULTI, "other ranks' key-set files (`costs FILE --keys`)"},
-    {"--peer-fingerprints", NULL, NULL, "F", 0,
+    {"--costs", NULL, "T.json", 0, "a measured cost table {KEY: us} (as in `costs`)"},
+    {"--peer-keys", NULL, "K", MAGI_OPT_MULTI, "other ranks' key-set files (`costs FILE --keys`)"},
+    {"--peer-fingerprints", NULL, "F", 0,
      "other ranks' fingerprints, one per line; any difference: exit 6, graph unchanged"},
-    {"--scale", NULL, NULL, "S", 0, "multiply every transfer cost by S (default 1)"},
-    {"--margin-us", NULL, NULL, "M", 0, "safety margin added to each transfer, in us (default 5)"},
-    {"--json", NULL, NULL, NULL, 0, "machine-readable report"},
-    {"--emit", NULL, NULL, "OUT", 0, "write the rescheduled region as an artifact"},
-    {"--timeline", NULL, NULL, "OUT.svg", 0, "draw the simulated timeline as SVG"},
-    {"--max-inflight-bytes", NULL, NULL, "B", 0,
+    {"--scale", NULL, "S", 0, "multiply every transfer cost by S (default 1)"},
+    {"--margin-us", NULL, "M", 0, "safety margin added to each transfer, in us (default 5)"},
+    {"--json", NULL, NULL, 0, "machine-readable report"},
+    {"--emit", NULL, "OUT", 0, "write the rescheduled region as an artifact"},
+    {"--timeline", NULL, "OUT.svg", 0, "draw the simulated timeline as SVG"},
+    {"--max-inflight-bytes", NULL, "B", 0,
      "bound on gathered-but-unconsumed bytes (default: two sets' worth; none: no bound)"},
-    {NULL, NULL, NULL, NULL, 0, NULL}};
+    {NULL, NULL, NULL, 0, NULL}};
 
 const magi_cli_command magi_cli_schedule = {
     "schedule", "REGION", "launch weight gathers early enough to hide them behind compute",

@@ -7,7 +7,7 @@
 
 static int magi_cmd_verify(int argc, char **argv);
 
-static const magi_cli_opt verify_opts[] = {{NULL, NULL, NULL, NULL, 0, NULL}};
+static const magi_cli_opt verify_opts[] = {{NULL, NULL, NULL, 0, NULL}};
 
 const magi_cli_command magi_cli_verify = {
     "verify", "FILE...", "check every digest; names the first bad section",

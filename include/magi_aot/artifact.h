@@ -20,7 +20,7 @@
 #define MAGI_AOT_ARTIFACT_H
 
 #include "graph.h"
-#include "load_options.h"
+#include "read_limits.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -49,12 +49,13 @@ extern "C" {
 /* Version of an options struct: a revision number in the high 16 bits and
  * the struct's size in the low 16. Every options struct has a NAME_VERSION
  * macro built from it; pass that macro. A revision only ever adds fields at
- * the end, so the library takes its own revision and every older one it
- * had (each at the size that revision had): the bytes of that revision are
- * read, never past them, and the fields added since take their defaults
- * (the INIT macro's values). A newer revision than the library's, a known
- * revision of another size (a binding's mirror missing a field) or a value
- * the library never had is refused with MAGI_ERR_VERSION, the message
+ * the end; from the first release on, the library takes its own revision
+ * and every older released one (each at the size that revision had): the
+ * bytes of that revision are read, never past them, and the fields added
+ * since take their defaults (the INIT macro's values). Before it, each
+ * struct has one revision, the current one. A newer revision than the
+ * library's, a known revision of another size (a binding's mirror missing
+ * a field) or a value the library never had is refused with MAGI_ERR_VERSION, the message
  * naming the struct, the revision and the sizes it takes. */
 #define MAGI_STRUCT_VERSION(rev, type) ((uint32_t)(((uint32_t)(rev) << 16) | (uint32_t)(sizeof(type) & 0xffffu)))
 
@@ -76,8 +77,13 @@ typedef enum magi_status {
     MAGI_ERR_UNSUPPORTED = -13,  /* feature not built in / not available */
     MAGI_ERR_NOT_FOUND = -14,    /* key, node or cache entry absent */
     MAGI_ERR_CORRUPT = -15,      /* stored data failed verification */
-    MAGI_ERR_DEVICE = -16        /* CUDA/NCCL runtime error */
+    MAGI_ERR_DEVICE = -16,       /* CUDA/NCCL runtime error */
+    MAGI_ERR_WORLD = -17         /* the rank, world or process groups given do not
+                                    fit a group the graphs gather over */
 } magi_status;
+/* The lowest status code: a status read back from another process (a
+ * rendezvous abort) below it, or positive, is not one of these. */
+#define MAGI_STATUS_MIN MAGI_ERR_WORLD
 
 /* Static string naming a status ("MAGI_ERR_FORMAT"); never NULL. */
 MAGI_API const char *magi_status_str(magi_status s);

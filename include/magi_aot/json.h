@@ -23,7 +23,7 @@
 #define MAGI_AOT_JSON_H
 
 #include "graph.h"
-#include "load_options.h"
+#include "read_limits.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -38,7 +38,7 @@
 #define MAGI_AOT_LOAD_H
 
 #include "graph.h"
-#include "load_options.h"
+#include "read_limits.h"
 #include "symm.h"
 #include "lower.h"
 
@@ -69,23 +69,20 @@ typedef struct magi_loader_options {
     uint32_t version;                 /* MAGI_LOADER_OPTIONS_VERSION */
     magi_load_transport transport;    /* AUTO by default */
     uint64_t window_cap_bytes;        /* 0: MAGI_SYMM_DEFAULT_WINDOW_CAP */
-    const magi_read_limits *limits;  /* NULL: defaults (load_options.h) */
+    const magi_read_limits *limits;  /* NULL: defaults (read_limits.h) */
     const char *backend;              /* NULL: plan and rewrite only; "host", "cuda":
                                          create the backend and rendezvous */
     /* rank, world and process groups (checked against the plan even without
      * a backend), rendezvous directory, timeout, device; its version field is
      * checked too. */
     magi_symm_backend_config bind;
-    /* revision 2 (a revision-1 struct is accepted, this field read as 0): */
     int keep_cast_pad;                /* 1: a lowered DTensor gather keeps its cast and pad in the
                                          graph (on NCCL, as traced); 0: a copy-engine load does
                                          them once at bind (magi_aot/lower.h) */
-    /* revision 3 (revisions 1 and 2 are accepted, the fields after them read as 0): */
     int rank_local;                   /* 1: every region is loaded as rank `bind.rank` runs it
                                          (magi_localize_rank: DTensor placeholders read through
                                          to_local become this rank's shards), before the lowering
                                          and the plan */
-    /* revision 4 (revisions 1 to 3 are accepted, the fields after them read as 0): */
     const char *const *cross_host_groups; /* n_cross_host_groups process-group names (as the
                                          graphs record them) whose members span hosts: the plan
                                          keeps their gathers on NCCL with reason "cross_host"
@@ -97,11 +94,6 @@ typedef struct magi_loader_options {
 #define MAGI_LOADER_OPTIONS_INIT \
     { MAGI_LOADER_OPTIONS_VERSION, MAGI_LOAD_TRANSPORT_AUTO, 0, NULL, NULL, MAGI_SYMM_BACKEND_CONFIG_INIT, 0, 0, \
       NULL, 0 }
-/* The sizes of a revision-1 (before keep_cast_pad), a revision-2 (before
- * rank_local) and a revision-3 (before cross_host_groups) magi_loader_options. */
-#define MAGI_LOADER_OPTIONS_V1_SIZE offsetof(magi_loader_options, keep_cast_pad)
-#define MAGI_LOADER_OPTIONS_V2_SIZE offsetof(magi_loader_options, rank_local)
-#define MAGI_LOADER_OPTIONS_V3_SIZE offsetof(magi_loader_options, cross_host_groups)
 
 /* Load any supported file: magi-fx JSON (first non-space byte '{'),
  * artifact v1 (magic) or legacy v0 (a msgpack map), chosen by content.
@@ -122,7 +114,9 @@ MAGI_API void magi_loader_free(magi_loader *ld);
 
 /* Load `n` region files as one set (see the top of this file). Replaces the
  * previous result. On failure the loader holds no regions (a NULL paths
- * or paths[i] is MAGI_ERR_INVALID_ARG, checked before any file is read). */
+ * or paths[i] is MAGI_ERR_INVALID_ARG, checked before any file is read;
+ * a bind's rank, world or groups that do not fit a group the graphs
+ * gather over is MAGI_ERR_WORLD, naming the group and the fix). */
 MAGI_API magi_status magi_loader_load(magi_loader *ld, const char *const *paths, uint32_t n);
 
 /* The same for region bytes held in memory (`n` buffers, copied; names[i]

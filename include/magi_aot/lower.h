@@ -95,9 +95,9 @@ MAGI_API magi_status magi_lower_redistribute(const magi_lowered **out, uint32_t 
 /* The rank-local form of region r, as the rank of `c` runs it: every
  * placeholder read through DTensor.to_local (the method `x.to_local()`, or
  * Dynamo's to_local closure) becomes that rank's local shard, and every
- * to_local node becomes a call_function of "magi_aot.rebuild.to_local"
- * (the Python package's stand-in: the local tensor of a DTensor, a plain
- * tensor as it is). The shard's dtype, requires_grad and device are the
+ * to_local node becomes a call_function of "magi.to_local" (a document
+ * target, docs/MAGI_FX_JSON.md, which the Python package resolves to its
+ * stand-in: the local tensor of a DTensor, a plain tensor as it is). The shard's dtype, requires_grad and device are the
  * to_local node's example's; its shape is computed from the placeholder's
  * DTensor spec (magi_aot/dtensor.h) for the rank's mesh coordinates (its
  * position in each mesh dimension's group named in c->groups, else the

@@ -109,7 +109,6 @@ typedef struct magi_symm_plan_options {
                                         names) used in error messages */
     const magi_symm_transport *region_transports; /* NULL, or one transport per
                                         region (overrides `transport`) */
-    /* revision 3: */
     const char *const *cross_host_groups; /* n_cross_host_groups process-group names (as the
                                         graphs record them) whose members span hosts: their
                                         gathers stay on NCCL (MAGI_SYMM_KEEP_CROSS_HOST, a
@@ -118,8 +117,6 @@ typedef struct magi_symm_plan_options {
 } magi_symm_plan_options;
 #define MAGI_SYMM_PLAN_OPTIONS_INIT \
     { MAGI_SYMM_PLAN_OPTIONS_VERSION, MAGI_SYMM_TRANSPORT_COPY_ENGINE, 0, 0, NULL, NULL, NULL, 0 }
-/* The size of a revision-2 (before cross_host_groups) magi_symm_plan_options. */
-#define MAGI_SYMM_PLAN_OPTIONS_V2_SIZE offsetof(magi_symm_plan_options, cross_host_groups)
 
 /* A window: one contiguous buffer of one dtype for one process group,
  * identical in layout on every rank. Windows past the cap are split into
@@ -251,7 +248,6 @@ typedef struct magi_symm_backend_config {
     int device;                /* cuda: device ordinal */
     void *world_comm;          /* cuda: ncclComm_t over all ranks (plan check, IPC
                                   handle exchange, barrier); NULL: socket rendezvous */
-    /* revision 3: */
     const char *job_id;        /* identity of the job, the same on every rank (e.g. the
                                   launcher's run id); NULL: none. Its SHA-256 is part
                                   of every rendezvous handshake: ranks of another job
@@ -261,9 +257,6 @@ typedef struct magi_symm_backend_config {
 } magi_symm_backend_config;
 #define MAGI_SYMM_BACKEND_CONFIG_INIT \
     { MAGI_SYMM_BACKEND_CONFIG_VERSION, 0, 1, NULL, 0, NULL, 0, 0, NULL, NULL, 0 }
-/* The size of a revision-2 magi_symm_backend_config (before job_id); such a
- * struct is accepted, job_id read as NULL and max_window_bytes as 0. */
-#define MAGI_SYMM_BACKEND_CONFIG_V2_SIZE offsetof(magi_symm_backend_config, job_id)
 
 /* A group resolved for the caller: members in group order and the caller's
  * position. Passed to backends. */
@@ -346,7 +339,9 @@ typedef struct magi_symm_backend magi_symm_backend;
 
 /* Create a backend for `plan` (borrowed: must outlive the backend), resolve
  * the groups of every window, and allocate the local windows.
- * Owned by the caller: magi_symm_backend_free(). */
+ * Owned by the caller: magi_symm_backend_free(). MAGI_ERR_WORLD when the
+ * config's rank, world or groups do not fit a window's group (its size,
+ * its members, consecutive blocks of the world), naming the group. */
 MAGI_API magi_status magi_symm_backend_create(magi_symm_backend **out,
                                               const magi_symm_backend_ops *ops,
                                               const magi_symm_plan *plan,

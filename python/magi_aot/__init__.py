@@ -31,10 +31,6 @@ def save_backend(cache_dir, model_tag, **kw):
     return SaveBackend(cache_dir, model_tag, **kw)
 
 
-# bind_model: the earlier name of warm_start, kept as an alias of it.
-bind_model = warm_start
-
-
 def library_version():
     from ._lib import lib
     return lib.magi_version().decode()
@@ -44,4 +40,4 @@ __all__ = ["MagiError", "MagiUnsupported", "TorchRequiredError", "Region", "load
            "load_many",
            "save", "save_doc",
            "fingerprint", "inputs", "region_from_doc", "graph_to_doc", "save_backend",
-           "lib_path", "library_version", "warm_start", "bind_model"]
+           "lib_path", "library_version", "warm_start"]

@@ -36,6 +36,8 @@ import threading
 from ctypes import (POINTER, Structure, byref, c_char, c_char_p, c_double, c_int,
                     c_int64, c_size_t, c_uint, c_uint8, c_uint32, c_uint64, c_void_p)
 
+from . import config
+
 __all__ = ["MagiError", "MagiUnsupported", "lib", "lib_path", "has"]
 
 def status_name(code):
@@ -100,7 +102,7 @@ def struct_version(rev, struct):
 
 
 class LoadOptions(Structure):
-    """magi_read_limits, the limits every reader takes, revision 1."""
+    """magi_read_limits (read_limits.h), revision 1."""
     REVISION = 1
     _fields_ = [("version", c_uint32), ("max_input_bytes", c_uint64),
                 ("max_decompressed_bytes", c_uint64), ("max_depth", c_uint32),
@@ -457,7 +459,7 @@ def _bundled(d):
 
 def _candidates():
     """(paths to try in order, the places looked in)."""
-    env = os.environ.get("MAGI_AOT_LIB")
+    env = config.LIB.get()
     if env:
         return [env], ["MAGI_AOT_LIB=" + env]
     out, looked = [], []
@@ -518,7 +520,7 @@ class _Lib:
                 self._dll, self._path = dll, path
                 break
             if self._dll is None:
-                env = os.environ.get("MAGI_AOT_LIB")
+                env = config.LIB.get()
                 if env:
                     raise OSError("libmagi_aot not found at MAGI_AOT_LIB=%s (%s); point it "
                                   "at a libmagi_aot.so, or unset it to use the package's own "

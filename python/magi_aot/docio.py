@@ -41,6 +41,7 @@ import sys
 import threading
 from ctypes import byref, c_size_t, c_void_p
 
+from . import config
 from ._lib import MagiError, MagiUnsupported, has, lib, lib_path
 
 __all__ = ["document", "document_bytes", "document_direct", "document_json",
@@ -83,7 +84,7 @@ def _lib_dir():
 
 def _find_extension():
     """(module or None, reason when None)."""
-    env = os.environ.get("MAGI_AOT_DOCBUILD", "")
+    env = config.DOCBUILD.get()
     if env.lower() in ("0", "off", "no", "false"):
         return None, "turned off by MAGI_AOT_DOCBUILD=%s" % env
     if not has("magi_doc_walk"):

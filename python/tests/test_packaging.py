@@ -148,7 +148,6 @@ class LibraryInPackage(unittest.TestCase):
 
 
 PACKAGE = os.path.join(ROOT, "python", "magi_aot")
-OLD_PATHS = ("rebuild.py", "targets.py", "ops.py", "backend.py")  # documented paths kept as aliases
 
 
 def _tree():
@@ -191,7 +190,7 @@ def _imports(path):
 class ModuleLayout(unittest.TestCase):
     """docs/PYTHON.md's "Module layout" and docs/ARCHITECTURE.md's Python
     table name the files of the tree, the subpackages import the core and
-    nothing the other way, and the documented old paths still serve."""
+    nothing the other way, and each module has one import path."""
 
     def _doc_files(self, doc, start, stop):
         with open(os.path.join(ROOT, "docs", doc)) as f:
@@ -225,7 +224,7 @@ class ModuleLayout(unittest.TestCase):
             if not f.endswith(".py"):
                 continue
             rel = f[len("magi_aot/"):]
-            if rel in OLD_PATHS or rel == "__init__.py":
+            if rel == "__init__.py":
                 continue
             layer = next((s for s in subs if ("magi_aot/" + rel).startswith(s.replace(".", "/") + "/")), None)
             for m in _imports(os.path.join(PACKAGE, rel)):
@@ -233,26 +232,105 @@ class ModuleLayout(unittest.TestCase):
                 if hit is not None:
                     self.assertIn(hit, may.get(layer, ()), "%s imports %s at module level" % (f, m))
 
-    def test_documented_old_paths_serve(self):
+    def test_one_path_per_module(self):
+        """No top-level module re-exports a subpackage's (one import path
+        each) and warm_start has one name; documents name the to_local
+        stand-in by its document target, which resolves both ways."""
         import importlib
         import magi_aot
         from magi_aot.fx import rebuild, targets
-        self.assertIs(magi_aot.bind_model, magi_aot.warm_start)
-        self.assertIs(importlib.import_module("magi_aot.rebuild"), rebuild)
-        self.assertIs(importlib.import_module("magi_aot.targets"), targets)
-        from magi_aot import backend, cache
-        self.assertIs(backend.cache_get, cache.cache_get)
-        self.assertIs(backend.read_index, cache.read_index)
-        # documents name the to_local stand-in magi_aot.rebuild.to_local
-        self.assertEqual(rebuild.TO_LOCAL, "magi_aot.rebuild.to_local")
+        self.assertFalse(hasattr(magi_aot, "bind_model"))
+        for old in ("rebuild", "targets", "ops", "backend"):
+            with self.assertRaises(ImportError, msg="magi_aot." + old):
+                importlib.import_module("magi_aot." + old)
+        self.assertEqual(rebuild.TO_LOCAL, "magi.to_local")
         self.assertEqual(targets.name_of(rebuild.to_local), rebuild.TO_LOCAL)
         self.assertIs(targets.resolve_allowed(rebuild.TO_LOCAL), rebuild.to_local)
-        try:
-            import torch  # noqa: F401
-        except ImportError:
-            return
-        from magi_aot.runtime import ops
-        self.assertIs(importlib.import_module("magi_aot.ops"), ops)
+        self.assertIs(targets.resolve(rebuild.TO_LOCAL), rebuild.to_local)
+        with self.assertRaises(targets.TargetRefused):   # the old Python path is no target
+            targets.resolve_allowed("magi_aot.rebuild.to_local")
+
+
+class Configuration(unittest.TestCase):
+    """magi_aot/config.py holds every environment variable the package
+    reads: nothing else in the package reads the environment, the C sources
+    read none, and docs/PYTHON.md's table is the module's."""
+
+    def test_only_config_reads_the_environment(self):
+        import re
+        pat = re.compile(r"\bos\.environ\b|\bgetenv\b|\benviron\s*\[|from\s+os\s+import\s+[^\n]*\benviron\b")
+        found = []
+        for f in sorted(_tree()):
+            if not f.endswith(".py") or f == "magi_aot/config.py":
+                continue
+            with open(os.path.join(PACKAGE, f[len("magi_aot/"):])) as fh:
+                for n, line in enumerate(fh, 1):
+                    if pat.search(line.split("#", 1)[0]):
+                        found.append("%s:%d: %s" % (f, n, line.strip()))
+        self.assertEqual(found, [], "read the environment through magi_aot.config")
+
+    def test_the_c_sources_read_no_environment(self):
+        import glob
+        import re
+        pat = re.compile(r"\b(secure_)?getenv\s*\(|\benviron\b")
+        files = [f for d in ("src", "tools") for f in glob.glob(os.path.join(ROOT, d, "**", "*.[ch]"),
+                                                                recursive=True)]
+        files += glob.glob(os.path.join(PACKAGE, "*.c")) + glob.glob(os.path.join(PACKAGE, "csrc", "*"))
+        self.assertGreater(len(files), 50)
+        found = [os.path.relpath(f, ROOT) for f in files if pat.search(open(f, errors="replace").read())]
+        self.assertEqual(found, [], "the C library takes no setting from the environment (docs/PYTHON.md)")
+
+    def test_every_variable_named_is_in_the_table(self):
+        import re
+        from magi_aot import config
+        names = {s.name for s in config.SETTINGS}
+        named = set()
+        for f in sorted(_tree()):
+            if f.endswith(".py"):
+                with open(os.path.join(PACKAGE, f[len("magi_aot/"):])) as fh:
+                    named.update(re.findall(r"\bMAGI_AOT_[A-Z_]+\b", fh.read()))
+        for doc in ("README.md", os.path.join("docs", "PYTHON.md")):
+            with open(os.path.join(ROOT, doc)) as fh:
+                named.update(re.findall(r"\bMAGI_AOT_[A-Z_]+\b", fh.read()))
+        self.assertEqual(named - names, set(), "named in the package or its docs, missing from magi_aot.config")
+
+    def test_docs_table_is_the_modules(self):
+        from magi_aot import config
+        with open(os.path.join(ROOT, "docs", "PYTHON.md")) as f:
+            text = f.read()
+        marker = "<!-- configuration table: generated by magi_aot.config.doc_table() -->\n"
+        self.assertIn(marker, text)
+        at = text.index(marker) + len(marker)
+        end = text.find("\n\n", at)
+        self.assertEqual(text[at:end + 1], config.doc_table(),
+                         "docs/PYTHON.md's Configuration table differs from magi_aot.config.doc_table()")
+
+    def test_settings_parse_as_the_readers_did(self):
+        from magi_aot import config
+        self.assertEqual(len({s.name for s in config.SETTINGS}), len(config.SETTINGS))
+        self.assertIs(config.by_name("MAGI_AOT_ON_MISS"), config.ON_MISS)
+        with self.assertRaises(KeyError):
+            config.by_name("MAGI_AOT_NO_SUCH")
+        env = {}
+        self.assertEqual([s.get(env) for s in config.SETTINGS], [s.default for s in config.SETTINGS])
+        env = {"MAGI_AOT_OPS": " C++ ", "MAGI_AOT_ALLOW_TARGETS": " a.b , ,c.* ",
+               "MAGI_AOT_TRUST_COMPILED": "yes", "MAGI_AOT_DIRECT": "0", "MAGI_AOT_ON_MISS": "",
+               "MAGI_AOT_PROGRESS_S": "-3", "MAGI_AOT_LIB": "", "MAGI_AOT_HOST_ID": "h1"}
+        self.assertEqual(config.OPS.get(env), "c++")
+        self.assertEqual(config.ALLOW_TARGETS.get(env), ("a.b", "c.*"))
+        self.assertIs(config.TRUST_COMPILED.get(env), False)      # only "1" trusts
+        self.assertIs(config.TRUST_COMPILED.get({"MAGI_AOT_TRUST_COMPILED": "1"}), True)
+        self.assertIs(config.DIRECT.get(env), False)
+        self.assertEqual(config.ON_MISS.get(env), "compile")        # empty: the default
+        self.assertEqual(config.PROGRESS_S.get(env), 0.0)
+        self.assertEqual(config.PROGRESS_S.get({"MAGI_AOT_PROGRESS_S": "soon"}), 30.0)
+        self.assertIsNone(config.LIB.get(env))
+        self.assertEqual(config.LIB.raw(env), "")
+        from magi_aot.runtime.hosts import host_id
+        self.assertEqual(host_id(env), "env:h1")
+        self.assertEqual(host_id({"LOCAL_WORLD_SIZE": "8", "GROUP_RANK": "3"}), "node:3")
+        self.assertTrue(host_id({"GROUP_RANK": "3"}).startswith("name:"))
+
 
 def _slug(heading):
     """The anchor a Markdown renderer (GitHub's rule) gives a heading."""

@@ -26,6 +26,7 @@ const char *magi_status_str(magi_status s) {
     case MAGI_ERR_NOT_FOUND: return "MAGI_ERR_NOT_FOUND";
     case MAGI_ERR_CORRUPT: return "MAGI_ERR_CORRUPT";
     case MAGI_ERR_DEVICE: return "MAGI_ERR_DEVICE";
+    case MAGI_ERR_WORLD: return "MAGI_ERR_WORLD";
     }
     return "MAGI_ERR_UNKNOWN";
 }

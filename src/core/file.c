@@ -1,5 +1,5 @@
-/* Files: atomic writes (temp + fsync + rename + fsync dir) and read-only
- * mappings. */
+/* Files: whole regular files read under a byte limit, atomic writes
+ * (temp + fsync + rename + fsync dir) and read-only mappings. */
 #include "internal.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -201,4 +201,48 @@ void magi_unmap_file(magi_mapped *m) {
     if (m->mapped) munmap((void *)m->data, m->size);
     if (m->copied) free((void *)m->data);
     memset(m, 0, sizeof *m);
+}
+
+magi_status magi_open_regular(const char *path, uint64_t max_bytes, int *fd_out, size_t *size_out) {
+    magi_status st = MAGI_OK;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return magi_set_error(MAGI_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) MAGI_FAIL(MAGI_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
+    if (!S_ISREG(sb.st_mode)) MAGI_FAIL(MAGI_ERR_IO, "%s: not a regular file", path);
+    if ((uint64_t)sb.st_size > max_bytes || (uint64_t)sb.st_size > SIZE_MAX - 1)
+        MAGI_FAIL(MAGI_ERR_LIMIT, "%s: %lld bytes exceeds the input limit of %llu bytes", path,
+                  (long long)sb.st_size, (unsigned long long)max_bytes);
+    *fd_out = fd;
+    *size_out = (size_t)sb.st_size;
+    return MAGI_OK;
+cleanup:
+    close(fd);
+    return st;
+}
+
+magi_status magi_read_file(const char *path, uint64_t max_bytes, char **out, size_t *out_len) {
+    magi_status st = MAGI_OK;
+    char *buf = NULL;
+    int fd;
+    size_t size;
+    if ((st = magi_open_regular(path, max_bytes, &fd, &size)) != MAGI_OK) return st;
+    buf = malloc(size + 1);
+    if (!buf) MAGI_FAIL(MAGI_ERR_NOMEM, "%s: out of memory reading %zu bytes", path, size);
+    size_t got = 0;
+    while (got < size) {
+        ssize_t n = read(fd, buf + got, size - got);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) MAGI_FAIL(MAGI_ERR_IO, "%s: read failed: %s", path, strerror(errno));
+        if (n == 0) break; /* file shrank: use what is there */
+        got += (size_t)n;
+    }
+    buf[got] = '\0';
+    *out = buf;
+    *out_len = got;
+    buf = NULL;
+cleanup:
+    free(buf);
+    close(fd);
+    return st;
 }

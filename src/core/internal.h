@@ -6,7 +6,7 @@
 
 #include "magi_aot/common.h"
 #include "magi_aot/arena.h"
-#include "magi_aot/load_options.h"
+#include "magi_aot/read_limits.h"
 #include "magi_aot/text.h"
 #include <stdarg.h>
 

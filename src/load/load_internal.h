@@ -16,10 +16,6 @@
  * not a string is MAGI_ERR_FORMAT. */
 magi_status magi_compile_config_transport(const char *json, char *out, size_t cap, int *found);
 
-/* Check that every window's process group resolves for bind config `c`
- * (explicit members, or consecutive ranks that fit the world). */
-magi_status magi_loader_check_groups(const magi_symm_plan *plan, const magi_symm_backend_config *c);
-
 /* Waits the wait join dropped in region i (0 for a NULL ld or i out of range). */
 uint32_t magi_loader_waits_joined(const magi_loader *ld, uint32_t i);
 

@@ -72,20 +72,10 @@ magi_status magi_loader_new(magi_loader **out, const magi_loader_options *opts) 
     *out = NULL;
     magi_loader_options o = MAGI_LOADER_OPTIONS_INIT;
     if (opts) {
-        /* Revision 1 (before keep_cast_pad) came in two sizes: its bind a
-         * revision-2 config (before job_id), then a revision-3 one.
-         * Revision 2 is the struct before rank_local, revision 3 before
-         * cross_host_groups. */
-        static const uint32_t revs[] = {
-            MAGI_STRUCT_REV(1, offsetof(magi_loader_options, bind) + MAGI_SYMM_BACKEND_CONFIG_V2_SIZE),
-            MAGI_STRUCT_REV(1, MAGI_LOADER_OPTIONS_V1_SIZE), MAGI_STRUCT_REV(2, MAGI_LOADER_OPTIONS_V2_SIZE),
-            MAGI_STRUCT_REV(3, MAGI_LOADER_OPTIONS_V3_SIZE), MAGI_LOADER_OPTIONS_VERSION};
-        size_t have;
-        if ((st = magi_struct_read(&o, &have, opts, SIZE_MAX, "magi_loader_options", MAGI_STRUCT_REVS(revs))))
+        static const uint32_t revs[] = {MAGI_LOADER_OPTIONS_VERSION};
+        if ((st = magi_struct_read(&o, NULL, opts, SIZE_MAX, "magi_loader_options", MAGI_STRUCT_REVS(revs))))
             return st;
-        size_t bind_have = have - offsetof(magi_loader_options, bind);
-        if (bind_have > sizeof o.bind) bind_have = sizeof o.bind;
-        if ((st = magi_symm_backend_config_read(&o.bind, &opts->bind, bind_have, "magi_loader_options.bind")))
+        if ((st = magi_symm_backend_config_read(&o.bind, &opts->bind, sizeof o.bind, "magi_loader_options.bind")))
             return st;
     }
     if (o.transport != MAGI_LOAD_TRANSPORT_AUTO && o.transport != MAGI_LOAD_TRANSPORT_NCCL &&
@@ -194,6 +184,17 @@ static magi_status decide_transport(magi_loader *ld, entry *e) {
                               e->path, name);
     e->info.transport_source = MAGI_TRANSPORT_FROM_COMPILE_CONFIG;
     return MAGI_OK;
+}
+
+/* Check that every window's process group resolves for bind config `c`
+ * (explicit members, or consecutive ranks that fit the world). */
+static magi_status check_groups(const magi_symm_plan *plan, const magi_symm_backend_config *c) {
+    magi_symm_group_view *views = NULL;
+    uint32_t *ranks = NULL;
+    magi_status st = magi_symm_resolve_groups(&views, &ranks, plan, c);
+    free(views);
+    free(ranks);
+    return st;
 }
 
 /* --------------------------------------------------------------- lower */
@@ -312,7 +313,7 @@ static magi_status load_set(magi_loader *ld, const char *fn, const char *const *
     po.n_cross_host_groups = ld->o.n_cross_host_groups;
     MAGI_CHECK(magi_symm_plan_build(&ld->plan, regs, n, &po));
     if (ld->o.backend || ld->o.bind.world > 1 || ld->o.bind.n_groups)
-        MAGI_CHECK(magi_loader_check_groups(ld->plan, &ld->o.bind));
+        MAGI_CHECK(check_groups(ld->plan, &ld->o.bind));
     for (uint32_t i = 0; i < n; i++) {
         entry *e = &ld->e[i];
         uint32_t ng = 0, changed = 0;

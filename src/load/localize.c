@@ -8,7 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define T_LOCAL_STAND_IN "magi_aot.rebuild.to_local"
+/* The document target of the to_local stand-in: a name of the document's
+ * own namespace, which the Python package resolves to its to_local
+ * (docs/MAGI_FX_JSON.md, "Document targets"); the operator table reads
+ * its last component, "to_local". */
+#define T_LOCAL_STAND_IN "magi.to_local"
 
 /* The placeholder a to_local node reads (its first argument), or UINT32_MAX. */
 static uint32_t to_local_source(const magi_region *r, const magi_node *n) {

@@ -80,7 +80,7 @@ magi_status magi_symm_resolve_groups(magi_symm_group_view **views_out, uint32_t 
             if (!strcmp(c->groups[k].name, w[i].group)) g = &c->groups[k];
         if (g) {
             if (g->size != w[i].group_size)
-                MAGI_FAIL(MAGI_ERR_INVALID_ARG,
+                MAGI_FAIL(MAGI_ERR_WORLD,
                           "process group '%s': %u ranks given, the graph gathers over %u; " GROUP_FIX,
                           g->name, g->size, w[i].group_size, g->name);
             int found = 0;
@@ -89,14 +89,14 @@ magi_status magi_symm_resolve_groups(magi_symm_group_view **views_out, uint32_t 
                 next[k] = g->ranks[k];
             }
             if (!found)
-                MAGI_FAIL(MAGI_ERR_INVALID_ARG,
+                MAGI_FAIL(MAGI_ERR_WORLD,
                           "process group '%s' (ranks given) does not contain this rank %u; " GROUP_FIX,
                           g->name, c->rank, g->name);
             v->comm = g->comm;
         } else {
             uint32_t s = w[i].group_size;
             if (s > c->world || c->world % s)
-                MAGI_FAIL(MAGI_ERR_INVALID_ARG,
+                MAGI_FAIL(MAGI_ERR_WORLD,
                           "process group '%s' of size %u does not fit world %u as consecutive ranks; " GROUP_FIX,
                           w[i].group, s, c->world, w[i].group);
             uint32_t base = c->rank / s * s;
@@ -129,8 +129,7 @@ magi_status magi_symm_backend_group(magi_symm_group_view *out, const magi_symm_b
 
 magi_status magi_symm_backend_config_read(magi_symm_backend_config *dst, const magi_symm_backend_config *src,
                                           size_t avail, const char *what) {
-    static const uint32_t revs[] = {MAGI_STRUCT_REV(2, MAGI_SYMM_BACKEND_CONFIG_V2_SIZE),
-                                    MAGI_SYMM_BACKEND_CONFIG_VERSION};
+    static const uint32_t revs[] = {MAGI_SYMM_BACKEND_CONFIG_VERSION};
     static const magi_symm_backend_config init = MAGI_SYMM_BACKEND_CONFIG_INIT;
     *dst = init;
     return magi_struct_read(dst, NULL, src, avail, what, MAGI_STRUCT_REVS(revs));

@@ -371,7 +371,7 @@ static magi_status agree(magi_symm_cuda *c, magi_status mine) {
             if (rc) {
                 all[offs[r + 1] - 1] = 0;
                 magi_status rs = (magi_status)rc;
-                if (rs > 0 || rs < MAGI_ERR_DEVICE) rs = MAGI_ERR_DEVICE;
+                if (rs > 0 || rs < MAGI_STATUS_MIN) rs = MAGI_ERR_DEVICE;
                 st = magi_set_error(rs, "cuda backend rendezvous: rank %u failed: %s", r,
                                     (const char *)all + offs[r] + 4);
                 break;
@@ -433,7 +433,7 @@ static magi_status check_records(magi_symm_cuda *c, uint8_t *all, const size_t *
                                   r, h->rank, h->world, c->world);
         if (h->status) {
             magi_status rs = (magi_status)h->status;
-            if (rs > 0 || rs < MAGI_ERR_DEVICE) rs = MAGI_ERR_DEVICE;
+            if (rs > 0 || rs < MAGI_STATUS_MIN) rs = MAGI_ERR_DEVICE;
             const char *msg = "(no message)";
             if (n > sizeof *h) {
                 all[offs[r + 1] - 1] = 0;

@@ -283,7 +283,7 @@ static magi_status check_abort(host_state *s) {
     uint32_t a = __atomic_load_n(&h->abort_flag, __ATOMIC_ACQUIRE);
     if (!a || a == ABORT_CLAIMED || a == s->rank + 1) return MAGI_OK;
     magi_status st = (magi_status)h->abort_status;
-    if (st >= 0 || st < MAGI_ERR_DEVICE) st = MAGI_ERR_DEVICE;
+    if (st >= 0 || st < MAGI_STATUS_MIN) st = MAGI_ERR_DEVICE;
     return magi_set_error(st, "rendezvous in '%s': rank %u failed: %.1000s", s->dir, a - 1, h->abort_msg);
 }
 

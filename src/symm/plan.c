@@ -693,8 +693,7 @@ magi_status magi_symm_plan_build(magi_symm_plan **out, const magi_region *const 
     for (uint32_t i = 0; i < n_regions; i++) MAGI_ARG_CHECK(regions[i], "regions[%u] is NULL", i);
     magi_symm_plan_options o = MAGI_SYMM_PLAN_OPTIONS_INIT;
     if (opts) {
-        static const uint32_t revs[] = {MAGI_STRUCT_REV(2, MAGI_SYMM_PLAN_OPTIONS_V2_SIZE),
-                                        MAGI_SYMM_PLAN_OPTIONS_VERSION};
+        static const uint32_t revs[] = {MAGI_SYMM_PLAN_OPTIONS_VERSION};
         if ((st = magi_struct_read(&o, NULL, opts, SIZE_MAX, "magi_symm_plan_options", MAGI_STRUCT_REVS(revs))))
             return st;
     }

@@ -137,7 +137,7 @@ magi_status magi_symm_sock_abort(magi_symm_sock *s, magi_status st) {
 
 static magi_status error_from_frame(const frame *f, const uint8_t *pl, const char *ctx) {
     magi_status st = (magi_status)f->arg;
-    if (st >= 0 || st < MAGI_ERR_DEVICE) st = MAGI_ERR_DEVICE;
+    if (st >= 0 || st < MAGI_STATUS_MIN) st = MAGI_ERR_DEVICE;
     return magi_set_error(st, "%s: %s", ctx, (const char *)pl);
 }
 

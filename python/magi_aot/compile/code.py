@@ -63,6 +63,7 @@ import atexit
 import contextlib
 import functools
 import hashlib
+import inspect
 import json
 import os
 import platform
@@ -73,6 +74,7 @@ import sys
 import tempfile
 import time
 
+from .. import config
 from .._lib import MagiError
 
 __all__ = ["environment_key", "pack", "unpack", "compile_region", "load_region_code",
@@ -83,8 +85,8 @@ VERSION = 1
 MAX_HEADER = 64 << 20
 KEY_FIELDS = ("torch", "torch_git", "python", "cuda", "triton", "device", "fingerprint",
               "transport")
-SIMULATE_ENV = "MAGI_AOT_SIMULATE_KEY"   # "field=value,..." overrides the running key
-TRUST_ENV = "MAGI_AOT_TRUST_COMPILED"    # "1": load stored code whoever wrote it
+SIMULATE_ENV = config.SIMULATE_KEY.name   # "field=value,..." overrides the running key
+TRUST_ENV = config.TRUST_COMPILED.name    # "1": load stored code whoever wrote it
 UNKNOWN_ORIGIN = "the caller did not say who wrote the compiled code"
 
 
@@ -175,7 +177,7 @@ def environment_key(device, fingerprint, transport):
            "python": "%d.%d" % sys.version_info[:2], "cuda": torch.version.cuda,
            "triton": _triton_version(), "device": dev, "fingerprint": fingerprint,
            "transport": transport}
-    sim = os.environ.get(SIMULATE_ENV)
+    sim = config.SIMULATE_KEY.get()
     if sim:
         for item in sim.split(","):
             k, _, v = item.partition("=")
@@ -310,13 +312,13 @@ def use_triton_cache(cache_dir):
     Returns the directory in use, or None when the magi cache directory is
     not private to this user (a group-shared cache): then Triton keeps its
     default, as a directory others can write must not hold code we load."""
-    cur = os.environ.get("TRITON_CACHE_DIR")
+    cur = config.TRITON_CACHE_DIR.raw()
     if cur:
         return cur
     root = os.path.join(os.fspath(cache_dir), TRITON_DIR)
     if not (_private_dir(os.fspath(cache_dir)) and _private_dir(root)):
         return None
-    os.environ["TRITON_CACHE_DIR"] = root
+    config.TRITON_CACHE_DIR.set(root)
     return root
 
 
@@ -503,7 +505,7 @@ def _tune_blobs(root):
 
 # ------------------------------------------------------------------ the direct module
 DIRECT_VERSION = 1
-DIRECT_ENV = "MAGI_AOT_DIRECT"   # "0": load stored code with CompiledArtifact.load only
+DIRECT_ENV = config.DIRECT.name   # "0": load stored code with CompiledArtifact.load only
 
 
 @contextlib.contextmanager
@@ -824,7 +826,7 @@ def load_direct(blobs, timings):
     (CPU); Triton kernels compile from the module through Triton's cache."""
     import marshal
     import types
-    if os.environ.get(DIRECT_ENV) == "0":
+    if not config.DIRECT.get():
         return None, "%s=0" % DIRECT_ENV
     raw = blobs.get("direct.json")
     if raw is None:
@@ -967,12 +969,10 @@ def compile_from_graph(region, timings, grad_enabled=False, allow_targets=()):
         from .grad import inference_copy
         gm = inference_copy(gm)
     with torch.set_grad_enabled(grad_enabled):
-        try:
+        if "fake_mode" in inspect.signature(standalone_compile).parameters:
             art = standalone_compile(gm, list(args), dynamic_shapes="from_example_inputs",
                                      fake_mode=fake_mode)
-        except TypeError as e:  # a release without the fake_mode argument (2.11)
-            if "fake_mode" not in str(e):
-                raise
+        else:  # a release without the fake_mode argument (2.11)
             art = _compile_in_mode(standalone_compile, gm, list(args), fake_mode)
     timings["compile_s"] = time.perf_counter() - t
     return art
@@ -1044,7 +1044,7 @@ def trust_opted_in(trust_compiled=None):
     trust_compiled when given, else MAGI_AOT_TRUST_COMPILED=1."""
     if trust_compiled is not None:
         return bool(trust_compiled)
-    return os.environ.get(TRUST_ENV, "") == "1"
+    return config.TRUST_COMPILED.get()
 
 
 def will_load(untrusted, trust_compiled=None):

@@ -22,11 +22,13 @@ import sys
 import threading
 import time
 
+from .. import config
+
 __all__ = ["say", "Progress"]
 
 log = logging.getLogger("magi_aot.warm")
-INTERVAL_ENV = "MAGI_AOT_PROGRESS_S"
-DEFAULT_INTERVAL = 30.0
+INTERVAL_ENV = config.PROGRESS_S.name
+DEFAULT_INTERVAL = config.PROGRESS_S.default
 COMPILE_DIR_PREFIX = "magi-sc-"   # compile_region's private Inductor cache directory
 
 
@@ -50,10 +52,7 @@ def say(msg):
 
 
 def _interval():
-    try:
-        return max(0.0, float(os.environ.get(INTERVAL_ENV, DEFAULT_INTERVAL)))
-    except ValueError:
-        return DEFAULT_INTERVAL
+    return config.PROGRESS_S.get()
 
 
 def _kernels_built():

@@ -71,10 +71,10 @@ the break and the fix. Dynamo's own joining of regions (resume
 functions in rewritten bytecode) is not reproduced.
 """
 import inspect
-import os
 import re
 import time
 
+from .. import config
 from ..fx import expr as _expr
 from .._lib import MagiError
 from .progress import Progress, say
@@ -1274,14 +1274,14 @@ class _Split:
                 "breaks": list(self.breaks), "eager": list(self.eager)}
 
 
-ON_MISS_ENV = "MAGI_AOT_ON_MISS"   # "raise": a call the stored code cannot serve is refused
+ON_MISS_ENV = config.ON_MISS.name   # "raise": a call the stored code cannot serve is refused
 ON_MISS = ("compile", "raise")
 
 
 def _on_miss_value(on_miss):
     """"compile" or "raise": on_miss when given, else MAGI_AOT_ON_MISS,
     else "compile"; ValueError for anything else."""
-    v = on_miss if on_miss is not None else (os.environ.get(ON_MISS_ENV) or "compile")
+    v = on_miss if on_miss is not None else config.ON_MISS.get()
     if v not in ON_MISS:
         raise ValueError("on_miss must be 'compile' or 'raise'%s, not %r" % (
             "" if on_miss is not None else " (from %s)" % ON_MISS_ENV, v))

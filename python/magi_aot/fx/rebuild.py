@@ -44,7 +44,7 @@ from .._torch_required import require_torch
 
 __all__ = ["graph_module", "resolve_target", "run_fake", "to_local", "localize", "TO_LOCAL"]
 
-TO_LOCAL = "magi_aot.rebuild.to_local"
+TO_LOCAL = "magi.to_local"   # the document target of to_local (fx.targets.DOC_TARGETS)
 
 
 def to_local(x, *args, **kwargs):

@@ -47,7 +47,7 @@ imports no module a name chose unless the caller opted in:
     TORCH_NAMES (torch.sym_max, torch._C._set_grad_enabled, ...), and
     tensor methods (torch.Tensor.NAME, torch._C.TensorBase.NAME) that are
     public or an operator's dunder;
-  - magi_aot.rebuild.to_local.
+  - the document targets of DOC_TARGETS (magi.to_local).
 
 Opt-in (`allow`, and the environment variable MAGI_AOT_ALLOW_TARGETS,
 comma-separated): "pkg.mod.fn" allows that name, "pkg.mod" or "pkg.mod.*"
@@ -61,8 +61,10 @@ import importlib
 import os
 import sys
 
+from .. import config
+
 __all__ = ["name_of", "resolve", "resolve_allowed", "allowed", "allows_everything", "module_of_file", "ALIAS_MODULES",
-           "TargetRefused", "ALLOW_ENV", "method_allowed", "attribute_allowed"]
+           "TargetRefused", "ALLOW_ENV", "method_allowed", "attribute_allowed", "DOC_TARGETS"]
 
 # Searched by identity, after the object's own module, for a public alias.
 ALIAS_MODULES = ("torch", "torch.nn.functional", "torch.functional", "torch._C",
@@ -70,10 +72,17 @@ ALIAS_MODULES = ("torch", "torch.nn.functional", "torch.functional", "torch._C",
                  "torch._refs", "torch._prims", "torch._dynamo.polyfills", "operator", "math",
                  "builtins", "functools", "itertools")
 
-# "magi_aot.fx.rebuild": the to_local stand-in is named magi_aot.rebuild.to_local
-# in documents (the C localize pass writes that name; magi_aot.rebuild is that module).
-_MODULE_ALIASES = {"_operator": "operator", "__builtin__": "builtins", "_functools": "functools",
-                   "magi_aot.fx.rebuild": "magi_aot.rebuild"}
+_MODULE_ALIASES = {"_operator": "operator", "__builtin__": "builtins", "_functools": "functools"}
+
+# Targets a document names in its own namespace, not by a Python path (the
+# C library writes them: docs/MAGI_FX_JSON.md, "Document targets"): name -> (module,
+# attribute) of the object it stands for. resolve() and name_of() read it.
+DOC_TARGETS = {"magi.to_local": ("magi_aot.fx.rebuild", "to_local")}
+
+
+def _doc_target(text):
+    mod, attr = DOC_TARGETS[text]
+    return getattr(importlib.import_module(mod), attr)
 
 
 def module_of_file(path):
@@ -138,6 +147,8 @@ def resolve(text, import_files=(), _import=True):
     torch.ops operator. _import=False: only modules already imported."""
     if not isinstance(text, str) or not text:
         raise LookupError("target %r is not a name" % (text,))
+    if text in DOC_TARGETS:
+        return _doc_target(text)
     parts = text.split(".")
     if "<locals>" in parts:
         raise LookupError("'%s' is local to a function" % text)
@@ -237,6 +248,9 @@ def _candidates(obj):
 
 def name_of(obj):
     """A name that resolve() maps back to `obj` itself, or None."""
+    for text, (mod, attr) in DOC_TARGETS.items():
+        if mod in sys.modules and getattr(sys.modules[mod], attr, None) is obj:
+            return text
     for text in _candidates(obj):
         if "<locals>" not in text.split(".") and _same(text, obj):
             return text
@@ -245,7 +259,7 @@ def name_of(obj):
 
 
 # ------------------------------------------------------------------ the loader's allow-list
-ALLOW_ENV = "MAGI_AOT_ALLOW_TARGETS"
+ALLOW_ENV = config.ALLOW_TARGETS.name
 
 
 class TargetRefused(LookupError):
@@ -292,7 +306,6 @@ TORCH_NAMES = {
     "torch._functorch.predispatch._vmap_decrement_nesting",
     "torch._functorch.vmap.lazy_load_decompositions",
     "torch._C._autograd._saved_tensors_hooks_enable",
-    "magi_aot.rebuild.to_local",
 }
 _TENSOR_OWNERS = ("torch.Tensor", "torch._C.TensorBase", "torch._C._TensorBase")
 _ROOTS = ("torch", "operator", "_operator", "math", "builtins", "itertools", "functools", "magi_aot")
@@ -397,7 +410,7 @@ def attribute_allowed(name):
 
 def _opt_ins(allow):
     out = set()
-    for a in list(allow or ()) + os.environ.get(ALLOW_ENV, "").split(","):
+    for a in list(allow or ()) + list(config.ALLOW_TARGETS.get()):
         a = a.strip()
         if a:
             out.add(a[:-2] if a.endswith(".*") else a)
@@ -471,6 +484,8 @@ def resolve_allowed(text, import_files=(), allow=()):
     nothing."""
     if not isinstance(text, str) or not text:
         raise LookupError("target %r is not a name" % (text,))
+    if text in DOC_TARGETS:
+        return _doc_target(text)
     opts = _opt_ins(allow)
     hint = ("pass allow_targets=[%r] (or set %s) to allow it" % (text, ALLOW_ENV))
     parts = text.split(".")

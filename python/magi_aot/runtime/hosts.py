@@ -15,25 +15,26 @@ A rank's host is, in order:
     sets both on every rank it starts);
   - the host name.
 """
-import os
 import socket
 
+from .. import config
 from .._lib import MagiError
 
 __all__ = ["HOST_ID_ENV", "host_id", "exchange_hosts", "cross_host_groups"]
 
-HOST_ID_ENV = "MAGI_AOT_HOST_ID"
+HOST_ID_ENV = config.HOST_ID.name
 _ROUNDS = "%s/host_rounds/%d"
 
 
 def host_id(environ=None):
     """This process's host identity (module doc), as a string that names
     its source ("env:...", "node:...", "name:...")."""
-    env = os.environ if environ is None else environ
-    if env.get(HOST_ID_ENV):
-        return "env:" + env[HOST_ID_ENV]
-    if env.get("LOCAL_WORLD_SIZE") and env.get("GROUP_RANK") is not None:
-        return "node:" + env["GROUP_RANK"]
+    given = config.HOST_ID.get(environ)
+    if given:
+        return "env:" + given
+    node = config.GROUP_RANK.raw(environ)
+    if config.LOCAL_WORLD_SIZE.raw(environ) and node is not None:
+        return "node:" + node
     return "name:" + socket.gethostname()
 
 

@@ -96,6 +96,7 @@ import threading
 import weakref
 from ctypes import byref, c_char_p, c_double, c_int, c_int64, c_size_t, c_uint32, c_uint64, c_void_p
 
+from .. import config
 from .._lib import (SYMM_DEVICE_CPU, SYMM_DEVICE_CUDA, SYMM_EQUALS_FN, SYMM_LIVE_FN, MagiError, SymmFound,
                     SymmRegistryHooks, SymmTensor, lib, status_code)
 
@@ -507,7 +508,7 @@ _EXT = []  # the loaded extension's entry points (one, when IMPLEMENTATION is "c
 
 def _candidates():
     """Where the extension may be, in order (docio finds _docbuild alike)."""
-    env = os.environ.get("MAGI_AOT_TORCH_OPS_LIB")
+    env = config.TORCH_OPS_LIB.get()
     if env:
         return [env]
     out = []
@@ -555,7 +556,7 @@ def register():
     import torch
     if _LIBS:
         return torch.ops.magi
-    want = os.environ.get("MAGI_AOT_OPS", "auto").strip().lower() or "auto"
+    want = config.OPS.get()
     if want not in ("auto", "c++", "python"):
         raise MagiError(-1, "MAGI_AOT_OPS=%s: give auto, c++ or python" % want)
     path, why = (None, "MAGI_AOT_OPS=python") if want == "python" else _load_extension(torch)

@@ -1,23 +1,14 @@
 /*
- * magi_aot/load_options.h - limits for reading untrusted input.
+ * magi_aot/read_limits.h - limits for reading untrusted input.
  *
  * Every reader (JSON, artifact v1, legacy v0) takes these limits, as does
  * the loader (magi_loader_options.limits). A count read from a file is
  * checked against the bytes that remain and against these limits before
- * anything is allocated.
- *
- * Names: magi_read_limits, MAGI_READ_LIMITS_INIT, MAGI_READ_LIMITS_VERSION
- * and magi_read_limits_resolve() are the names to use. The earlier names
- * stay, for callers written against them: magi_load_options is the same
- * type (a typedef), MAGI_LOAD_OPTIONS_INIT / MAGI_LOAD_OPTIONS_VERSION
- * expand to the same initialiser and version word, and
- * magi_load_options_resolve() is the same function. Only the struct tag
- * is new (`struct magi_read_limits`; the tag `struct magi_load_options`
- * is gone). Not to be confused with magi_loader_options (load.h), the
- * loader's settings, which holds a pointer to these limits.
+ * anything is allocated. Not to be confused with magi_loader_options
+ * (load.h), the loader's settings, which holds a pointer to these limits.
  */
-#ifndef MAGI_AOT_LOAD_OPTIONS_H
-#define MAGI_AOT_LOAD_OPTIONS_H
+#ifndef MAGI_AOT_READ_LIMITS_H
+#define MAGI_AOT_READ_LIMITS_H
 
 #include "common.h"
 
@@ -38,11 +29,6 @@ typedef struct magi_read_limits {
 
 #define MAGI_READ_LIMITS_INIT { MAGI_READ_LIMITS_VERSION, 0, 0, 0, 0 }
 
-/* The earlier names (above): the same type, initialiser and version word. */
-typedef magi_read_limits magi_load_options;
-#define MAGI_LOAD_OPTIONS_VERSION MAGI_READ_LIMITS_VERSION
-#define MAGI_LOAD_OPTIONS_INIT MAGI_READ_LIMITS_INIT
-
 #define MAGI_DEFAULT_MAX_INPUT_BYTES        (1ull << 30)
 #define MAGI_DEFAULT_MAX_DECOMPRESSED_BYTES (1ull << 30)
 #define MAGI_DEFAULT_MAX_DEPTH              128u
@@ -58,8 +44,6 @@ typedef magi_read_limits magi_load_options;
  * checks it the same way. MAGI_ERR_INVALID_ARG when out is NULL. No state:
  * safe from any thread. */
 MAGI_API magi_status magi_read_limits_resolve(magi_read_limits *out, const magi_read_limits *in);
-/* The earlier name of magi_read_limits_resolve(), kept exported. */
-MAGI_API magi_status magi_load_options_resolve(magi_load_options *out, const magi_load_options *in);
 
 #ifdef __cplusplus
 }

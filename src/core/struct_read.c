@@ -1,11 +1,10 @@
-/* Version and compiled-in features. */
+/* The one check of a versioned options struct's version word
+ * (MAGI_STRUCT_VERSION: revision << 16 | size): which revision the caller
+ * passed, and its bytes copied over the current defaults. */
 #include "internal.h"
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-
-const char *magi_version(void) { return MAGI_AOT_VERSION_STRING; }
-unsigned magi_version_number(void) { return MAGI_VERSION_NUMBER; }
 
 magi_status magi_check_struct_version(const char *what, uint32_t got, uint32_t want) {
     if (got == want) return MAGI_OK;
@@ -51,44 +50,4 @@ magi_status magi_struct_read(void *dst, size_t *n_read, const void *src, size_t 
                           "%s: version 0x%08x is not a revision this library takes (revisions %u to %u, each "
                           "with its size in the low 16 bits: pass the header's version macro)",
                           what, got, revs[0] >> 16, cur >> 16);
-}
-
-unsigned magi_features(void) {
-    unsigned f = 0;
-#ifdef MAGI_HAVE_CUDA
-    f |= MAGI_FEATURE_CUDA;
-#endif
-#ifdef MAGI_HAVE_NCCL
-    f |= MAGI_FEATURE_NCCL;
-#endif
-    return f;
-}
-
-static magi_status read_limits_resolve(magi_read_limits *out, const magi_read_limits *in) {
-    magi_read_limits d = MAGI_READ_LIMITS_INIT;
-    if (in) {
-        static const uint32_t revs[] = {MAGI_READ_LIMITS_VERSION};
-        magi_status st = magi_struct_read(&d, NULL, in, SIZE_MAX, "magi_read_limits", MAGI_STRUCT_REVS(revs));
-        if (st) return st;
-    }
-    if (!d.max_input_bytes) d.max_input_bytes = MAGI_DEFAULT_MAX_INPUT_BYTES;
-    if (!d.max_decompressed_bytes) d.max_decompressed_bytes = MAGI_DEFAULT_MAX_DECOMPRESSED_BYTES;
-    if (!d.max_depth) d.max_depth = MAGI_DEFAULT_MAX_DEPTH;
-    if (d.max_depth > MAGI_MAX_DEPTH_CEILING) d.max_depth = MAGI_MAX_DEPTH_CEILING;
-    if (!d.max_elements) d.max_elements = MAGI_DEFAULT_MAX_ELEMENTS;
-    d.version = MAGI_READ_LIMITS_VERSION;
-    *out = d;
-    return MAGI_OK;
-}
-
-magi_status magi_read_limits_resolve(magi_read_limits *out, const magi_read_limits *in) {
-    MAGI_ARG_NONNULL(out);
-    return read_limits_resolve(out, in);
-}
-
-/* The earlier name (load_options.h): the same function, its own name in
- * the argument message. */
-magi_status magi_load_options_resolve(magi_load_options *out, const magi_load_options *in) {
-    MAGI_ARG_NONNULL(out);
-    return read_limits_resolve(out, in);
 }
