@@ -86,9 +86,19 @@ def _strip_annotations(path, qualname):
 
 class TypeCheck(unittest.TestCase):
 
+    @classmethod
+    def setUpClass(cls):
+        # one mypy cache for the runs over the checkout's package with its
+        # configuration: a later run reads what an earlier one checked
+        cls._cache = tempfile.TemporaryDirectory()
+        cls.cache = cls._cache.name
+
+    @classmethod
+    def tearDownClass(cls):
+        cls._cache.cleanup()
+
     def test_package_passes(self):
-        with tempfile.TemporaryDirectory() as cache:
-            rc, out = _mypy(["--cache-dir", cache, "-p", "magi_aot"], PYTHON_DIR)
+        rc, out = _mypy(["--cache-dir", self.cache, "-p", "magi_aot"], PYTHON_DIR)
         self.assertEqual(rc, 0, out)
         # every module of the package was checked, none skipped (mypy also
         # counts a directory without __init__.py, csrc/, as a namespace)
@@ -120,7 +130,7 @@ class TypeCheck(unittest.TestCase):
             # the package's configuration (PyTorch read as Any), the package
             # found on MYPYPATH as a checkout's user would have it
             config = os.path.join(PYTHON_DIR, "pyproject.toml")
-            rc, out = _mypy(["--config-file", config, "--cache-dir", "cache", "user.py"], tmp,
+            rc, out = _mypy(["--config-file", config, "--cache-dir", self.cache, "user.py"], tmp,
                             env={"MYPYPATH": PYTHON_DIR})
         self.assertEqual(rc, 1, out)
         self.assertIn('Revealed type is "magi_aot.region.Region"', out)
