@@ -287,8 +287,9 @@ class KeptRedistributeRuns(unittest.TestCase):
         d = self.tmp.name
         with open(os.path.join(d, "kept.json"), "w") as f:
             json.dump(doc, f)
+        env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))  # the children import the checkout's package
         procs = [subprocess.Popen([sys.executable, "-c", _KEPT_CHILD, str(r), d], stdout=subprocess.PIPE,
-                                  stderr=subprocess.STDOUT, text=True) for r in range(2)]
+                                  stderr=subprocess.STDOUT, text=True, env=env) for r in range(2)]
         outs = [p.communicate(timeout=300)[0] for p in procs]
         for r, (p, o) in enumerate(zip(procs, outs)):
             self.assertEqual(p.returncode, 0, o[-3000:])
