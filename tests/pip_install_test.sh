@@ -6,7 +6,8 @@
 # the operators are the C++ ones (ops.IMPLEMENTATION == "c++"), the
 # `magi-aot` command is on the environment's PATH, and the installed
 # package loads a fixture from outside python/, with the library and the
-# extension found inside the package directory, and without PyTorch.
+# extension found inside the package directory, and without PyTorch; it
+# carries the py.typed marker of its annotations.
 # A configure that is asked for the operators and cannot build them stops,
 # naming why (no silent Python fallback).
 #   bash tests/pip_install_test.sh SRC [PYTHON]
@@ -105,6 +106,8 @@ region = magi_aot.load(sys.argv[1])
 lib = _lib.lib_path()
 assert lib and os.path.dirname(os.path.realpath(lib)) == pkg, (lib, pkg)
 assert docio.path_used() == "direct", (docio.path_used(), docio.extension_missing())
+# PEP 561: the package says it carries its own annotations
+assert os.path.isfile(os.path.join(pkg, "py.typed")), "no py.typed in the installed package"
 assert len(region.nodes) == 45, len(region.nodes)
 import importlib, importlib.util
 # The subpackages are installed with it; fx/ and compile/ import without

@@ -96,6 +96,18 @@ if(Python3_Interpreter_FOUND AND NOT MAGI_SANITIZE)
     LABELS "python;nosan"
     TIMEOUT 1500
     ENVIRONMENT "MAGI_AOT_LIB=$<TARGET_FILE:magi_aot>;PYTHONDONTWRITEBYTECODE=1")
+  # The type check (scripts/typecheck.sh): the pinned mypy of
+  # python/requirements-typecheck.txt, in a virtual environment of its own
+  # under the build tree, over the package with python/pyproject.toml's
+  # [tool.mypy], and the checks that it fails where it must
+  # (python/tests/typecheck_ci.py). No torch; the first run installs mypy
+  # from the package index.
+  add_test(NAME test_python_types
+    COMMAND bash ${PROJECT_SOURCE_DIR}/scripts/typecheck.sh ${CMAKE_BINARY_DIR}/typecheck-venv ${Python3_EXECUTABLE})
+  set_tests_properties(test_python_types PROPERTIES
+    LABELS "python;nosan"
+    TIMEOUT 300
+    ENVIRONMENT "PYTHONDONTWRITEBYTECODE=1")
   # `pip install './python[torch]'` in a fresh virtual environment, no
   # MAGI_AOT_LIB: the package builds and bundles the library, the
   # extensions (the C++ operators among them) and the magi-aot command

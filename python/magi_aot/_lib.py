@@ -25,6 +25,8 @@ cache handle), freed by close() or at the end of their with-block, and
 loaded.LoadedSet (one loader and its plan), freed by close() or when the
 last Region or runtime that refers to it goes.
 """
+from __future__ import annotations
+
 import ctypes
 import ctypes.util
 import functools
@@ -35,12 +37,13 @@ import threading
 
 from ctypes import (POINTER, Structure, byref, c_char, c_char_p, c_double, c_int,
                     c_int64, c_size_t, c_uint, c_uint8, c_uint32, c_uint64, c_void_p)
+from typing import Any, Optional, TypeVar
 
 from . import config
 
 __all__ = ["MagiError", "MagiUnsupported", "lib", "lib_path", "has"]
 
-def status_name(code):
+def status_name(code: int) -> str:
     """The library's name of a status code (magi_status_str: one table, in
     C); "MAGI_ERR_<code>" when the library is not loaded or does not know it."""
     name = None
@@ -67,7 +70,7 @@ def _code_table():
     return table
 
 
-def status_code(name):
+def status_code(name: str) -> Optional[int]:
     """The status code the library names `name` ("MAGI_ERR_FORMAT" -> -4),
     or None."""
     return _code_table().get(name)
@@ -77,7 +80,7 @@ class MagiError(Exception):
     """A libmagi_aot call failed: .code (negative int), .status ("MAGI_ERR_FORMAT"),
     .message (the library's last-error text, naming file/section/node)."""
 
-    def __init__(self, code, message, func=""):
+    def __init__(self, code: int, message: str, func: str = "") -> None:
         self.code = code
         self.status = status_name(code)
         self.message = message
@@ -88,7 +91,7 @@ class MagiError(Exception):
 class MagiUnsupported(MagiError):
     """The loaded library lacks a function (or feature) this call needs."""
 
-    def __init__(self, what):
+    def __init__(self, what: str) -> None:
         super().__init__(-13, "libmagi_aot has no %s (not built into %s)" % (what, lib_path() or "the library"))
 
 
@@ -587,14 +590,14 @@ class _Lib:
 lib = _Lib()
 
 
-def lib_path():
+def lib_path() -> Optional[str]:
     try:
         return lib.path
     except OSError:
         return None
 
 
-def has(name):
+def has(name: str) -> bool:
     return lib.has(name)
 
 
@@ -610,21 +613,25 @@ def take_text(ptr, n):
         lib.magi_free(ptr)
 
 
+_Handle = TypeVar("_Handle", bound="OwnedHandle")
+
+
 class OwnedHandle:
     """A library object owned through self.ptr: close() (or the end of a
     with-block) frees it once, with the library function named by the
     subclass's FREE."""
-    FREE = None
+    FREE = ""  # the library function that frees self.ptr (each subclass names it)
+    ptr: Any
 
-    def close(self):
+    def close(self) -> None:
         if self.ptr:
             getattr(lib, self.FREE)(self.ptr)
             self.ptr = None
 
-    def __enter__(self):
+    def __enter__(self: _Handle) -> _Handle:
         return self
 
-    def __exit__(self, *a):
+    def __exit__(self, *a: object) -> None:
         self.close()
 
 

@@ -3,6 +3,10 @@
 it and what to install, instead of a bare ModuleNotFoundError from deep in
 the package. The binding itself (open, save, inputs, fingerprint) never
 needs torch."""
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Tuple
 
 MIN_TORCH = (2, 4)
 
@@ -11,7 +15,7 @@ class TorchRequiredError(ImportError):
     """Raised by a torch-only function when PyTorch is missing or too old."""
 
 
-def _version_tuple(text):
+def _version_tuple(text: str) -> Tuple[int, ...]:
     parts = []
     for p in text.split("+")[0].split(".")[:2]:
         digits = "".join(ch for ch in p if ch.isdigit())
@@ -19,7 +23,7 @@ def _version_tuple(text):
     return tuple(parts)
 
 
-def require_torch(what):
+def require_torch(what: str) -> ModuleType:
     """Import and return torch for `what` (e.g. "magi_aot.fake_inputs()")."""
     need = "%s needs PyTorch >= %d.%d" % ((what,) + MIN_TORCH)
     try:

@@ -51,7 +51,7 @@ _EXT_NAME = "magi_aot._docbuild"
 _ext_lock = threading.Lock()
 # Filled once per process by extension(): "module" (the extension or None),
 # "why" (why not), "fast" ((build, magi_doc_walk's address) or None).
-_ext_state = {}
+_ext_state: dict = {}
 
 
 def _load_from(path):

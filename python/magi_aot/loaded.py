@@ -13,7 +13,10 @@ The loader is freed when the last Region, runtime or window view that
 refers to its set goes, or at close(). Not thread-safe (one loader, one
 thread at a time), as the C loader.
 """
+from __future__ import annotations
+
 from ctypes import c_void_p
+from typing import Iterable, Optional
 
 from ._lib import MagiError, lib
 
@@ -33,9 +36,10 @@ class LoadedSet:
     count             the regions loaded (Region.loaded_index 0..count-1)
     """
 
-    def __init__(self, handle, *, transport, window_cap_bytes, rank, world, rank_local, keep_cast_pad,
-                 cross_host_groups=()):
-        self._h = handle
+    def __init__(self, handle: c_void_p, *, transport: Optional[str], window_cap_bytes: int,
+                 rank: Optional[int], world: Optional[int], rank_local: bool, keep_cast_pad: bool,
+                 cross_host_groups: Iterable[str] = ()) -> None:
+        self._h: Optional[c_void_p] = handle
         self.transport = transport
         self.window_cap_bytes = int(window_cap_bytes)
         self.rank, self.world = rank, world
@@ -45,18 +49,19 @@ class LoadedSet:
         self.count = int(lib.magi_loader_count(handle))
 
     @property
-    def handle(self):
+    def handle(self) -> c_void_p:
         """The magi_loader pointer (borrowed: valid while this set is open)."""
         if self._h is None:
             raise MagiError(-1, "LoadedSet is closed")
         return self._h
 
     @property
-    def plan(self):
+    def plan(self) -> c_void_p:
         """The load's magi_symm_plan (borrowed from the loader)."""
         return c_void_p(lib.magi_loader_plan(self.handle))
 
-    def serves(self, *, rank, world, keep_cast_pad, window_cap_bytes, cross_host_groups=()):
+    def serves(self, *, rank: Optional[int], world: Optional[int], keep_cast_pad: bool, window_cap_bytes: int,
+               cross_host_groups: Iterable[str] = ()) -> bool:
         """Whether a runtime of these settings can bind this load's plan as
         it stands: the rank-local form for this rank of this world, made
         with the same cast/pad choice, window cap and groups that span
@@ -66,19 +71,19 @@ class LoadedSet:
                 and self.window_cap_bytes == int(window_cap_bytes)
                 and self.cross_host_groups == tuple(sorted(set(cross_host_groups or ()))))
 
-    def close(self):
+    def close(self) -> None:
         """Free the loader (idempotent). Regions keep their documents; a
         runtime that binds this set keeps it open until it is freed."""
         h, self._h = self._h, None
         if h:
             lib.magi_loader_free(h)
 
-    def __del__(self):
+    def __del__(self) -> None:
         try:
             self.close()
         except Exception:  # noqa: BLE001 - interpreter shutdown
             pass
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "<magi_aot.LoadedSet %d regions transport=%s rank=%s/%s%s>" % (
             self.count, self.transport, self.rank, self.world, " rank-local" if self.rank_local else "")

@@ -31,6 +31,8 @@ Several nodes with one key (the same work) give the median of their
 measurements. The table is written atomically; the report (optional) lists
 every node with its key, value and method.
 """
+from __future__ import annotations
+
 import json
 import math
 import os
@@ -39,9 +41,13 @@ import sys
 import tempfile
 import time
 from ctypes import POINTER, byref, c_uint32, c_void_p
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Mapping, Optional, Set, Tuple
 
 from ._lib import COST_MODEL_UNBACKED_HINT, CRegion, MagiError, UnbackedGuess, lib
 from .optable import classify, is_gather
+
+if TYPE_CHECKING:
+    from .region import Doc, StrPath
 
 __all__ = ["node_keys", "symm_node_keys", "unbacked_values", "build_table", "write_table",
            "profile", "main"]
@@ -52,13 +58,13 @@ TABLE_VERSION = 1
 
 # ------------------------------------------------ what the library says
 
-def _keys_of(creg_ptr):
+def _keys_of(creg_ptr: Any) -> List[Optional[str]]:
     """The cost key of every node of a C region (magi_cost_keys), None where
     a node has none."""
     ks = c_void_p()
     lib.magi_cost_keys(byref(ks), creg_ptr)
     try:
-        out = []
+        out: List[Optional[str]] = []
         for i in range(lib.magi_cost_keyset_node_count(ks)):
             k = lib.magi_cost_keyset_node_key(ks, i)
             out.append(k.decode() if k is not None else None)
@@ -67,14 +73,14 @@ def _keys_of(creg_ptr):
         lib.magi_cost_keyset_free(ks)
 
 
-def node_keys(path):
+def node_keys(path: StrPath) -> List[Optional[str]]:
     """The cost key of every node of the region file (None: no key), as
     the library computes them (what `magi-aot costs --json` prints)."""
     with CRegion.from_file(os.fspath(path)) as r:
         return _keys_of(r.ptr)
 
 
-def symm_node_keys(path):
+def symm_node_keys(path: StrPath) -> Optional[List[Optional[str]]]:
     """The keys of the same nodes after the copy-engine rewrite (gathers of
     resident shards become magi.symm_*; indices do not change), or None when
     the region cannot be rewritten (the reason is not an error here)."""
@@ -84,10 +90,11 @@ def symm_node_keys(path):
     except MagiError:
         return None
     s = region.loaded
+    assert s is not None  # a Region a load made has its LoadedSet
     return _keys_of(c_void_p(lib.magi_loader_region(s.handle, region.loaded_index)))
 
 
-def unbacked_values(path):
+def unbacked_values(path: StrPath) -> Dict[str, int]:
     """{symbol: value} the analytical model assumes for unbacked symbols
     (magi_cost_unbacked_guesses, what `magi-aot schedule --json` lists as
     "unbacked"), so a profile measures the sizes the model prices."""
@@ -104,21 +111,21 @@ def unbacked_values(path):
 
 # --------------------------------------------------------------- the table
 
-def _median(v):
-    v = sorted(v)
+def _median(values: Iterable[float]) -> float:
+    v = sorted(values)
     n = len(v)
     return v[n // 2] if n % 2 else 0.5 * (v[n // 2 - 1] + v[n // 2])
 
 
-def build_table(measured):
+def build_table(measured: Mapping[str, Iterable[float]]) -> Dict[str, float]:
     """{key: [us, ...]} -> {key: median us}. Keys must be non-empty strings
     and values finite and >= 0 (what the C reader accepts); anything else is
     a ValueError naming the key."""
-    out = {}
-    for key, vals in measured.items():
+    out: Dict[str, float] = {}
+    for key, given in measured.items():
         if not isinstance(key, str) or not key:
             raise ValueError("cost key %r is not a non-empty string" % (key,))
-        vals = list(vals)
+        vals = list(given)
         if not vals:
             raise ValueError("cost key %s: no measurement" % key)
         for v in vals:
@@ -128,11 +135,11 @@ def build_table(measured):
     return out
 
 
-def write_table(path, table):
+def write_table(path: StrPath, table: Mapping[str, float]) -> None:
     """Write {"format": "magi-cost-table", "version": 1, "costs": table}
     atomically (a temporary file in the same directory, then rename)."""
-    table = build_table({k: [v] for k, v in table.items()})
-    doc = {"format": TABLE_FORMAT, "version": TABLE_VERSION, "costs": dict(sorted(table.items()))}
+    checked = build_table({k: [v] for k, v in table.items()})
+    doc = {"format": TABLE_FORMAT, "version": TABLE_VERSION, "costs": dict(sorted(checked.items()))}
     d = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=".magi-costs-", dir=d)
     try:
@@ -150,11 +157,11 @@ def write_table(path, table):
 
 # ---------------------------------------------------------- measuring (torch)
 
-def _last(target):
+def _last(target: Optional[str]) -> str:
     return (target or "").rsplit(".", 1)[-1]
 
 
-def _skip_reason(node):
+def _skip_reason(node: Doc) -> Optional[str]:
     """Why a node is not measured (None: measure it). What is free, a
     gather, a wait or another collective is the library's operator table's
     word (magi_aot.optable), the one the analytical model prices by."""
@@ -174,17 +181,17 @@ def _skip_reason(node):
 class _Values:
     """Real values built from the region's metadata at the hints."""
 
-    def __init__(self, torch, nodes, hints, device):
+    def __init__(self, torch: Any, nodes: List[Doc], hints: Dict[str, Any], device: str) -> None:
         from .fx import expr as _expr
         self.torch, self.nodes, self.hints, self.device = torch, nodes, hints, device
         self._expr = _expr
         self.by_name = {n["name"]: n for n in nodes}
-        self.cache = {}
+        self.cache: Dict[str, Any] = {}
 
-    def dim(self, d):
+    def dim(self, d: Any) -> Any:
         return d if isinstance(d, int) else self._expr.eval_int(d, self.hints)
 
-    def example(self, ex):
+    def example(self, ex: Optional[Doc]) -> Any:
         torch = self.torch
         if ex is None:
             return None
@@ -213,13 +220,13 @@ class _Values:
             return tuple(items) if k == "tuple" else items
         return None
 
-    def of_node(self, name):
+    def of_node(self, name: str) -> Any:
         if name not in self.cache:
             node = self.by_name[name]
             self.cache[name] = self.example((node.get("meta") or {}).get("example_value"))
         return self.cache[name]
 
-    def arg(self, v):
+    def arg(self, v: Any) -> Any:
         torch = self.torch
         if v is None or isinstance(v, (bool, int, float, str)):
             return v
@@ -247,7 +254,7 @@ class _Values:
         raise ValueError("argument %s cannot be built" % (v,))
 
 
-def _has_tensor(torch, v):
+def _has_tensor(torch: Any, v: Any) -> bool:
     if isinstance(v, torch.Tensor):
         return True
     if isinstance(v, (list, tuple)):
@@ -258,15 +265,16 @@ def _has_tensor(torch, v):
 
 
 class _Timer:
-    def __init__(self, torch, device):
+    def __init__(self, torch: Any, device: str) -> None:
         self.torch = torch
         self.cuda = str(device).startswith("cuda")
 
-    def time(self, fn, iters):
+    def time(self, fn: Callable[[], object], iters: int) -> float:
         """Median microseconds of fn() (device time on CUDA)."""
         torch = self.torch
         for _ in range(2):
             fn()
+        t: List[float]
         if not self.cuda:
             t = []
             for _ in range(iters):
@@ -285,7 +293,7 @@ class _Timer:
             t.append(a.elapsed_time(b) * 1e3)
         return _median(t)
 
-    def host(self, fn, iters):
+    def host(self, fn: Callable[[], object], iters: int) -> float:
         """Median host microseconds of issuing fn() (the device drained first)."""
         t = []
         for _ in range(iters):
@@ -299,7 +307,7 @@ class _Timer:
         return _median(t)
 
 
-def _gather_inputs(vals, node):
+def _gather_inputs(vals: _Values, node: Doc) -> List[Tuple[Any, int]]:
     """[(shard tensor, group)] of a gather node (coalesced: one per input)."""
     args = node.get("args", [])
     inp = vals.arg(args[0]) if args else vals.arg((node.get("kwargs") or {}).get("input"))
@@ -310,10 +318,13 @@ def _gather_inputs(vals, node):
     return [(s, group) for s in shards]
 
 
-def _measure_gather(torch, timer, vals, node, iters):
+def _measure_gather(torch: Any, timer: _Timer, vals: _Values, node: Doc,
+                    iters: int) -> Tuple[float, Optional[float], Optional[float], float]:
     """(copies us, graph us, graph issue us, plain issue us); graph values
     are None off CUDA."""
-    srcs, outs, pairs = [], [], []
+    srcs: List[Any] = []
+    outs: List[Any] = []
+    pairs: List[Tuple[Any, Any]] = []
     for shard, group in _gather_inputs(vals, node):
         shard = shard.contiguous()
         rows = shard.shape[0] if shard.dim() else 1
@@ -324,7 +335,7 @@ def _measure_gather(torch, timer, vals, node, iters):
             pairs.append((out[j * rows:(j + 1) * rows], src))
         outs.append(out)
 
-    def copies():
+    def copies() -> None:
         for d, s in pairs:
             d.copy_(s)
 
@@ -345,7 +356,8 @@ def _measure_gather(torch, timer, vals, node, iters):
     return plain, graph, graph_issue, plain_issue
 
 
-def profile(path, *, device="cuda", iters=20, log=None, only=None):
+def profile(path: StrPath, *, device: str = "cuda", iters: int = 20, log: Optional[Callable[[str], object]] = None,
+            only: Optional[Set[str]] = None) -> Tuple[Dict[str, List[float]], List[Dict[str, Any]]]:
     """Measure every node of the region file (`only`: a set of node names to
     restrict it to). Returns (measured, report):
     measured {key: [us...]} (build_table() makes the table) and one report
@@ -353,7 +365,7 @@ def profile(path, *, device="cuda", iters=20, log=None, only=None):
     import torch
     from . import region as _region
     keys = node_keys(path)
-    skeys = symm_node_keys(path) or [None] * len(keys)
+    skeys: List[Optional[str]] = symm_node_keys(path) or [None] * len(keys)
     reg = _region.load(path, transport="nccl")
     hints = {k: v for k, v in reg.symbols.items() if v is not None}
     hints.update(unbacked_values(path))
@@ -363,20 +375,22 @@ def profile(path, *, device="cuda", iters=20, log=None, only=None):
     vals = _Values(torch, nodes, hints, device)
     timer = _Timer(torch, device)
     from .fx.rebuild import resolve_target
-    measured, report = {}, []
+    measured: Dict[str, List[float]] = {}
+    report: List[Dict[str, Any]] = []
 
-    def put(key, us):
+    def put(key: Optional[str], us: Optional[float]) -> None:
         if key is not None and us is not None:
             measured.setdefault(key, []).append(us)
 
     for i, n in enumerate(nodes):
         key, skey = keys[i], skeys[i] if i < len(skeys) else None
-        row = {"index": i, "name": n["name"], "key": key, "symm_key": skey, "us": None, "issue_us": None}
+        row: Dict[str, Any] = {"index": i, "name": n["name"], "key": key, "symm_key": skey, "us": None,
+                               "issue_us": None}
         reason = "no key" if key is None else _skip_reason(n)
         if not reason and only is not None and n["name"] not in only:
             reason = "not selected"
-        if reason:
-            row["method"] = "not measured: " + reason
+        if reason or key is None:
+            row["method"] = "not measured: %s" % (reason or "no key")
             report.append(row)
             continue
         try:
@@ -397,6 +411,7 @@ def profile(path, *, device="cuda", iters=20, log=None, only=None):
                     row["method"] = "not measured: no tensor input (symbolic scalar)"
                     report.append(row)
                     continue
+                fn: Callable[[], object]
                 if n["op"] == "call_method":
                     fn = lambda: getattr(args[0], t)(*args[1:], **kwargs)  # noqa: E731
                 else:
@@ -414,9 +429,9 @@ def profile(path, *, device="cuda", iters=20, log=None, only=None):
     return measured, report
 
 
-def main(argv=None):
+def main(argv: Optional[List[str]] = None) -> int:
     import argparse
-    ap = argparse.ArgumentParser(prog="python -m magi_aot.profile", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m magi_aot.profile", description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("region")
     ap.add_argument("--out", required=True, help="cost table to write (magi-cost-table JSON)")
     ap.add_argument("--report", help="per-node report (JSON)")
@@ -427,7 +442,7 @@ def main(argv=None):
     if a.iters < 1:
         ap.error("--iters must be >= 1")
 
-    def log(msg):
+    def log(msg: str) -> None:
         print("profile: " + msg, file=sys.stderr)
 
     only = set(a.only.split(",")) if a.only else None

@@ -11,22 +11,33 @@ as JSON text: the document the walk (magi_aot.fx.walk) made is printed
 once and read by the C reader (magi_json_read), which checks it and
 encodes the artifact.
 """
+from __future__ import annotations
+
 import ctypes
 import json
 import os
 import time
 from ctypes import byref, c_char_p, c_size_t, c_uint8, c_uint32, c_void_p
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Literal, Optional, Sequence, Tuple, Union
 
 from . import docio
 from ._lib import (LOAD_TRANSPORTS, SYMM_TRANSPORTS, TRANSPORT_SOURCES, CRegion, LoadedInfo,
                    LoaderOptions, MagiError, SymmBackendConfig, cstr, has, lib, struct_version)
 from .loaded import LoadedSet
 
+if TYPE_CHECKING:
+    import torch
+
+# A magi-fx JSON v1 document, or one of its parts, as dicts and lists.
+Doc = Dict[str, Any]
+# What the load and save calls take for a file: a path as str or os.PathLike.
+StrPath = Union[str, "os.PathLike[str]"]
+
 __all__ = ["Region", "load", "load_many", "load_bytes", "load_buffers", "save", "save_doc", "fingerprint", "inputs",
            "region_from_doc"]
 
 
-def _example_of(node):
+def _example_of(node: Doc) -> Any:
     meta = node.get("meta")
     if not meta:
         return None
@@ -65,101 +76,106 @@ class Region:
       n_lowered       redistributes lowered to gathers for this rank
       loaded, loaded_index  the LoadedSet of the load that made it and its
                       place there (None for a Region built from a document)
+      schedule_report set only on a Region magi_aot.schedule.schedule_region made
     """
+    schedule_report: Doc
 
-    def __init__(self, doc, *, path=None, fingerprint=None, inputs=None,
-                 skipped_legacy=(), ignored=(), rewrite_report=None, bind_report=None,
-                 n_rewritten=0, load_seconds=0.0, inputs_error=None):
+    def __init__(self, doc: Doc, *, path: Optional[str] = None, fingerprint: Optional[str] = None,
+                 inputs: Optional[List[Doc]] = None, skipped_legacy: Iterable[str] = (),
+                 ignored: Iterable[str] = (), rewrite_report: Optional[List[Doc]] = None,
+                 bind_report: Optional[Doc] = None, n_rewritten: int = 0, load_seconds: float = 0.0,
+                 inputs_error: Optional[MagiError] = None) -> None:
         self.path = path
         self.doc = doc
         self.fingerprint = fingerprint
         self.inputs = inputs
         self.inputs_error = inputs_error
-        self.skipped_legacy = list(skipped_legacy)
-        self.ignored = list(ignored)
+        self.skipped_legacy: List[str] = list(skipped_legacy)
+        self.ignored: List[str] = list(ignored)
         self.rewrite_report = rewrite_report
         self.bind_report = bind_report
         self.n_rewritten = n_rewritten
         self.load_seconds = load_seconds
-        self.symbol_map = None  # set by fake_inputs(): saved name -> SymInt
+        self.symbol_map: Optional[Dict[str, Any]] = None  # set by fake_inputs(): saved name -> SymInt
         self.n_restored = 0
-        self.transport = None
-        self.transport_source = None
+        self.transport: Optional[str] = None
+        self.transport_source: Optional[str] = None
         self.sections_decoded = 0
-        self.redistributes = []  # DTensor redistributes and the lowering's decisions
+        self.redistributes: List[Doc] = []  # DTensor redistributes and the lowering's decisions
         self.n_lowered = 0
-        self.loaded = None       # the LoadedSet behind it (magi_aot.loaded)
-        self.loaded_index = None
-        self.source = None       # the Region it was made from (a runtime's reload)
+        self.loaded: Optional[LoadedSet] = None  # the LoadedSet behind it (magi_aot.loaded)
+        self.loaded_index: Optional[int] = None
+        self.source: Optional[Region] = None  # the Region it was made from (a runtime's reload)
 
     # -- document views
     @property
-    def model_tag(self):
+    def model_tag(self) -> Optional[str]:
         return self.doc.get("model_tag")
 
     @property
-    def model_idx(self):
+    def model_idx(self) -> Optional[int]:
         return self.doc.get("model_idx")
 
     @property
-    def traced_files(self):
+    def traced_files(self) -> List[str]:
         return list(self.doc.get("traced_files", ()))
 
     @property
-    def compile_config(self):
+    def compile_config(self) -> Optional[Doc]:
         return self.doc.get("compile_config")
 
     @property
-    def symbols(self):
+    def symbols(self) -> Dict[str, Any]:
         return {k: v.get("hint") for k, v in self.doc.get("symbols", {}).items()}
 
     @property
-    def nodes(self):
+    def nodes(self) -> List[Doc]:
         return self.doc["graph"]["nodes"]
 
     @property
-    def placeholders(self):
-        out = []
+    def placeholders(self) -> List[Doc]:
+        out: List[Doc] = []
         for i, n in enumerate(self.nodes):
             if n["op"] == "placeholder":
                 out.append({"index": len(out), "node": i, "name": n["name"],
                             "target": n.get("target"), "example_value": _example_of(n)})
         return out
 
-    def concrete_inputs(self):
+    def concrete_inputs(self) -> List[Doc]:
         """Shapes/strides/values evaluated under the symbol hints (C evaluator).
         Raises MagiError MAGI_ERR_UNBACKED naming symbol and placeholder when a
         hint is null."""
         return _inputs_of_doc(self.doc, concrete=True)
 
-    def fake_inputs(self, fake_mode=None, *, device=None):
+    def fake_inputs(self, fake_mode: Any = None, *, device: Any = None) -> List[Any]:
         """Rebuild the placeholders as FakeTensors / SymInts (see magi_aot.fx.fake)."""
         from .fx.fake import fake_inputs
         return fake_inputs(self, fake_mode, device=device)
 
-    def graph_module(self, *, symbol_values=None, allow_targets=()):
+    def graph_module(self, *, symbol_values: Optional[Dict[str, Any]] = None,
+                     allow_targets: Iterable[str] = ()) -> torch.fx.GraphModule:
         """Rebuild the graph as a torch.fx.GraphModule (see magi_aot.fx.rebuild;
         allow_targets: targets past the allow-list, magi_aot.fx.targets)."""
         from .fx.rebuild import graph_module
         return graph_module(self, symbol_values=symbol_values, allow_targets=allow_targets)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "<magi_aot.Region %s#%s %d nodes fp=%s>" % (
             self.model_tag, self.model_idx, len(self.nodes),
             (self.fingerprint or "?")[:12])
 
 
-def _str(b):
+def _str(b: Optional[bytes]) -> Optional[str]:
     return b.decode("utf-8", "replace") if b is not None else None
 
 
-def _check_transport(transport):
+def _check_transport(transport: Optional[str]) -> None:
     if transport not in LOAD_TRANSPORTS:
         raise ValueError("transport must be None (the region's compile_config, else nccl), "
                          "'nccl' or 'copy_engine', not %r" % (transport,))
 
 
-def plan_tables(plan):
+def plan_tables(plan: c_void_p) -> Tuple[List[Doc], List[Doc], str]:
     """(windows, slots, plan_sha256) of a magi_symm_plan: the windows and
     slots as dicts ({"dtype", "group", "group_size", "part", "bytes",
     "first_slot", "n_slots"}; {"weight", "window", "offset", "nbytes",
@@ -179,7 +195,7 @@ def plan_tables(plan):
     return windows, slots, bytes(digest).hex()
 
 
-def _plan_report(plan, i):
+def _plan_report(plan: c_void_p, i: int) -> Tuple[List[Doc], Doc]:
     """Gathers of region i and the plan's windows/slots/its bindings."""
     n = c_uint32()
     g = lib.magi_symm_plan_gathers(byref(n), plan, i)
@@ -201,14 +217,14 @@ def _plan_report(plan, i):
                      "plan_sha256": digest}
 
 
-def _lowered_report(loader, i):
+def _lowered_report(loader: c_void_p, i: int) -> List[Doc]:
     """The DTensor redistributes of region i and the lowering's decisions
     (magi_loader_lowered): [{"node", "weight", "lowered", ...}]."""
     n = c_uint32()
     lw = lib.magi_loader_lowered(byref(n), loader, i)
-    out = []
+    out: List[Doc] = []
     for k in range(n.value):
-        e = {"node": _str(lw[k].node), "weight": _str(lw[k].weight), "lowered": bool(lw[k].lowered)}
+        e: Doc = {"node": _str(lw[k].node), "weight": _str(lw[k].weight), "lowered": bool(lw[k].lowered)}
         if lw[k].lowered:
             e.update(gather=_str(lw[k].gather), group=_str(lw[k].group), cast=bool(lw[k].cast),
                      padded=bool(lw[k].padded), at_bind=bool(lw[k].at_bind), global_rows=lw[k].global_rows,
@@ -220,9 +236,9 @@ def _lowered_report(loader, i):
     return out
 
 
-def _regions_of(loader, t0):
+def _regions_of(loader: c_void_p, t0: float) -> List[Region]:
     """Region objects for everything the C loader holds."""
-    out = []
+    out: List[Region] = []
     for i in range(lib.magi_loader_count(loader)):
         info = LoadedInfo()
         lib.magi_loader_info(byref(info), loader, i)
@@ -254,8 +270,10 @@ def _regions_of(loader, t0):
     return out
 
 
-def _run_loader(fill, *, transport=None, window_cap_bytes=0, rank=None, world=None, rank_local=None,
-                keep_cast_pad=False, cross_host_groups=()):
+def _run_loader(fill: Callable[[c_void_p], object], *, transport: Optional[str] = None,
+                window_cap_bytes: int = 0, rank: Optional[int] = None, world: Optional[int] = None,
+                rank_local: Optional[bool] = None, keep_cast_pad: bool = False,
+                cross_host_groups: Iterable[str] = ()) -> List[Region]:
     """Run one load (fill(loader) loads the files or buffers) and return its
     Regions, which keep the loader alive (LoadedSet). rank_local defaults to
     whether a rank view (world) was given."""
@@ -293,13 +311,13 @@ def _run_loader(fill, *, transport=None, window_cap_bytes=0, rank=None, world=No
     return regions
 
 
-def check_weight_identity(regions):
+def check_weight_identity(regions: List[Region]) -> List[Region]:
     """Regions loaded (or run) together share a weight's slot by its name
     (the placeholder target). A save backend names each module weight by
     its path from the model's root and records it as the example's
     "module_path": a name that two regions record with different paths
     names two weights, and is refused (MAGI_ERR_MISMATCH) naming both."""
-    seen = {}
+    seen: Dict[str, Tuple[str, Region]] = {}
     for r in regions:
         for p in r.placeholders:
             ex = p.get("example_value") or {}
@@ -315,12 +333,13 @@ def check_weight_identity(regions):
     return regions
 
 
-def _where(r):
+def _where(r: Region) -> str:
     return "%s (region %s)" % (r.path or "a document", r.doc.get("model_idx", "?"))
 
 
-def load_many(paths, *, transport=None, window_cap_bytes=0, rank=None, world=None, rank_local=None,
-              keep_cast_pad=False, cross_host_groups=()):
+def load_many(paths: Iterable[StrPath], *, transport: Optional[str] = None, window_cap_bytes: int = 0,
+              rank: Optional[int] = None, world: Optional[int] = None, rank_local: Optional[bool] = None,
+              keep_cast_pad: bool = False, cross_host_groups: Iterable[str] = ()) -> List[Region]:
     """Load several region files as one set through the C loader
     (magi_aot/load.h), the way `magi-aot load A B ...` does: every file
     verified (each artifact section hashed and decompressed once), one
@@ -346,17 +365,18 @@ def load_many(paths, *, transport=None, window_cap_bytes=0, rank=None, world=Non
     from the ranks' hosts, runtime/hosts.py).
     Raises MagiError naming the file on any failure."""
     _check_transport(transport)
-    paths = [os.fspath(p) for p in paths]
-    arr = (c_char_p * max(1, len(paths)))(*[cstr(p) for p in paths])
-    regions = _run_loader(lambda ld: lib.magi_loader_load(ld, arr, len(paths)), transport=transport,
+    names = [os.fspath(p) for p in paths]
+    arr = (c_char_p * max(1, len(names)))(*[cstr(p) for p in names])
+    regions = _run_loader(lambda ld: lib.magi_loader_load(ld, arr, len(names)), transport=transport,
                           window_cap_bytes=window_cap_bytes, rank=rank, world=world, rank_local=rank_local,
                           keep_cast_pad=keep_cast_pad, cross_host_groups=cross_host_groups)
-    for p, reg in zip(paths, regions):
+    for p, reg in zip(names, regions):
         _warn_ignored(p, reg.ignored, "Region.ignored lists it")
     return regions
 
 
-def load(path, *, transport=None, rank=None, world=None, rank_local=None, keep_cast_pad=False):
+def load(path: StrPath, *, transport: Optional[str] = None, rank: Optional[int] = None,
+         world: Optional[int] = None, rank_local: Optional[bool] = None, keep_cast_pad: bool = False) -> Region:
     """Load one region file (magi-fx JSON, artifact v1 or legacy v0; the C
     library picks by content and verifies every digest before parsing).
     Same as load_many([path], ...)[0]."""
@@ -364,16 +384,16 @@ def load(path, *, transport=None, rank=None, world=None, rank_local=None, keep_c
                      keep_cast_pad=keep_cast_pad)[0]
 
 
-def load_buffers(datas, names, **kw):
+def load_buffers(datas: Iterable[bytes], names: Sequence[str], **kw: Any) -> List[Region]:
     """load_many() for region bytes held in memory: datas[i] (bytes) is
     read as the file names[i] (which stands for it in reports and
     messages). The keyword options are load_many's."""
     _check_transport(kw.get("transport"))
-    datas = [bytes(d) for d in datas]
-    n = len(datas)
-    bufs = [ctypes.create_string_buffer(d, len(d)) for d in datas]
+    blobs = [bytes(d) for d in datas]
+    n = len(blobs)
+    bufs = [ctypes.create_string_buffer(d, len(d)) for d in blobs]
     ptrs = (c_void_p * max(1, n))(*[ctypes.cast(b, c_void_p) for b in bufs])
-    sizes = (c_size_t * max(1, n))(*[len(d) for d in datas])
+    sizes = (c_size_t * max(1, n))(*[len(d) for d in blobs])
     cnames = (c_char_p * max(1, n))(*[cstr(x) for x in names])
     regs = _run_loader(lambda ld: lib.magi_loader_load_buffers(ld, ptrs, sizes, cnames, n), **kw)
     for r in regs:
@@ -381,12 +401,12 @@ def load_buffers(datas, names, **kw):
     return regs
 
 
-def load_bytes(data, *, transport=None, name="artifact"):
+def load_bytes(data: bytes, *, transport: Optional[str] = None, name: str = "artifact") -> Region:
     """Same as load() for region bytes held in memory (e.g. from a cache)."""
     return load_buffers([data], [name], transport=transport)[0]
 
 
-def _build(creg, path, t0):
+def _build(creg: CRegion, path: Optional[str], t0: float) -> Region:
     fp = creg.fingerprint() if has("magi_fingerprint_hex") else None
     ins, ins_err = None, None
     if has("magi_inputs_write_json"):
@@ -400,7 +420,7 @@ def _build(creg, path, t0):
                   inputs_error=ins_err)
 
 
-def region_from_doc(doc, *, transport=False):
+def region_from_doc(doc: Doc, *, transport: Union[None, str, Literal[False]] = False) -> Region:
     """Check a magi-fx document with the C reader and return it as a Region.
     With a transport (None, "nccl", "copy_engine": see load_many) it also
     goes through the loader's plan and rewrite."""
@@ -411,7 +431,7 @@ def region_from_doc(doc, *, transport=False):
         return _build(r, None, t0)
 
 
-def localized(region, rank=None, world=None):
+def localized(region: Region, rank: Optional[int] = None, world: Optional[int] = None) -> Region:
     """rebuild.localize(): magi_localize_rank on a copy of the region's
     document, for `rank` of `world` (consecutive ranks); without them the
     tracing rank's view (magi_localize)."""
@@ -420,7 +440,7 @@ def localized(region, rank=None, world=None):
         raise ValueError("localize: give rank= and world= together (or neither: the tracing rank's view)")
     with CRegion.from_json_text(_dumps(region.doc)) as r:
         n = c_uint32()
-        if world is None:
+        if world is None or rank is None:
             lib.magi_localize(byref(n), r.ptr)
         else:
             cfg = SymmBackendConfig(version=struct_version(SymmBackendConfig.REVISION, SymmBackendConfig),
@@ -435,20 +455,20 @@ def localized(region, rank=None, world=None):
     return out
 
 
-def _dumps(doc):
+def _dumps(doc: Doc) -> str:
     # allow_nan=False: the spec has no NaN literal (the walk writes
     # {"float": "nan"}); default=str keeps an odd compile_config value.
     return json.dumps(doc, allow_nan=False, default=str, separators=(",", ":"))
 
 
-def _warn_ignored(what, ignored, hint):
+def _warn_ignored(what: str, ignored: Iterable[str], hint: str) -> None:
     """One warning per unknown key a reader skipped (its JSON path)."""
     import warnings
     for key in ignored:
         warnings.warn("%s: unknown key %s skipped (%s)" % (what, key, hint), stacklevel=3)
 
 
-def save_doc(doc, path, *, strict=False):
+def save_doc(doc: Doc, path: StrPath, *, strict: bool = False) -> Doc:
     """Validate a magi-fx document with the C reader and write it atomically:
     as magi-fx JSON when `path` ends in .json, else as an artifact v1.
     Unknown keys are skipped with a warning naming each by its JSON path
@@ -456,21 +476,22 @@ def save_doc(doc, path, *, strict=False):
     table or a symbol the document does not declare is refused
     (magi_region_check_names), naming the node and field.
     Returns {"path", "bytes", "fingerprint", "nodes"}."""
-    path = os.fspath(path)
+    where = os.fspath(path)
     with CRegion.from_json_text(_dumps(doc), strict=strict) as r:
         lib.magi_region_check_names(r.ptr)
-        _warn_ignored(path, r.ignored(), "strict=True refuses it")
-        if path.endswith(".json"):
+        _warn_ignored(where, r.ignored(), "strict=True refuses it")
+        if where.endswith(".json"):
             text = r.to_json_text(pretty=True).encode("utf-8")
-            lib.magi_write_file_atomic(cstr(path), text, len(text))
+            lib.magi_write_file_atomic(cstr(where), text, len(text))
         else:
-            r.save(path)
+            r.save(where)
         fp = r.fingerprint() if has("magi_fingerprint_hex") else None
-        return {"path": path, "bytes": os.path.getsize(path), "fingerprint": fp,
+        return {"path": where, "bytes": os.path.getsize(where), "fingerprint": fp,
                 "nodes": r.struct.n_nodes}
 
 
-def save(gm, path, *, model_tag, model_idx=0, traced_files=(), compile_config=None, strict=False):
+def save(gm: torch.fx.GraphModule, path: StrPath, *, model_tag: str, model_idx: int = 0,
+         traced_files: Iterable[str] = (), compile_config: Optional[Doc] = None, strict: bool = False) -> Doc:
     """Walk a torch.fx.GraphModule (metadata only, never tensor data) and save
     it (see save_doc; strict: refuse unknown keys, e.g. a misspelt
     compile_config["fsdp_config"]["transport"])."""
@@ -480,7 +501,7 @@ def save(gm, path, *, model_tag, model_idx=0, traced_files=(), compile_config=No
     return save_doc(doc, path, strict=strict)
 
 
-def fingerprint(path_or_gm):
+def fingerprint(path_or_gm: Union[StrPath, bytes, Doc, torch.fx.GraphModule]) -> str:
     """Canonical structural fingerprint (hex) of a file, a GraphModule or a
     magi-fx document dict. Symbol names are noise: two ranks whose graphs
     differ only by a consistent renaming get the same value."""
@@ -498,12 +519,12 @@ def fingerprint(path_or_gm):
         return r.fingerprint()
 
 
-def _inputs_of_doc(doc, concrete):
+def _inputs_of_doc(doc: Doc, concrete: bool) -> List[Doc]:
     with CRegion.from_json_text(_dumps(doc)) as r:
         return json.loads(r.inputs_json(concrete))
 
 
-def inputs(path, concrete=False):
+def inputs(path: StrPath, concrete: bool = False) -> List[Doc]:
     """One descriptor per placeholder, as the C library builds them
     (magi_inputs_write_json): {"index", "node", "name", "target",
     "example_value"} plus, with concrete=True, "concrete" (shape/stride/

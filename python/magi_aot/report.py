@@ -10,10 +10,14 @@ what a user reads first.
 Every key stays a dict key with its value (`report["header"]` is the
 stored code's whole header); only the repr is short. No torch.
 """
+from __future__ import annotations
+
+from typing import Any, Dict
+
 __all__ = ["LoadReport"]
 
 
-def _short(value, depth=0):
+def _short(value: Any, depth: int = 0) -> Any:
     """A float rounded to 3 decimals (in dicts and lists too)."""
     if isinstance(value, float):
         return round(value, 3)
@@ -27,10 +31,10 @@ def _short(value, depth=0):
 class _Text:
     """A value shown as given text in a repr."""
 
-    def __init__(self, text):
+    def __init__(self, text: str) -> None:
         self.text = text
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return self.text
 
 
@@ -44,7 +48,7 @@ class LoadReport(dict):
 
     FIRST = ("served", "code_path", "reason")
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         parts = ["%s=%r" % (k, self.get(k)) for k in self.FIRST]
         for k, v in self.items():
             if k in self.FIRST:
@@ -58,7 +62,7 @@ class LoadReport(dict):
 
     __str__ = __repr__
 
-    def digests(self):
+    def digests(self) -> Dict[str, Dict[str, Any]]:
         """{"blobs": {name: sha256}, "traced_files": {path: sha256}} of the
         stored code this report loaded or considered (empty without one)."""
         header = self.get("header")

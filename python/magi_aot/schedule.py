@@ -20,13 +20,19 @@ checks across ranks before it reorders (magi_aot.runtime.SymmRuntime).
 
 No torch: scheduling works without PyTorch.
 """
+from __future__ import annotations
+
 import ctypes
 import hashlib
 import os
 import time
 from ctypes import POINTER, byref, c_char_p, c_double, c_int, c_uint32, c_uint64, c_void_p
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Tuple
 
-from ._lib import STATUS, CRegion, MagiError, cstr, lib
+from ._lib import STATUS, CRegion, MagiError, _Lib, cstr, lib
+
+if TYPE_CHECKING:
+    from .region import Doc, Region, StrPath
 
 __all__ = ["schedule_region", "skeleton", "graph_facts", "ScheduleOptions"]
 
@@ -77,13 +83,14 @@ _PROTOS = {
 NO_BOUND = (1 << 64) - 1
 
 
-def _declared():
+def _declared() -> _Lib:
     if not lib.has("magi_schedule"):
         lib.declare(_PROTOS)
     return lib
 
 
-def _options(scale, margin_us, max_inflight_bytes, peers, table):
+def _options(scale: float, margin_us: float, max_inflight_bytes: Optional[int], peers: List[str],
+             table: c_void_p) -> ScheduleOptions:
     o = ScheduleOptions()
     o.version = (2 << 16) | (ctypes.sizeof(ScheduleOptions) & 0xFFFF)
     o.scale, o.margin_us = float(scale), float(margin_us)
@@ -97,7 +104,7 @@ def _options(scale, margin_us, max_inflight_bytes, peers, table):
     return o
 
 
-def _report(rep):
+def _report(rep: Any) -> Doc:
     r = rep.contents
     gathers = []
     for i in range(r.n_gathers):
@@ -118,7 +125,7 @@ def _report(rep):
             "peak_inflight_bytes": r.peak_inflight_bytes}
 
 
-def graph_facts(doc):
+def graph_facts(doc: Doc) -> Dict[str, Any]:
     """What decides a region's collective order across ranks, from one
     read of its document: {"fingerprint": its canonical structural SHA-256
     (hex, as `magi_schedule`'s cross-rank guard compares it), "skeleton":
@@ -128,7 +135,7 @@ def graph_facts(doc):
     h = hashlib.sha256()
     with CRegion.from_json_text(_dumps(doc)) as r:
         fp = r.fingerprint()
-        ks = c_void_p()
+        ks: Any = c_void_p()  # None when the library cannot make the keys
         try:
             lib.magi_cost_keys(byref(ks), r.ptr)
         except MagiError:
@@ -143,8 +150,9 @@ def graph_facts(doc):
             "keys": h.hexdigest() if ks is not None else None}
 
 
-def schedule_region(region, *, costs=None, scale=1.0, margin_us=5.0, max_inflight_bytes=0,
-                    peer_fingerprints=()):
+def schedule_region(region: Region, *, costs: Optional[StrPath] = None, scale: float = 1.0,
+                    margin_us: float = 5.0, max_inflight_bytes: Optional[int] = 0,
+                    peer_fingerprints: Iterable[str] = ()) -> Tuple[Region, Doc]:
     """Schedule a copy of `region` (a magi_aot.Region). Returns (the
     scheduled Region, its report). costs: a measured cost table's path
     (None: the analytical model); max_inflight_bytes: 0 two sets' worth
@@ -187,13 +195,13 @@ def schedule_region(region, *, costs=None, scale=1.0, margin_us=5.0, max_infligh
     return out, report
 
 
-def skeleton(doc):
+def skeleton(doc: Doc) -> List[List[Any]]:
     """[[kind, target, group], ...]: the region's collective launches (weight
     gathers and other collectives) in graph order, each with the process
     group it names (its last string argument), by the library's operator
     table."""
     from .optable import classify
-    out = []
+    out: List[List[Any]] = []
     for n in doc.get("graph", {}).get("nodes", []):
         kind = classify(n.get("op"), n.get("target"))
         if kind not in ("gather", "symm_gather", "collective"):

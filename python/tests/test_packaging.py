@@ -500,6 +500,104 @@ class WhichCallTable(unittest.TestCase):
             self.assertTrue(link and link.group(1) in anchors, section)
 
 
+# The public API whose every function and method carries annotations (the
+# type check, python/tests/typecheck_ci.py, holds the modules named in
+# python/pyproject.toml to the same rule; this covers the rest, such as
+# the warm start). (module, names): a class is checked method by method,
+# its __init__ too unless the class is only made by a function.
+PUBLIC_API = (
+    ("magi_aot", None),   # None: the module's __all__
+    ("magi_aot.region", None), ("magi_aot.cache", None), ("magi_aot.schedule", None),
+    ("magi_aot.profile", None), ("magi_aot.loaded", None), ("magi_aot.report", None),
+    ("magi_aot._lib", ("MagiError", "MagiUnsupported", "lib_path", "has")),
+    ("magi_aot.compile.warm", ("warm_start", "BoundForward")),
+)
+MADE_BY_A_FUNCTION = {"BoundForward": "warm_start"}
+
+
+def _unannotated(fn):
+    """The parameters (and "return") of fn that carry no annotation."""
+    import inspect
+    sig = inspect.signature(fn)
+    out = [n for i, (n, p) in enumerate(sig.parameters.items())
+           if p.annotation is inspect.Parameter.empty and not (i == 0 and n in ("self", "cls"))]
+    if sig.return_annotation is inspect.Signature.empty:
+        out.append("return")
+    return out
+
+
+def _api_functions(obj, name):
+    """[(qualified name, function)] of a public function or class."""
+    import inspect
+    if not inspect.isclass(obj):
+        return [(name, obj)] if callable(obj) else []
+    out = []
+    for attr, v in vars(obj).items():
+        if attr == "__init__" and obj.__name__ in MADE_BY_A_FUNCTION:
+            continue
+        if attr.startswith("_") and attr not in ("__init__", "__call__", "__enter__", "__exit__"):
+            continue
+        if isinstance(v, property):
+            v = v.fget
+        elif isinstance(v, (classmethod, staticmethod)):
+            v = v.__func__
+        if inspect.isfunction(v):
+            out.append(("%s.%s" % (name, attr), v))
+    return out
+
+
+class PublicApiAnnotated(unittest.TestCase):
+    """Every function of the public API, and every public method of its
+    classes, annotates each parameter and its return (docs/TESTS.md, "The
+    type check")."""
+
+    def _check(self, modname, names):
+        import importlib
+        mod = importlib.import_module(modname)
+        checked = 0
+        for name in names if names is not None else mod.__all__:
+            for qual, fn in _api_functions(getattr(mod, name), "%s.%s" % (modname, name)):
+                with self.subTest(function=qual):
+                    self.assertEqual(_unannotated(fn), [], "%s lacks annotations" % qual)
+                checked += 1
+        return checked
+
+    def test_public_functions_are_annotated(self):
+        counts = {m: self._check(m, names) for m, names in PUBLIC_API}
+        for m, n in counts.items():
+            self.assertGreater(n, 0, "%s: nothing checked" % m)
+
+    def test_runtime_is_annotated(self):
+        from _util import torch_available
+        if not torch_available():
+            self.skipTest("magi_aot.runtime needs torch")
+        self.assertGreater(self._check("magi_aot.runtime", ("SymmRuntime",)), 10)
+
+    def test_a_function_without_annotations_is_found(self):
+        def bare(self, x, *, y=0):
+            return x
+
+        def typed(self, x: int, *, y: int = 0) -> int:
+            return x
+
+        self.assertEqual(_unannotated(bare), ["x", "y", "return"])
+        self.assertEqual(_unannotated(typed), [])
+
+        class Made:
+            def __init__(self, v):
+                self.v = v
+
+            @property
+            def value(self):
+                return self.v
+
+            def _private(self):
+                pass
+
+        names = sorted(q for q, _ in _api_functions(Made, "Made"))
+        self.assertEqual(names, ["Made.__init__", "Made.value"])
+
+
 class ExampleFsdpE2E(unittest.TestCase):
     """examples/fsdp_e2e.py: --help documents every option, and the verdict
     names the gathers that went to the copy engine and those kept on c10d."""

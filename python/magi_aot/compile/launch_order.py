@@ -180,7 +180,7 @@ def _base():
         return object
 
 
-class KeepLaunchOrder(_base()):
+class KeepLaunchOrder(_base()):  # type: ignore[misc]  # a base chosen at import time
     """The graph pass (see the module doc). `chained`: the pass that
     was configured before this one was installed; it runs first."""
 

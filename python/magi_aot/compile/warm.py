@@ -73,11 +73,18 @@ functions in rewritten bytecode) is not reproduced.
 import inspect
 import re
 import time
+from typing import TYPE_CHECKING, Any, Iterable, Optional, Union
 
 from .. import config
 from ..fx import expr as _expr
 from .._lib import MagiError
 from .progress import Progress, say
+
+if TYPE_CHECKING:
+    import torch
+
+    from ..region import Region
+    from ..report import LoadReport
 
 __all__ = ["warm_start", "BoundForward", "parse_source"]
 
@@ -466,6 +473,8 @@ class BoundForward:
     """forward(*args, **kwargs) -> what model(*args, **kwargs) returns.
     Attributes: report, region (magi_aot.Region or None before the first
     traced call), fn (the compiled callable of the region)."""
+    report: "LoadReport"
+    region: "Optional[Region]"
 
     def __init__(self, model, cache_dir, model_tag, transport, dynamic, store_code,
                  trust_compiled=None, allow_targets=(), submodules=None, on_miss=None):
@@ -977,7 +986,7 @@ class BoundForward:
                                                          time.perf_counter() - t, miss))
         return ret
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self._split is not None:
             return self._split(*args, **kwargs)
         args, kwargs, named = self._normalise(args, kwargs)
@@ -1294,8 +1303,11 @@ def _what_compiled(entries):
     return "%d region%s, %.1f s of it Inductor's compile" % (n, "" if n == 1 else "s", secs)
 
 
-def warm_start(model, cache_dir, model_tag, *, transport=None, dynamic=None, load_now=True,
-               trust_compiled=None, allow_targets=(), submodules=None, on_miss=None):
+def warm_start(model: "torch.nn.Module", cache_dir: "Union[str, os.PathLike[str]]", model_tag: str, *,
+               transport: Optional[str] = None, dynamic: Optional[bool] = None, load_now: bool = True,
+               trust_compiled: Optional[bool] = None, allow_targets: Iterable[str] = (),
+               submodules: Union[None, bool, Iterable[str]] = None,
+               on_miss: Optional[str] = None) -> "BoundForward":
     """A BoundForward for `model` from the region stored under model_tag in
     cache_dir (see the module doc): fwd(*args, **kwargs) returns what
     model(*args, **kwargs) returns. dynamic: torch.compile's, for the trace

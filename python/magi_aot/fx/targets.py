@@ -369,7 +369,7 @@ def _member_names(callables):
     return frozenset(names)
 
 
-_MEMBERS = {}
+_MEMBERS: dict = {}
 
 
 def _members(callables):

@@ -48,8 +48,11 @@ releases the windows: the backend is freed at once unless tensors from
 alias() still view its windows, else when the last of them goes (they stay
 readable and writable; the operators no longer gather them).
 """
+from __future__ import annotations
+
 import threading
 import weakref
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple, Union, cast
 
 from . import ops
 from .._lib import MagiError, lib
@@ -61,6 +64,14 @@ from .groups import (collective_groups, host_staged_all_gather, host_staged_all_
 from .hosts import cross_host_groups, exchange_hosts
 from .plan import RuntimePlan, dynamo_param_name
 from .rendezvous import Handles, rendezvous, rendezvous_prefix
+
+if TYPE_CHECKING:
+    import os
+
+    import torch
+
+    # A region of the runtime: its index, or the Region (as given or as loaded here).
+    RegionRef = Union[int, Region]
 
 __all__ = ["SymmRuntime", "dynamo_param_name", "remap_groups", "host_staged_all_gather",
            "host_staged_all_gather_coalesced"]
@@ -75,6 +86,12 @@ class _State:
     It refers to no part and not to the runtime (no reference cycles: the
     runtime and its windows go when their last reference does)."""
     __slots__ = ("plan", "handles", "b", "device", "lock", "closed")
+    plan: Optional[RuntimePlan]
+    handles: Optional[Handles]
+    b: Any  # the C backend handle
+    device: torch.device
+    lock: threading.Lock
+    closed: bool
 
 
 class SymmRuntime:
@@ -130,10 +147,13 @@ class SymmRuntime:
     region: magi_aot.schedule's report]}).
     """
 
-    def __init__(self, regions, *, device="cpu", groups=None, store=None, rank=None, world=None,
-                 timeout=60.0, job="magi_symm", new_groups=None, window_cap_bytes=0,
-                 rendezvous_base=None, join="wait", keep_cast_pad=False, schedule="auto",
-                 max_inflight_bytes=0):
+    def __init__(self, regions: Iterable[Union[Region, str, os.PathLike[str]]], *,
+                 device: Union[str, torch.device] = "cpu",
+                 groups: Optional[Mapping[str, List[Any]]] = None, store: Any = None,
+                 rank: Optional[int] = None, world: Optional[int] = None, timeout: float = 60.0,
+                 job: str = "magi_symm", new_groups: Optional[bool] = None, window_cap_bytes: int = 0,
+                 rendezvous_base: Optional[str] = None, join: str = "wait", keep_cast_pad: bool = False,
+                 schedule: Union[str, bool, None] = "auto", max_inflight_bytes: Optional[int] = 0) -> None:
         import torch
         import torch.distributed as dist
         self.closed = True  # until the backend exists
@@ -172,9 +192,9 @@ class SymmRuntime:
             # (the groups checked first: a bad `groups` fails alone, before any exchange)
             regions = list(regions)
             docs = [r.doc if isinstance(r, Region) else load(r).doc for r in regions]
-            members = resolve_groups(docs, [], self.rank, self.world, groups)
+            mine_of, parts = resolve_groups(docs, [], self.rank, self.world, groups)
             self.hosts = exchange_hosts(store, self.rank, self.world, job, self.timeout)
-            self.cross_host_groups = cross_host_groups(*members, self.hosts)
+            self.cross_host_groups = cross_host_groups(mine_of, parts, self.hosts)
             plan = st.plan = RuntimePlan.open(regions, rank=self.rank, world=self.world,
                                               keep_cast_pad=self.keep_cast_pad,
                                               window_cap_bytes=window_cap_bytes,
@@ -187,7 +207,7 @@ class SymmRuntime:
             self._c10d_groups, self.c10d_group_names = (
                 make_c10d_groups(self.groups, self.partitions, self.rank) if new_groups else ({}, {}))
             # device tensors on a gloo group: gathers staged through the host
-            self.host_staged_groups = set()
+            self.host_staged_groups: set = set()
             if self.device.type == "cuda":
                 for name, pg in self._c10d_groups.items():
                     if "gloo" in str(dist.get_backend(pg)).lower():
@@ -197,7 +217,7 @@ class SymmRuntime:
                                      backend_name=self.backend_name, device_index=self.device.index or 0,
                                      base=rendezvous_base, hosts=self.hosts)
             st.b = st.handles.b
-            self._scheduled = {}
+            self._scheduled: Dict[int, Region] = {}
             self.schedule_report = self._schedule(schedule, max_inflight_bytes, store)
             self._binder.ops_h = ops.attach(self)
         except BaseException:
@@ -206,7 +226,8 @@ class SymmRuntime:
         self.closed = st.closed = False
 
     # ------------------------------------------------------------ the schedule
-    def _schedule(self, schedule, max_inflight_bytes, store):
+    def _schedule(self, schedule: Union[str, bool, None], max_inflight_bytes: Optional[int],
+                  store: Any) -> Dict[str, Any]:
         """Schedule every region (runtime/overlap.py); their scheduled
         forms serve graph_module(). Collective over the store."""
         from ..schedule import graph_facts, schedule_region
@@ -214,7 +235,7 @@ class SymmRuntime:
         from .rendezvous import _Store
         if schedule is False or schedule is None:
             return {"mode": "off", "reason": "schedule=False", "regions": []}
-        costs = None if schedule in ("auto", True) else schedule
+        costs = None if schedule in ("auto", True) else cast("Union[str, os.PathLike[str]]", schedule)
         facts = [graph_facts(r.doc) for r in self.regions]
         keys = [f["keys"] for f in facts]
         mine = {"fingerprints": [f["fingerprint"] for f in facts],
@@ -222,7 +243,7 @@ class SymmRuntime:
                 "keys": None if None in keys else keys}
         waits = _Store(store, self.rank, self.world, self.timeout) if self.world > 1 else None
         verdict = agree(waits, store, self.job_id or "", self.rank, self.world, mine)
-        out = {"mode": verdict["mode"], "reason": verdict["reason"], "regions": []}
+        out: Dict[str, Any] = {"mode": verdict["mode"], "reason": verdict["reason"], "regions": []}
         if verdict["mode"] == "abort":
             return out
         if costs is not None and not verdict["same_keys"]:
@@ -237,59 +258,63 @@ class SymmRuntime:
 
     # ------------------------------------------------------------ the plan
     @property
-    def plan(self):
+    def plan(self) -> Optional[RuntimePlan]:
         return self._state.plan
 
     @property
-    def regions(self):
-        return self._state.plan.regions
+    def regions(self) -> List[Region]:
+        return self._plan_open().regions
 
     @property
-    def windows(self):
-        return self._state.plan.windows
+    def windows(self) -> List[Dict[str, Any]]:
+        return self._plan_open().windows
 
     @property
-    def slots(self):
-        return self._state.plan.slots
+    def slots(self) -> List[Dict[str, Any]]:
+        return self._plan_open().slots
 
     @property
-    def plan_sha256(self):
-        return self._state.plan.plan_sha256
+    def plan_sha256(self) -> str:
+        return self._plan_open().plan_sha256
 
     @property
-    def transport(self):
-        return self._state.plan.transport
+    def transport(self) -> str:
+        return self._plan_open().transport
+
+    def _plan_open(self) -> RuntimePlan:
+        # set while the runtime is built, before anything reads it
+        return cast(RuntimePlan, self._state.plan)
 
     @property
-    def _slot_of(self):
-        return self._state.plan.slot_of
+    def _slot_of(self) -> Dict[str, int]:
+        return self._plan_open().slot_of
 
-    def _slot_for(self, name):
-        return self._state.plan.slot_for(name)
+    def _slot_for(self, name: str) -> Optional[int]:
+        return self._plan_open().slot_for(name)
 
     # What the operator kernels read (magi_aot.runtime.ops): the backend and plan
     # handles, the Python kernels' gather entry and the registry's lookup.
     @property
-    def _b(self):
+    def _b(self) -> Any:
         return self._state.b
 
     @property
-    def _plan(self):
+    def _plan(self) -> Any:
         p = self._state.plan
         return p.ptr if p is not None else None
 
-    def _gather(self, slots, inputs, group_size):
+    def _gather(self, slots: List[int], inputs: List[Any], group_size: int) -> Any:
         return self._gatherer.gather(slots, inputs, group_size)
 
-    def _slot_equals(self, slot, t):
+    def _slot_equals(self, slot: int, t: Any) -> bool:
         return self._binder.slot_equals(slot, t)
 
     # ------------------------------------------------------------- binding
-    def _check_open(self):
+    def _check_open(self) -> None:
         if self.closed:
             raise MagiError(-1, "SymmRuntime is closed")
 
-    def bind(self, shards, *, strict=True):
+    def bind(self, shards: Mapping[str, Any], *, strict: bool = True) -> Dict[str, torch.Tensor]:
         """Copy mode: copy each rank-local shard into its slot (shards: dict
         name -> tensor, names as slot weights, placeholder names or module
         FQNs; DTensors give their local tensor). Tensors without a slot
@@ -301,7 +326,7 @@ class SymmRuntime:
         self._check_open()
         return self._binder.bind(shards, strict)
 
-    def alias(self, shards=None):
+    def alias(self, shards: Optional[Mapping[str, Any]] = None) -> Dict[str, torch.Tensor]:
         """Alias mode: {slot weight: tensor that aliases the local slot}
         (nothing copied; the parameters live in the window, as MagiCompiler
         builds a model). Fill them in place (load_state_dict, copy_) before
@@ -309,7 +334,7 @@ class SymmRuntime:
         self._check_open()
         return self._binder.alias(shards)
 
-    def ready(self):
+    def ready(self) -> None:
         """Collective: return once every rank has bound (stream-ordered on
         cuda: every bind / alias write has landed). Call once before the
         first forward."""
@@ -318,7 +343,7 @@ class SymmRuntime:
             lib.magi_symm_backend_barrier(self._state.b, self._binder._stream())
 
     @property
-    def stats(self):
+    def stats(self) -> Dict[str, Any]:
         """{gather_calls, gathered_tensors, deferred_joins, host_seconds} of
         the operator calls that gathered through this runtime (by the C++
         or the Python kernels)."""
@@ -329,7 +354,7 @@ class SymmRuntime:
         return out
 
     # ------------------------------------------------------------ the graph
-    def _region(self, region):
+    def _region(self, region: RegionRef) -> Region:
         if isinstance(region, int):
             return self.regions[region]
         for loaded in self.regions:
@@ -337,7 +362,7 @@ class SymmRuntime:
                 return loaded
         raise MagiError(-14, "SymmRuntime: region %r is not one of the runtime's regions" % (region,))
 
-    def graph_module(self, region=0, *, scheduled=True):
+    def graph_module(self, region: RegionRef = 0, *, scheduled: bool = True) -> torch.fx.GraphModule:
         """The region's GraphModule as this rank runs it: rank-local (DTensor
         placeholders are local shards), rewritten gathers on the magi
         operators, every c10d collective's group_name mapped to the
@@ -347,13 +372,15 @@ class SymmRuntime:
         reads is left out (gather.drop_unread_gathers)."""
         loaded = self._region(region)
         idx = next((i for i, r in enumerate(self.regions) if r is loaded), None)
-        gm = (self._scheduled.get(idx, loaded) if scheduled else loaded).graph_module()
+        gm = (self._scheduled.get(idx, loaded) if scheduled and idx is not None else loaded).graph_module()
         drop_unread_gathers(gm)
         if self.c10d_group_names:
             remap_groups(gm, self.c10d_group_names, self.host_staged_groups)
         return gm
 
-    def compile(self, region=0, cache_dir=None, *, options=None, trust_compiled=None):
+    def compile(self, region: RegionRef = 0, cache_dir: Optional[Union[str, os.PathLike[str]]] = None, *,
+                options: Optional[Dict[str, Any]] = None,
+                trust_compiled: Optional[bool] = None) -> Tuple[Callable[..., List[Any]], Dict[str, Any]]:
         """The region compiled by Inductor as graph_module() gives it (the
         schedule's launch order kept: compile/launch_order.py), stored in
         `cache_dir` so that every later process with the same key loads the
@@ -369,11 +396,11 @@ class SymmRuntime:
         return compile_region_code(self, region, cache_dir, options=options,
                                    trust_compiled=trust_compiled)
 
-    def fake_inputs(self, region=0, fake_mode=None):
+    def fake_inputs(self, region: RegionRef = 0, fake_mode: Any = None) -> List[Any]:
         """FakeTensors of the rank-local region (Inductor compiles from them)."""
         return self._region(region).fake_inputs(fake_mode, device=self.device)
 
-    def args(self, region=0, values=None):
+    def args(self, region: RegionRef = 0, values: Optional[Mapping[str, Any]] = None) -> List[Any]:
         """The placeholder values of `region` in graph order: bound weights
         (bind/alias), plain weights given to bind(), then `values` (by
         placeholder name, target or FQN); SymInt placeholders are solved
@@ -389,7 +416,7 @@ class SymmRuntime:
         return self._binder.args(self._region(region), values)
 
     # -------------------------------------------------------------- teardown
-    def _free(self):
+    def _free(self) -> None:
         st = self._state
         ops.REGISTRY.remove_runtime(self)
         if self._binder.ops_h is not None:
@@ -404,7 +431,7 @@ class SymmRuntime:
         st.b = None
         st.handles = None
 
-    def close(self):
+    def close(self) -> None:
         """Release the windows (not collective: the C backend meets the
         peers where it needs to). Idempotent. Tensors from alias() (and
         views of them) stay valid memory: they keep the windows mapped
@@ -414,13 +441,13 @@ class SymmRuntime:
             self._free()
             self._binder.clear()
 
-    def __enter__(self):
+    def __enter__(self) -> SymmRuntime:
         return self
 
-    def __exit__(self, *a):
+    def __exit__(self, *a: object) -> None:
         self.close()
 
-    def __del__(self):
+    def __del__(self) -> None:
         try:
             if not self.closed:
                 self.close()

@@ -147,7 +147,7 @@ def _dtype_row(dtype):
     return row
 
 
-_DTYPE_ROWS = {}
+_DTYPE_ROWS: dict = {}
 
 
 def _c_tensor(t, version, dtype=True):
@@ -386,7 +386,7 @@ def check_version(weight, slot, bound, t):
 
 
 REGISTRY = SymmRegistry()
-_LIBS = []  # the torch.library.Library objects: alive as long as the process
+_LIBS: list = []  # the torch.library.Library objects: alive as long as the process
 
 
 def _out_shape(t, group_size):
@@ -503,7 +503,7 @@ class _Extension:
         self.close.restype = self.free.restype = None
 
 
-_EXT = []  # the loaded extension's entry points (one, when IMPLEMENTATION is "c++")
+_EXT: list = []  # the loaded extension's entry points (one, when IMPLEMENTATION is "c++")
 
 
 def _candidates():
