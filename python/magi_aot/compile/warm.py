@@ -81,6 +81,8 @@ from .._lib import MagiError
 from .progress import Progress, say
 
 if TYPE_CHECKING:
+    import os
+
     import torch
 
     from ..region import Region
