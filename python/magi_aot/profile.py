@@ -42,6 +42,8 @@ from ctypes import POINTER, byref, c_uint32, c_void_p
 
 from ._lib import COST_MODEL_UNBACKED_HINT, CRegion, MagiError, UnbackedGuess, lib
 from .optable import classify, is_gather
+from . import region as _region
+from .region import load
 
 __all__ = ["node_keys", "symm_node_keys", "unbacked_values", "build_table", "write_table",
            "profile", "main"]
@@ -78,7 +80,6 @@ def symm_node_keys(path):
     """The keys of the same nodes after the copy-engine rewrite (gathers of
     resident shards become magi.symm_*; indices do not change), or None when
     the region cannot be rewritten (the reason is not an error here)."""
-    from .region import load
     try:
         region = load(path, transport="copy_engine")
     except MagiError:
@@ -351,7 +352,6 @@ def profile(path, *, device="cuda", iters=20, log=None, only=None):
     measured {key: [us...]} (build_table() makes the table) and one report
     row per node {index, name, key, symm_key, us, issue_us, method}."""
     import torch
-    from . import region as _region
     keys = node_keys(path)
     skeys = symm_node_keys(path) or [None] * len(keys)
     reg = _region.load(path, transport="nccl")

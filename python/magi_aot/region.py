@@ -18,12 +18,12 @@ import time
 from ctypes import byref, c_char_p, c_size_t, c_uint8, c_uint32, c_void_p
 
 from . import docio
-from ._lib import (LOAD_TRANSPORTS, SYMM_TRANSPORTS, TRANSPORT_SOURCES, CRegion, LoadedInfo,
+from ._lib import (LOAD_TRANSPORTS, SECTION_COMPILED, SYMM_TRANSPORTS, TRANSPORT_SOURCES, CRegion, LoadedInfo,
                    LoaderOptions, MagiError, SymmBackendConfig, cstr, has, lib, struct_version)
 from .loaded import LoadedSet
 
-__all__ = ["Region", "load", "load_many", "load_bytes", "load_buffers", "save", "save_doc", "fingerprint", "inputs",
-           "region_from_doc"]
+__all__ = ["Region", "load", "load_many", "load_bytes", "load_bytes_with_sections", "load_buffers", "save",
+           "save_doc", "fingerprint", "inputs", "region_from_doc"]
 
 
 def _example_of(node):
@@ -136,6 +136,12 @@ class Region:
         """Rebuild the placeholders as FakeTensors / SymInts (see magi_aot.fx.fake)."""
         from .fx.fake import fake_inputs
         return fake_inputs(self, fake_mode, device=device)
+
+    def localized(self, rank=None, world=None):
+        """The rank-local form of this region (magi_aot.fx.rebuild.localize:
+        magi_localize_rank for `rank` of `world`, or magi_localize without
+        them), as a new Region whose `source` is this one."""
+        return _localized(self, rank, world)
 
     def graph_module(self, *, symbol_values=None, allow_targets=()):
         """Rebuild the graph as a torch.fx.GraphModule (see magi_aot.fx.rebuild;
@@ -386,6 +392,16 @@ def load_bytes(data, *, transport=None, name="artifact"):
     return load_buffers([data], [name], transport=transport)[0]
 
 
+def load_bytes_with_sections(data, kind=SECTION_COMPILED, *, transport=None, name="artifact"):
+    """load_bytes() and the artifact's opaque sections of `kind` (default:
+    the stored compiled code) from the same verified read: (Region,
+    [section bytes]). The C loader opens the artifact once and checks every
+    section's digest once; each section is decompressed once
+    (LoadedSet.sections)."""
+    region = load_buffers([data], [name], transport=transport)[0]
+    return region, region.loaded.sections(region.loaded_index, kind)
+
+
 def _build(creg, path, t0):
     fp = creg.fingerprint() if has("magi_fingerprint_hex") else None
     ins, ins_err = None, None
@@ -411,8 +427,8 @@ def region_from_doc(doc, *, transport=False):
         return _build(r, None, t0)
 
 
-def localized(region, rank=None, world=None):
-    """rebuild.localize(): magi_localize_rank on a copy of the region's
+def _localized(region, rank=None, world=None):
+    """Region.localized(): magi_localize_rank on a copy of the region's
     document, for `rank` of `world` (consecutive ranks); without them the
     tracing rank's view (magi_localize)."""
     t0 = time.perf_counter()

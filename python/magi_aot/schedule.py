@@ -27,6 +27,8 @@ import time
 from ctypes import POINTER, byref, c_char_p, c_double, c_int, c_uint32, c_uint64, c_void_p
 
 from ._lib import STATUS, CRegion, MagiError, cstr, lib
+from .optable import classify
+from .region import _build, _dumps
 
 __all__ = ["schedule_region", "skeleton", "graph_facts", "ScheduleOptions"]
 
@@ -124,7 +126,6 @@ def graph_facts(doc):
     (hex, as `magi_schedule`'s cross-rank guard compares it), "skeleton":
     skeleton(doc), "keys": a digest of its cost keys (magi_cost_keys), or
     None where the library cannot make them}."""
-    from .region import _dumps
     h = hashlib.sha256()
     with CRegion.from_json_text(_dumps(doc)) as r:
         fp = r.fingerprint()
@@ -156,7 +157,6 @@ def schedule_region(region, *, costs=None, scale=1.0, margin_us=5.0, max_infligh
     "bytes", "inflight_bytes" (at its launch)], "simulated_us",
     "max_inflight_bytes", "peak_inflight_bytes", "schedule_us" (the
     pass's own time)}."""
-    from .region import _build, _dumps
     lib_ = _declared()
     table = c_void_p()
     if costs is not None:
@@ -192,7 +192,6 @@ def skeleton(doc):
     gathers and other collectives) in graph order, each with the process
     group it names (its last string argument), by the library's operator
     table."""
-    from .optable import classify
     out = []
     for n in doc.get("graph", {}).get("nodes", []):
         kind = classify(n.get("op"), n.get("target"))
