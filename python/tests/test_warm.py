@@ -68,6 +68,21 @@ class Payload(unittest.TestCase):
             stored_payload.unpack(cases["flipped blob byte"])
         self.assertEqual(cm.exception.status, "MAGI_ERR_DIGEST")
 
+    def test_header_alone(self):
+        """header_of reads the header without reading or hashing a blob
+        (the grad mode a region is compiled in), and refuses what unpack
+        refuses before the blobs."""
+        from unittest import mock
+        data = stored_payload.pack({"key": {}, "grad_enabled": True}, [("standalone", b"abc" * 50)])
+        flipped = data[:-5] + bytes([data[-5] ^ 1]) + data[-4:]
+        with mock.patch.object(stored_payload, "hashlib") as h:
+            self.assertTrue(stored_payload.header_of(flipped)["grad_enabled"])
+        h.sha256.assert_not_called()
+        for bad in (b"XAGICODE" + data[8:], data[:10], data[:8] + (9).to_bytes(4, "little") + data[12:]):
+            with self.assertRaises(MagiError) as cm:
+                stored_payload.header_of(bad)
+            self.assertIn("compiled section", cm.exception.message)
+
     def test_through_the_artifact(self):
         """The library carries the payload byte for byte; a flipped byte in
         the stored section is refused before the payload is handed out."""

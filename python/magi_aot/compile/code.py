@@ -46,7 +46,7 @@ import time
 
 from .._lib import MagiError
 from . import keys
-from .payload import changed_files, read_regular, unpack
+from .payload import changed_files, header_of, read_regular, unpack
 from .trust import TRUST_ENV, UNKNOWN_ORIGIN, will_load
 from ..region import fingerprint as fingerprint_of
 from .grad import inference_copy
@@ -832,7 +832,7 @@ def load_region_code(region, payloads, *, transport_used="as_saved", allow_compi
             raise MagiError(-11, "stored code not usable: %s" % reason, "load_region_code")
         grad = False
         if payloads:
-            grad = bool(unpack(payloads[0])[0].get("grad_enabled"))
+            grad = bool(header_of(payloads[0]).get("grad_enabled"))
         fn = compile_from_graph(region, timings, grad, allow_targets)
         report["served"] = "compiled"
     timings["total_s"] = time.perf_counter() - t0

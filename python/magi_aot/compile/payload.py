@@ -26,7 +26,7 @@ import struct
 
 from .._lib import MagiError
 
-__all__ = ["pack", "unpack", "make_header", "file_checksums", "changed_files", "placeholder_sources",
+__all__ = ["pack", "unpack", "header_of", "make_header", "file_checksums", "changed_files", "placeholder_sources",
            "read_regular"]
 
 MAGIC = b"MAGICODE"
@@ -47,11 +47,8 @@ def pack(header, blobs):
     return b"".join([MAGIC, struct.pack("<II", VERSION, len(h)), h] + [b for _, b in blobs])
 
 
-def unpack(data):
-    """(header, {name: bytes}) of a payload; MagiError MAGI_ERR_FORMAT on
-    anything malformed (sizes are checked against the bytes present, every
-    blob's SHA-256 against the header)."""
-    data = memoryview(data)
+def _header(data):
+    """(header, its end offset) of a payload (memoryview)."""
     if len(data) < 16 or bytes(data[:8]) != MAGIC:
         raise _err("not a magi compiled-code payload (bad magic)")
     ver, hlen = struct.unpack("<II", data[8:16])
@@ -65,7 +62,22 @@ def unpack(data):
         raise _err("header is not JSON: %s" % e)
     if not isinstance(header, dict) or not isinstance(header.get("blobs"), list):
         raise _err("header without a blob list")
-    off = 16 + hlen
+    return header, 16 + hlen
+
+
+def header_of(data):
+    """The header of a payload, its blobs neither read nor hashed (what a
+    caller that loads no code reads, such as the grad mode a region is
+    compiled in); MagiError MAGI_ERR_FORMAT when it is malformed."""
+    return _header(memoryview(data))[0]
+
+
+def unpack(data):
+    """(header, {name: bytes}) of a payload; MagiError MAGI_ERR_FORMAT on
+    anything malformed (sizes are checked against the bytes present, every
+    blob's SHA-256 against the header)."""
+    data = memoryview(data)
+    header, off = _header(data)
     blobs = {}
     for b in header["blobs"]:
         if not isinstance(b, dict) or not isinstance(b.get("size"), int) or b["size"] < 0:
