@@ -15,7 +15,8 @@
  * message; a failed load that keeps a region; and for a loaded region, one
  * that breaks the IR's invariants, has two nodes of one name (the
  * lowering's new nodes), cannot be written as JSON and read back with the
- * same node count, or whose report cannot be made.
+ * same node count, or whose report cannot be made; a compiled section
+ * read from the load that hashes anything again.
  */
 #include "fuzz_common.h"
 #include <string.h>
@@ -74,6 +75,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         magi_free(rep);
     else
         fuzz_check_error(pst);
+    /* its compiled sections, from the read that loaded it: decompressed
+     * (or refused with a message), never hashed again */
+    magi_loaded_info before, after;
+    int have = magi_loader_info(&before, ld, 0) == MAGI_OK;
+    uint32_t n = magi_loader_section_count(ld, 0, MAGI_SECTION_COMPILED);
+    for (uint32_t k = 0; k < n; k++) {
+        void *sec = NULL;
+        size_t sl = 0;
+        magi_status sst = magi_loader_read_section(&sec, &sl, ld, 0, MAGI_SECTION_COMPILED, k);
+        if (sst == MAGI_OK)
+            magi_free(sec);
+        else
+            fuzz_check_error(sst);
+    }
+    if (have && magi_loader_info(&after, ld, 0) == MAGI_OK)
+        FUZZ_ASSERT(after.sections_hashed == before.sections_hashed, "reading %u compiled sections hashed %u more",
+                    n, after.sections_hashed - before.sections_hashed);
     magi_loader_free(ld);
     return 0;
 }

@@ -6,6 +6,8 @@
  *   artifact/seed-<name>-secs    mode byte 2 + raw sections
  *   legacy_v0/seed-<name>.v0     legacy v0 file (64-byte example_inputs)
  *   roundtrip/seed-<name>.json   the fixture itself
+ *   loader/seed-block-compiled   option bytes 0 0 0 + artifact v1 bytes with
+ *                                two COMPILED sections (a runtime's stored code)
  * (Hostile cases and crash inputs are kept by hand next to them.)
  */
 #include "magi_aot.h"
@@ -61,6 +63,21 @@ int main(int argc, char **argv) {
             free(raw);
         }
         rc |= put(argv[2], "artifact", fx[i], "-secs", 2, secs.data, secs.len);
+        if (!strcmp(fx[i], "block")) {
+            static const char code1[] = "MAGICODE stand-in payload", code2[] = "another variant";
+            magi_opaque_section x[2] = {{MAGI_SECTION_COMPILED, code1, sizeof code1 - 1},
+                                        {MAGI_SECTION_COMPILED, code2, sizeof code2 - 1}};
+            void *withc = NULL;
+            size_t wl = 0;
+            if (magi_artifact_encode_with(&withc, &wl, r, &so, x, 2))
+                return fprintf(stderr, "%s\n", magi_last_error()), 1;
+            magi_buf seed = {0};
+            magi_buf_append(&seed, "\0\0\0", 3);
+            magi_buf_append(&seed, withc, wl);
+            rc |= put(argv[2], "loader", fx[i], "-compiled", -1, seed.data, seed.len);
+            magi_buf_free(&seed);
+            magi_free(withc);
+        }
         magi_buf_free(&secs);
         magi_artifact_free(a);
         snprintf(path, sizeof path, "%s/legacy_v0/seed-%s.v0", argv[2], fx[i]);

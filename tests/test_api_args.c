@@ -1221,6 +1221,22 @@ ARGS(magi_localize_rank) {
     EQ(magi_localize_rank(&n, r, &cfg), MAGI_ERR_VERSION);
     magi_region_free(r);
 }
+ARGS(magi_loader_section_count) {
+    EQ(magi_loader_section_count(NULL, 0, MAGI_SECTION_COMPILED), 0);
+    EQ(magi_loader_section_count(loader(), BIG, MAGI_SECTION_COMPILED), 0);
+}
+ARGS(magi_loader_read_section) {
+    void *o = (void *)1;
+    size_t n = 7;
+    INVALID(magi_loader_read_section(NULL, &n, loader(), 0, MAGI_SECTION_COMPILED, 0), "out");
+    INVALID(magi_loader_read_section(&o, NULL, loader(), 0, MAGI_SECTION_COMPILED, 0), "len");
+    EQ(o, NULL);
+    o = (void *)1;
+    INVALID(magi_loader_read_section(&o, &n, NULL, 0, MAGI_SECTION_COMPILED, 0), "ld");
+    EQ(o, NULL);
+    EQ(n, 0);
+    INVALID(magi_loader_read_section(&o, &n, loader(), BIG, MAGI_SECTION_COMPILED, 0), "region");
+}
 ARGS(magi_loader_lowered) {
     uint32_t n = 7;
     EQ(magi_loader_lowered(&n, NULL, 0), NULL);
@@ -1326,7 +1342,8 @@ static const arg_case cases[] = {
     ARGS_CASE(magi_loader_load), ARGS_CASE(magi_loader_load_buffers), ARGS_CASE(magi_loader_count),
     ARGS_CASE(magi_loader_region), ARGS_CASE(magi_loader_info), ARGS_CASE(magi_loader_inputs_json),
     ARGS_CASE(magi_loader_inputs_status), ARGS_CASE(magi_loader_plan), ARGS_CASE(magi_loader_backend),
-    ARGS_CASE(magi_loader_report), ARGS_CASE(magi_loader_save),
+    ARGS_CASE(magi_loader_report), ARGS_CASE(magi_loader_save), ARGS_CASE(magi_loader_section_count),
+    ARGS_CASE(magi_loader_read_section),
     ARGS_CASE(magi_placement_parse), ARGS_CASE(magi_placement_format), ARGS_CASE(magi_dtensor_spec_get),
     ARGS_CASE(magi_dtensor_spec_check_json), ARGS_CASE(magi_dtensor_extent), ARGS_CASE(magi_lower_redistribute),
     ARGS_CASE(magi_loader_lowered), ARGS_CASE(magi_localize), ARGS_CASE(magi_localize_rank), ARGS_CASE(magi_hex_encode),

@@ -305,6 +305,84 @@ static void test_cli_inspect_and_verify(void) {
     magi_region_free(r);
 }
 
+/* The loader hands out a region's compiled sections from the read that
+ * loaded it: the artifact is opened once, every section hashed once and
+ * each compiled one decompressed once, when read; the bytes are the
+ * loader's own copy (the caller's buffer changed afterwards changes
+ * nothing); a flipped compiled byte fails the load itself. */
+static void test_loader_reads_sections_from_the_same_read(void) {
+    magi_region *r = read_fixture("block.json");
+    size_t n1 = 200000, n2 = 3000;
+    uint8_t *p1 = payload(n1, 5), *p2 = payload(n2, 6);
+    void *a = NULL;
+    size_t n = 0;
+    encode2(r, p1, n1, p2, n2, &a, &n);
+    magi_loader *ld = NULL;
+    MT_OK(magi_loader_new(&ld, NULL));
+    const void *data[1] = {a};
+    size_t sizes[1] = {n};
+    const char *names[1] = {"cache entry"};
+    MT_OK(magi_loader_load_buffers(ld, data, sizes, names, 1));
+    magi_loaded_info li;
+    MT_OK(magi_loader_info(&li, ld, 0));
+    MT_CHECK(li.sections_hashed == 6 && li.sections_decoded == 4, "after the load: %u hashed, %u decoded",
+             li.sections_hashed, li.sections_decoded);
+    memset(a, 0xAB, n); /* the loader holds its own copy */
+    MT_CHECK(magi_loader_section_count(ld, 0, MAGI_SECTION_COMPILED) == 2, "count %u",
+             magi_loader_section_count(ld, 0, MAGI_SECTION_COMPILED));
+    MT_CHECK(magi_loader_section_count(ld, 1, MAGI_SECTION_COMPILED) == 0, "count of a region not loaded");
+    MT_CHECK(magi_loader_section_count(NULL, 0, MAGI_SECTION_COMPILED) == 0, "count of a NULL loader");
+    void *got = NULL;
+    size_t gl = 0;
+    MT_OK(magi_loader_read_section(&got, &gl, ld, 0, MAGI_SECTION_COMPILED, 0));
+    MT_CHECK(gl == n1 && !memcmp(got, p1, n1), "first payload differs (%zu bytes)", gl);
+    magi_free(got);
+    MT_OK(magi_loader_read_section(&got, &gl, ld, 0, MAGI_SECTION_COMPILED, 1));
+    MT_CHECK(gl == n2 && !memcmp(got, p2, n2), "second payload differs (%zu bytes)", gl);
+    magi_free(got);
+    MT_OK(magi_loader_info(&li, ld, 0));
+    MT_CHECK(li.sections_hashed == 6 && li.sections_decoded == 6, "after reading both: %u hashed, %u decoded",
+             li.sections_hashed, li.sections_decoded);
+    got = (void *)1;
+    MT_CHECK(magi_loader_read_section(&got, &gl, ld, 0, MAGI_SECTION_COMPILED, 2) == MAGI_ERR_NOT_FOUND && !got,
+             "a third section was found");
+    MT_CHECK(strstr(magi_last_error(), "cache entry") && strstr(magi_last_error(), "holds 2"), "message: %s",
+             magi_last_error());
+    MT_CHECK(magi_loader_read_section(&got, &gl, ld, 0, MAGI_SECTION_GRAPH, 0) == MAGI_ERR_INVALID_ARG,
+             "the graph section was handed out");
+    MT_CHECK(magi_loader_read_section(&got, &gl, ld, 1, MAGI_SECTION_COMPILED, 0) == MAGI_ERR_INVALID_ARG,
+             "region 1 of 1 accepted");
+    MT_CHECK(magi_loader_read_section(NULL, &gl, ld, 0, MAGI_SECTION_COMPILED, 0) == MAGI_ERR_INVALID_ARG,
+             "NULL out accepted");
+
+    /* a flipped byte of the second compiled section: the load fails, naming it */
+    encode2(r, p1, n1, p2, n2, &got, &gl);
+    ((uint8_t *)got)[gl - 1] ^= 1;
+    data[0] = got;
+    sizes[0] = gl;
+    MT_CHECK(magi_loader_load_buffers(ld, data, sizes, names, 1) == MAGI_ERR_DIGEST, "flipped byte loaded");
+    MT_CHECK(strstr(magi_last_error(), "cache entry") && strstr(magi_last_error(), "#5"), "message: %s",
+             magi_last_error());
+    MT_CHECK(magi_loader_section_count(ld, 0, MAGI_SECTION_COMPILED) == 0, "a failed load kept sections");
+    free(got);
+
+    /* magi-fx JSON holds no sections */
+    char *j = to_json(r);
+    data[0] = j;
+    sizes[0] = strlen(j);
+    MT_OK(magi_loader_load_buffers(ld, data, sizes, names, 1));
+    MT_CHECK(magi_loader_section_count(ld, 0, MAGI_SECTION_COMPILED) == 0, "JSON with sections");
+    MT_CHECK(magi_loader_read_section(&got, &gl, ld, 0, MAGI_SECTION_COMPILED, 0) == MAGI_ERR_NOT_FOUND,
+             "a section of a JSON input");
+    magi_free(j);
+    magi_loader_free(ld);
+    free(a);
+    free(p1);
+    free(p2);
+    magi_region_free(r);
+}
+
 MT_MAIN(MT_CASE(test_round_trip_and_listing), MT_CASE(test_encoder_refuses_known_kinds),
         MT_CASE(test_flipped_byte_rejected), MT_CASE(test_skipped_by_readers_that_do_not_know_it),
-        MT_CASE(test_hostile_sizes), MT_CASE(test_cli_inspect_and_verify))
+        MT_CASE(test_hostile_sizes), MT_CASE(test_cli_inspect_and_verify),
+        MT_CASE(test_loader_reads_sections_from_the_same_read))

@@ -169,6 +169,26 @@ MAGI_API const magi_symm_plan *magi_loader_plan(const magi_loader *ld);
  * (and *n = 0) when there were none or i is out of range. Borrowed, valid
  * until the next load or free. */
 MAGI_API const magi_lowered *magi_loader_lowered(uint32_t *n, const magi_loader *ld, uint32_t i);
+/* The opaque sections (artifact.h: kinds past MAGI_SECTION_GRAPH, such as
+ * MAGI_SECTION_COMPILED, a runtime's stored code) of region i, read from
+ * the same verified read as the region: the load opened the artifact once
+ * and checked every section's digest, including these, on the loader's own
+ * copy of the bytes; reading one decompresses it (the zstd frame checked
+ * against the table and max_decompressed_bytes first) without opening or
+ * hashing anything again. magi_loaded_info's sections_hashed and
+ * sections_decoded count this work too.
+ *
+ * magi_loader_section_count: how many sections of `kind` region i holds
+ * (0 for a JSON or legacy v0 input, i out of range or a NULL ld).
+ * magi_loader_read_section: the k-th of them (table order). *out (*len
+ * bytes) is owned by the caller: magi_free(); NULL on failure. Errors:
+ * MAGI_ERR_INVALID_ARG (NULL argument, i out of range, a kind the load
+ * itself parses), MAGI_ERR_NOT_FOUND (no k-th section of that kind),
+ * MAGI_ERR_CORRUPT / MAGI_ERR_LIMIT / MAGI_ERR_UNSUPPORTED naming the file
+ * and section. Each call decompresses again: read each section once. */
+MAGI_API uint32_t magi_loader_section_count(const magi_loader *ld, uint32_t i, uint32_t kind);
+MAGI_API magi_status magi_loader_read_section(void **out, size_t *len, magi_loader *ld, uint32_t i, uint32_t kind,
+                                              uint32_t k);
 /* The bound backend, or NULL when no backend was asked for; borrowed. */
 MAGI_API magi_symm_backend *magi_loader_backend(const magi_loader *ld);
 

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Dict
 
-from ._lib import MagiError, MagiUnsupported, lib_path
+from ._lib import MagiError, MagiUnsupported, lib as _library, lib_path
 from ._torch_required import TorchRequiredError, require_torch as _require_torch
+from .compile.backend import SaveBackend as _SaveBackend
 from .compile.warm import warm_start
+from .fx import graph_to_doc as _graph_to_doc
 from .region import (Region, fingerprint, inputs, load, load_buffers, load_bytes, load_many, region_from_doc,
                      save, save_doc)
 from . import cache  # noqa: E402,F401 - magi_aot.cache.cache_get / read_index without torch
@@ -28,21 +30,18 @@ __version__ = "0.1.0"
 def graph_to_doc(gm: torch.fx.GraphModule, **kw: Any) -> Dict[str, Any]:
     """The magi-fx JSON v1 document (dict) of a GraphModule (see magi_aot.fx)."""
     _require_torch("magi_aot.graph_to_doc()")
-    from .fx import graph_to_doc as _g
-    return _g(gm, **kw)
+    return _graph_to_doc(gm, **kw)
 
 
 def save_backend(cache_dir: str, model_tag: str, **kw: Any) -> SaveBackend:
     """A torch.compile backend that saves every region into `cache_dir`
     (see magi_aot.compile.backend.SaveBackend)."""
     _require_torch("magi_aot.save_backend()")
-    from .compile.backend import SaveBackend
-    return SaveBackend(cache_dir, model_tag, **kw)
+    return _SaveBackend(cache_dir, model_tag, **kw)
 
 
 def library_version() -> str:
-    from ._lib import lib
-    return lib.magi_version().decode()
+    return _library.magi_version().decode()
 
 
 __all__ = ["MagiError", "MagiUnsupported", "TorchRequiredError", "Region", "load", "load_buffers", "load_bytes",

@@ -15,10 +15,10 @@ thread at a time), as the C loader.
 """
 from __future__ import annotations
 
-from ctypes import c_void_p
-from typing import Iterable, Optional
+from ctypes import byref, c_size_t, c_void_p
+from typing import Iterable, List, Optional
 
-from ._lib import MagiError, lib
+from ._lib import SECTION_COMPILED, MagiError, lib, take_text
 
 __all__ = ["LoadedSet"]
 
@@ -70,6 +70,20 @@ class LoadedSet:
                 and self.keep_cast_pad == bool(keep_cast_pad)
                 and self.window_cap_bytes == int(window_cap_bytes)
                 and self.cross_host_groups == tuple(sorted(set(cross_host_groups or ()))))
+
+    def sections(self, i: int, kind: int = SECTION_COMPILED) -> List[bytes]:
+        """The opaque sections of `kind` (default: stored compiled code) of
+        region i, decompressed, in table order: read from the load's own
+        verified copy of the artifact (magi_loader_read_section), so the
+        artifact is neither opened nor hashed again. [] for a JSON or
+        legacy input. Each call decompresses again: read them once."""
+        h = self.handle
+        out = []
+        for k in range(int(lib.magi_loader_section_count(h, i, kind))):
+            p, n = c_void_p(), c_size_t()
+            lib.magi_loader_read_section(byref(p), byref(n), h, i, kind, k)
+            out.append(take_text(p, n.value))
+        return out
 
     def close(self) -> None:
         """Free the loader (idempotent). Regions keep their documents; a

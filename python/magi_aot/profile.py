@@ -45,6 +45,8 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Mapping, 
 
 from ._lib import COST_MODEL_UNBACKED_HINT, CRegion, MagiError, UnbackedGuess, lib
 from .optable import classify, is_gather
+from . import region as _region
+from .region import load
 
 if TYPE_CHECKING:
     from .region import Doc, StrPath
@@ -84,7 +86,6 @@ def symm_node_keys(path: StrPath) -> Optional[List[Optional[str]]]:
     """The keys of the same nodes after the copy-engine rewrite (gathers of
     resident shards become magi.symm_*; indices do not change), or None when
     the region cannot be rewritten (the reason is not an error here)."""
-    from .region import load
     try:
         region = load(path, transport="copy_engine")
     except MagiError:
@@ -363,7 +364,6 @@ def profile(path: StrPath, *, device: str = "cuda", iters: int = 20, log: Option
     measured {key: [us...]} (build_table() makes the table) and one report
     row per node {index, name, key, symm_key, us, issue_us, method}."""
     import torch
-    from . import region as _region
     keys = node_keys(path)
     skeys: List[Optional[str]] = symm_node_keys(path) or [None] * len(keys)
     reg = _region.load(path, transport="nccl")

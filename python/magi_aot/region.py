@@ -21,7 +21,7 @@ from ctypes import byref, c_char_p, c_size_t, c_uint8, c_uint32, c_void_p
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Literal, Optional, Sequence, Tuple, Union
 
 from . import docio
-from ._lib import (LOAD_TRANSPORTS, SYMM_TRANSPORTS, TRANSPORT_SOURCES, CRegion, LoadedInfo,
+from ._lib import (LOAD_TRANSPORTS, SECTION_COMPILED, SYMM_TRANSPORTS, TRANSPORT_SOURCES, CRegion, LoadedInfo,
                    LoaderOptions, MagiError, SymmBackendConfig, cstr, has, lib, struct_version)
 from .loaded import LoadedSet
 
@@ -33,8 +33,8 @@ Doc = Dict[str, Any]
 # What the load and save calls take for a file: a path as str or os.PathLike.
 StrPath = Union[str, "os.PathLike[str]"]
 
-__all__ = ["Region", "load", "load_many", "load_bytes", "load_buffers", "save", "save_doc", "fingerprint", "inputs",
-           "region_from_doc"]
+__all__ = ["Region", "load", "load_many", "load_bytes", "load_bytes_with_sections", "load_buffers", "save",
+           "save_doc", "fingerprint", "inputs", "region_from_doc"]
 
 
 def _example_of(node: Doc) -> Any:
@@ -151,6 +151,12 @@ class Region:
         """Rebuild the placeholders as FakeTensors / SymInts (see magi_aot.fx.fake)."""
         from .fx.fake import fake_inputs
         return fake_inputs(self, fake_mode, device=device)
+
+    def localized(self, rank: Optional[int] = None, world: Optional[int] = None) -> "Region":
+        """The rank-local form of this region (magi_aot.fx.rebuild.localize:
+        magi_localize_rank for `rank` of `world`, or magi_localize without
+        them), as a new Region whose `source` is this one."""
+        return _localized(self, rank, world)
 
     def graph_module(self, *, symbol_values: Optional[Dict[str, Any]] = None,
                      allow_targets: Iterable[str] = ()) -> torch.fx.GraphModule:
@@ -406,6 +412,17 @@ def load_bytes(data: bytes, *, transport: Optional[str] = None, name: str = "art
     return load_buffers([data], [name], transport=transport)[0]
 
 
+def load_bytes_with_sections(data: bytes, kind: int = SECTION_COMPILED, *, transport: Optional[str] = None,
+                             name: str = "artifact") -> Tuple[Region, List[bytes]]:
+    """load_bytes() and the artifact's opaque sections of `kind` (default:
+    the stored compiled code) from the same verified read: (Region,
+    [section bytes]). The C loader opens the artifact once and checks every
+    section's digest once; each section is decompressed once
+    (LoadedSet.sections)."""
+    region = load_buffers([data], [name], transport=transport)[0]
+    return region, region.loaded.sections(region.loaded_index, kind)
+
+
 def _build(creg: CRegion, path: Optional[str], t0: float) -> Region:
     fp = creg.fingerprint() if has("magi_fingerprint_hex") else None
     ins, ins_err = None, None
@@ -431,8 +448,8 @@ def region_from_doc(doc: Doc, *, transport: Union[None, str, Literal[False]] = F
         return _build(r, None, t0)
 
 
-def localized(region: Region, rank: Optional[int] = None, world: Optional[int] = None) -> Region:
-    """rebuild.localize(): magi_localize_rank on a copy of the region's
+def _localized(region: Region, rank: Optional[int] = None, world: Optional[int] = None) -> Region:
+    """Region.localized(): magi_localize_rank on a copy of the region's
     document, for `rank` of `world` (consecutive ranks); without them the
     tracing rank's view (magi_localize)."""
     t0 = time.perf_counter()

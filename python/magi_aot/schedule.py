@@ -30,6 +30,8 @@ from ctypes import POINTER, byref, c_char_p, c_double, c_int, c_uint32, c_uint64
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Tuple
 
 from ._lib import STATUS, CRegion, MagiError, _Lib, cstr, lib
+from .optable import classify
+from .region import _build, _dumps
 
 if TYPE_CHECKING:
     from .region import Doc, Region, StrPath
@@ -131,7 +133,6 @@ def graph_facts(doc: Doc) -> Dict[str, Any]:
     (hex, as `magi_schedule`'s cross-rank guard compares it), "skeleton":
     skeleton(doc), "keys": a digest of its cost keys (magi_cost_keys), or
     None where the library cannot make them}."""
-    from .region import _dumps
     h = hashlib.sha256()
     with CRegion.from_json_text(_dumps(doc)) as r:
         fp = r.fingerprint()
@@ -164,7 +165,6 @@ def schedule_region(region: Region, *, costs: Optional[StrPath] = None, scale: f
     "bytes", "inflight_bytes" (at its launch)], "simulated_us",
     "max_inflight_bytes", "peak_inflight_bytes", "schedule_us" (the
     pass's own time)}."""
-    from .region import _build, _dumps
     lib_ = _declared()
     table = c_void_p()
     if costs is not None:
@@ -200,7 +200,6 @@ def skeleton(doc: Doc) -> List[List[Any]]:
     gathers and other collectives) in graph order, each with the process
     group it names (its last string argument), by the library's operator
     table."""
-    from .optable import classify
     out: List[List[Any]] = []
     for n in doc.get("graph", {}).get("nodes", []):
         kind = classify(n.get("op"), n.get("target"))

@@ -155,7 +155,7 @@ class EntriesThatDoNotServe(unittest.TestCase):
     wrong (the region is then compiled and the entry replaced)."""
 
     def test_malformed_and_other_key(self):
-        from magi_aot.compile.code import pack
+        from magi_aot.compile.payload import pack
         from magi_aot.runtime.compiled import COMPILER, _stored
         key = {"order": "a" * 64, "fingerprint": "f" * 64, "format": 1}
         rep = {}

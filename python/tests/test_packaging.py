@@ -187,6 +187,92 @@ def _imports(path):
     return out
 
 
+def _modules():
+    """{module name: file path} of every Python module of the package."""
+    out = {}
+    for f in _tree():
+        if f.endswith(".py"):
+            rel = f[len("magi_aot/"):-3].split("/")
+            name = ".".join(["magi_aot"] + [p for p in rel if p != "__init__"])
+            out[name] = os.path.join(PACKAGE, *f.split("/")[1:])
+    return out
+
+
+def _all_imports(name, path, modules):
+    """[(module, line, in_function)] of every package module the file
+    imports, at module level and inside functions (`from .x import y`
+    names the module x.y where that is one, else x)."""
+    import ast
+    pkg = name.split(".") if path.endswith("__init__.py") else name.split(".")[:-1]
+    with open(path) as f:
+        tree = ast.parse(f.read())
+    out = []
+
+    def visit(node, in_function):
+        for ch in ast.iter_child_nodes(node):
+            if isinstance(ch, ast.ImportFrom):
+                base = pkg[:len(pkg) - ch.level + 1] if ch.level else []
+                mod = ".".join(base + ([ch.module] if ch.module else []))
+                for a in ch.names:
+                    target = mod + "." + a.name if mod + "." + a.name in modules else mod
+                    out.append((target, ch.lineno, in_function))
+            elif isinstance(ch, ast.Import):
+                out.extend((a.name, ch.lineno, in_function) for a in ch.names)
+            visit(ch, in_function or isinstance(ch, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)))
+    visit(tree, False)
+    return [(m, line, fn) for m, line, fn in out if m in modules and m != name]
+
+
+# The layers of test_imports_follow_the_layers: what each subpackage may
+# import at module level (the core, magi_aot/*.py, imports none of them).
+SUBPACKAGES = ("magi_aot.fx", "magi_aot.compile", "magi_aot.runtime")
+MAY_IMPORT = {"magi_aot.fx": ("magi_aot.fx",), "magi_aot.compile": ("magi_aot.fx", "magi_aot.compile"),
+              "magi_aot.runtime": ("magi_aot.runtime",)}
+
+
+def _layer(module):
+    return next((s for s in SUBPACKAGES if module == s or module.startswith(s + ".")), None)
+
+
+# Every import of a package module made inside a function, and why it
+# cannot be at module level (test_function_level_imports_have_a_reason
+# checks each reason; any other such import fails it):
+#   "layers"  the importer's layer may not import the module's at module
+#             level (a call into a layer above, or across: MAY_IMPORT)
+#   "torch"   the module cannot be imported without torch and the importer
+#             can (`import magi_aot` works where torch is not installed)
+FUNCTION_IMPORTS = {
+    ("magi_aot.compile.backend", "magi_aot.runtime.plan"): "layers",
+    ("magi_aot.fx.rebuild", "magi_aot.runtime.ops"): "layers",
+    ("magi_aot.profile", "magi_aot.fx.expr"): "layers",
+    ("magi_aot.profile", "magi_aot.fx.rebuild"): "layers",
+    ("magi_aot.region", "magi_aot.fx"): "layers",
+    ("magi_aot.region", "magi_aot.fx.fake"): "layers",
+    ("magi_aot.region", "magi_aot.fx.rebuild"): "layers",
+    ("magi_aot.runtime.compiled", "magi_aot.compile.code"): "layers",
+    ("magi_aot.runtime.compiled", "magi_aot.compile.keys"): "layers",
+    ("magi_aot.runtime.compiled", "magi_aot.compile.launch_order"): "layers",
+    ("magi_aot.runtime.compiled", "magi_aot.compile.payload"): "layers",
+    ("magi_aot.runtime.compiled", "magi_aot.compile.trust"): "layers",
+    ("magi_aot.runtime.ops", "magi_aot.compile.launch_order"): "layers",
+}
+
+# Which modules import where torch is not installed ({module: error or None}).
+IMPORTS_WITHOUT_TORCH = r"""
+import importlib, json, sys
+sys.modules["torch"] = None
+sys.path.insert(0, sys.argv[1])
+out = {}
+for name in sys.argv[2:]:
+    try:
+        importlib.import_module(name)
+        out[name] = None
+    except ImportError as e:
+        out[name] = str(e)
+print(json.dumps(out))
+"""
+
+
 class ModuleLayout(unittest.TestCase):
     """docs/PYTHON.md's "Module layout" and docs/ARCHITECTURE.md's Python
     table name the files of the tree, the subpackages import the core and
@@ -216,10 +302,72 @@ class ModuleLayout(unittest.TestCase):
             {"magi_aot/_docbuild.c", "magi_aot/runtime/__init__.py"}
         self.assertEqual(listed, want)
 
+    def test_no_import_cycles(self):
+        """No module of the package reaches itself through its imports,
+        those made inside functions included."""
+        modules = _modules()
+        graph = {n: sorted({m for m, _, _ in _all_imports(n, p, modules)}) for n, p in modules.items()}
+        state, cycles = {}, []
+
+        def walk(n, stack):
+            state[n] = "open"
+            stack.append(n)
+            for m in graph[n]:
+                if state.get(m) == "open":
+                    cycles.append(stack[stack.index(m):] + [m])
+                elif m not in state:
+                    walk(m, stack)
+            stack.pop()
+            state[n] = "done"
+        for n in sorted(graph):
+            if n not in state:
+                walk(n, [])
+        self.assertEqual(cycles, [], "import cycles: %s" % "; ".join(" -> ".join(c) for c in cycles))
+
+    def test_function_level_imports_have_a_reason(self):
+        modules = _modules()
+        found = {}
+        for n, p in sorted(modules.items()):
+            for m, line, in_function in _all_imports(n, p, modules):
+                if in_function:
+                    found.setdefault((n, m), "%s:%d" % (os.path.relpath(p, ROOT), line))
+        for pair, where in sorted(found.items()):
+            self.assertTrue(pair in FUNCTION_IMPORTS, "%s imports %s inside a function with no reason "
+                          "listed in FUNCTION_IMPORTS: import it at module level" % (where, pair[1]))
+        self.assertEqual(sorted(set(FUNCTION_IMPORTS) - set(found)), [],
+                         "FUNCTION_IMPORTS lists imports the package no longer makes")
+        need = sorted({x for pair, why in FUNCTION_IMPORTS.items() if why == "torch" for x in pair})
+        without = {}
+        if need:
+            r = subprocess.run([sys.executable, "-c", IMPORTS_WITHOUT_TORCH, os.path.join(ROOT, "python")] + need,
+                               capture_output=True, text=True, timeout=120)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            without = __import__("json").loads(r.stdout)
+        for (importer, module), why in sorted(FUNCTION_IMPORTS.items()):
+            with self.subTest(importer=importer, module=module):
+                if why == "layers":
+                    self.assertNotIn(_layer(module), MAY_IMPORT.get(_layer(importer), ()) + (None,),
+                                     "%s may import %s at module level" % (importer, module))
+                    self.assertNotEqual(importer, "magi_aot", "the package facade imports any layer")
+                elif why == "torch":
+                    self.assertIsNone(without[importer], "%s needs torch itself" % importer)
+                    self.assertIsNotNone(without[module], "%s imports without torch" % module)
+                else:
+                    self.fail("unknown reason %r" % why)
+
+    def test_the_core_imports_without_torch(self):
+        """`import magi_aot` and every module outside the runtime (whose
+        operators are torch's) import where torch is not installed: torch is
+        imported inside the functions that need it."""
+        names = sorted(n for n in _modules() if _layer(n) != "magi_aot.runtime" and n != "magi_aot.ops")
+        r = subprocess.run([sys.executable, "-c", IMPORTS_WITHOUT_TORCH, os.path.join(ROOT, "python")] + names,
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        failed = {k: v for k, v in __import__("json").loads(r.stdout).items() if v is not None}
+        self.assertEqual(failed, {})
+
     def test_imports_follow_the_layers(self):
-        subs = ("magi_aot.fx", "magi_aot.compile", "magi_aot.runtime")
-        may = {"magi_aot.fx": ("magi_aot.fx",), "magi_aot.compile": ("magi_aot.fx", "magi_aot.compile"),
-               "magi_aot.runtime": ("magi_aot.runtime",)}
+        subs, may = SUBPACKAGES, MAY_IMPORT
         for f in sorted(_tree()):
             if not f.endswith(".py"):
                 continue

@@ -31,6 +31,7 @@ from _util import HERE, ROOT, TORCH_REASON, fixture, torch_available
 
 import magi_aot
 from magi_aot.compile import code as compiled
+from magi_aot.compile import keys as stored_keys, payload as stored_payload
 from magi_aot._lib import SECTION_COMPILED, CRegion, MagiError, read_opaque_sections
 
 HAVE_TORCH = torch_available()
@@ -40,15 +41,15 @@ MODEL_SRC = os.path.join(HERE, "data", "tiny_transformer.py")
 class Payload(unittest.TestCase):
     def test_round_trip(self):
         blobs = [("standalone", b"x" * 1000), ("so/ab/c.so", bytes(range(256)))]
-        data = compiled.pack({"key": {"torch": "t"}, "placeholders": []}, blobs)
-        header, got = compiled.unpack(data)
+        data = stored_payload.pack({"key": {"torch": "t"}, "placeholders": []}, blobs)
+        header, got = stored_payload.unpack(data)
         self.assertEqual(header["key"], {"torch": "t"})
         self.assertEqual(got, dict(blobs))
         self.assertEqual([b["sha256"] for b in header["blobs"]],
                          [hashlib.sha256(b).hexdigest() for _, b in blobs])
 
     def test_hostile(self):
-        data = compiled.pack({"key": {}}, [("standalone", b"abc" * 50)])
+        data = stored_payload.pack({"key": {}}, [("standalone", b"abc" * 50)])
         cases = {
             "bad magic": b"XAGICODE" + data[8:],
             "truncated": data[:-1],
@@ -61,16 +62,31 @@ class Payload(unittest.TestCase):
         for what, bad in cases.items():
             with self.subTest(what):
                 with self.assertRaises(MagiError) as cm:
-                    compiled.unpack(bad)
+                    stored_payload.unpack(bad)
                 self.assertIn("compiled section", cm.exception.message)
         with self.assertRaises(MagiError) as cm:
-            compiled.unpack(cases["flipped blob byte"])
+            stored_payload.unpack(cases["flipped blob byte"])
         self.assertEqual(cm.exception.status, "MAGI_ERR_DIGEST")
+
+    def test_header_alone(self):
+        """header_of reads the header without reading or hashing a blob
+        (the grad mode a region is compiled in), and refuses what unpack
+        refuses before the blobs."""
+        from unittest import mock
+        data = stored_payload.pack({"key": {}, "grad_enabled": True}, [("standalone", b"abc" * 50)])
+        flipped = data[:-5] + bytes([data[-5] ^ 1]) + data[-4:]
+        with mock.patch.object(stored_payload, "hashlib") as h:
+            self.assertTrue(stored_payload.header_of(flipped)["grad_enabled"])
+        h.sha256.assert_not_called()
+        for bad in (b"XAGICODE" + data[8:], data[:10], data[:8] + (9).to_bytes(4, "little") + data[12:]):
+            with self.assertRaises(MagiError) as cm:
+                stored_payload.header_of(bad)
+            self.assertIn("compiled section", cm.exception.message)
 
     def test_through_the_artifact(self):
         """The library carries the payload byte for byte; a flipped byte in
         the stored section is refused before the payload is handed out."""
-        payload = compiled.pack({"key": {}}, [("standalone", os.urandom(5000))])
+        payload = stored_payload.pack({"key": {}}, [("standalone", os.urandom(5000))])
         with open(fixture("block")) as f:
             text = f.read()
         with CRegion.from_json_text(text) as r:
@@ -91,8 +107,8 @@ class Payload(unittest.TestCase):
 _HOSTILE_FILES_CHILD = r"""
 import json, resource, sys
 resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
-from magi_aot.compile import code as compiled
-print(json.dumps(compiled.file_checksums(sys.argv[1:])))
+from magi_aot.compile import payload
+print(json.dumps(payload.file_checksums(sys.argv[1:])))
 """
 
 
@@ -134,7 +150,7 @@ class TracedFiles(unittest.TestCase):
 
     def test_changed_files_refuses_a_malformed_record(self):
         with self.assertRaises(MagiError):
-            compiled.changed_files(["no-such-file.py"])   # a list, not {path: sha256}
+            stored_payload.changed_files(["no-such-file.py"])   # a list, not {path: sha256}
 
 
 @unittest.skipUnless(HAVE_TORCH, TORCH_REASON)
@@ -389,8 +405,8 @@ class Keys(unittest.TestCase):
             f.write("x = 1\n")
 
     def payload(self, fp="f" * 64, transport="as_saved"):
-        key = compiled.environment_key("cpu", fp, transport)
-        return compiled.pack(compiled.make_header(key, [self.src], []), [("standalone", b"")])
+        key = stored_keys.environment_key("cpu", fp, transport)
+        return stored_payload.pack(stored_payload.make_header(key, [self.src], []), [("standalone", b"")])
 
     def test_match(self):
         h, _, why = compiled.choose(_FakeRegion("f" * 64), [self.payload()], "as_saved")
@@ -399,11 +415,11 @@ class Keys(unittest.TestCase):
 
     def test_simulated_field_named(self):
         stored = self.payload()
-        os.environ[compiled.SIMULATE_ENV] = "torch=0.0-simulated"
+        os.environ[stored_keys.SIMULATE_ENV] = "torch=0.0-simulated"
         try:
             h, _, why = compiled.choose(_FakeRegion("f" * 64), [stored], "as_saved")
         finally:
-            del os.environ[compiled.SIMULATE_ENV]
+            del os.environ[stored_keys.SIMULATE_ENV]
         self.assertIsNone(h)
         self.assertIn("key 'torch' differs", why)
         self.assertIn("0.0-simulated", why)
@@ -412,7 +428,7 @@ class Keys(unittest.TestCase):
         """Code stored for the graph as saved is not served to a region the
         load rewrote (copy-engine gathers): fingerprint and transport differ."""
         from unittest import mock
-        with mock.patch("magi_aot.region.fingerprint", return_value="e" * 64):
+        with mock.patch("magi_aot.compile.code.fingerprint_of", return_value="e" * 64):
             h, _, why = compiled.choose(_FakeRegion("f" * 64, n_rewritten=3,
                                                     transport="copy_engine"),
                                         [self.payload()], "copy_engine")
@@ -422,11 +438,11 @@ class Keys(unittest.TestCase):
 
     def test_second_variant_used(self):
         """Of two stored variants the one matching the running key is served."""
-        other = compiled.pack(compiled.make_header(
-            dict(compiled.environment_key("cpu", "f" * 64, "as_saved"), device="cuda:sm_90"),
+        other = stored_payload.pack(stored_payload.make_header(
+            dict(stored_keys.environment_key("cpu", "f" * 64, "as_saved"), device="cuda:sm_90"),
             [self.src], []), [("standalone", b"other")])
-        mine = compiled.pack(compiled.make_header(
-            compiled.environment_key("cpu", "f" * 64, "as_saved"), [self.src], []),
+        mine = stored_payload.pack(stored_payload.make_header(
+            stored_keys.environment_key("cpu", "f" * 64, "as_saved"), [self.src], []),
             [("standalone", b"mine")])
         h, blobs, why = compiled.choose(_FakeRegion("f" * 64), [other, mine], "as_saved")
         self.assertIsNone(why)
@@ -520,9 +536,9 @@ def _stand_in_compile(gm, example_inputs):
     this process and the stored payload is a stand-in under the running
     key (what an attacker's pickle would be to the loader)."""
     def build(doc, fp, traced):
-        key = compiled.environment_key(compiled.region_device(doc), fp, "as_saved")
-        return compiled.pack(compiled.make_header(key, traced, []),
-                             [("standalone", b"stand-in for the attacker's pickle")])
+        key = stored_keys.environment_key(stored_keys.region_device(doc), fp, "as_saved")
+        return stored_payload.pack(stored_payload.make_header(key, traced, []),
+                                   [("standalone", b"stand-in for the attacker's pickle")])
     return gm.forward, (build, 0.0)
 
 
@@ -629,7 +645,7 @@ class Trust(_StoredCode):
         writer learn whether a file of this user's holds what they
         guessed (by whether the process re-traces): trust comes first."""
         from unittest import mock
-        real = compiled.file_checksums
+        real = stored_payload.file_checksums
         for shared in (True, False):
             with self.subTest(shared=shared):
                 cache = os.path.join(self.tmp, "shared" if shared else "own")
@@ -644,8 +660,8 @@ class Trust(_StoredCode):
                 def count(*a, **k):
                     chosen.append(1)
                     return real_choose(*a, **k)
-                with mock.patch("magi_aot.compile.code.file_checksums", spy), \
-                        mock.patch("magi_aot.compile.code.choose", count):
+                with mock.patch("magi_aot.compile.payload.file_checksums", spy), \
+                        mock.patch("magi_aot.compile.warm.choose", count):
                     rep, loads, compiles = self.bind(cache)
                 self.assertEqual(len(chosen), 1, "the stored code chosen more than once")
                 if shared:
@@ -669,8 +685,8 @@ class Trust(_StoredCode):
         """load_region_code's default: nobody said who wrote them."""
         from unittest import mock
         region = _FakeRegion("f" * 64)
-        key = compiled.environment_key("cpu", "f" * 64, "as_saved")
-        p = compiled.pack(compiled.make_header(key, [], []), [("standalone", b"x")])
+        key = stored_keys.environment_key("cpu", "f" * 64, "as_saved")
+        p = stored_payload.pack(stored_payload.make_header(key, [], []), [("standalone", b"x")])
         with mock.patch("magi_aot.compile.code.load_standalone") as ls, \
                 mock.patch("magi_aot.compile.code.compile_from_graph", return_value="fn") as cg:
             fn, rep = compiled.load_region_code(region, [p])
@@ -714,11 +730,11 @@ class CpuGenerations(_StoredCode):
         self.store(cache)
         rep, loads, _ = self.bind(cache)
         self.assertEqual((rep["served"], len(loads)), ("stored", 1), rep)
-        here = compiled._cpu_fields()
+        here = stored_keys._cpu_fields()
         self.assertIsNotNone(here, "this CPU's flags cannot be read")
         other = dict(here, flags=" ".join(f for f in here["flags"].split()
                                           if not f.startswith(("avx512", "amx", "avx_vnni"))) + " fake_isa")
-        with mock.patch("magi_aot.compile.code._cpu_fields", return_value=other):
+        with mock.patch("magi_aot.compile.keys._cpu_fields", return_value=other):
             rep, loads, compiles = self.bind(cache)
         self.assertEqual((rep["served"], len(loads), len(compiles)), ("compiled", 0, 1), rep)
         self.assertIn("key 'device' differs", rep["reason"])
@@ -1091,11 +1107,11 @@ class DirectModule(_StoredCode):
 
     def store_with(self, cache, blobs, shared=False):
         from unittest import mock
-        real = compiled.pack
+        real = stored_payload.pack
 
         def pack(header, bl):
             return real(header, list(bl) + blobs)
-        with mock.patch("magi_aot.compile.code.pack", pack):
+        with mock.patch("magi_aot.compile.payload.pack", pack):
             return self.store(cache, shared)
 
     def test_direct_module_serves(self):
@@ -1363,6 +1379,36 @@ class WarmStartProcesses(unittest.TestCase):
         for x, y in zip(self.outs("base"), self.outs("b")):
             self.assertTrue(self.torch.equal(x, y))
         self.assertLess(b["max_abs_vs_eager"], 1e-4)
+
+    def test_second_process_does_each_step_once(self):
+        """Serving stored code, the warm start does each step once
+        (warm_counts.install_steps wraps them in the child): the cache
+        entry goes to the C loader once, which opens it once and hashes
+        every section once, and hands over the stored code from that same
+        read (nothing opens, verifies or decompresses the artifact again);
+        the payload is chosen once, each of its blobs hashed once, each
+        traced source file read and hashed once, the environment key
+        computed once."""
+        s = self.b["steps"]
+        self.assertEqual(self.b["report"]["served"], "stored", self.b["report"])
+        calls = s["c_calls"]
+        self.assertEqual(calls["magi_loader_load_buffers"], 1, calls)
+        self.assertGreaterEqual(calls["magi_loader_read_section"], 1, calls)
+        self.assertEqual({k: v for k, v in calls.items()
+                          if k not in ("magi_loader_load_buffers", "magi_loader_read_section")},
+                         {"magi_loader_load": 0, "magi_artifact_open": 0, "magi_artifact_load_region": 0,
+                          "magi_artifact_read_section": 0})
+        # meta, strings, symbols, graph and each compiled section: hashed once, decoded once
+        n = 4 + calls["magi_loader_read_section"]
+        self.assertEqual(s["loader"], {"sections_hashed": n, "sections_decoded": n})
+        self.assertEqual(s["choose"], 1)
+        self.assertEqual(s["environment_key"], 1)
+        self.assertTrue(s["blobs"])
+        self.assertEqual(s["blobs"], {name: 1 for name in s["blobs"]})
+        self.assertIn(self.model_py, s["traced_files"])
+        self.assertEqual(s["traced_files"], {p: 1 for p in s["traced_files"]})
+        self.assertEqual(s["read"], {p: 1 for p in s["traced_files"]})
+        self.assertEqual(s["hashed_total"], len(s["blobs"]) + len(s["traced_files"]))
 
     def test_edited_source_recompiles_and_says_why(self):
         c = self.c

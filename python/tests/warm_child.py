@@ -31,6 +31,7 @@ import magi_aot  # noqa: E402
 import warm_counts  # noqa: E402
 
 COUNT = warm_counts.install()
+STEPS = warm_counts.install_steps()
 
 spec = importlib.util.spec_from_file_location("tiny_model", model_py)
 mod = importlib.util.module_from_spec(spec)
@@ -42,6 +43,7 @@ model = model.to(DEVICE)
 ids = [(torch.arange(2 * n).reshape(2, n) % mod.CONFIG["vocab"]).to(DEVICE) for n in (12, 20)]
 t = time.perf_counter()
 fwd = magi_aot.warm_start(model, cache, "tiny")
+steps = warm_counts.steps(STEPS, fwd)   # the warm start alone, before any call
 outs = []
 with torch.no_grad():
     for i, x in enumerate(ids):
@@ -52,7 +54,7 @@ with torch.no_grad():
 torch.save([o.cpu() for o in outs], out + ".pt")
 rep = dict(fwd.report)
 rep.pop("header", None)
-res = {"report": rep, "counts": COUNT, "dynamo_unique_graphs": warm_counts.dynamo_graphs(),
+res = {"report": rep, "counts": COUNT, "steps": steps, "dynamo_unique_graphs": warm_counts.dynamo_graphs(),
        "first_output_s": t_first, "process_s": time.perf_counter() - T0,
        "max_abs_vs_eager": max(float((a - b).abs().max()) for a, b in zip(outs, eager))}
 with open(out, "w") as f:

@@ -13,6 +13,7 @@ typedef struct entry {
     const uint8_t *data;        /* map.data or copy */
     size_t size;
     magi_region *region;
+    magi_artifact *art;         /* the v1 artifact the region was read from (over data) */
     int region_in_mem;          /* region lives in mem.arena (not owned) */
     int fp_done, inputs_done;   /* computed on first request */
     char *inputs_json;          /* NULL when the inputs could not be built */
@@ -54,6 +55,7 @@ static void clear(magi_loader *ld) {
     for (uint32_t i = 0; i < ld->n; i++) {
         entry *e = &ld->e[i];
         if (!e->region_in_mem) magi_region_free(e->region); /* else: reset at the next load */
+        magi_artifact_free(e->art); /* before the bytes it reads */
         magi_free(e->inputs_json);
         free(e->inputs_error);
         magi_unmap_file(&e->map);
@@ -151,6 +153,10 @@ static magi_status read_region(magi_loader *ld, entry *e) {
     MAGI_CHECK(magi_artifact_get_info(&ai, a));
     e->info.sections_hashed = ai.sections_hashed;
     e->info.sections_decoded = ai.sections_decoded;
+    if (!ai.legacy_v0) { /* kept: its opaque sections are read from this same verified read */
+        e->art = a;
+        a = NULL;
+    }
 cleanup:
     magi_artifact_free(a);
     return st;
@@ -384,6 +390,54 @@ uint32_t magi_loader_count(const magi_loader *ld) { return ld ? ld->n : 0; }
 
 magi_region *magi_loader_region(const magi_loader *ld, uint32_t i) {
     return ld && i < ld->n ? ld->e[i].region : NULL;
+}
+
+/* Index in the artifact's table of region i's k-th section of `kind`, or
+ * UINT32_MAX; *count gets how many it holds. */
+static uint32_t find_section(uint32_t *count, const entry *e, uint32_t kind, uint32_t k) {
+    magi_artifact_info ai;
+    uint32_t found = UINT32_MAX, seen = 0;
+    *count = 0;
+    if (!e->art || magi_artifact_get_info(&ai, e->art)) return found;
+    for (uint32_t j = 0; j < ai.n_sections; j++) {
+        magi_section_info si;
+        if (magi_artifact_get_section(&si, e->art, j) || si.kind != kind) continue;
+        if (seen++ == k) found = j;
+    }
+    *count = seen;
+    return found;
+}
+
+uint32_t magi_loader_section_count(const magi_loader *ld, uint32_t i, uint32_t kind) {
+    uint32_t n = 0;
+    if (ld && i < ld->n) find_section(&n, &ld->e[i], kind, 0);
+    return n;
+}
+
+magi_status magi_loader_read_section(void **out, size_t *len, magi_loader *ld, uint32_t i, uint32_t kind,
+                                     uint32_t k) {
+    if (out) *out = NULL;
+    if (len) *len = 0;
+    MAGI_ARG_NONNULL(out);
+    MAGI_ARG_NONNULL(len);
+    MAGI_ARG_NONNULL(ld);
+    MAGI_ARG_CHECK(i < ld->n, "region %u of %u", i, ld->n);
+    entry *e = &ld->e[i];
+    MAGI_ARG_CHECK(kind > MAGI_SECTION_GRAPH, "%s: section kind %u is the region's own (read by the load)",
+                   e->path, kind);
+    uint32_t count = 0, j = find_section(&count, e, kind, k);
+    if (j == UINT32_MAX)
+        return magi_set_error(MAGI_ERR_NOT_FOUND, "%s: no section #%u of kind %u (it holds %u)", e->path, k, kind,
+                              count);
+    /* the load checked this section's digest on these bytes (a private copy) */
+    magi_status st = magi_artifact_read_section_verified(out, len, e->art, j);
+    if (st) return magi_error_prefix(st, "%s", e->path);
+    magi_artifact_info ai;
+    if (!magi_artifact_get_info(&ai, e->art)) {
+        e->info.sections_hashed = ai.sections_hashed;
+        e->info.sections_decoded = ai.sections_decoded;
+    }
+    return MAGI_OK;
 }
 
 /* The region as planned and rewritten: every wait (the joined array is

@@ -23,6 +23,7 @@ struct magi_artifact {
     uint32_t *codec;
     uint8_t header_sha[32];
     uint32_t n_hashed, n_decoded; /* sections digested / decompressed so far */
+    uint8_t *hashed;              /* per section: its digest matched through this handle */
 };
 
 static uint16_t le16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
@@ -37,6 +38,7 @@ void magi_artifact_free(magi_artifact *a) {
     free(a->name);
     free(a->secs);
     free(a->codec);
+    free(a->hashed);
     free(a);
 }
 
@@ -74,7 +76,8 @@ static magi_status open_v1(magi_artifact *a) {
                               fsize > size ? "truncated" : "trailing bytes", (unsigned long long)fsize, size);
     a->secs = calloc(n ? n : 1, sizeof *a->secs);
     a->codec = calloc(n ? n : 1, sizeof *a->codec);
-    if (!a->secs || !a->codec) return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
+    a->hashed = calloc(n ? n : 1, sizeof *a->hashed);
+    if (!a->secs || !a->codec || !a->hashed) return magi_set_error(MAGI_ERR_NOMEM, "out of memory");
     a->n = n;
     uint64_t prev_end = table_end + MAGI_ART_DIGEST_SIZE, raw_total = 0;
     unsigned seen = 0;
@@ -238,18 +241,23 @@ magi_status magi_artifact_get_section(magi_section_info *out, const magi_artifac
     return MAGI_OK;
 }
 
-/* Check the digest, then the frame's declared content size. Called before
- * the raw_size buffer is allocated, so a table that lies about raw_size
- * (up to the decompression cap) costs no memory. */
-static magi_status sec_check(magi_artifact *a, uint32_t i) {
+/* Check the digest of section i's stored bytes (and note that it matched). */
+static magi_status sec_digest(magi_artifact *a, uint32_t i) {
     const magi_section_info *s = &a->secs[i];
-    const uint8_t *src = a->data + s->offset;
     uint8_t dig[32];
-    magi_sha256(src, (size_t)s->stored_size, dig);
+    magi_sha256(a->data + s->offset, (size_t)s->stored_size, dig);
     a->n_hashed++;
     if (memcmp(dig, s->sha256, 32) != 0)
         return magi_set_error(MAGI_ERR_DIGEST, "section %s (#%u): SHA-256 mismatch (stored bytes corrupted)",
                               s->kind_name, i);
+    a->hashed[i] = 1;
+    return MAGI_OK;
+}
+
+/* The frame's declared content size against the table (cheap: no hash). */
+static magi_status sec_frame(const magi_artifact *a, uint32_t i) {
+    const magi_section_info *s = &a->secs[i];
+    const uint8_t *src = a->data + s->offset;
     unsigned long long cs = ZSTD_getFrameContentSize(src, (size_t)s->stored_size);
     if (cs == ZSTD_CONTENTSIZE_ERROR || cs == ZSTD_CONTENTSIZE_UNKNOWN)
         return magi_set_error(MAGI_ERR_CORRUPT, "section %s (#%u): not a zstd frame with a content size",
@@ -264,16 +272,21 @@ static magi_status sec_check(magi_artifact *a, uint32_t i) {
     return MAGI_OK;
 }
 
+/* Check the digest, then the frame's declared content size. Called before
+ * the raw_size buffer is allocated, so a table that lies about raw_size
+ * (up to the decompression cap) costs no memory. */
+static magi_status sec_check(magi_artifact *a, uint32_t i) {
+    magi_status st = sec_digest(a, i);
+    return st ? st : sec_frame(a, i);
+}
+
 /* A section of a kind this reader does not know (a newer writer's): its
  * digest only, never decoded. */
 static magi_status sec_check_unknown(magi_artifact *a, uint32_t i) {
-    const magi_section_info *s = &a->secs[i];
-    uint8_t dig[32];
-    magi_sha256(a->data + s->offset, (size_t)s->stored_size, dig);
-    a->n_hashed++;
-    if (memcmp(dig, s->sha256, 32) != 0)
-        return magi_set_error(MAGI_ERR_DIGEST, "section %s (#%u): SHA-256 mismatch", s->kind_name, i);
-    return MAGI_OK;
+    magi_status st = sec_digest(a, i);
+    if (st == MAGI_ERR_DIGEST)
+        return magi_set_error(MAGI_ERR_DIGEST, "section %s (#%u): SHA-256 mismatch", a->secs[i].kind_name, i);
+    return st;
 }
 
 /* Decode a section that passed sec_check() into dst (raw_size bytes). */
@@ -288,11 +301,10 @@ static magi_status sec_decode(magi_artifact *a, ZSTD_DCtx *dctx, uint32_t i, voi
     return MAGI_OK;
 }
 
-magi_status magi_artifact_section_raw(magi_artifact *a, uint32_t i, void **out, size_t *len) {
-    if (!a || !out || !len || a->legacy || i >= a->n || a->codec[i] != MAGI_ART_CODEC_ZSTD ||
-        a->secs[i].raw_size > a->lo.max_decompressed_bytes)
-        return magi_set_error(MAGI_ERR_INVALID_ARG, "section raw: bad argument");
-    magi_status cst = sec_check(a, i);
+/* Decode section i into a malloc'd buffer; its digest is checked unless
+ * `digest_known` and it already matched through this handle. */
+static magi_status section_decode(magi_artifact *a, uint32_t i, void **out, size_t *len, int digest_known) {
+    magi_status cst = digest_known && a->hashed[i] ? sec_frame(a, i) : sec_check(a, i);
     if (cst) return cst;
     ZSTD_DCtx *dctx = ZSTD_createDCtx();
     void *buf = malloc(a->secs[i].raw_size ? (size_t)a->secs[i].raw_size : 1);
@@ -307,12 +319,15 @@ magi_status magi_artifact_section_raw(magi_artifact *a, uint32_t i, void **out, 
     return MAGI_OK;
 }
 
-magi_status magi_artifact_read_section(void **out, size_t *len, magi_artifact *a, uint32_t i) {
-    if (out) *out = NULL;
-    if (len) *len = 0;
-    MAGI_ARG_NONNULL(out);
-    MAGI_ARG_NONNULL(len);
-    MAGI_ARG_NONNULL(a);
+magi_status magi_artifact_section_raw(magi_artifact *a, uint32_t i, void **out, size_t *len) {
+    if (!a || !out || !len || a->legacy || i >= a->n || a->codec[i] != MAGI_ART_CODEC_ZSTD ||
+        a->secs[i].raw_size > a->lo.max_decompressed_bytes)
+        return magi_set_error(MAGI_ERR_INVALID_ARG, "section raw: bad argument");
+    return section_decode(a, i, out, len, 0);
+}
+
+/* The arguments were checked by the caller (whose name the messages carry). */
+static magi_status read_section(void **out, size_t *len, magi_artifact *a, uint32_t i, int digest_known) {
     if (a->legacy || i >= a->n)
         return magi_set_error(MAGI_ERR_NOT_FOUND, "%s: no section #%u", a->name, i);
     const magi_section_info *s = &a->secs[i];
@@ -325,11 +340,29 @@ magi_status magi_artifact_read_section(void **out, size_t *len, magi_artifact *a
                               (unsigned long long)a->lo.max_decompressed_bytes);
     void *buf = NULL;
     size_t n = 0;
-    magi_status st = magi_artifact_section_raw(a, i, &buf, &n);
+    magi_status st = section_decode(a, i, &buf, &n, digest_known);
     if (st) return magi_error_prefix(st, "%s", a->name);
     *out = buf;
     *len = n;
     return MAGI_OK;
+}
+
+magi_status magi_artifact_read_section(void **out, size_t *len, magi_artifact *a, uint32_t i) {
+    if (out) *out = NULL;
+    if (len) *len = 0;
+    MAGI_ARG_NONNULL(out);
+    MAGI_ARG_NONNULL(len);
+    MAGI_ARG_NONNULL(a);
+    return read_section(out, len, a, i, 0);
+}
+
+magi_status magi_artifact_read_section_verified(void **out, size_t *len, magi_artifact *a, uint32_t i) {
+    if (out) *out = NULL;
+    if (len) *len = 0;
+    MAGI_ARG_NONNULL(out);
+    MAGI_ARG_NONNULL(len);
+    MAGI_ARG_NONNULL(a);
+    return read_section(out, len, a, i, 1);
 }
 
 magi_status magi_artifact_verify(magi_artifact *a) {

@@ -31,6 +31,12 @@ typedef struct magi_load_memory {
 /* magi_artifact_load_region() reusing `mem` (NULL: fresh memory). On
  * failure *out is NULL and mem->arena holds garbage until reset. */
 magi_status magi_artifact_load_region_reuse(magi_region **out, magi_artifact *a, magi_load_memory *mem);
+/* magi_artifact_read_section() for a handle over bytes that cannot change
+ * while it is open (the loader's private copy): a section whose digest
+ * already matched through this handle (magi_artifact_load_region checks
+ * every section's) is decompressed without hashing it again; any other is
+ * checked first as usual. */
+magi_status magi_artifact_read_section_verified(void **out, size_t *len, magi_artifact *a, uint32_t i);
 /* Free dctx and scratch (not the arena). */
 void magi_load_memory_free(magi_load_memory *m);
 

@@ -33,9 +33,15 @@ import threading
 import time
 import warnings
 
-from .._lib import SECTION_COMPILED, CRegion, MagiError, cstr, has, lib, read_opaque_sections
+from .._lib import SECTION_COMPILED, CRegion, MagiError, MagiUnsupported, cstr, has, lib, read_opaque_sections
 from ..cache import _Cache, index_key
 from ..region import _dumps
+from ..fx import UnrebuildableRegion, graph_to_doc, rebuild_problems
+from .code import compile_region, use_triton_cache
+from .dynamo_source import follow, parse_source
+from .grad import inference_copy, with_autograd
+from .keys import environment_key, region_device
+from .payload import make_header, pack, placeholder_sources, unpack
 
 __all__ = ["SaveBackend", "SavedRegion", "SideEffectsRefused", "replayed_side_effects"]
 
@@ -94,7 +100,6 @@ def _frame_facts(gm):
     shapes  {"ranges": {symbol: [lo, hi or None]}, "guards": [expression]}
             of the region's size symbols (the ShapeEnv's value ranges and
             its guards, after Inductor compiled the region)"""
-    from .warm import _follow, parse_source
     frame = guards = shapes = None
     try:
         from torch._guards import CompileContext, TracingContext
@@ -114,7 +119,7 @@ def _frame_facts(gm):
                 continue
             try:
                 root, steps = parse_source(g.name)
-                v = _follow(scope[root], steps, g.name, True)
+                v = follow(scope[root], steps, g.name, True)
             except (MagiError, KeyError):
                 continue
             if _plain(v) and not (isinstance(v, float) and v != v):
@@ -219,8 +224,6 @@ def _weight_paths(gm, roots):
     roots[0] for the next region). A weight whose module is not under the
     root is left out (its name stays the frame's). {} where Dynamo does
     not say."""
-    from .code import placeholder_sources
-    from .warm import parse_source
     try:
         import torch
         from torch._dynamo.symbolic_convert import InstructionTranslator
@@ -345,13 +348,11 @@ class SaveBackend:
         self._lock = threading.Lock()
         for fn in ("magi_cache_open", "magi_cache_put", "magi_cache_region_key"):
             if not has(fn):
-                from .._lib import MagiUnsupported
                 raise MagiUnsupported(fn + "()")
 
     def _check_rebuildable(self, doc, model_idx):
         """strict: refuse a region a load cannot rebuild; else warn, naming
         each node (the region is still saved: its code may not need it)."""
-        from ..fx import UnrebuildableRegion, rebuild_problems
         problems = rebuild_problems(doc)
         if not problems:
             return
@@ -368,7 +369,6 @@ class SaveBackend:
         weight_paths: {placeholder name: (path from the model's root,
         "param" | "buffer")} (default: read from the frame Dynamo is
         compiling)."""
-        from ..fx import graph_to_doc
         t0 = time.perf_counter()
         traced = _traced_files()
         doc = graph_to_doc(gm, model_tag=self.model_tag, model_idx=model_idx,
@@ -396,7 +396,6 @@ class SaveBackend:
             with self._lock:
                 self.stored_code[key] = payload
         t2 = time.perf_counter()
-        from .code import placeholder_sources
         return SavedRegion(model_tag=self.model_tag, model_idx=model_idx, key=key,
                            fingerprint=fp, nodes=n_nodes, bytes=len(data),
                            published=bool(res.published), walk_seconds=t1 - t0,
@@ -407,7 +406,6 @@ class SaveBackend:
     def _with_variants(self, creg, key, payload):
         """Artifact bytes holding `payload` plus the stored variants of the
         entry already under `key` whose environment key differs."""
-        from .code import unpack
         mine = unpack(payload)[0]["key"]
         keep = []
         with _Cache(self.cache_dir) as c:
@@ -424,15 +422,11 @@ class SaveBackend:
         return creg.encode_with(sections, self.zstd_level)
 
     def _compile(self, gm, example_inputs):
-        from .code import compile_region, environment_key, make_header, pack
-        from .code import placeholder_sources, region_device
-        from .grad import inference_copy, with_autograd
         t = time.perf_counter()
         import contextlib
         import torch
         grad = torch.is_grad_enabled() and not self.inference
         if any(getattr(x, "is_cuda", False) for x in example_inputs):
-            from .code import use_triton_cache
             use_triton_cache(self.cache_dir)
         with torch.no_grad() if self.inference else contextlib.nullcontext():
             fn, blobs = compile_region(inference_copy(gm) if self.inference else gm,

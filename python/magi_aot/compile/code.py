@@ -1,20 +1,11 @@
-"""Compiled code of a region: store it in the artifact, load it back runnable.
+"""Compiled code of a region: compile it and store it, load it back runnable.
 
 The save side (`compile_region`) compiles a region Dynamo handed over with
 Inductor's standalone compile (`torch._inductor.standalone_compile`,
 `dynamic_shapes="from_graph"`), serialises the result
 (`CompiledArtifact.save(format="binary")`) and packs it with the key it
-depends on into one payload that the C library stores as an opaque
-COMPILED section (kind 5: zstd, SHA-256; FORMAT.md).
-
-Payload (this module's format; the C library never looks inside):
-
-    b"MAGICODE" | u32 LE version (1) | u32 LE header length | header JSON |
-    blobs back to back, in the order the header lists them
-
-    header = {"key": {...}, "traced_files": {path: sha256}, "placeholders":
-              [{"name", "source"}], "blobs": [{"name", "size", "sha256"}],
-              "compiler": "inductor-standalone", "options": {...}}
+depends on into one payload (payload.py: format and digests; keys.py: the
+environment key) that the C library stores as an opaque COMPILED section.
 
 Blobs: "standalone" (the binary CompiledArtifact) and, on CPU, "so/REL"
 for every C++ kernel library Inductor built while compiling the region
@@ -33,31 +24,13 @@ generated module, header imports lightened) and "direct.pyc" (its code
 object, marshal of the Python in the key): the load runs that module
 (load_direct) and falls back to the standalone artifact.
 
-The key (`environment_key`): torch version and git revision, Python
-version, CUDA version, Triton version, GPU architecture (sm_XY) or CPU
-vector ISA and machine, the region's canonical fingerprint as rewritten,
-and the transport the rewrite used ("as_saved": no gather rewritten).
-
-The load side (`load_region_code`) serves the stored code only when every
-key field equals the running one and every traced source file still has
-its recorded SHA-256; otherwise it compiles the region from its graph and
-rebuilt FakeTensor inputs (or, when a source changed, says the region is
-stale: its graph may no longer be what Dynamo would trace) and the report
-names the field or file. The payload is parsed only after the library
-verified the section's digest; the header is JSON, so nothing is
-unpickled before the key and the blob digests match.
-
-Compiled code is code: loading it (the generated module is run,
-CompiledArtifact.load unpickles, the kernel libraries are dlopen'ed) runs whatever its writer put there, as
-the loading user, and a digest proves only that the bytes are intact, not
-who wrote them. So stored code is loaded only when the caller says the
-payloads can only be this user's own (warm_start: the cache directories
-and the entry file are owned by this user and writable by nobody else,
-magi_cache_check_owner) or when it opts in (trust_compiled=True, or the
-environment variable MAGI_AOT_TRUST_COMPILED=1). Otherwise the region is
-compiled from its graph, as on a key miss, and the report says why; the
-graph's targets are resolved against the loader's allow-list
-(magi_aot.fx.targets).
+The load side: `choose` picks the payload whose key equals the running one
+and whose traced source files still have their recorded SHA-256 (read
+once, by one call per load); `load_region_code` serves it, given that
+verdict, or compiles the region from its graph and rebuilt FakeTensor
+inputs (or, when a source changed, says the region is stale: its graph may
+no longer be what Dynamo would trace), and the report names the field or
+file. Stored code is loaded only from a writer trust.py accepts.
 """
 import atexit
 import contextlib
@@ -66,209 +39,26 @@ import hashlib
 import inspect
 import json
 import os
-import platform
 import shutil
 import stat
-import struct
 import sys
 import tempfile
 import time
 
 from .. import config
 from .._lib import MagiError
+from . import keys
+from .payload import changed_files, header_of, read_regular, unpack
+from .trust import TRUST_ENV, UNKNOWN_ORIGIN, will_load
+from ..region import fingerprint as fingerprint_of
+from .grad import inference_copy
+from .progress import COMPILE_DIR_PREFIX
 
-__all__ = ["environment_key", "pack", "unpack", "compile_region", "load_region_code",
-           "file_checksums", "placeholder_sources", "KEY_FIELDS"]
-
-MAGIC = b"MAGICODE"
-VERSION = 1
-MAX_HEADER = 64 << 20
-KEY_FIELDS = ("torch", "torch_git", "python", "cuda", "triton", "device", "fingerprint",
-              "transport")
-SIMULATE_ENV = config.SIMULATE_KEY.name   # "field=value,..." overrides the running key
-TRUST_ENV = config.TRUST_COMPILED.name    # "1": load stored code whoever wrote it
-UNKNOWN_ORIGIN = "the caller did not say who wrote the compiled code"
+__all__ = ["compile_region", "load_region_code", "choose", "compile_from_graph"]
 
 
 def _err(msg, code=-4):
     return MagiError(code, "compiled section: " + msg, "magi_aot.compile.code")
-
-
-# ------------------------------------------------------------------ payload
-def pack(header, blobs):
-    """Payload bytes: header dict + [(name, bytes)] (see module doc)."""
-    header = dict(header)
-    header["blobs"] = [{"name": n, "size": len(b), "sha256": hashlib.sha256(b).hexdigest()}
-                       for n, b in blobs]
-    h = json.dumps(header, sort_keys=True, separators=(",", ":")).encode()
-    return b"".join([MAGIC, struct.pack("<II", VERSION, len(h)), h] + [b for _, b in blobs])
-
-
-def unpack(data):
-    """(header, {name: bytes}) of a payload; MagiError MAGI_ERR_FORMAT on
-    anything malformed (sizes are checked against the bytes present, every
-    blob's SHA-256 against the header)."""
-    data = memoryview(data)
-    if len(data) < 16 or bytes(data[:8]) != MAGIC:
-        raise _err("not a magi compiled-code payload (bad magic)")
-    ver, hlen = struct.unpack("<II", data[8:16])
-    if ver != VERSION:
-        raise _err("payload version %d, this reader knows %d" % (ver, VERSION), -5)
-    if hlen > MAX_HEADER or 16 + hlen > len(data):
-        raise _err("header of %d bytes does not fit in %d" % (hlen, len(data)))
-    try:
-        header = json.loads(bytes(data[16:16 + hlen]).decode("utf-8"))
-    except ValueError as e:
-        raise _err("header is not JSON: %s" % e)
-    if not isinstance(header, dict) or not isinstance(header.get("blobs"), list):
-        raise _err("header without a blob list")
-    off = 16 + hlen
-    blobs = {}
-    for b in header["blobs"]:
-        if not isinstance(b, dict) or not isinstance(b.get("size"), int) or b["size"] < 0:
-            raise _err("bad blob entry %r" % (b,))
-        end = off + b["size"]
-        if end > len(data):
-            raise _err("blob '%s' of %d bytes passes the end" % (b.get("name"), b["size"]))
-        raw = bytes(data[off:end])
-        if hashlib.sha256(raw).hexdigest() != b.get("sha256"):
-            raise _err("blob '%s': SHA-256 mismatch" % b.get("name"), -6)
-        blobs[str(b.get("name"))] = raw
-        off = end
-    if off != len(data):
-        raise _err("%d trailing bytes" % (len(data) - off))
-    return header, blobs
-
-
-# ------------------------------------------------------------------ keys
-def _triton_version():
-    try:
-        import triton
-        return triton.__version__
-    except Exception:  # noqa: BLE001 - absent or broken: part of the key
-        return None
-
-
-def region_device(doc):
-    """'cuda' when any placeholder lives on a CUDA device, else 'cpu'."""
-    for n in doc["graph"]["nodes"]:
-        if n.get("op") != "placeholder":
-            continue
-        ev = (n.get("meta") or {}).get("example_value")
-        if isinstance(ev, dict) and str(ev.get("device", "")).startswith("cuda"):
-            return "cuda"
-    return "cpu"
-
-
-def environment_key(device, fingerprint, transport):
-    """The key stored code depends on, for the running process."""
-    import torch
-    if device == "cuda":
-        cap = torch.cuda.get_device_capability()
-        dev = "cuda:sm_%d%d" % cap
-    else:
-        # Inductor builds CPU kernels with -march=native: they hold for
-        # a CPU with the same instruction-set flags, not for every CPU of
-        # the same ATen capability class (two AVX-512 generations differ
-        # in VBMI, VNNI, BF16, FP16: SIGILL)
-        dev = "cpu:%s:%s:%s" % (torch.backends.cpu.get_cpu_capability(), platform.machine(),
-                                cpu_isa_digest() or "flags-unknown")
-    key = {"torch": torch.__version__, "torch_git": getattr(torch.version, "git_version", None),
-           "python": "%d.%d" % sys.version_info[:2], "cuda": torch.version.cuda,
-           "triton": _triton_version(), "device": dev, "fingerprint": fingerprint,
-           "transport": transport}
-    sim = config.SIMULATE_KEY.get()
-    if sim:
-        for item in sim.split(","):
-            k, _, v = item.partition("=")
-            if k in key:
-                key[k] = v
-    return key
-
-
-def key_differences(stored, running):
-    """[(field, stored value, running value)] for every field that differs."""
-    return [(f, stored.get(f), running.get(f)) for f in KEY_FIELDS
-            if stored.get(f) != running.get(f)]
-
-
-MAX_TRACED_FILE = 16 << 20     # a traced source file larger than this counts as unreadable
-MAX_TRACED_TOTAL = 256 << 20   # bytes read for one call of file_checksums, all files together
-
-
-def _read_regular(path, limit):
-    """The bytes of `path` when it is a regular file of at most `limit`
-    bytes, else None. The path names come from a stored header, so nothing
-    else is ever read: a FIFO (whose open would wait for a writer), a
-    device (/dev/zero never ends), a directory. The type is checked before
-    the open and again on the descriptor, which is opened non-blocking and
-    read at most limit + 1 bytes (a file that grows is refused too)."""
-    try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            return None
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
-                     | getattr(os, "O_CLOEXEC", 0))
-    except (OSError, TypeError, ValueError):
-        return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
-            return None
-        parts, n = [], 0
-        while n <= limit:
-            b = os.read(fd, min(1 << 20, limit + 1 - n))
-            if not b:
-                break
-            parts.append(b)
-            n += len(b)
-        return None if n > limit else b"".join(parts)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-
-
-def file_checksums(paths):
-    """{path: sha256 hex, or None when it is not a readable regular file of
-    at most MAX_TRACED_FILE bytes}. At most MAX_TRACED_TOTAL bytes are read
-    in all; files past that budget are None too."""
-    out = {}
-    budget = MAX_TRACED_TOTAL
-    for p in paths:
-        data = _read_regular(p, min(MAX_TRACED_FILE, budget)) if budget > 0 else None
-        if data is None:
-            out[p] = None
-            continue
-        budget -= len(data)
-        out[p] = hashlib.sha256(data).hexdigest()
-    return out
-
-
-def changed_files(recorded):
-    """Files whose content differs from the recorded SHA-256 (or vanished,
-    or are no longer a bounded regular file)."""
-    if not isinstance(recorded, dict):
-        raise _err("traced_files is not an object")
-    now = file_checksums(recorded)
-    return sorted(p for p, h in recorded.items() if now.get(p) != h)
-
-
-def placeholder_sources(gm):
-    """[{"name", "source"}] of the graph's placeholders: the Dynamo source
-    (`L['self']._modules['fc']._parameters['weight']`, `L['x']`,
-    `L['x'].size()[1]`) each one was bound from; None where unknown."""
-    out = []
-    for n in gm.graph.nodes:
-        if n.op != "placeholder":
-            continue
-        src = None
-        ga = n.meta.get("grapharg")
-        s = getattr(ga, "source", None)
-        if s is not None:
-            name = s.name
-            src = name() if callable(name) else name
-        out.append({"name": n.name, "source": src})
-    return out
 
 
 # ------------------------------------------------------------------ Triton's cache
@@ -341,7 +131,7 @@ def _so_blobs(root):
     return _files_as_blobs(root, ".so", "so")
 
 
-_PROBES: dict = {}   # this process's CPU ISA probe libraries: path under a cache dir -> bytes
+_PROBES = {}   # this process's CPU ISA probe libraries: path under a cache dir -> bytes
 
 
 def _isa_probes(root):
@@ -370,7 +160,7 @@ def _isa_probes(root):
             if not f.endswith(".so"):
                 continue
             cpp = os.path.join(d, f[:-3] + ".cpp")
-            src = _read_regular(cpp, 1 << 20)
+            src = read_regular(cpp, 1 << 20)
             if src is not None and src.decode("utf-8", "replace") in codes:
                 with open(os.path.join(d, f), "rb") as fh:
                     _PROBES[os.path.relpath(os.path.join(d, f), root)] = fh.read()
@@ -406,7 +196,6 @@ def compile_region(gm, example_inputs, *, options=None):
     import torch
     from torch._inductor import standalone_compile
     from torch._inductor.runtime.cache_dir_utils import temporary_cache_dir
-    from .progress import COMPILE_DIR_PREFIX
     tmp = tempfile.mkdtemp(prefix=COMPILE_DIR_PREFIX)
     # the grad mode the graph is compiled under (an autograd graph when on),
     # read now: tracing a Dynamo graph runs its _set_grad_enabled nodes (a
@@ -599,7 +388,6 @@ def _direct_blobs(seen, why, tuned=None):
     g = seen[0][0]
     src, meta["lightened"] = _lighter_imports(g.source_code)
     meta["inputs_to_check"] = [int(i) for i in (getattr(g, "inputs_to_check", None) or ())]
-    from . import keys
     meta["seeds"] = keys.record()
     meta["python"] = sys.version
     if "cpu" in (getattr(g, "device_types", None) or ()):
@@ -646,46 +434,6 @@ def _lighter_imports(src):
         lines[lines.index(_ALIGN_IMPORT)] = "pass"
         done.append("align (unused)")
     return "\n".join(lines), done
-
-
-def _cpu_fields():
-    """{"model name", "flags"} of the first processor in /proc/cpuinfo
-    (whitespace normalised), or None where the flags cannot be read."""
-    try:
-        with open("/proc/cpuinfo", "rb") as f:
-            text = f.read(1 << 20).decode("utf-8", "replace")
-    except OSError:
-        return None
-    want = {}
-    for line in text.splitlines():
-        key, _, val = line.partition(":")
-        key = key.strip()
-        if key in ("model name", "flags") and key not in want:
-            want[key] = " ".join(val.split())
-        if len(want) == 2:
-            break
-    return want if "flags" in want else None
-
-
-def cpu_isa_digest():
-    """A digest of the machine and this CPU's instruction-set flags (what
-    -march=native resolves to for a given compiler), or None where they
-    cannot be read: the stored CPU kernels' key field."""
-    want = _cpu_fields()
-    if want is None:
-        return None
-    return hashlib.sha256(("%s|%s" % (platform.machine(), want["flags"])).encode()).hexdigest()[:16]
-
-
-def _cpu_fingerprint():
-    """A digest of this CPU's model name and feature flags (/proc/cpuinfo,
-    first processor), or None where they cannot be read: the ISA probes'
-    answers recorded on one CPU hold on another only if this matches."""
-    want = _cpu_fields()
-    if want is None:
-        return None
-    return hashlib.sha256(("%s|%s|%s" % (platform.machine(), want.get("model name", ""),
-                                         want["flags"])).encode()).hexdigest()[:32]
 
 
 def _probe_key(isa, code):
@@ -741,7 +489,7 @@ def _probe_answers():
     forget()
     with _attr(cpu_vec_isa.VecISA, "check_build", recording):
         isa = str(cpu_vec_isa.pick_vec_isa())
-    return {"isa": isa, "cpu": _cpu_fingerprint(), "answers": answers}
+    return {"isa": isa, "cpu": keys.cpu_fingerprint(), "answers": answers}
 
 
 @contextlib.contextmanager
@@ -767,7 +515,7 @@ def _known_vec_isa(recorded, probes=None):
     try:
         cpu_vec_isa, forget = _isa_module()
         answers = (probes or {}).get("answers")
-        same_cpu = bool(answers) and probes.get("cpu") is not None and probes["cpu"] == _cpu_fingerprint()
+        same_cpu = bool(answers) and probes.get("cpu") is not None and probes["cpu"] == keys.cpu_fingerprint()
         check = cpu_vec_isa.VecISA.check_build
         if same_cpu:
             def answered(isa, code):
@@ -853,7 +601,6 @@ def load_direct(blobs, timings):
         if not isinstance(code, types.CodeType):
             code = compile(blobs["direct.py"].decode("utf-8"), "<magi region module>", "exec")
         mod = types.ModuleType("magi_aot_region")
-        from . import keys
         seeds = {}
         with _load_config(), _known_vec_isa(meta.get("vec_isa"), meta.get("isa_probes")), keys.seeded(meta.get("seeds"), seeds):
             exec(code, mod.__dict__)  # noqa: S102 - trusted stored code (module doc)
@@ -863,12 +610,6 @@ def load_direct(blobs, timings):
         return None, "direct module did not load: %s: %s" % (type(e).__name__, e)
     timings["direct_load_s"] = time.perf_counter() - t
     return DirectCall(call, meta.get("inputs_to_check") or ()), None
-
-
-def make_header(key, traced_files, placeholders, options=None, grad_enabled=False):
-    return {"key": key, "traced_files": file_checksums(traced_files),
-            "placeholders": placeholders, "compiler": "inductor-standalone",
-            "options": options or {}, "grad_enabled": bool(grad_enabled)}
 
 
 # ------------------------------------------------------------------ load side
@@ -889,7 +630,7 @@ def _restore_so(blobs):
         dst = os.path.realpath(os.path.join(root, rel))
         if os.path.isabs(rel) or not dst.startswith(root + os.sep):
             raise _err("kernel library path '%s' leaves the cache directory" % rel)
-        if _read_regular(dst, len(data)) == data:
+        if read_regular(dst, len(data)) == data:
             continue
         os.makedirs(os.path.dirname(dst), exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(dst), prefix=".magi-")
@@ -966,7 +707,6 @@ def compile_from_graph(region, timings, grad_enabled=False, allow_targets=()):
     args = region.fake_inputs(fake_mode)
     gm = region.graph_module(allow_targets=allow_targets)
     if not grad_enabled:   # the inference graph, as stored (grad.inference_copy)
-        from .grad import inference_copy
         gm = inference_copy(gm)
     with torch.set_grad_enabled(grad_enabled):
         if "fake_mode" in inspect.signature(standalone_compile).parameters:
@@ -1018,15 +758,14 @@ def choose(region, payloads, transport_used, check_sources=True):
     not be loaded (untrusted: hashing the files a stranger's header names
     would tell them, by what this process does next, whether a file of
     this user's holds what they guessed)."""
-    from ..region import fingerprint as fp_of
-    fp = fp_of(region.doc) if rewritten(region) else region.fingerprint
-    device = region_device(region.doc)
-    running = environment_key(device, fp, transport_used)
+    fp = fingerprint_of(region.doc) if rewritten(region) else region.fingerprint
+    device = keys.region_device(region.doc)
+    running = keys.environment_key(device, fp, transport_used)
     reasons = []
     for raw in payloads:
         header, blobs = unpack(raw)
         stored = header.get("key") or {}
-        diff = key_differences(stored, running)
+        diff = keys.key_differences(stored, running)
         if diff:
             reasons.append("; ".join("key '%s' differs: stored %r, running %r" % d for d in diff))
             continue
@@ -1037,20 +776,6 @@ def choose(region, payloads, transport_used, check_sources=True):
     if not payloads:
         return None, None, "no compiled code stored"
     return None, None, " | ".join(reasons)
-
-
-def trust_opted_in(trust_compiled=None):
-    """The caller's opt-in to load stored code whoever wrote it:
-    trust_compiled when given, else MAGI_AOT_TRUST_COMPILED=1."""
-    if trust_compiled is not None:
-        return bool(trust_compiled)
-    return config.TRUST_COMPILED.get()
-
-
-def will_load(untrusted, trust_compiled=None):
-    """Whether payloads of this origin may be loaded: only this user can
-    have written them, or the caller opted in (trust_opted_in)."""
-    return not untrusted or trust_opted_in(trust_compiled)
 
 
 def load_region_code(region, payloads, *, transport_used="as_saved", allow_compile=True,
@@ -1107,7 +832,7 @@ def load_region_code(region, payloads, *, transport_used="as_saved", allow_compi
             raise MagiError(-11, "stored code not usable: %s" % reason, "load_region_code")
         grad = False
         if payloads:
-            grad = bool(unpack(payloads[0])[0].get("grad_enabled"))
+            grad = bool(header_of(payloads[0]).get("grad_enabled"))
         fn = compile_from_graph(region, timings, grad, allow_targets)
         report["served"] = "compiled"
     timings["total_s"] = time.perf_counter() - t0

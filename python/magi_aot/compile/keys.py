@@ -1,4 +1,16 @@
-"""Torch's and Triton's source-hash keys, recorded with stored code and
+"""The keys stored code depends on.
+
+The environment key (`environment_key`), stored in each payload's header
+and compared field by field with the running one before stored code is
+loaded (`key_differences`): torch version and git revision, Python
+version, CUDA version, Triton version, GPU architecture (sm_XY) or CPU
+vector ISA, machine and a digest of the CPU's instruction-set flags
+(Inductor builds CPU kernels with -march=native), the region's canonical
+fingerprint as rewritten, and the transport the rewrite used ("as_saved":
+no gather rewritten). MAGI_AOT_SIMULATE_KEY="field=value,..." overrides
+fields of the running key (tests of a key miss).
+
+Torch's and Triton's source-hash keys, recorded with stored code and
 reused while it loads.
 
 Loading Inductor code computes two keys that hash installed sources:
@@ -26,8 +38,109 @@ import contextlib
 import functools
 import hashlib
 import os
+import platform
+import sys
 
-__all__ = ["record", "seeded"]
+from .. import config
+
+__all__ = ["environment_key", "key_differences", "region_device", "KEY_FIELDS", "record", "seeded"]
+
+KEY_FIELDS = ("torch", "torch_git", "python", "cuda", "triton", "device", "fingerprint",
+              "transport")
+SIMULATE_ENV = config.SIMULATE_KEY.name   # "field=value,..." overrides the running key
+
+
+def _triton_version():
+    try:
+        import triton
+        return triton.__version__
+    except Exception:  # noqa: BLE001 - absent or broken: part of the key
+        return None
+
+
+def region_device(doc):
+    """'cuda' when any placeholder lives on a CUDA device, else 'cpu'."""
+    for n in doc["graph"]["nodes"]:
+        if n.get("op") != "placeholder":
+            continue
+        ev = (n.get("meta") or {}).get("example_value")
+        if isinstance(ev, dict) and str(ev.get("device", "")).startswith("cuda"):
+            return "cuda"
+    return "cpu"
+
+
+def environment_key(device, fingerprint, transport):
+    """The key stored code depends on, for the running process."""
+    import torch
+    if device == "cuda":
+        cap = torch.cuda.get_device_capability()
+        dev = "cuda:sm_%d%d" % cap
+    else:
+        # Inductor builds CPU kernels with -march=native: they hold for
+        # a CPU with the same instruction-set flags, not for every CPU of
+        # the same ATen capability class (two AVX-512 generations differ
+        # in VBMI, VNNI, BF16, FP16: SIGILL)
+        dev = "cpu:%s:%s:%s" % (torch.backends.cpu.get_cpu_capability(), platform.machine(),
+                                cpu_isa_digest() or "flags-unknown")
+    key = {"torch": torch.__version__, "torch_git": getattr(torch.version, "git_version", None),
+           "python": "%d.%d" % sys.version_info[:2], "cuda": torch.version.cuda,
+           "triton": _triton_version(), "device": dev, "fingerprint": fingerprint,
+           "transport": transport}
+    sim = config.SIMULATE_KEY.get()
+    if sim:
+        for item in sim.split(","):
+            k, _, v = item.partition("=")
+            if k in key:
+                key[k] = v
+    return key
+
+
+def key_differences(stored, running):
+    """[(field, stored value, running value)] for every field that differs."""
+    return [(f, stored.get(f), running.get(f)) for f in KEY_FIELDS
+            if stored.get(f) != running.get(f)]
+
+
+def _cpu_fields():
+    """{"model name", "flags"} of the first processor in /proc/cpuinfo
+    (whitespace normalised), or None where the flags cannot be read."""
+    try:
+        with open("/proc/cpuinfo", "rb") as f:
+            text = f.read(1 << 20).decode("utf-8", "replace")
+    except OSError:
+        return None
+    want = {}
+    for line in text.splitlines():
+        key, _, val = line.partition(":")
+        key = key.strip()
+        if key in ("model name", "flags") and key not in want:
+            want[key] = " ".join(val.split())
+        if len(want) == 2:
+            break
+    return want if "flags" in want else None
+
+
+def cpu_isa_digest():
+    """A digest of the machine and this CPU's instruction-set flags (what
+    -march=native resolves to for a given compiler), or None where they
+    cannot be read: the stored CPU kernels' key field."""
+    want = _cpu_fields()
+    if want is None:
+        return None
+    return hashlib.sha256(("%s|%s" % (platform.machine(), want["flags"])).encode()).hexdigest()[:16]
+
+
+def cpu_fingerprint():
+    """A digest of this CPU's model name and feature flags (/proc/cpuinfo,
+    first processor), or None where they cannot be read: the ISA probes'
+    answers recorded on one CPU hold on another only if this matches."""
+    want = _cpu_fields()
+    if want is None:
+        return None
+    return hashlib.sha256(("%s|%s|%s" % (platform.machine(), want.get("model name", ""),
+                                         want["flags"])).encode()).hexdigest()[:32]
+
+
 
 # module/fn: where the key function is defined; package, packages_only,
 # extra: the files it hashes (package directories only, when

@@ -78,7 +78,16 @@ from typing import TYPE_CHECKING, Any, Iterable, Optional, Union
 from .. import config
 from ..fx import expr as _expr
 from .._lib import MagiError
+from .dynamo_source import follow as _follow, parse_source
 from .progress import Progress, say
+from ..cache import _Cache, cache_get_entry, index_key, read_index_entry
+from ..region import load_bytes_with_sections
+from ..report import LoadReport
+from .backend import SaveBackend, SideEffectsRefused
+from .code import choose, load_region_code, transport_used, use_triton_cache
+from .grad import with_autograd
+from .keys import region_device
+from .trust import will_load
 
 if TYPE_CHECKING:
     import os
@@ -90,65 +99,8 @@ if TYPE_CHECKING:
 
 __all__ = ["warm_start", "BoundForward", "parse_source"]
 
-_ROOT = re.compile(r"L\['([^'\\]+)'\]")
-_STEP = re.compile(r"\._modules\['([^'\\]*)'\]|\._parameters\['([^'\\]*)'\]|"
-                   r"\._buffers\['([^'\\]*)'\]|\.size\(\)\[(\d+)\]|\.stride\(\)\[(\d+)\]|"
-                   r"\.storage_offset\(\)|\[(\d+)\]|\['([^'\\]*)'\]|\.([A-Za-z_]\w*)")
-
-
 def _err(code, msg):
     return MagiError(code, msg, "warm_start")
-
-
-def parse_source(text):
-    """(root name, [(op, arg)]) of a Dynamo source name; ops: "module",
-    "param", "buffer", "size", "stride", "offset", "index", "key", "attr".
-    Raises MagiError MAGI_ERR_UNSUPPORTED for any other form (globals,
-    calls, ...)."""
-    m = _ROOT.match(text or "")
-    if not m:
-        raise _err(-13, "source %r is not a local of the compiled frame" % (text,))
-    root, pos, steps = m.group(1), m.end(), []
-    names = ("module", "param", "buffer", "size", "stride", "index", "key", "attr")
-    while pos < len(text):
-        s = _STEP.match(text, pos)
-        if not s:
-            raise _err(-13, "source %r: cannot follow '%s'" % (text, text[pos:]))
-        for i, g in enumerate(s.groups()):
-            if g is not None:
-                op = names[i]
-                steps.append((op, int(g) if op in ("size", "stride", "index") else g))
-                break
-        else:
-            steps.append(("offset", None))
-        pos = s.end()
-    return root, steps
-
-
-def _follow(obj, steps, text, allow_none=False):
-    for k, (op, a) in enumerate(steps):
-        try:
-            if op == "module":
-                obj = obj._modules[a]
-            elif op == "param":
-                obj = obj._parameters[a]
-            elif op == "buffer":
-                obj = obj._buffers[a]
-            elif op == "size":
-                obj = obj.size()[a]
-            elif op == "stride":
-                obj = obj.stride()[a]
-            elif op == "offset":
-                obj = obj.storage_offset()
-            elif op in ("index", "key"):
-                obj = obj[a]
-            else:
-                obj = getattr(obj, a)
-        except (KeyError, IndexError, AttributeError, TypeError):
-            raise _err(-14, "%s: not found in the model or inputs (at %s %r)" % (text, op, a))
-        if obj is None and not (allow_none and k == len(steps) - 1):
-            raise _err(-14, "%s: missing (None)" % text)
-    return obj
 
 
 def _dtype_name(t):
@@ -496,7 +448,6 @@ class BoundForward:
         self.store_code = store_code
         self.region = None
         self.fn = None
-        from ..report import LoadReport  # a dict whose repr leads with served, code path, reason
         self.report = LoadReport(served=None, reason=None, recompiles=[])
         self._sig = inspect.signature(model.forward)
         self._plan = None
@@ -725,7 +676,6 @@ class BoundForward:
         serve (another size, another configuration of the model): the
         first one whose parameters bind is loaded; the others are tried
         when a call misses (_other_variant)."""
-        from ..cache import read_index_entry
         self._records, self._states = [], {}
         idx, index_untrusted = read_index_entry(self.cache_dir, self.model_tag)
         if idx is None:
@@ -733,7 +683,6 @@ class BoundForward:
         # the index is data from a cache others may write: what its return
         # value may rebuild is narrowed unless only this user can have
         # written it (or the caller trusts the cache)
-        from .code import will_load
         home = None
         if not will_load(index_untrusted, self.trust_compiled):
             home = {type(self.model).__module__.split(".")[0]}
@@ -787,22 +736,17 @@ class BoundForward:
     def _load_record(self, ent):
         """{"state", "report"} of one index record loaded and bound, or
         (why it does not serve, the bind error or None)."""
-        from ..cache import cache_get_entry
-        from .code import load_region_code, transport_used, will_load
-        from .._lib import read_opaque_sections
-        from ..region import load_bytes
         data, untrusted = cache_get_entry(self.cache_dir, ent["key"])
         if data is None:
             return "region %s is listed but not in the cache" % ent["key"], None
         t = time.perf_counter()
-        region = load_bytes(data, transport=self.transport)
-        payloads = read_opaque_sections(data)   # digest-verified first
+        # the region and its stored code from one verified read
+        region, payloads = load_bytes_with_sections(data, transport=self.transport)
         mine = (self._own_code or {}).get(ent["key"])
         if untrusted and mine is not None and mine in payloads:
             payloads, untrusted = [mine], None   # the bytes this process compiled
         used = transport_used(region)
         load_s = time.perf_counter() - t
-        from .code import choose
         # trust is decided before any file a payload names is opened
         chosen = choose(region, payloads, used,
                         check_sources=will_load(untrusted, self.trust_compiled))
@@ -817,7 +761,6 @@ class BoundForward:
             if e.code not in (-11, -14):   # MAGI_ERR_MISMATCH, MAGI_ERR_NOT_FOUND
                 raise
             return "the stored code does not fit the model: %s" % e.message, e
-        from .code import region_device, use_triton_cache
         if region_device(region.doc) == "cuda":
             use_triton_cache(self.cache_dir)
         fn, rep = self._load_code(ent["key"], lambda: load_region_code(
@@ -825,7 +768,6 @@ class BoundForward:
             trust_compiled=self.trust_compiled, allow_targets=self.allow_targets,
             chosen=chosen))
         rep["timings"]["artifact_load_s"] = load_s
-        from .grad import with_autograd
         allow = self.allow_targets
         fn = with_autograd(fn, lambda: region.graph_module(allow_targets=allow),
                            "model '%s'" % self.model_tag)
@@ -903,7 +845,6 @@ class BoundForward:
         bind to the region now stored. why: the reason the stored code was
         not used (None for a recompile: the first reason stays). Returns the
         model's return value."""
-        from .backend import SaveBackend
         t = time.perf_counter()
         if self._compiled is None:
             # refuse_side_effects: a frame that changes objects it did not
@@ -1024,7 +965,6 @@ def _break_info(exc):
     fullgraph (nothing of the call ran), or of a frame the save backend
     refused for its side effects; None for any other error."""
     from torch._dynamo import exc as dx
-    from .backend import SideEffectsRefused
     inner = getattr(exc, "inner_exception", None)
     if isinstance(exc, dx.BackendCompilerFailed) and isinstance(inner, SideEffectsRefused):
         return {"reason": "changes %s, which Dynamo replays in Python after the graph"
@@ -1258,7 +1198,6 @@ class _Split:
     # -- the record and the report
     def _publish(self):
         import json
-        from ..cache import _Cache, index_key
         doc = {"model_tag": self.owner.model_tag, "regions": [],
                "split": {"match": self.match, "modules": list(self.parts),
                          "breaks": self.breaks, "eager": self.eager}}

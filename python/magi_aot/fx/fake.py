@@ -20,6 +20,7 @@ import re
 
 from . import expr as _expr
 from .._lib import MagiError
+from .._torch_required import require_torch
 
 _UNBACKED = re.compile(r"^u\d+$")
 # torch names float symbols zf<N> (backed) and zuf<N> (unbacked)
@@ -109,7 +110,6 @@ def fake_inputs(region, fake_mode=None, *, device=None):
     Raises MagiError MAGI_ERR_MISSING_META naming every placeholder without
     metadata, MAGI_ERR_UNSUPPORTED for placeholders that cannot be faked
     (opaque, non-strided layouts)."""
-    from .._torch_required import require_torch
     torch = require_torch("magi_aot.fake_inputs()")
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.symbolic_shapes import ShapeEnv

@@ -73,8 +73,7 @@ def localize(region, *, rank=None, world=None):
     region given); raises MagiError MAGI_ERR_UNSUPPORTED naming the
     placeholder when one is also used other than through to_local, or by
     to_local nodes that disagree."""
-    from ..region import localized
-    return localized(region, rank, world)
+    return region.localized(rank, world)
 
 
 def _is_rank_local(region):

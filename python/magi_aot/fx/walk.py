@@ -15,6 +15,8 @@ import warnings
 
 from . import dtensor as _dtensor
 from . import targets as _targets
+from .._torch_required import require_torch
+from .rebuild import resolve_target
 
 __all__ = ["graph_to_doc", "target_name", "UnresolvableTarget", "UnrebuildableRegion", "rebuild_problems"]
 
@@ -78,7 +80,6 @@ VERSION = 1
 
 
 def _torch():
-    from .._torch_required import require_torch
     return require_torch("magi_aot.fx")
 
 
@@ -135,7 +136,6 @@ def _call_target_name(node):
 def _loader_resolves(text):
     """Whether rebuild.resolve_target accepts `text` (its stand-ins for
     function-local helpers included)."""
-    from .rebuild import resolve_target
     try:
         resolve_target(text, allow=("*",))   # whether it names anything at all
         return True

@@ -63,7 +63,10 @@ from .groups import (collective_groups, host_staged_all_gather, host_staged_all_
                      make_c10d_groups, remap_groups, resolve_groups)
 from .hosts import cross_host_groups, exchange_hosts
 from .plan import RuntimePlan, dynamo_param_name
-from .rendezvous import Handles, rendezvous, rendezvous_prefix
+from .rendezvous import Handles, _Store, rendezvous, rendezvous_prefix
+from ..schedule import graph_facts, schedule_region
+from .compiled import compile_region_code
+from .overlap import agree
 
 if TYPE_CHECKING:
     import os
@@ -230,9 +233,6 @@ class SymmRuntime:
                   store: Any) -> Dict[str, Any]:
         """Schedule every region (runtime/overlap.py); their scheduled
         forms serve graph_module(). Collective over the store."""
-        from ..schedule import graph_facts, schedule_region
-        from .overlap import agree
-        from .rendezvous import _Store
         if schedule is False or schedule is None:
             return {"mode": "off", "reason": "schedule=False", "regions": []}
         costs = None if schedule in ("auto", True) else cast("Union[str, os.PathLike[str]]", schedule)
@@ -392,7 +392,6 @@ class SymmRuntime:
         whoever wrote it (compile.code's rule). Not collective; not to be
         run beside another Inductor compile of this process."""
         self._check_open()
-        from .compiled import compile_region_code
         return compile_region_code(self, region, cache_dir, options=options,
                                    trust_compiled=trust_compiled)
 

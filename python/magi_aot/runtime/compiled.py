@@ -18,7 +18,7 @@ order without running Inductor.
 
 The key (`code_key`) holds everything the generated code depends on:
 
-- the environment (compile.code.environment_key: torch and its git
+- the environment (compile.keys.environment_key: torch and its git
   revision, Python, CUDA, Triton, the device: GPU architecture or CPU
   vector ISA and flags);
 - the canonical fingerprint (docs/FINGERPRINT.md) of the graph that is
@@ -60,6 +60,9 @@ import os
 import time
 
 from .._lib import MagiError
+from . import ops
+from ..cache import _Cache, cache_get_entry
+from ..region import fingerprint
 
 __all__ = ["compile_region_code", "code_key", "cache_key_of", "RegionCode", "CODE_VERSION", "KEY_PREFIX"]
 
@@ -87,8 +90,8 @@ def code_key(rt, loaded, gm, options=None):
     """The key the compiled code of `loaded` (one of rt's regions) depends
     on, for the graph module `gm` that is compiled (rt.graph_module of it):
     a dict of JSON values (see the module doc)."""
-    from ..compile.code import environment_key, transport_used
-    from ..region import fingerprint
+    from ..compile.code import transport_used
+    from ..compile.keys import environment_key
     import torch
     device = rt.device.type
     if device == "cuda":
@@ -215,7 +218,7 @@ def _stored(data, name, key, report, timings):
     """The callable of a trusted entry's payload, or None with
     report["reason"] saying why it does not serve (a malformed payload,
     a key field that differs, code that does not load: compiled instead)."""
-    from ..compile.code import unpack
+    from ..compile.payload import unpack
     try:
         header, blobs = unpack(data)
     except MagiError as e:
@@ -249,10 +252,9 @@ def compile_region_code(rt, region=0, cache_dir=None, *, options=None, trust_com
     is not known to be this user, "published": whether this call stored
     its code, "overlap": code_overlap of the generated module (None where
     none is stored), "timings": {...}}."""
-    from ..cache import _Cache, cache_get_entry
-    from ..compile.code import TRUST_ENV, make_header, pack, will_load
+    from ..compile.payload import make_header, pack
+    from ..compile.trust import TRUST_ENV, will_load
     from ..compile.launch_order import install
-    from . import ops
     t0 = time.perf_counter()
     timings = {}
     ops.register()

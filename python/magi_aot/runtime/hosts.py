@@ -19,6 +19,7 @@ import socket
 
 from .. import config
 from .._lib import MagiError
+from .rendezvous import _Store
 
 __all__ = ["HOST_ID_ENV", "host_id", "exchange_hosts", "cross_host_groups"]
 
@@ -46,7 +47,6 @@ def exchange_hosts(store, rank, world, job, timeout):
     mine = host_id()
     if world <= 1:
         return [mine]
-    from .rendezvous import _Store
     n = store.add(_ROUNDS % (job, rank), 1)
     pfx = "%s/hosts/%d/" % (job, n)
     store.set(pfx + "%d" % rank, mine.encode("utf-8"))

@@ -99,6 +99,7 @@ from ctypes import byref, c_char_p, c_double, c_int, c_int64, c_size_t, c_uint32
 from .. import config
 from .._lib import (SYMM_DEVICE_CPU, SYMM_DEVICE_CUDA, SYMM_EQUALS_FN, SYMM_LIVE_FN, MagiError, SymmFound,
                     SymmRegistryHooks, SymmTensor, lib, status_code)
+from ..docio import _lib_dir
 
 __all__ = ["REGISTRY", "SymmRegistry", "register", "OPS", "SCHEMAS", "IMPLEMENTATION", "FALLBACK_REASON",
            "EXTENSION_PATH", "OP_ERRORS", "as_magi_error", "bound_count"]
@@ -513,7 +514,6 @@ def _candidates():
         return [env]
     out = []
     try:
-        from ..docio import _lib_dir
         d = _lib_dir()
     except Exception:  # noqa: BLE001 - no library: the package directory only
         d = ""
