@@ -420,7 +420,9 @@ def load_bytes_with_sections(data: bytes, kind: int = SECTION_COMPILED, *, trans
     section's digest once; each section is decompressed once
     (LoadedSet.sections)."""
     region = load_buffers([data], [name], transport=transport)[0]
-    return region, region.loaded.sections(region.loaded_index, kind)
+    loaded, i = region.loaded, region.loaded_index
+    assert loaded is not None and i is not None   # a region the loader made holds both
+    return region, loaded.sections(i, kind)
 
 
 def _build(creg: CRegion, path: Optional[str], t0: float) -> Region:

@@ -131,7 +131,7 @@ def _so_blobs(root):
     return _files_as_blobs(root, ".so", "so")
 
 
-_PROBES = {}   # this process's CPU ISA probe libraries: path under a cache dir -> bytes
+_PROBES: dict = {}   # this process's CPU ISA probe libraries: path under a cache dir -> bytes
 
 
 def _isa_probes(root):
