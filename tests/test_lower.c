@@ -203,11 +203,19 @@ static void test_mesh_group_mismatch_named(void) {
     magi_symm_group g = {"0", 4, ranks, NULL};
     magi_status st = MAGI_OK;
     magi_loader *ld = load_rank(text, 1, 4, MAGI_LOAD_TRANSPORT_COPY_ENGINE, &g, 1, &st);
-    MT_CHECK(st == MAGI_ERR_INVALID_ARG, "got %s", magi_status_str(st));
+    MT_CHECK(st == MAGI_ERR_WORLD, "got %s", magi_status_str(st));
     const char *m = magi_last_error();
     MT_CHECK(strstr(m, "mesh dimension 0") && strstr(m, "'0'") && strstr(m, "2 ranks") && strstr(m, "has 4"),
              "message: %s", m);
     MT_CHECK(magi_loader_count(ld) == 0, "a failed load keeps regions");
+    magi_loader_free(ld);
+    /* no groups given: a 2-rank mesh dimension does not fit world 3 as
+     * consecutive ranks; the same status a caller tests for the plan's
+     * groups (MAGI_ERR_WORLD), not a generic argument error */
+    st = MAGI_OK;
+    ld = load_rank(text, 1, 3, MAGI_LOAD_TRANSPORT_COPY_ENGINE, NULL, 0, &st);
+    MT_CHECK(st == MAGI_ERR_WORLD, "got %s", magi_status_str(st));
+    MT_CHECK(strstr(magi_last_error(), "do not fit world 3"), "message: %s", magi_last_error());
     magi_loader_free(ld);
     free(text);
 }

@@ -175,17 +175,21 @@ MAGI_API const magi_lowered *magi_loader_lowered(uint32_t *n, const magi_loader 
  * and checked every section's digest, including these, on the loader's own
  * copy of the bytes; reading one decompresses it (the zstd frame checked
  * against the table and max_decompressed_bytes first) without opening or
- * hashing anything again. magi_loaded_info's sections_hashed and
+ * hashing anything again. A file too large to be copied at load is mapped
+ * in place, and another process could rewrite it: its sections are hashed
+ * again when read. magi_loaded_info's sections_hashed and
  * sections_decoded count this work too.
  *
  * magi_loader_section_count: how many sections of `kind` region i holds
- * (0 for a JSON or legacy v0 input, i out of range or a NULL ld).
+ * (0 for a JSON or legacy v0 input, a kind the load itself parses, i out
+ * of range or a NULL ld).
  * magi_loader_read_section: the k-th of them (table order). *out (*len
  * bytes) is owned by the caller: magi_free(); NULL on failure. Errors:
  * MAGI_ERR_INVALID_ARG (NULL argument, i out of range, a kind the load
  * itself parses), MAGI_ERR_NOT_FOUND (no k-th section of that kind),
  * MAGI_ERR_CORRUPT / MAGI_ERR_LIMIT / MAGI_ERR_UNSUPPORTED naming the file
- * and section. Each call decompresses again: read each section once. */
+ * and section, MAGI_ERR_DIGEST (a mapped file changed since the load),
+ * MAGI_ERR_NOMEM. Each call decompresses again: read each section once. */
 MAGI_API uint32_t magi_loader_section_count(const magi_loader *ld, uint32_t i, uint32_t kind);
 MAGI_API magi_status magi_loader_read_section(void **out, size_t *len, magi_loader *ld, uint32_t i, uint32_t kind,
                                               uint32_t k);

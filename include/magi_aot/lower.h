@@ -84,9 +84,10 @@ typedef struct magi_lowered {
  * the symmetric-buffer windows). *out (n_out records, one per redistribute
  * node in graph order; NULL when there are none) lives in r's arena.
  * Errors (region unchanged): MAGI_ERR_VERSION (c of a revision the library
- * does not take), MAGI_ERR_INVALID_ARG (NULL arguments, a mesh
- * dimension whose size does not match its process group's, naming both, or
- * a group that does not hold this rank), MAGI_ERR_FORMAT (a malformed
+ * does not take), MAGI_ERR_INVALID_ARG (NULL arguments), MAGI_ERR_WORLD
+ * (a mesh dimension whose size does not match its process group's, naming
+ * both, a group that does not hold this rank, or a size that does not fit
+ * the world as consecutive ranks), MAGI_ERR_FORMAT (a malformed
  * DTensor spec, naming the node), MAGI_ERR_NOMEM. */
 #define MAGI_LOWER_AT_BIND 0x1u /* fold a static weight's cast and pad into its bound shard */
 MAGI_API magi_status magi_lower_redistribute(const magi_lowered **out, uint32_t *n_out, magi_region *r,

@@ -421,7 +421,8 @@ def load_bytes_with_sections(data: bytes, kind: int = SECTION_COMPILED, *, trans
     (LoadedSet.sections)."""
     region = load_buffers([data], [name], transport=transport)[0]
     loaded, i = region.loaded, region.loaded_index
-    assert loaded is not None and i is not None   # a region the loader made holds both
+    if loaded is None or i is None:   # never for a region the loader made
+        raise MagiError(-1, "%s: the load kept no loader to read its sections from" % name)
     return region, loaded.sections(i, kind)
 
 

@@ -14,6 +14,8 @@ typedef struct entry {
     size_t size;
     magi_region *region;
     magi_artifact *art;         /* the v1 artifact the region was read from (over data) */
+    int art_private;            /* data is this loader's own copy (copy, or a file read into memory):
+                                   a section checked by the load is not hashed again */
     int region_in_mem;          /* region lives in mem.arena (not owned) */
     int fp_done, inputs_done;   /* computed on first request */
     char *inputs_json;          /* NULL when the inputs could not be built */
@@ -155,6 +157,7 @@ static magi_status read_region(magi_loader *ld, entry *e) {
     e->info.sections_decoded = ai.sections_decoded;
     if (!ai.legacy_v0) { /* kept: its opaque sections are read from this same verified read */
         e->art = a;
+        e->art_private = e->copy != NULL || e->map.copied;
         a = NULL;
     }
 cleanup:
@@ -410,7 +413,7 @@ static uint32_t find_section(uint32_t *count, const entry *e, uint32_t kind, uin
 
 uint32_t magi_loader_section_count(const magi_loader *ld, uint32_t i, uint32_t kind) {
     uint32_t n = 0;
-    if (ld && i < ld->n) find_section(&n, &ld->e[i], kind, 0);
+    if (ld && i < ld->n && kind > MAGI_SECTION_GRAPH) find_section(&n, &ld->e[i], kind, 0);
     return n;
 }
 
@@ -429,14 +432,18 @@ magi_status magi_loader_read_section(void **out, size_t *len, magi_loader *ld, u
     if (j == UINT32_MAX)
         return magi_set_error(MAGI_ERR_NOT_FOUND, "%s: no section #%u of kind %u (it holds %u)", e->path, k, kind,
                               count);
-    /* the load checked this section's digest on these bytes (a private copy) */
-    magi_status st = magi_artifact_read_section_verified(out, len, e->art, j);
-    if (st) return magi_error_prefix(st, "%s", e->path);
+    /* the load checked this section's digest on these bytes when they are
+     * the loader's own copy; a file mapped in place (larger than the copy
+     * limit) could have been rewritten since, so its section is checked
+     * again */
+    magi_status st = e->art_private ? magi_artifact_read_section_verified(out, len, e->art, j)
+                                    : magi_artifact_read_section(out, len, e->art, j);
     magi_artifact_info ai;
     if (!magi_artifact_get_info(&ai, e->art)) {
         e->info.sections_hashed = ai.sections_hashed;
         e->info.sections_decoded = ai.sections_decoded;
     }
+    if (st) return magi_error_prefix(st, "%s", e->path);
     return MAGI_OK;
 }
 
@@ -519,8 +526,8 @@ magi_status magi_loader_save(const magi_loader *ld, uint32_t i, const char *path
     const entry *e = &ld->e[i];
     /* Nothing changed in a v1 artifact: the same bytes. */
     if (e->info.artifact_v1 && !e->info.n_rewritten && !e->info.n_restored) {
-        /* the private copy taken at load; every section's digest checked
-         * (those the load skipped too) before a byte is written */
+        /* the bytes taken at load; every section's digest checked again
+         * before a byte is written */
         magi_artifact *a = NULL;
         magi_status st = magi_artifact_open(&a, e->data, e->size, &ld->limits);
         if (!st) st = magi_artifact_verify(a);

@@ -43,7 +43,7 @@ static magi_status group_index(uint32_t *index, const magi_symm_backend_config *
         const magi_symm_group *g = &c->groups[k];
         if (!g->name || strcmp(g->name, group)) continue;
         if ((int64_t)g->size != size)
-            return magi_set_error(MAGI_ERR_INVALID_ARG,
+            return magi_set_error(MAGI_ERR_WORLD,
                                   "node '%s': mesh dimension %u (process group '%s') has %lld ranks, the runtime's "
                                   "group '%s' has %u",
                                   node, mesh_dim, group, (long long)size, group, g->size);
@@ -52,12 +52,12 @@ static magi_status group_index(uint32_t *index, const magi_symm_backend_config *
                 *index = m;
                 return MAGI_OK;
             }
-        return magi_set_error(MAGI_ERR_INVALID_ARG,
+        return magi_set_error(MAGI_ERR_WORLD,
                               "node '%s': mesh dimension %u (process group '%s') does not hold this rank %u", node,
                               mesh_dim, group, c->rank);
     }
     if (size < 1 || size > (int64_t)c->world || c->world % (uint32_t)size)
-        return magi_set_error(MAGI_ERR_INVALID_ARG,
+        return magi_set_error(MAGI_ERR_WORLD,
                               "node '%s': mesh dimension %u (process group '%s') has %lld ranks, which do not fit "
                               "world %u as consecutive ranks; give the group's members",
                               node, mesh_dim, group, (long long)size, c->world);

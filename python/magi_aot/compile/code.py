@@ -709,13 +709,24 @@ def compile_from_graph(region, timings, grad_enabled=False, allow_targets=()):
     if not grad_enabled:   # the inference graph, as stored (grad.inference_copy)
         gm = inference_copy(gm)
     with torch.set_grad_enabled(grad_enabled):
-        if "fake_mode" in inspect.signature(standalone_compile).parameters:
+        if _takes(standalone_compile, "fake_mode"):
             art = standalone_compile(gm, list(args), dynamic_shapes="from_example_inputs",
                                      fake_mode=fake_mode)
         else:  # a release without the fake_mode argument (2.11)
             art = _compile_in_mode(standalone_compile, gm, list(args), fake_mode)
     timings["compile_s"] = time.perf_counter() - t
     return art
+
+
+def _takes(fn, name):
+    """Whether `fn` takes the keyword argument `name`: named in its
+    signature, or a **kwargs it passes on (a wrapper); True where the
+    signature cannot be read (the call then says for itself)."""
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return True
+    return name in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
 
 
 def _compile_in_mode(standalone_compile, gm, args, fake_mode):
