@@ -76,6 +76,9 @@ typedef struct magi_lowered {
     const char *reason;   /* kept: why; "" when lowered */
     int shard_dim;        /* the tensor dimension gathered: 0 (rows) or 1 (columns) (lowered) */
     int rewrapped;        /* lowered through from_local(to_local(W), mesh, placements) */
+    int64_t group_stride; /* lowered: the rank distance between members of `group` in a row-major
+                             mesh of consecutive ranks (init_device_mesh's layout): the product of
+                             the later mesh dimensions' sizes, 1 for the last (consecutive ranks) */
 } magi_lowered;
 
 /* Lower every lowerable redistribute of region r for the rank and process

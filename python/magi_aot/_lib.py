@@ -270,7 +270,7 @@ class Lowered(Structure):
     _fields_ = [("node", c_char_p), ("weight", c_char_p), ("lowered", c_int), ("cast", c_int),
                 ("padded", c_int), ("at_bind", c_int), ("gather", c_char_p), ("group", c_char_p), ("global_rows", c_int64),
                 ("chunk_rows", c_int64), ("local_rows", c_int64), ("reason", c_char_p),
-                ("shard_dim", c_int), ("rewrapped", c_int)]
+                ("shard_dim", c_int), ("rewrapped", c_int), ("group_stride", c_int64)]
 
 
 class SymmGather(Structure):

@@ -235,7 +235,7 @@ def _lowered_report(loader: c_void_p, i: int) -> List[Doc]:
             e.update(gather=_str(lw[k].gather), group=_str(lw[k].group), cast=bool(lw[k].cast),
                      padded=bool(lw[k].padded), at_bind=bool(lw[k].at_bind), global_rows=lw[k].global_rows,
                      chunk_rows=lw[k].chunk_rows, local_rows=lw[k].local_rows, shard_dim=lw[k].shard_dim,
-                     rewrapped=bool(lw[k].rewrapped))
+                     rewrapped=bool(lw[k].rewrapped), group_stride=lw[k].group_stride)
         else:
             e["reason"] = _str(lw[k].reason)
         out.append(e)

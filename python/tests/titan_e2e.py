@@ -414,7 +414,9 @@ def _run(args, rank, run):
     # the expert path's all-to-all names its process group as each rank
     # created it (the groups' names differ between ranks): each rank loads
     # its own region there, the region rank 0 saved elsewhere
-    own = rank if args.layout.startswith("moe") else 0
+    # (--one-artifact: every rank loads rank 0's region and gives no
+    # groups=: the runtime places each group on its mesh dimension)
+    own = rank if args.layout.startswith("moe") and not args.one_artifact else 0
     with open(os.path.join(args.out, "rank%d.save.json" % own)) as f:
         key = json.load(f)["keys"][0]
     # the model first: its meshes create the process groups in the order
@@ -442,7 +444,7 @@ def _run(args, rank, run):
     # the members of every group the region names, from the model's meshes
     from magi_aot.runtime.groups import collective_groups
     used = collective_groups([region.doc])
-    groups = {k: v for k, v in tm.mesh_groups(model).items() if k in used}
+    groups = None if args.one_artifact else {k: v for k, v in tm.mesh_groups(model).items() if k in used}
     rt = SymmRuntime([region], device=dev, keep_cast_pad=keep, groups=groups, schedule=schedule)
     if not rt.plan.adopted or rt.regions[0] is not region:
         raise AssertionError("the runtime loaded the region a second time")
@@ -537,6 +539,8 @@ def _launch(args, phase):
                "--attn", args.attn, "--device", args.device, "--timeout", str(args.timeout),
                "--size", args.size, "--iters", str(args.iters), "--lead-ms", str(args.lead_ms),
                "--layout", args.layout]
+        if args.one_artifact:
+            cmd.append("--one-artifact")
         if args.inductor:
             cmd.append("--inductor")
         procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
@@ -573,6 +577,10 @@ def main():
                          "tiny Qwen3 MoE, experts parallel over 2 ranks and sharded on efsdp; moe_col: "
                          "the same with 2 experts, sharded on their dimension 1")
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    ap.add_argument("--one-artifact", action="store_true",
+                    help="every rank loads the region rank 0 saved and passes no groups= (the runtime "
+                         "places each group on its mesh dimension); the default for the MoE layouts "
+                         "is each rank's own region with the groups read off the model's meshes")
     ap.add_argument("--runs", default=None,
                     help="comma-separated runs from one save: bind (cast and pad at bind), "
                          "keep (cast and pad kept on c10d); default bind")

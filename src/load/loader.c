@@ -243,7 +243,16 @@ static magi_status lower_region(magi_loader *ld, entry *e) {
     unsigned flags = e->info.transport == MAGI_SYMM_TRANSPORT_COPY_ENGINE && !ld->o.keep_cast_pad ? MAGI_LOWER_AT_BIND : 0;
     magi_status st = magi_lower_redistribute(&e->lowered, &e->n_lowered, r, &ld->o.bind, flags);
     if (st) return magi_error_prefix(st, "%s", e->path);
-    for (uint32_t k = 0; k < e->n_lowered; k++) e->info.n_lowered += e->lowered[k].lowered != 0;
+    for (uint32_t k = 0; k < e->n_lowered; k++) {
+        e->info.n_lowered += e->lowered[k].lowered != 0;
+        /* the rank-local form dropped the DTensor specs of the weights it
+         * localized (a re-wrapped expert's 2-D mesh among them): a group's
+         * place in its mesh is read from the nodes as read */
+        if (e->lowered[k].lowered && e->lowered[k].group && e->read_nodes)
+            ((magi_lowered *)e->lowered)[k].group_stride =
+                magi_lower_group_stride(e->read_nodes, e->n_read_nodes, e->lowered[k].group,
+                                        e->lowered[k].group_stride, 1);
+    }
     e->info.n_inputs = magi_region_count_placeholders(r); /* meshes nothing reads are gone */
     if (r->nodes != read_nodes && !e->read_nodes) {
         e->read_nodes = read_nodes;

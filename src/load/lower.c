@@ -30,15 +30,49 @@ typedef struct plan_entry {
     uint32_t dim;            /* the tensor dimension gathered: 0 (rows) or 1 (columns) */
     int64_t rows, chunk, local_rows, world;
     const char *group;
+    int64_t group_stride;    /* the mesh dimension's stride in a row-major mesh of consecutive ranks */
     int at_bind; /* cast and pad folded into the bound shard */
 } plan_entry;
 
 
+/* The stride of mesh dimension `group` in a row-major mesh of consecutive
+ * ranks, from the DTensor placeholder with the most mesh dimensions that
+ * names the group (a weight re-wrapped on a 1-D submesh, efsdp of an
+ * (efsdp, ep) mesh, names the group in a 1-D spec too: the submesh keeps
+ * no trace of its place in the mesh it came from). `fallback` where no
+ * placeholder names it with more dimensions. */
+int64_t magi_lower_group_stride(const magi_node *nodes, uint32_t n_nodes, const char *group, int64_t fallback,
+                                uint32_t fallback_ndim) {
+    int64_t best = fallback;
+    uint32_t best_nd = fallback_ndim;
+    for (uint32_t i = 0; i < n_nodes; i++) {
+        const magi_node *n = &nodes[i];
+        magi_dtensor_spec s;
+        if (n->op != MAGI_OP_PLACEHOLDER || !n->example || n->example->kind != MAGI_EX_TENSOR ||
+            magi_dtensor_spec_get(&s, n->example) != MAGI_OK || s.mesh_ndim <= best_nd)
+            continue;
+        for (uint32_t k = 0; k < s.mesh_ndim; k++) {
+            if (strcmp(s.groups[k], group)) continue;
+            int64_t stride = 1;
+            for (uint32_t j = k + 1; j < s.mesh_ndim && stride <= INT32_MAX; j++) stride *= s.mesh_shape[j];
+            best = stride;
+            best_nd = s.mesh_ndim;
+            break;
+        }
+    }
+    magi_clear_error();
+    return best;
+}
+
 /* ------------------------------------------------------- classification */
 
-/* The rank's position in a mesh dimension's group, as the windows resolve it. */
+/* The rank's position in a mesh dimension's group, as the windows resolve
+ * it: from the group's members where c names the group, else the rank's
+ * coordinate on that dimension of a row-major mesh of consecutive ranks
+ * (init_device_mesh's layout: (rank / stride) % size, stride the product of
+ * the later dimensions' sizes), as magi_localize_rank places it. */
 static magi_status group_index(uint32_t *index, const magi_symm_backend_config *c, const char *group, int64_t size,
-                               uint32_t mesh_dim, const char *node) {
+                               int64_t stride, uint32_t mesh_dim, const char *node) {
     for (uint32_t k = 0; k < c->n_groups; k++) {
         const magi_symm_group *g = &c->groups[k];
         if (!g->name || strcmp(g->name, group)) continue;
@@ -56,12 +90,13 @@ static magi_status group_index(uint32_t *index, const magi_symm_backend_config *
                               "node '%s': mesh dimension %u (process group '%s') does not hold this rank %u", node,
                               mesh_dim, group, c->rank);
     }
-    if (size < 1 || size > (int64_t)c->world || c->world % (uint32_t)size)
+    if (size < 1 || stride < 1 || size > (int64_t)c->world || stride > (int64_t)c->world / size ||
+        c->world % (uint32_t)(size * stride))
         return magi_set_error(MAGI_ERR_WORLD,
-                              "node '%s': mesh dimension %u (process group '%s') has %lld ranks, which do not fit "
-                              "world %u as consecutive ranks; give the group's members",
-                              node, mesh_dim, group, (long long)size, c->world);
-    *index = c->rank % (uint32_t)size;
+                              "node '%s': mesh dimension %u (process group '%s') has %lld ranks, %lld apart, which "
+                              "do not fit world %u as a mesh of consecutive ranks; give the group's members",
+                              node, mesh_dim, group, (long long)size, (long long)stride, c->world);
+    *index = (uint32_t)((c->rank / (uint32_t)stride) % (uint32_t)size);
     return MAGI_OK;
 }
 
@@ -227,7 +262,9 @@ static magi_status classify(magi_region *r, uint32_t i, const uint32_t *uses, co
         return MAGI_OK;
     }
     const char *group = s.groups[md];
-    int64_t w = s.mesh_shape[md], f = ex->u.tensor.shape[e->dim].value, start = 0, len = 0;
+    int64_t w = s.mesh_shape[md], f = ex->u.tensor.shape[e->dim].value, start = 0, len = 0, stride = 1;
+    for (uint32_t k = md + 1; k < s.mesh_ndim && stride <= INT32_MAX; k++) stride *= s.mesh_shape[k];
+    stride = magi_lower_group_stride(r->nodes, r->n_nodes, group, stride, s.mesh_ndim);
     if (e->rewrap != UINT32_MAX) {
         /* from_local's global shape is the local one times the mesh
          * dimension's size (every rank's piece the same): no pad. */
@@ -249,7 +286,7 @@ static magi_status classify(magi_region *r, uint32_t i, const uint32_t *uses, co
             return MAGI_OK;
         }
         uint32_t coords[MAGI_DTENSOR_MAX_MESH_DIMS] = {0};
-        if ((st = group_index(&coords[md], c, group, w, md, n->name))) return st;
+        if ((st = group_index(&coords[md], c, group, w, stride, md, n->name))) return st;
         if ((st = magi_dtensor_extent(&start, &len, &s, e->dim, f, coords))) return st;
     }
     e->redist = i;
@@ -261,6 +298,7 @@ static magi_status classify(magi_region *r, uint32_t i, const uint32_t *uses, co
     e->chunk = f / w + (f % w != 0);
     e->local_rows = len;
     e->group = magi_arena_strdup(a, group);
+    e->group_stride = stride;
     e->fwd_dtype = fd && fd->kind == MAGI_V_DTYPE && ex->u.tensor.dtype && strcmp(fd->u.s, ex->u.tensor.dtype)
                        ? fd->u.s
                        : NULL;
@@ -607,6 +645,7 @@ magi_status magi_lower_redistribute(const magi_lowered **out, uint32_t *n_out, m
         e->rec->cast = e->fwd_dtype != NULL;
         e->rec->padded = e->world * e->chunk != e->rows;
         e->rec->group = e->group;
+        e->rec->group_stride = e->group_stride;
         e->rec->global_rows = e->rows;
         e->rec->chunk_rows = e->chunk;
         e->rec->local_rows = e->local_rows;

@@ -60,7 +60,7 @@ from .binding import Binder
 from .gather import Gatherer, _GatherWork, _register_work, drop_unread_gathers  # noqa: F401 - tests reach them here
 from ..region import Region, load
 from .groups import (collective_groups, host_staged_all_gather, host_staged_all_gather_coalesced,  # noqa: F401
-                     make_c10d_groups, remap_groups, resolve_groups)
+                     group_strides, make_c10d_groups, remap_groups, resolve_groups)
 from .hosts import cross_host_groups, exchange_hosts
 from .plan import RuntimePlan, dynamo_param_name
 from .rendezvous import Handles, _Store, rendezvous, rendezvous_prefix
@@ -194,8 +194,9 @@ class SymmRuntime:
             # which groups span hosts: known before the plan, which keeps them on NCCL
             # (the groups checked first: a bad `groups` fails alone, before any exchange)
             regions = list(regions)
-            docs = [r.doc if isinstance(r, Region) else load(r).doc for r in regions]
-            mine_of, parts = resolve_groups(docs, [], self.rank, self.world, groups)
+            given = [r if isinstance(r, Region) else load(r) for r in regions]
+            mine_of, parts = resolve_groups([r.doc for r in given], [], self.rank, self.world, groups,
+                                            group_strides(given))
             self.hosts = exchange_hosts(store, self.rank, self.world, job, self.timeout)
             self.cross_host_groups = cross_host_groups(mine_of, parts, self.hosts)
             plan = st.plan = RuntimePlan.open(regions, rank=self.rank, world=self.world,
@@ -203,8 +204,9 @@ class SymmRuntime:
                                               window_cap_bytes=window_cap_bytes,
                                               cross_host_groups=self.cross_host_groups)
             st.handles = Handles(plan.loaded)
-            self.groups, self.partitions = resolve_groups((r.doc for r in plan.regions), plan.windows,
-                                                          self.rank, self.world, groups)
+            self.groups, self.partitions = resolve_groups([r.doc for r in plan.regions], plan.windows,
+                                                          self.rank, self.world, groups,
+                                                          group_strides(plan.regions))
             if new_groups is None:
                 new_groups = self.world > 1 and dist.is_available() and dist.is_initialized()
             self._c10d_groups, self.c10d_group_names = (

@@ -5,8 +5,12 @@ c10d pointed at them.
 Every process-group name the graphs record gets explicit member ranks.
 `groups` maps a name to a partition of the world (a list of rank lists;
 each rank belongs to one of them) or to the one list of the caller's
-members; the default is blocks of consecutive ranks of the size the graph
-records. Where this process has a torch process group of a defaulted
+members; the default places each group on its mesh dimension in a
+row-major mesh of consecutive ranks (init_device_mesh's layout): the
+lowering reports each gathered dimension's stride (group_strides), so the
+outer dimension of a 2-D mesh (an expert mesh's efsdp groups) gets ranks
+that far apart, and a group with no recorded stride blocks of consecutive
+ranks of the size the graph records. Where this process has a torch process group of a defaulted
 name that holds this rank with other members (a mesh dimension whose
 groups are strided, e.g. the outer dimension of a 2-D mesh), the runtime
 refuses, naming both memberships, rather than gather from the wrong peers. The same partition creates one torch process group per block
@@ -17,7 +21,7 @@ refuses, naming both memberships, rather than gather from the wrong peers. The s
 from .._lib import MagiError
 from ..optable import classify
 
-__all__ = ["collective_groups", "live_group_members", "resolve_groups", "make_c10d_groups", "remap_groups",
+__all__ = ["collective_groups", "group_strides", "mesh_blocks", "live_group_members", "resolve_groups", "make_c10d_groups", "remap_groups",
            "host_staged_all_gather", "host_staged_all_gather_coalesced"]
 
 
@@ -63,11 +67,44 @@ def live_group_members(name, rank, world):
     return ranks if rank in ranks else None
 
 
-def resolve_groups(docs, windows, rank, world, groups):
+def group_strides(regions):
+    """{group name: stride} of the mesh dimensions the regions' lowered
+    redistributes gather over (Region.redistributes' group_stride: the
+    rank distance between a group's members in a row-major mesh of
+    consecutive ranks, init_device_mesh's layout; 1 for the last mesh
+    dimension). A name recorded with two strides is refused naming both."""
+    out = {}
+    for r in regions:
+        for e in getattr(r, "redistributes", None) or []:
+            name, stride = e.get("group"), e.get("group_stride")
+            if not e.get("lowered") or not isinstance(name, str) or not isinstance(stride, int) or stride < 1:
+                continue
+            if out.setdefault(name, stride) != stride:
+                raise MagiError(-11, "group '%s' is a mesh dimension with ranks %d apart in one region and %d "
+                                "in another: pass groups={'%s': [[ranks], ...]}"
+                                % (name, out[name], stride, name))
+    return out
+
+
+def mesh_blocks(size, stride, world):
+    """Every group of a mesh dimension of `size` ranks `stride` apart in a
+    row-major mesh of consecutive ranks repeated over `world` (stride 1:
+    blocks of consecutive ranks); None where they do not fit the world."""
+    span = size * stride
+    if size < 1 or stride < 1 or span > world or world % span:
+        return None
+    return [[base + off + i * stride for i in range(size)]
+            for base in range(0, world, span) for off in range(stride)]
+
+
+def resolve_groups(docs, windows, rank, world, groups, strides=None):
     """({name: ranks of the caller's block}, {name: every block, or None
     when only the caller's block is known}) for every group the graphs
     (documents `docs`) and the plan's windows name; `groups` as
-    SymmRuntime's. Errors name the group."""
+    SymmRuntime's; `strides` ({name: stride}, group_strides) places a
+    group the caller does not describe on its mesh dimension. Errors name
+    the group."""
+    strides = strides or {}
     sizes = collective_groups(docs)
     for w in windows:
         sizes.setdefault(w["group"], w["group_size"])
@@ -77,10 +114,12 @@ def resolve_groups(docs, windows, rank, world, groups):
         spec = groups.pop(name, None)
         defaulted = spec is None
         if spec is None:
-            if size > world or world % size:
-                raise MagiError(-1, "group '%s' of size %d does not divide world %d: pass "
-                                "groups={'%s': [[ranks], ...]}" % (name, size, world, name))
-            blocks = [list(range(b, b + size)) for b in range(0, world, size)]
+            stride = strides.get(name, 1)
+            blocks = mesh_blocks(size, stride, world)
+            if blocks is None:
+                raise MagiError(-1, "group '%s' of size %d%s does not divide world %d: pass "
+                                "groups={'%s': [[ranks], ...]}"
+                                % (name, size, " (ranks %d apart)" % stride if stride > 1 else "", world, name))
         elif spec and all(isinstance(x, (list, tuple)) for x in spec):
             blocks = [list(map(int, b)) for b in spec]
         else:
@@ -99,16 +138,16 @@ def resolve_groups(docs, windows, rank, world, groups):
             raise MagiError(-1, "group '%s': members %s do not contain rank %d"
                             % (name, mine, rank))
         if defaulted:
-            # consecutive ranks are a guess; where this process has the
-            # group itself (the mesh built before the load, as torchtitan
-            # does), a different membership is an error, never a gather
-            # from the wrong peers
+            # the default (a mesh of consecutive ranks) is an assumption;
+            # where this process has the group itself (the mesh built
+            # before the load, as torchtitan does), a different membership
+            # is an error, never a gather from the wrong peers
             live = live_group_members(name, rank, world)
             if live is not None and live != sorted(mine):
                 raise MagiError(-11, "group '%s': this process's process group of that name has ranks %s, "
-                                "the default (consecutive ranks) would be %s: pass groups={'%s': %s} "
-                                "(every block of the mesh dimension)" % (name, live, mine, name,
-                                                                        "[[ranks], ...]"))
+                                "the default (a mesh of consecutive ranks) would be %s: pass "
+                                "groups={'%s': %s} (every block of the mesh dimension)"
+                                % (name, live, mine, name, "[[ranks], ...]"))
         mine_of[name] = mine
         parts[name] = blocks
     if groups:
