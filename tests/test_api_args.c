@@ -1246,6 +1246,15 @@ ARGS(magi_loader_lowered) {
     EQ(n, 0);
     (void)magi_loader_lowered(NULL, loader(), 0); /* n may be NULL */
 }
+ARGS(magi_loader_mesh_groups) {
+    uint32_t n = 7;
+    EQ(magi_loader_mesh_groups(&n, NULL, 0), NULL);
+    EQ(n, 0);
+    n = 7;
+    EQ(magi_loader_mesh_groups(&n, loader(), BIG), NULL);
+    EQ(n, 0);
+    (void)magi_loader_mesh_groups(NULL, loader(), 0); /* n may be NULL */
+}
 
 /* ---- text.h */
 ARGS(magi_text_escape) {
@@ -1346,7 +1355,7 @@ static const arg_case cases[] = {
     ARGS_CASE(magi_loader_read_section),
     ARGS_CASE(magi_placement_parse), ARGS_CASE(magi_placement_format), ARGS_CASE(magi_dtensor_spec_get),
     ARGS_CASE(magi_dtensor_spec_check_json), ARGS_CASE(magi_dtensor_extent), ARGS_CASE(magi_lower_redistribute),
-    ARGS_CASE(magi_loader_lowered), ARGS_CASE(magi_localize), ARGS_CASE(magi_localize_rank), ARGS_CASE(magi_hex_encode),
+    ARGS_CASE(magi_loader_lowered), ARGS_CASE(magi_loader_mesh_groups), ARGS_CASE(magi_localize), ARGS_CASE(magi_localize_rank), ARGS_CASE(magi_hex_encode),
     ARGS_CASE(magi_file_format_of),
     ARGS_CASE(magi_text_escape), ARGS_CASE(magi_text_is_safe), ARGS_CASE(magi_text_safe),
     ARGS_CASE(magi_text_fputs), ARGS_CASE(magi_text_fput_json),

@@ -547,6 +547,23 @@ static void test_rewrap_on_a_2d_mesh(void) {
                  !strcmp(g->args.u.seq.items[2].u.s, "shard"),
              "the gather: %s", g->target);
     MT_CHECK(magi_region_count_placeholders(r) == 2, "%u placeholders", magi_region_count_placeholders(r));
+    /* the (rep, shard, ep) mesh of the expert weight places every group:
+     * "shard" is ranks 2 apart there, though the re-wrap's 2-D (rep, shard)
+     * spec alone would make it the last dimension */
+    MT_CHECK(x->group_stride == 2, "group_stride %lld", (long long)x->group_stride);
+    uint32_t n = 0;
+    const magi_mesh_group *mg = magi_loader_mesh_groups(&n, ld, 0);
+    MT_REQUIRE(n == 3 && mg, "%u mesh groups", n);
+    const char *names[3] = {"rep", "shard", "ep"};
+    const int64_t strides[3] = {4, 2, 1};
+    for (uint32_t k = 0; k < 3; k++) {
+        const magi_mesh_group *m = NULL;
+        for (uint32_t j = 0; j < n; j++)
+            if (!strcmp(mg[j].name, names[k])) m = &mg[j];
+        MT_CHECK(m && m->size == 2 && m->stride == strides[k], "group %s", names[k]);
+    }
+    MT_CHECK(magi_loader_mesh_groups(&n, ld, 1) == NULL && n == 0, "a region out of range has none");
+    MT_CHECK(magi_loader_mesh_groups(&n, NULL, 0) == NULL && n == 0, "NULL loader");
     magi_loader_free(ld);
     free(text);
 }

@@ -169,6 +169,21 @@ MAGI_API const magi_symm_plan *magi_loader_plan(const magi_loader *ld);
  * (and *n = 0) when there were none or i is out of range. Borrowed, valid
  * until the next load or free. */
 MAGI_API const magi_lowered *magi_loader_lowered(uint32_t *n, const magi_loader *ld, uint32_t i);
+/* The process groups region i's DTensor placeholders name, one per group:
+ * the mesh dimension's size and its stride (the rank distance between its
+ * members) in a row-major mesh of consecutive ranks (init_device_mesh's
+ * layout), read from the placeholder with the most mesh dimensions that
+ * names it, as the region was read (before the rank-local form and the
+ * lowering). A runtime places a group nobody describes with it: the
+ * caller's block is the ranks `stride` apart that hold it. *n entries
+ * (0 and NULL when none, for a bad index or a NULL ld); strings live in
+ * the region's arena, the array until the next load or free. */
+typedef struct magi_mesh_group {
+    const char *name; /* the process-group name the region records */
+    uint32_t size;    /* the mesh dimension's size */
+    int64_t stride;   /* product of the later mesh dimensions' sizes (1: consecutive ranks) */
+} magi_mesh_group;
+MAGI_API const magi_mesh_group *magi_loader_mesh_groups(uint32_t *n, const magi_loader *ld, uint32_t i);
 /* The opaque sections (artifact.h: kinds past MAGI_SECTION_GRAPH, such as
  * MAGI_SECTION_COMPILED, a runtime's stored code) of region i, read from
  * the same verified read as the region: the load opened the artifact once

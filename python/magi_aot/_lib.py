@@ -273,6 +273,12 @@ class Lowered(Structure):
                 ("shard_dim", c_int), ("rewrapped", c_int), ("group_stride", c_int64)]
 
 
+class MeshGroup(Structure):
+    """magi_mesh_group (load.h): a process group a region's DTensor
+    placeholders name, with its mesh dimension's size and stride."""
+    _fields_ = [("name", c_char_p), ("size", c_uint32), ("stride", c_int64)]
+
+
 class SymmGather(Structure):
     _fields_ = [("node", c_uint32), ("name", c_char_p), ("from_", c_char_p), ("to", c_char_p),
                 ("coalesced", c_int), ("already_symm", c_int), ("reason", c_int),
@@ -399,6 +405,7 @@ _PROTOS = {
     "magi_loader_inputs_status": (c_int, [POINTER(c_char_p), c_void_p, c_uint32]),
     "magi_loader_plan": (c_void_p, [c_void_p]),
     "magi_loader_lowered": (POINTER(Lowered), [POINTER(c_uint32), c_void_p, c_uint32]),
+    "magi_loader_mesh_groups": (POINTER(MeshGroup), [POINTER(c_uint32), c_void_p, c_uint32]),
     "magi_loader_section_count": (c_uint32, [c_void_p, c_uint32, c_uint32]),
     "magi_loader_read_section": (_STATUS, [POINTER(c_void_p), POINTER(c_size_t), c_void_p, c_uint32,
                                            c_uint32, c_uint32]),

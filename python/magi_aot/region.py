@@ -73,6 +73,9 @@ class Region:
       redistributes   per DTensor redistribute: {"node", "weight", "lowered", and
                       "gather", "group", "cast", "padded", "global_rows", "chunk_rows",
                       "local_rows" when lowered, else "reason"}
+      mesh_groups     {group name: {"size", "stride"}} of every mesh dimension the
+                      DTensor placeholders name (stride: the rank distance between its
+                      members in a row-major mesh of consecutive ranks)
       n_lowered       redistributes lowered to gathers for this rank
       loaded, loaded_index  the LoadedSet of the load that made it and its
                       place there (None for a Region built from a document)
@@ -102,6 +105,7 @@ class Region:
         self.transport_source: Optional[str] = None
         self.sections_decoded = 0
         self.redistributes: List[Doc] = []  # DTensor redistributes and the lowering's decisions
+        self.mesh_groups: Dict[str, Dict[str, int]] = {}  # the mesh dimensions the DTensor specs name
         self.n_lowered = 0
         self.loaded: Optional[LoadedSet] = None  # the LoadedSet behind it (magi_aot.loaded)
         self.loaded_index: Optional[int] = None
@@ -223,6 +227,13 @@ def _plan_report(plan: c_void_p, i: int) -> Tuple[List[Doc], Doc]:
                      "plan_sha256": digest}
 
 
+def _mesh_groups(loader: c_void_p, i: int) -> Dict[str, Dict[str, int]]:
+    """{group: {"size", "stride"}} of region i (magi_loader_mesh_groups)."""
+    n = c_uint32()
+    g = lib.magi_loader_mesh_groups(byref(n), loader, i)
+    return {_str(g[k].name) or "": {"size": int(g[k].size), "stride": int(g[k].stride)} for k in range(n.value)}
+
+
 def _lowered_report(loader: c_void_p, i: int) -> List[Doc]:
     """The DTensor redistributes of region i and the lowering's decisions
     (magi_loader_lowered): [{"node", "weight", "lowered", ...}]."""
@@ -265,6 +276,7 @@ def _regions_of(loader: c_void_p, t0: float) -> List[Region]:
                    n_rewritten=info.n_rewritten, inputs_error=ins_err)
         r.n_restored = info.n_restored
         r.redistributes = _lowered_report(loader, i)
+        r.mesh_groups = _mesh_groups(loader, i)
         r.n_lowered = info.n_lowered
         r.transport = SYMM_TRANSPORTS.get(info.transport)
         r.transport_source = TRANSPORT_SOURCES.get(info.transport_source)

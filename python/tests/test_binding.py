@@ -314,6 +314,63 @@ class CopyEngineReport(unittest.TestCase):
         self.assertEqual(r.doc, read_fixture("fsdp_block"))
 
 
+class MeshGroups(unittest.TestCase):
+    """The library reports every mesh dimension a region's DTensor
+    placeholders name, with its size and its stride in a row-major mesh of
+    consecutive ranks, and the runtime's groups follow it: the outer
+    dimension of a 2 x 2 mesh is ranks 2 apart, the inner one consecutive,
+    a collective that names a group without its size is sized from it."""
+
+    def _doc(self):
+        ten = {"kind": "tensor", "dtype": "float32", "shape": [8, 4], "stride": [4, 1], "storage_offset": 0,
+               "device": "cpu", "requires_grad": False}
+        spec = {"mesh_shape": [2, 2], "groups": ["outer", "inner"], "dim_names": ["efsdp", "ep"],
+                "placements": ["Shard(0)", "Replicate()"], "shard_rule": "chunk"}
+        nodes = [
+            {"name": "w", "op": "placeholder", "target": "L_w_", "input_kind": "param",
+             "meta": {"example_value": dict(ten, dtensor=spec)}},
+            {"name": "x", "op": "placeholder", "target": "L_x_", "input_kind": "input", "meta": {"example_value": ten}},
+            {"name": "a2a", "op": "call_function", "target": "torch.ops._c10d_functional.all_to_all_single",
+             "args": [{"node": "x"}, [4, 4], [4, 4], "inner"], "meta": {"example_value": ten}},
+            {"name": "ag", "op": "call_function", "target": "torch.ops._c10d_functional.all_gather_into_tensor",
+             "args": [{"node": "x"}, 2, "outer"], "meta": {"example_value": dict(ten, shape=[16, 4])}},
+            {"name": "wait", "op": "call_function", "target": "torch.ops._c10d_functional.wait_tensor",
+             "args": [{"node": "ag"}], "meta": {"example_value": dict(ten, shape=[16, 4])}},
+            {"name": "output", "op": "output", "target": "output",
+             "args": [{"tuple": [{"node": "a2a"}, {"node": "wait"}]}]}]
+        return {"format": "magi-fx-json", "version": 1, "model_tag": "mesh", "symbols": {}, "graph": {"nodes": nodes}}
+
+    def test_sizes_and_strides_reported_and_groups_placed(self):
+        from magi_aot.runtime.groups import mesh_layout, resolve_groups
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "mesh.json")
+            with open(path, "w") as f:
+                json.dump(self._doc(), f)
+            r = magi_aot.load(path)
+        self.assertEqual(r.mesh_groups, {"outer": {"size": 2, "stride": 2}, "inner": {"size": 2, "stride": 1}})
+        layout = mesh_layout([r])
+        for rank, outer, inner in ((0, [0, 2], [0, 1]), (1, [1, 3], [0, 1]), (2, [0, 2], [2, 3]),
+                                   (3, [1, 3], [2, 3])):
+            mine, parts = resolve_groups([r.doc], [], rank, 4, None, layout)
+            self.assertEqual((mine["outer"], mine["inner"]), (outer, inner), rank)
+            self.assertEqual(parts["outer"], [[0, 2], [1, 3]])
+        # without the layout the all-to-all's group has no size, and the
+        # outer dimension would be taken for consecutive ranks
+        mine, _ = resolve_groups([r.doc], [], 1, 4, None, None)
+        self.assertNotIn("inner", mine)
+        self.assertEqual(mine["outer"], [0, 1])
+
+    def test_a_group_with_two_layouts_is_refused(self):
+        from magi_aot.runtime.groups import mesh_layout
+
+        class R:
+            def __init__(self, stride):
+                self.mesh_groups = {"g": {"size": 2, "stride": stride}}
+        with self.assertRaises(magi_aot.MagiError) as cm:
+            mesh_layout([R(1), R(2)])
+        self.assertIn("group 'g'", str(cm.exception))
+
+
 class LoadMany(unittest.TestCase):
     def _pair(self, d):
         """fsdp_block as two regions (model_idx 0 and 1) sharing every weight."""

@@ -63,6 +63,16 @@ class TorchtitanLayouts(unittest.TestCase):
             self.assertEqual(rep["column"], 0, (r, rep))
             self.assertTrue(rep["bit_exact_unsharded"], (r, rep))
 
+    def test_moe_one_artifact_without_groups(self):
+        """The region rank 0 saved, loaded by every rank with no groups=:
+        the efsdp groups (the expert mesh's outer dimension, ranks 2 apart)
+        and the all-to-all's ep groups are placed from the mesh the region
+        records; every gather rewritten, bit-exact on every rank."""
+        out, reports = self._run("--layout", "moe", "--mp", "fp32", "--one-artifact")
+        for r, rep in reports.items():
+            self.assertEqual(rep["rewrapped"], 6, (r, rep))
+            self.assertTrue(rep["bit_exact_unsharded"], (r, rep))
+
     def test_moe_columns(self):
         """2 experts, fewer than efsdp x ep: torchtitan shards them
         Shard(1); each is a column gather, rewritten, bit-exact."""

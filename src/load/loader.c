@@ -23,6 +23,9 @@ typedef struct entry {
     magi_status inputs_status;
     magi_loaded_info info;
     const magi_lowered *lowered; /* the redistributes seen by the lowering (region's arena) */
+    magi_mesh_group *mesh_groups; /* the mesh dimensions the DTensor placeholders name (malloc) */
+    uint32_t n_mesh_groups;
+    uint32_t *mesh_group_ndim;    /* per mesh group: the dimensions of the mesh it was read from */
     uint32_t n_lowered;
     magi_node *read_nodes;       /* the node array as read, once a pass changed it (arena) */
     uint32_t n_read_nodes;
@@ -60,6 +63,8 @@ static void clear(magi_loader *ld) {
         magi_artifact_free(e->art); /* before the bytes it reads */
         magi_free(e->inputs_json);
         free(e->inputs_error);
+        free(e->mesh_groups);
+        free(e->mesh_group_ndim);
         magi_unmap_file(&e->map);
         free(e->copy);
         free(e->path);
@@ -236,8 +241,51 @@ static magi_status localize_region(magi_loader *ld, entry *e) {
  * rank (magi_aot/lower.h). The lowering builds a new node array and leaves
  * the one as read untouched in the region's arena: the fingerprint (of the
  * region as read) is taken on that one, on first request. */
+/* Every mesh dimension the DTensor placeholders of `nodes` name: its
+ * group, size and stride in a row-major mesh of consecutive ranks, each
+ * group from the placeholder with the most mesh dimensions that names it
+ * (a weight re-wrapped on a 1-D submesh names its group in a 1-D spec too). */
+static magi_status collect_mesh_groups(entry *e, const magi_node *nodes, uint32_t n_nodes) {
+    for (uint32_t i = 0; i < n_nodes; i++) {
+        const magi_node *n = &nodes[i];
+        magi_dtensor_spec s;
+        if (n->op != MAGI_OP_PLACEHOLDER || !n->example || n->example->kind != MAGI_EX_TENSOR ||
+            magi_dtensor_spec_get(&s, n->example) != MAGI_OK)
+            continue;
+        for (uint32_t k = 0; k < s.mesh_ndim; k++) {
+            int64_t stride = 1;
+            for (uint32_t j = k + 1; j < s.mesh_ndim && stride <= INT32_MAX; j++) stride *= s.mesh_shape[j];
+            uint32_t g = 0;
+            while (g < e->n_mesh_groups && strcmp(e->mesh_groups[g].name, s.groups[k])) g++;
+            if (g < e->n_mesh_groups) {
+                if (e->mesh_group_ndim[g] >= s.mesh_ndim) continue;
+            } else {
+                magi_mesh_group *mg = realloc(e->mesh_groups, (size_t)(g + 1) * sizeof *mg);
+                if (mg) e->mesh_groups = mg;
+                uint32_t *nd = realloc(e->mesh_group_ndim, (size_t)(g + 1) * sizeof *nd);
+                if (nd) e->mesh_group_ndim = nd;
+                if (!mg || !nd) return magi_set_error(MAGI_ERR_NOMEM, "%s: out of memory", e->path);
+                const char *name = magi_arena_strdup(e->region->arena, s.groups[k]);
+                if (!name) return magi_set_error(MAGI_ERR_NOMEM, "%s: out of memory", e->path);
+                e->mesh_groups[g].name = name;
+                e->n_mesh_groups++;
+            }
+            e->mesh_groups[g].size = (uint32_t)s.mesh_shape[k];
+            e->mesh_groups[g].stride = stride;
+            e->mesh_group_ndim[g] = s.mesh_ndim;
+        }
+    }
+    magi_clear_error();
+    return MAGI_OK;
+}
+
 static magi_status lower_region(magi_loader *ld, entry *e) {
     magi_region *r = e->region;
+    /* the nodes as read: the rank-local form dropped the specs of the
+     * weights it localized */
+    magi_status cst = collect_mesh_groups(e, e->read_nodes ? e->read_nodes : r->nodes,
+                                          e->read_nodes ? e->n_read_nodes : r->n_nodes);
+    if (cst) return cst;
     magi_node *read_nodes = r->nodes;
     uint32_t n_read = r->n_nodes;
     unsigned flags = e->info.transport == MAGI_SYMM_TRANSPORT_COPY_ENGINE && !ld->o.keep_cast_pad ? MAGI_LOWER_AT_BIND : 0;
@@ -517,6 +565,13 @@ magi_status magi_loader_inputs_status(const char **message, magi_loader *ld, uin
 }
 
 const magi_symm_plan *magi_loader_plan(const magi_loader *ld) { return ld ? ld->plan : NULL; }
+
+const magi_mesh_group *magi_loader_mesh_groups(uint32_t *n, const magi_loader *ld, uint32_t i) {
+    if (n) *n = 0;
+    if (!ld || i >= ld->n || !ld->e[i].n_mesh_groups) return NULL;
+    if (n) *n = ld->e[i].n_mesh_groups;
+    return ld->e[i].mesh_groups;
+}
 
 const magi_lowered *magi_loader_lowered(uint32_t *n, const magi_loader *ld, uint32_t i) {
     if (n) *n = 0;

@@ -60,7 +60,7 @@ from .binding import Binder
 from .gather import Gatherer, _GatherWork, _register_work, drop_unread_gathers  # noqa: F401 - tests reach them here
 from ..region import Region, load
 from .groups import (collective_groups, host_staged_all_gather, host_staged_all_gather_coalesced,  # noqa: F401
-                     group_strides, make_c10d_groups, remap_groups, resolve_groups)
+                     make_c10d_groups, mesh_layout, remap_groups, resolve_groups)
 from .hosts import cross_host_groups, exchange_hosts
 from .plan import RuntimePlan, dynamo_param_name
 from .rendezvous import Handles, _Store, rendezvous, rendezvous_prefix
@@ -196,7 +196,7 @@ class SymmRuntime:
             regions = list(regions)
             given = [r if isinstance(r, Region) else load(r) for r in regions]
             mine_of, parts = resolve_groups([r.doc for r in given], [], self.rank, self.world, groups,
-                                            group_strides(given))
+                                            mesh_layout(given))
             self.hosts = exchange_hosts(store, self.rank, self.world, job, self.timeout)
             self.cross_host_groups = cross_host_groups(mine_of, parts, self.hosts)
             plan = st.plan = RuntimePlan.open(regions, rank=self.rank, world=self.world,
@@ -206,7 +206,7 @@ class SymmRuntime:
             st.handles = Handles(plan.loaded)
             self.groups, self.partitions = resolve_groups([r.doc for r in plan.regions], plan.windows,
                                                           self.rank, self.world, groups,
-                                                          group_strides(plan.regions))
+                                                          mesh_layout(plan.regions))
             if new_groups is None:
                 new_groups = self.world > 1 and dist.is_available() and dist.is_initialized()
             self._c10d_groups, self.c10d_group_names = (

@@ -7,7 +7,7 @@ Every process-group name the graphs record gets explicit member ranks.
 each rank belongs to one of them) or to the one list of the caller's
 members; the default places each group on its mesh dimension in a
 row-major mesh of consecutive ranks (init_device_mesh's layout): the
-lowering reports each gathered dimension's stride (group_strides), so the
+library reports each mesh dimension's size and stride (mesh_layout), so the
 outer dimension of a 2-D mesh (an expert mesh's efsdp groups) gets ranks
 that far apart, and a group with no recorded stride blocks of consecutive
 ranks of the size the graph records. Where this process has a torch process group of a defaulted
@@ -21,7 +21,8 @@ refuses, naming both memberships, rather than gather from the wrong peers. The s
 from .._lib import MagiError
 from ..optable import classify
 
-__all__ = ["collective_groups", "group_strides", "mesh_blocks", "live_group_members", "resolve_groups", "make_c10d_groups", "remap_groups",
+__all__ = ["collective_groups", "collective_group_names", "mesh_layout", "mesh_blocks", "live_group_members",
+           "resolve_groups", "make_c10d_groups", "remap_groups",
            "host_staged_all_gather", "host_staged_all_gather_coalesced"]
 
 
@@ -67,22 +68,49 @@ def live_group_members(name, rank, world):
     return ranks if rank in ranks else None
 
 
-def group_strides(regions):
-    """{group name: stride} of the mesh dimensions the regions' lowered
-    redistributes gather over (Region.redistributes' group_stride: the
-    rank distance between a group's members in a row-major mesh of
-    consecutive ranks, init_device_mesh's layout; 1 for the last mesh
-    dimension). A name recorded with two strides is refused naming both."""
+def mesh_layout(regions):
+    """{group name: (size, stride)} of the mesh dimensions the regions'
+    DTensor placeholders name (Region.mesh_groups, as the library read
+    them; the lowered redistributes' group_stride where a region has no
+    such table): stride is the rank distance between a group's members in
+    a row-major mesh of consecutive ranks, init_device_mesh's layout (1
+    for the last mesh dimension). A name recorded with two layouts is
+    refused naming both."""
     out = {}
+
+    def note(name, size, stride):
+        if not isinstance(name, str) or not isinstance(stride, int) or stride < 1:
+            return
+        got = out.setdefault(name, (size, stride))
+        if got[1] != stride or (size and got[0] and got[0] != size):
+            raise MagiError(-11, "group '%s' is a mesh dimension of %s ranks %d apart in one region and of %s "
+                            "ranks %d apart in another: pass groups={'%s': [[ranks], ...]}"
+                            % (name, got[0], got[1], size, stride, name))
     for r in regions:
+        for name, m in (getattr(r, "mesh_groups", None) or {}).items():
+            note(name, m.get("size"), m.get("stride"))
         for e in getattr(r, "redistributes", None) or []:
-            name, stride = e.get("group"), e.get("group_stride")
-            if not e.get("lowered") or not isinstance(name, str) or not isinstance(stride, int) or stride < 1:
+            if e.get("lowered"):
+                note(e.get("group"), None, e.get("group_stride"))
+    return out
+
+
+def collective_group_names(docs):
+    """Names of the process groups every c10d functional collective of the
+    graphs takes (an all-to-all names its group but not its size)."""
+    out = set()
+    for doc in docs:
+        for n in doc["graph"]["nodes"]:
+            t = n.get("target") or ""
+            if n.get("op") != "call_function" or classify("call_function", t) != "collective":
                 continue
-            if out.setdefault(name, stride) != stride:
-                raise MagiError(-11, "group '%s' is a mesh dimension with ranks %d apart in one region and %d "
-                                "in another: pass groups={'%s': [[ranks], ...]}"
-                                % (name, out[name], stride, name))
+            kw = n.get("kwargs") or {}
+            if isinstance(kw.get("group_name"), str):
+                out.add(kw["group_name"])
+                continue
+            strs = [a for a in (n.get("args") or []) if isinstance(a, str)]
+            if strs:
+                out.add(strs[-1])
     return out
 
 
@@ -97,15 +125,20 @@ def mesh_blocks(size, stride, world):
             for base in range(0, world, span) for off in range(stride)]
 
 
-def resolve_groups(docs, windows, rank, world, groups, strides=None):
+def resolve_groups(docs, windows, rank, world, groups, layout=None):
     """({name: ranks of the caller's block}, {name: every block, or None
     when only the caller's block is known}) for every group the graphs
     (documents `docs`) and the plan's windows name; `groups` as
-    SymmRuntime's; `strides` ({name: stride}, group_strides) places a
-    group the caller does not describe on its mesh dimension. Errors name
-    the group."""
-    strides = strides or {}
+    SymmRuntime's; `layout` ({name: (size, stride)}, mesh_layout) places a
+    group the caller does not describe on its mesh dimension, and sizes a
+    collective that names a group without its size. Errors name the
+    group."""
+    layout = layout or {}
+    docs = list(docs)
     sizes = collective_groups(docs)
+    for name in collective_group_names(docs):
+        if name not in sizes and layout.get(name, (None,))[0]:
+            sizes[name] = layout[name][0]
     for w in windows:
         sizes.setdefault(w["group"], w["group_size"])
     groups = dict(groups or {})
@@ -114,7 +147,7 @@ def resolve_groups(docs, windows, rank, world, groups, strides=None):
         spec = groups.pop(name, None)
         defaulted = spec is None
         if spec is None:
-            stride = strides.get(name, 1)
+            stride = layout.get(name, (None, 1))[1]
             blocks = mesh_blocks(size, stride, world)
             if blocks is None:
                 raise MagiError(-1, "group '%s' of size %d%s does not divide world %d: pass "
