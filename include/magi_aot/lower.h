@@ -78,7 +78,9 @@ typedef struct magi_lowered {
     int rewrapped;        /* lowered through from_local(to_local(W), mesh, placements) */
     int64_t group_stride; /* lowered: the rank distance between members of `group` in a row-major
                              mesh of consecutive ranks (init_device_mesh's layout): the product of
-                             the later mesh dimensions' sizes, 1 for the last (consecutive ranks) */
+                             the later mesh dimensions' sizes in the redistribute's spec, 1 for the
+                             last; through the loader, the region's whole mesh (magi_loader_mesh_groups:
+                             a re-wrap's 1-D submesh spec does not say where it sits) */
 } magi_lowered;
 
 /* Lower every lowerable redistribute of region r for the rank and process

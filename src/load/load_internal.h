@@ -14,12 +14,6 @@
  * into out (cap bytes, truncated) when present as a string; *found = 0 when
  * the config, fsdp_config or transport is absent or null. A transport that is
  * not a string is MAGI_ERR_FORMAT. */
-/* The stride of mesh dimension `group` in a row-major mesh of consecutive
- * ranks, read from the DTensor placeholder of `nodes` with the most mesh
- * dimensions (more than fallback_ndim) that names the group; `fallback`
- * where none does (lower.c). */
-int64_t magi_lower_group_stride(const magi_node *nodes, uint32_t n_nodes, const char *group, int64_t fallback,
-                                uint32_t fallback_ndim);
 magi_status magi_compile_config_transport(const char *json, char *out, size_t cap, int *found);
 
 /* Waits the wait join dropped in region i (0 for a NULL ld or i out of range). */

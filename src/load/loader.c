@@ -293,13 +293,11 @@ static magi_status lower_region(magi_loader *ld, entry *e) {
     if (st) return magi_error_prefix(st, "%s", e->path);
     for (uint32_t k = 0; k < e->n_lowered; k++) {
         e->info.n_lowered += e->lowered[k].lowered != 0;
-        /* the rank-local form dropped the DTensor specs of the weights it
-         * localized (a re-wrapped expert's 2-D mesh among them): a group's
-         * place in its mesh is read from the nodes as read */
-        if (e->lowered[k].lowered && e->lowered[k].group && e->read_nodes)
-            ((magi_lowered *)e->lowered)[k].group_stride =
-                magi_lower_group_stride(e->read_nodes, e->n_read_nodes, e->lowered[k].group,
-                                        e->lowered[k].group_stride, 1);
+        /* a re-wrapped expert's gather names its group in the 1-D spec of
+         * the submesh: its place in the whole mesh is the region's table */
+        for (uint32_t g = 0; e->lowered[k].lowered && e->lowered[k].group && g < e->n_mesh_groups; g++)
+            if (!strcmp(e->mesh_groups[g].name, e->lowered[k].group))
+                ((magi_lowered *)e->lowered)[k].group_stride = e->mesh_groups[g].stride;
     }
     e->info.n_inputs = magi_region_count_placeholders(r); /* meshes nothing reads are gone */
     if (r->nodes != read_nodes && !e->read_nodes) {

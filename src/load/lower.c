@@ -35,35 +35,6 @@ typedef struct plan_entry {
 } plan_entry;
 
 
-/* The stride of mesh dimension `group` in a row-major mesh of consecutive
- * ranks, from the DTensor placeholder with the most mesh dimensions that
- * names the group (a weight re-wrapped on a 1-D submesh, efsdp of an
- * (efsdp, ep) mesh, names the group in a 1-D spec too: the submesh keeps
- * no trace of its place in the mesh it came from). `fallback` where no
- * placeholder names it with more dimensions. */
-int64_t magi_lower_group_stride(const magi_node *nodes, uint32_t n_nodes, const char *group, int64_t fallback,
-                                uint32_t fallback_ndim) {
-    int64_t best = fallback;
-    uint32_t best_nd = fallback_ndim;
-    for (uint32_t i = 0; i < n_nodes; i++) {
-        const magi_node *n = &nodes[i];
-        magi_dtensor_spec s;
-        if (n->op != MAGI_OP_PLACEHOLDER || !n->example || n->example->kind != MAGI_EX_TENSOR ||
-            magi_dtensor_spec_get(&s, n->example) != MAGI_OK || s.mesh_ndim <= best_nd)
-            continue;
-        for (uint32_t k = 0; k < s.mesh_ndim; k++) {
-            if (strcmp(s.groups[k], group)) continue;
-            int64_t stride = 1;
-            for (uint32_t j = k + 1; j < s.mesh_ndim && stride <= INT32_MAX; j++) stride *= s.mesh_shape[j];
-            best = stride;
-            best_nd = s.mesh_ndim;
-            break;
-        }
-    }
-    magi_clear_error();
-    return best;
-}
-
 /* ------------------------------------------------------- classification */
 
 /* The rank's position in a mesh dimension's group, as the windows resolve
@@ -264,7 +235,6 @@ static magi_status classify(magi_region *r, uint32_t i, const uint32_t *uses, co
     const char *group = s.groups[md];
     int64_t w = s.mesh_shape[md], f = ex->u.tensor.shape[e->dim].value, start = 0, len = 0, stride = 1;
     for (uint32_t k = md + 1; k < s.mesh_ndim && stride <= INT32_MAX; k++) stride *= s.mesh_shape[k];
-    stride = magi_lower_group_stride(r->nodes, r->n_nodes, group, stride, s.mesh_ndim);
     if (e->rewrap != UINT32_MAX) {
         /* from_local's global shape is the local one times the mesh
          * dimension's size (every rank's piece the same): no pad. */

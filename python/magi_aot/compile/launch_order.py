@@ -201,16 +201,22 @@ class KeepLaunchOrder(_base()):  # type: ignore[misc]  # a base chosen at import
         return _UUID if inner is None else "%s+%s" % (inner, _UUID)
 
 
+def _hook():
+    """(Inductor's config module, HOOK's value in this thread), or (None,
+    None) where this torch has no Inductor."""
+    try:
+        import torch._inductor.config as config
+    except ImportError:
+        return None, None
+    return config, getattr(config, HOOK, None)
+
+
 def install():
     """Put KeepLaunchOrder into Inductor's HOOK (after any pass already
     there); idempotent. Returns the installed pass, or None
     where this torch has no such hook."""
-    try:
-        import torch._inductor.config as config
-    except ImportError:
-        return None
-    cur = getattr(config, HOOK, None)
-    if isinstance(cur, KeepLaunchOrder):
+    config, cur = _hook()
+    if config is None or isinstance(cur, KeepLaunchOrder):
         return cur
     p = KeepLaunchOrder(cur)
     setattr(config, HOOK, p)
@@ -228,12 +234,8 @@ def install_unless_chosen():
     and its cache key. Where settings are process-wide (older torch) the
     registration's install already holds and this does nothing. Returns
     the pass in effect, or None."""
-    try:
-        import torch._inductor.config as config
-    except ImportError:
-        return None
-    cur = getattr(config, HOOK, None)
-    if isinstance(cur, KeepLaunchOrder):
+    config, cur = _hook()
+    if config is None or isinstance(cur, KeepLaunchOrder):
         return cur
     from contextvars import ContextVar
     entry = getattr(config, "_config", {}).get(HOOK)

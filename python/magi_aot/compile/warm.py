@@ -95,7 +95,6 @@ if TYPE_CHECKING:
     import torch
 
     from ..region import Region
-    from ..report import LoadReport
 
 __all__ = ["warm_start", "BoundForward", "parse_source"]
 

@@ -26,25 +26,47 @@ __all__ = ["collective_groups", "collective_group_names", "mesh_layout", "mesh_b
            "host_staged_all_gather", "host_staged_all_gather_coalesced"]
 
 
-def collective_groups(docs):
-    """{group name: group size} of every c10d collective / symm gather the
-    graphs record (args named group_size / group_name of the op schemas)."""
-    out = {}
+def _group_uses(docs):
+    """(group name, size or None) of every c10d collective / symm gather
+    the graphs record: a gather's (input, group_size, group_name) or the
+    group_name / group_size keywords; another collective's group_name
+    keyword, else its last string argument (an all-to-all names its group
+    but not its size)."""
     for doc in docs:
         for n in doc["graph"]["nodes"]:
-            t = n.get("target") or ""
             if n.get("op") != "call_function":
                 continue
-            cls = classify("call_function", t)  # the library's operator table
+            cls = classify("call_function", n.get("target") or "")  # the library's operator table
             if cls not in ("gather", "symm_gather", "collective"):
                 continue
             a = n.get("args") or []
             kw = n.get("kwargs") or {}
             if cls != "collective" and len(a) >= 3 and isinstance(a[1], int) and isinstance(a[2], str):
-                out.setdefault(a[2], a[1])
-            elif isinstance(kw.get("group_name"), str) and isinstance(kw.get("group_size"), int):
-                out.setdefault(kw["group_name"], kw["group_size"])
+                yield a[2], a[1]
+            elif isinstance(kw.get("group_name"), str):
+                size = kw.get("group_size")
+                yield kw["group_name"], size if isinstance(size, int) else None
+            elif cls == "collective":
+                strs = [x for x in a if isinstance(x, str)]
+                if strs:
+                    yield strs[-1], None
+
+
+def collective_groups(docs):
+    """{group name: group size} of every c10d collective / symm gather the
+    graphs record with its size (args named group_size / group_name of the
+    op schemas)."""
+    out = {}
+    for name, size in _group_uses(docs):
+        if size is not None:
+            out.setdefault(name, size)
     return out
+
+
+def collective_group_names(docs):
+    """Names of the process groups every c10d collective / symm gather of
+    the graphs takes, sized or not."""
+    return {name for name, _ in _group_uses(docs)}
 
 
 def live_group_members(name, rank, world):
@@ -71,8 +93,7 @@ def live_group_members(name, rank, world):
 def mesh_layout(regions):
     """{group name: (size, stride)} of the mesh dimensions the regions'
     DTensor placeholders name (Region.mesh_groups, as the library read
-    them; the lowered redistributes' group_stride where a region has no
-    such table): stride is the rank distance between a group's members in
+    them): stride is the rank distance between a group's members in
     a row-major mesh of consecutive ranks, init_device_mesh's layout (1
     for the last mesh dimension). A name recorded with two layouts is
     refused naming both."""
@@ -82,35 +103,13 @@ def mesh_layout(regions):
         if not isinstance(name, str) or not isinstance(stride, int) or stride < 1:
             return
         got = out.setdefault(name, (size, stride))
-        if got[1] != stride or (size and got[0] and got[0] != size):
+        if got != (size, stride):
             raise MagiError(-11, "group '%s' is a mesh dimension of %s ranks %d apart in one region and of %s "
                             "ranks %d apart in another: pass groups={'%s': [[ranks], ...]}"
                             % (name, got[0], got[1], size, stride, name))
     for r in regions:
         for name, m in (getattr(r, "mesh_groups", None) or {}).items():
             note(name, m.get("size"), m.get("stride"))
-        for e in getattr(r, "redistributes", None) or []:
-            if e.get("lowered"):
-                note(e.get("group"), None, e.get("group_stride"))
-    return out
-
-
-def collective_group_names(docs):
-    """Names of the process groups every c10d functional collective of the
-    graphs takes (an all-to-all names its group but not its size)."""
-    out = set()
-    for doc in docs:
-        for n in doc["graph"]["nodes"]:
-            t = n.get("target") or ""
-            if n.get("op") != "call_function" or classify("call_function", t) != "collective":
-                continue
-            kw = n.get("kwargs") or {}
-            if isinstance(kw.get("group_name"), str):
-                out.add(kw["group_name"])
-                continue
-            strs = [a for a in (n.get("args") or []) if isinstance(a, str)]
-            if strs:
-                out.add(strs[-1])
     return out
 
 
