@@ -20,7 +20,12 @@ up. Values, in microseconds:
   device-to-device copy per shard. The NCCL key gets the copies issued one
   by one; the copy-engine key gets them captured once into a CUDA graph and
   replayed (what the backend's graph path does), and `issue:KEY` the host
-  time of one replay. On one GPU a multi-rank NCCL all-gather cannot run
+  time of one replay. On CUDA the copy-engine key is the replay's time
+  *beside compute* (on a side stream while matrix multiplies hold the
+  compute stream: where the schedule puts a gather), its time alone kept as
+  `alone:KEY` (`--alone`: price it alone). On one GPU shared by several
+  ranks such copies share the SMs with the compute and take several times
+  their time alone, and the schedule then launches them that much earlier. On one GPU a multi-rank NCCL all-gather cannot run
   (NCCL refuses two ranks on one device), so the NCCL key is this copy
   proxy too; the report says "copy proxy" for every such value;
 * nodes that cost nothing by the model (views, getitem, to_local,
@@ -320,9 +325,9 @@ def _gather_inputs(vals: _Values, node: Doc) -> List[Tuple[Any, int]]:
 
 
 def _measure_gather(torch: Any, timer: _Timer, vals: _Values, node: Doc,
-                    iters: int) -> Tuple[float, Optional[float], Optional[float], float]:
-    """(copies us, graph us, graph issue us, plain issue us); graph values
-    are None off CUDA."""
+                    iters: int) -> Tuple[float, Optional[float], Optional[float], float, Any]:
+    """(copies us, graph us, graph issue us, plain issue us, the graph);
+    graph values are None off CUDA."""
     srcs: List[Any] = []
     outs: List[Any] = []
     pairs: List[Tuple[Any, Any]] = []
@@ -343,7 +348,7 @@ def _measure_gather(torch: Any, timer: _Timer, vals: _Values, node: Doc,
     plain = timer.time(copies, iters)
     plain_issue = timer.host(copies, iters)
     if not timer.cuda:
-        return plain, None, None, plain_issue
+        return plain, None, None, plain_issue, None
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
@@ -354,13 +359,55 @@ def _measure_gather(torch: Any, timer: _Timer, vals: _Values, node: Doc,
         copies()
     graph = timer.time(g.replay, iters)
     graph_issue = timer.host(g.replay, iters)
-    return plain, graph, graph_issue, plain_issue
+    return plain, graph, graph_issue, plain_issue, g
+
+
+def _beside_compute(torch: Any, replay: Callable[[], object], alone_us: float, iters: int) -> float:
+    """Median device microseconds of replay() on a side stream while the
+    compute stream runs matrix multiplies that outlast it (queued first,
+    released together): what a copy costs where the schedule puts it,
+    under compute. On one GPU shared by several ranks a "peer" copy is a
+    same-device copy, which shares the SMs with the compute and can take
+    several times its time alone; between GPUs it is a copy-engine read
+    and this stays near the time alone."""
+    n = 4096
+    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    main, side = torch.cuda.current_stream(), torch.cuda.Stream()
+    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    e0.record()
+    torch.mm(a, b)
+    e1.record()
+    e1.synchronize()
+    mm_us = max(e0.elapsed_time(e1) * 1e3, 1.0)
+    k = int(min(max(40 * alone_us / mm_us, 4), 2000))  # compute well past the copy, even slowed 40x
+    ts = []
+    for _ in range(max(iters // 2, 3)):
+        torch.cuda.synchronize()
+        start = torch.cuda.Event()
+        torch.cuda._sleep(2_000_000)  # hold the GPU while both streams are queued
+        start.record()
+        for _ in range(k):
+            torch.mm(a, b)
+        c0, c1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        with torch.cuda.stream(side):
+            side.wait_event(start)
+            c0.record()
+            replay()
+            c1.record()
+        main.wait_stream(side)
+        torch.cuda.synchronize()
+        ts.append(c0.elapsed_time(c1) * 1e3)
+    return _median(ts)
 
 
 def profile(path: StrPath, *, device: str = "cuda", iters: int = 20, log: Optional[Callable[[str], object]] = None,
-            only: Optional[Set[str]] = None) -> Tuple[Dict[str, List[float]], List[Dict[str, Any]]]:
+            only: Optional[Set[str]] = None,
+            beside_compute: bool = True) -> Tuple[Dict[str, List[float]], List[Dict[str, Any]]]:
     """Measure every node of the region file (`only`: a set of node names to
-    restrict it to). Returns (measured, report):
+    restrict it to; beside_compute: on CUDA, the copy-engine keys are
+    priced at their time beside matrix multiplies, their time alone kept
+    as `alone:KEY`; False: alone). Returns (measured, report):
     measured {key: [us...]} (build_table() makes the table) and one report
     row per node {index, name, key, symm_key, us, issue_us, method}."""
     import torch
@@ -396,14 +443,20 @@ def profile(path: StrPath, *, device: str = "cuda", iters: int = 20, log: Option
         try:
             t = n.get("target") or ""
             if is_gather(n["op"], t):
-                plain, graph, graph_issue, plain_issue = _measure_gather(torch, timer, vals, n, iters)
+                plain, graph, graph_issue, plain_issue, g = _measure_gather(torch, timer, vals, n, iters)
                 put(key, plain)
                 put("issue:" + key, plain_issue)
+                beside = None
                 if skey and skey != key:
-                    put(skey, graph if graph is not None else plain)
+                    if g is not None and graph is not None and beside_compute:
+                        beside = _beside_compute(torch, g.replay, graph, iters)
+                        put("alone:" + skey, graph)
+                    put(skey, beside if beside is not None else graph if graph is not None else plain)
                     put("issue:" + skey, graph_issue if graph_issue is not None else plain_issue)
                 row.update(us=plain, issue_us=plain_issue, graph_us=graph, graph_issue_us=graph_issue,
-                           method="copy proxy (one device copy per shard; graph replay for the copy-engine key)")
+                           beside_compute_us=beside,
+                           method="copy proxy (one device copy per shard; graph replay for the copy-engine key%s)"
+                           % (", timed beside matrix multiplies" if beside is not None else ""))
             else:
                 args = [vals.arg(a) for a in n.get("args", [])]
                 kwargs = {k: vals.arg(a) for k, a in (n.get("kwargs") or {}).items()}
@@ -438,6 +491,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--only", help="comma-separated node names to measure (default: all)")
+    ap.add_argument("--alone", action="store_true",
+                    help="price copy-engine gathers at their time alone, not beside compute")
     a = ap.parse_args(argv)
     if a.iters < 1:
         ap.error("--iters must be >= 1")
@@ -446,7 +501,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         print("profile: " + msg, file=sys.stderr)
 
     only = set(a.only.split(",")) if a.only else None
-    measured, report = profile(a.region, device=a.device, iters=a.iters, log=log, only=only)
+    measured, report = profile(a.region, device=a.device, iters=a.iters, log=log, only=only,
+                               beside_compute=not a.alone)
     table = build_table(measured)
     write_table(a.out, table)
     if a.report:

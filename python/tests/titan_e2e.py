@@ -53,7 +53,7 @@ sys.path.insert(0, os.path.join(ROOT, "python"))
 
 # |inductor - compiled original| <= rel * max|compiled original| + abs, per policy
 INDUCTOR_TOL = {"fp32": (1e-3, 1e-5), "bf16": (2e-2, 1e-2)}
-RUNS = ("bind", "keep", "overlap", "overlap_measured")
+RUNS = ("bind", "keep", "overlap", "overlap_measured", "code", "code_again")
 
 _keep = []  # the torch.library registration of the host-staged gather (kept alive)
 
@@ -465,6 +465,23 @@ def _run(args, rank, run):
         res.update(_overlap(args, rt, region, args_in, rank))
         rt.close()
         return res
+    if run.startswith("code"):
+        # the region compiled by rt.compile into DIR/code (run "code"), then
+        # served from there in fresh processes (run "code_again")
+        want = torch.load(os.path.join(args.out, "rank%d.compiled.pt" % rank), map_location=dev)
+        t0 = time.perf_counter()
+        fn, rep = rt.compile(region, os.path.join(args.out, "code"))
+        t_code = time.perf_counter() - t0
+        with torch.no_grad():
+            out = fn(*args_in)[0]
+        rel, abs_ = INDUCTOR_TOL[args.mp]
+        err = float((out.float() - want.float()).abs().max())
+        res = {"run": run, "device": str(dev), "plan_sha256": rt.plan_sha256, "served": rep["served"],
+               "reason": rep.get("reason"), "compile_or_load_s": t_code, "max_abs_compiled": err,
+               "within_tol": err <= rel * float(want.float().abs().max()) + abs_}
+        res["ok"] = res["within_tol"] and (run == "code" or rep["served"] == "stored")
+        rt.close()
+        return res
     gm = rt.graph_module(region)
     with torch.no_grad():
         out = gm(*args_in)
@@ -633,7 +650,9 @@ def main():
     summary["ok"] = True
     return finish(0, "titan_e2e: PASS (world %d, vocab %d, %s, %s, %s: %s%s)" % (
         args.world, args.vocab, args.mp, args.attn, args.device,
-        ", ".join("cast and pad kept" if r == "keep" else "cast and pad at bind" for r in runs),
+        ", ".join({"keep": "cast and pad kept", "code": "compiled code stored",
+                   "code_again": "compiled code served"}.get(r, "cast and pad at bind" if r == "bind" else r)
+                  for r in runs),
         ", Inductor" if args.inductor else ""))
 
 

@@ -136,6 +136,24 @@ class _Titan030:
     stand_ins = [("triton", ["torchtitan.distributed.minimal_async_ep.kernels"],
                   "triton is not installed; expert-parallel kernels unavailable")]
 
+    def torch_stand_ins(self):
+        """0.3.0 imports torch.distributed.fsdp.DataParallelMeshDims (torch
+        2.12+) by name in modules the tests import but never call it from
+        (torchtitan.distributed.full_dtensor and the models that use it):
+        on an older torch it becomes a class that raises when built. The
+        names stood in."""
+        import torch
+        import torch.distributed.fsdp as fsdp
+        if hasattr(fsdp, "DataParallelMeshDims"):
+            return []
+        why = "torch %s has no DataParallelMeshDims (torch 2.12+)" % torch.__version__
+
+        class DataParallelMeshDims:
+            def __init__(self, *args, **kwargs):
+                raise RuntimeError(why)
+        fsdp.DataParallelMeshDims = DataParallelMeshDims
+        return ["torch.distributed.fsdp.DataParallelMeshDims"]
+
     def modules(self):
         from torchtitan.experiments.graph_trainer import simple_fsdp
         from torchtitan.models import llama3
@@ -190,6 +208,9 @@ class _Titan030:
 class _Titan022:
     """torchtitan 0.2.2: experiments.simple_fsdp, TransformerModelArgs."""
     release = "0.2"
+
+    def torch_stand_ins(self):
+        return []
     stand_ins = [("triton", ["torchtitan.models.moe.kernels"],
                   "triton is not installed; MoE permutation kernels unavailable"),
                  ("datasets", ["datasets", "datasets.distributed"],
@@ -280,6 +301,7 @@ def import_torchtitan():
     llama3, attention, ...; `adapter`: the release's adapter)."""
     ad = _adapter()
     _install_stand_ins(ad.stand_ins)
+    ad.torch_stand_ins()
     import torchtitan
     return types.SimpleNamespace(torchtitan=torchtitan, adapter=ad, **ad.modules())
 

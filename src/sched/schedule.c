@@ -116,6 +116,8 @@ typedef struct pass {
     uint32_t *gathers; /* the gather nodes, in original order */
     uint32_t n_gathers;
     int64_t *flight;   /* scratch: in-flight bytes change per position (n+1) */
+    double *at;        /* scratch: compute-lane time before each position of order' (n+1) */
+    double *done;      /* scratch: transfer end per launch node (n) */
 } pass;
 
 static magi_sched_class classify(pass *p, uint32_t i) {
@@ -205,9 +207,11 @@ static magi_status bytes_and_cap(pass *p) {
     p->bytes = calloc(n ? n : 1, sizeof *p->bytes);
     p->gathers = calloc(n ? n : 1, sizeof *p->gathers);
     p->flight = calloc((size_t)n + 1, sizeof *p->flight);
+    p->at = calloc((size_t)n + 1, sizeof *p->at);
+    p->done = calloc(n ? n : 1, sizeof *p->done);
     uint8_t *use = calloc(n ? n : 1, 1);
     magi_arena *a = NULL;
-    if (!p->bytes || !p->gathers || !p->flight || !use || magi_arena_new(&a, 0) != MAGI_OK) {
+    if (!p->bytes || !p->gathers || !p->flight || !p->at || !p->done || !use || magi_arena_new(&a, 0) != MAGI_OK) {
         free(use);
         return magi_set_error(MAGI_ERR_NOMEM, "schedule: out of memory");
     }
@@ -332,6 +336,20 @@ static void inflight_profile(pass *p, uint32_t g, uint32_t n2) {
     }
 }
 
+/* When the transfer that wait input q stands for ends: q's own (a launch)
+ * or, through a getitem, the latest of its inputs'; *src: that launch. */
+static double waited_done(const pass *p, uint32_t q, const double *done, uint32_t *src) {
+    double d = done[q];
+    *src = q;
+    if (!is_launch(p->cls[q]))
+        for (uint32_t k2 = p->in.off[q]; k2 < p->in.off[q + 1]; k2++)
+            if (done[p->in.idx[k2]] > d) {
+                d = done[p->in.idx[k2]];
+                *src = p->in.idx[k2];
+            }
+    return d;
+}
+
 /* Members of the feed chain of gather g (g included): in_group marked,
  * returns the count and fills `members` (capacity n). */
 static uint32_t feed_chain(pass *p, uint32_t g, uint32_t *members) {
@@ -367,8 +385,15 @@ static int cmp_pos_ctx_sort(const void *a, const void *b, void *ctx) {
     return x < y ? -1 : x > y;
 }
 
-/* Move the feed chain of g to the chosen position. */
-static void schedule_gather(pass *p, uint32_t g, uint32_t *members, uint32_t *tmp) {
+/* Move the feed chain of g to the chosen position. First pass (deadline
+ * NULL): the latest launch whose window fits. Second pass, over the
+ * gathers from last to first (deadline: where g's transfer must end so
+ * that the next launch's transfer still starts in time; updated to where
+ * g's must start for the gather before it): g moves earlier, never later,
+ * and only to a place where it ends by then - a later gather queued
+ * behind an earlier one on the transfer lane is hidden only if the
+ * earlier one moves out of its way. */
+static void schedule_gather(pass *p, uint32_t g, uint32_t *members, uint32_t *tmp, double *deadline) {
     uint32_t n = p->n;
     uint32_t m = feed_chain(p, g, members);
     qsort_r(members, m, sizeof *members, cmp_pos_ctx_sort, p->pos);
@@ -408,10 +433,18 @@ static void schedule_gather(pass *p, uint32_t g, uint32_t *members, uint32_t *tm
             break;
         }
     }
+    if (deadline && orig_q < hi) hi = orig_q; /* second pass: earlier only */
     /* the waits and the first consumer, in order' */
     uint32_t fw = n2, fc = n2;
     wait_points(p, g, n2, &fw, &fc); /* positions in order' (pos2) */
     if (fw < hi) hi = fw;
+    /* and before every reader of the group outside it (a coalesced
+     * launch's getitems sit between it and its waits) */
+    for (uint32_t a = 0; a < m; a++)
+        for (uint32_t k = p->users.off[members[a]]; k < p->users.off[members[a] + 1]; k++) {
+            uint32_t u = p->users.idx[k];
+            if (p->in_group[u] != 1 && pos2[u] < hi) hi = pos2[u];
+        }
     if (hi < lo) hi = lo; /* cannot happen for a valid graph; keep in range */
     /* the memory bound: g at q is in flight over slots q..fc; every
      * slot must keep (others' bytes + g's) within the cap, so the
@@ -433,21 +466,77 @@ static void schedule_gather(pass *p, uint32_t g, uint32_t *members, uint32_t *tm
         if (cap_lo > hi) cap_lo = hi; /* nowhere fits: as late as the wait allows */
         if (cap_lo > lo) lo = cap_lo;
     }
-    /* coverage(q) = compute in [q, fc) of order'; choose the latest q in
-     * [lo, hi] with coverage >= need, else lo. */
-    uint32_t best = lo;
-    double cov = 0;
-    for (uint32_t i = hi; i < fc && i < n2; i++) cov += compute_of(p, tmp[i]);
-    int found = 0;
-    for (int64_t q = hi; q >= (int64_t)lo; q--) {
-        if (q < (int64_t)hi && (uint32_t)q < fc) cov += compute_of(p, tmp[q]);
-        if (cov >= need) {
-            best = (uint32_t)q;
-            found = 1;
-            break;
+    /* The window, on the simulated lanes of order' (g's group left out):
+     * g's transfer starts once its feed chain has run and the transfer
+     * lane is free of the launches before it (placed already: launches
+     * keep their order, so none lies in [lo, hi)), and must end `need`
+     * before its first consumer; the exposed wait of a gather placed
+     * already delays the compute lane and so widens the window. at[q]: compute-lane time
+     * before order' position q, stalls included; transfers at cost x
+     * scale. The latest q in [lo, hi] whose window fits; if none does
+     * (the lane is saturated), the latest q whose window would fit with
+     * the lane free, as if it were (the lane is a model: copies of
+     * different gathers can share the hardware); else lo, as early as it
+     * may. */
+    double *at = p->at, *done = p->done, t = 0, lane = 0, lane_at_lo = 0, chain = 0;
+    for (uint32_t a = 0; a < m; a++) {
+        chain += compute_of(p, members[a]);
+        done[members[a]] = 0;
+    }
+    for (uint32_t i = 0; i < n2; i++) {
+        uint32_t x = tmp[i];
+        if (i == lo) lane_at_lo = lane;
+        at[i] = t;
+        done[x] = 0;
+        if (p->cls[x] == MAGI_SCHED_COMPUTE) {
+            t += p->cost[x].compute_us;
+        } else if (is_launch(p->cls[x])) {
+            lane = (lane > t ? lane : t) + p->cost[x].transfer_us * p->o->scale;
+            /* a gather not placed yet will move: its wait's stall is no
+             * window for anyone */
+            done[x] = is_gather(p->cls[x]) && p->in_group[x] != 2 ? 0 : lane;
+        } else if (p->cls[x] == MAGI_SCHED_WAIT) {
+            for (uint32_t k = p->in.off[x]; k < p->in.off[x + 1]; k++) {
+                uint32_t src;
+                double d = waited_done(p, p->in.idx[k], done, &src);
+                if (d > t) t = d;
+            }
         }
     }
-    if (!found) best = lo;
+    at[n2] = t;
+    if (lo >= n2) lane_at_lo = lane;
+    double use_at = at[fc < n2 ? fc : n2] + chain;
+    uint32_t best = lo;
+    if (deadline) {
+        /* end by the first use (less the margin) and by the deadline; if
+         * no place does, stay (the position is the first pass's) */
+        /* (the lane is taken as free: the gathers before this one are
+         * placed after it, each to end by the time its successor starts) */
+        double by = use_at - p->o->margin_us, cost = need - p->o->margin_us;
+        if (*deadline < by) by = *deadline;
+        best = orig_q;
+        for (int64_t q = hi; q >= (int64_t)lo; q--)
+            if (at[q] + chain + cost <= by) {
+                best = (uint32_t)q;
+                break;
+            }
+        /* the gather before this one must be done when this one has to
+         * start, or, where this one cannot be hidden, when it launches */
+        double launch = at[best] + chain;
+        *deadline = launch + cost <= by ? by - cost : launch;
+    } else {
+        int64_t alone = -1; /* the latest q whose window fits with the lane free */
+        for (int64_t q = hi; q >= (int64_t)lo; q--) {
+            double start = at[q] + chain > lane_at_lo ? at[q] + chain : lane_at_lo;
+            if (alone < 0 && use_at - (at[q] + chain) >= need) alone = q;
+            if (use_at - start >= need) {
+                best = (uint32_t)q;
+                alone = -2;
+                break;
+            }
+        }
+        if (alone >= 0) best = (uint32_t)alone;
+    }
     /* rebuild order: tmp[0..best) + members + tmp[best..n2) */
     uint32_t w = 0;
     for (uint32_t i = 0; i < best; i++) p->order[w++] = tmp[i];
@@ -559,14 +648,8 @@ static magi_status verdicts_and_timeline(pass *p, magi_sched_report *rep) {
         case MAGI_SCHED_WAIT: {
             /* wait on the launch it (transitively, via getitem) refers to */
             for (uint32_t k = p->in.off[x]; k < p->in.off[x + 1]; k++) {
-                uint32_t q = p->in.idx[k], src = q;
-                double d = done[q];
-                if (!is_launch(p->cls[q]))
-                    for (uint32_t k2 = p->in.off[q]; k2 < p->in.off[q + 1]; k2++)
-                        if (done[p->in.idx[k2]] > d) {
-                            d = done[p->in.idx[k2]];
-                            src = p->in.idx[k2];
-                        }
+                uint32_t src;
+                double d = waited_done(p, p->in.idx[k], done, &src);
                 if (d > t) { /* stall: exposed transfer */
                     if (is_gather(p->cls[src])) rep->stall_us[gidx[src]] += d - t;
                     t = d;
@@ -653,7 +736,16 @@ magi_status magi_schedule(magi_sched_report **out, magi_region *r, const magi_sc
     if (!p.in_group || !members || !tmp) MAGI_FAIL(MAGI_ERR_NOMEM, "schedule: out of memory");
     MAGI_CHECK(pass_prepare(&p));
     for (uint32_t i = 0; i < n; i++)
-        if (is_gather(p.cls[i])) schedule_gather(&p, i, members, tmp);
+        if (is_gather(p.cls[i])) schedule_gather(&p, i, members, tmp, NULL);
+    {
+        double deadline = MAGI_COST_US_MAX * 4.0 * ((double)n + 1);
+        for (uint32_t i = n; i-- > 0;) {
+            uint32_t x = p.order[i];
+            if (!is_gather(p.cls[x])) continue;
+            schedule_gather(&p, x, members, tmp, &deadline);
+            i = p.pos[x]; /* it moved earlier past no launch: go on before it */
+        }
+    }
     rep->applied = 1;
     MAGI_CHECK(verdicts_and_timeline(&p, rep));
     /* moves, then apply the permutation to the region */
@@ -700,6 +792,8 @@ cleanup:
     free(p.bytes);
     free(p.gathers);
     free(p.flight);
+    free(p.at);
+    free(p.done);
     refs_free(&p.in);
     refs_free(&p.users);
     free(members);

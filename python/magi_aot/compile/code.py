@@ -188,6 +188,37 @@ def _forget_loaded_kernels():
             cache.clear()
 
 
+# Functions a Dynamo graph records as calls whose result, and whose effect
+# while the graph is traced, depend on their arguments alone (constants in
+# the graph, which the cache key hashes), but that Inductor's graph cache
+# does not know: the standalone artifact is a cache entry, so a region
+# holding one could not be saved. torchtitan's attention records both
+# (`sdpa_kernel` around SDPA with the backends named in its config).
+CACHEABLE_RECORDED_FUNCTIONS = ("torch.nn.attention._backend_from_string",
+                                "torch.nn.attention._sdpa_kernel")
+
+
+def _cacheable_functions():
+    """Inductor settings while a region compiles: the graph cache takes
+    CACHEABLE_RECORDED_FUNCTIONS, and graphs holding `control_deps`, the
+    ordering operator the launch-order pass inserts (Inductor refuses
+    higher-order operators it does not know to be cacheable; this one only
+    orders, and the cache key hashes its subgraphs with the graph). Each is
+    marked with this torch's version, which the cache key hashes."""
+    import torch
+    import torch._inductor.config as config
+    names = list(CACHEABLE_RECORDED_FUNCTIONS)
+    try:
+        from torch._inductor.fx_passes.control_dependencies import control_deps
+        names.append("%s.%s" % (control_deps.__module__, control_deps.__name__))
+    except ImportError:
+        pass
+    marked = dict(getattr(config, "unsafe_marked_cacheable_functions", None) or {})
+    for name in names:
+        marked.setdefault(name, torch.__version__)
+    return config.patch(unsafe_marked_cacheable_functions=marked)
+
+
 def compile_region(gm, example_inputs, *, options=None):
     """Compile a Dynamo region with Inductor's standalone compile and return
     (callable, [(blob name, bytes)]). Inductor's files go to a private cache
@@ -206,7 +237,7 @@ def compile_region(gm, example_inputs, *, options=None):
     # there (kernels loaded on first use).
     atexit.register(shutil.rmtree, tmp, True)
     with temporary_cache_dir(tmp), _config(cpp_cache_precompile_headers=False), \
-            _capture_graphs() as seen:
+            _cacheable_functions(), _capture_graphs() as seen:
         _forget_loaded_kernels()
         with torch.set_grad_enabled(grad):
             art = standalone_compile(gm, example_inputs, dynamic_shapes="from_graph",

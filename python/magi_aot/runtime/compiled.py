@@ -168,31 +168,10 @@ def _compile(rt, loaded, gm, options, timings):
     fake_mode = FakeTensorMode(shape_env=ShapeEnv())
     args = list(rt.fake_inputs(loaded, fake_mode))
     _with_example_values(gm, args, fake_mode)
-    with torch.no_grad(), _ordering_cacheable():
+    with torch.no_grad():
         art, blobs = compile_region(gm, args, options=options)
     timings["compile_s"] = time.perf_counter() - t
     return art, blobs
-
-
-def _ordering_cacheable():
-    """Inductor settings while the region compiles: its graph cache (and so
-    the standalone artifact, which is a cache entry) takes graphs holding
-    `control_deps`, the ordering operator the launch-order pass inserts
-    (Inductor refuses higher-order operators it does not know to be
-    cacheable; this one only orders, and the cache key hashes its
-    subgraphs with the graph). Nothing changes where this torch has no
-    such operator."""
-    import contextlib
-    import torch
-    import torch._inductor.config as config
-    try:
-        from torch._inductor.fx_passes.control_dependencies import control_deps
-    except ImportError:
-        return contextlib.nullcontext()
-    name = "%s.%s" % (control_deps.__module__, control_deps.__name__)
-    marked = dict(getattr(config, "unsafe_marked_cacheable_functions", None) or {})
-    marked.setdefault(name, torch.__version__)
-    return config.patch(unsafe_marked_cacheable_functions=marked)
 
 
 def _private_root(cache_dir):

@@ -2,7 +2,7 @@
 # One device call on the H200 machine (PyTorch 2.11, CUDA 13, no msgpack or
 # jansson): build libmagi_aot from the working tree, run the Python tests
 # (binding + torch), then the save/load round trip and the benchmark.
-#   bash python/tests/gpu/run.sh [all|unittest|warmprocs|roundtrip|zoo|runtime|exposed|warmstart|warmmodels|warmchecks|opshost|titan|overlap|layouts|build|none]
+#   bash python/tests/gpu/run.sh [all|unittest|warmprocs|roundtrip|zoo|runtime|exposed|warmstart|warmmodels|warmchecks|opshost|titan|overlap|layouts|code|build|none]
 # (build: the library with the cuda backend and the extensions, nothing run)
 # (unittest: the Python suite but test_warm.WarmStartProcesses, which runs
 # alone as warmprocs: its fresh processes take ~400 s on one H200 machine)
@@ -41,6 +41,12 @@
 # second fresh process on the GPU; ~4 minutes)
 # (warmchecks: python/tests/gpu/warmstart.py into $OUT/warmchecks - the warm start's
 # checks: simulated other GPU architecture, flipped byte, Mixtral; ~8 minutes)
+# (layouts: titan_e2e.py's layouts beyond 1-D on the cuda backend, the cases
+# of MAGI_LAYOUT_CASES, LAYOUT:MP[:one], default HSDP fp32 and bf16; MoE
+# needs torchtitan 0.3 on PYTHONPATH. Not part of all)
+# (code: SymmRuntime.compile on CUDA - titan_e2e.py --runs code,code_again,
+# the tiny Llama3 on 4 ranks compiled into a cache directory, then served
+# from it by fresh processes. Not part of all)
 # Debian packages the machine lacks travel in .debs/ (see docs/PYTHON.md);
 # .debs/fallback/ holds zstd/OpenSSL/pkgconf, unpacked only when missing.
 # Logs and JSON results go to $OUT (or /tmp/magi-gpu-out).
@@ -79,7 +85,7 @@ if [ -d .debs ]; then
 fi
 stamp "configure"
 cuda=OFF
-{ [ "$what" = runtime ] || [ "$what" = exposed ] || [ "$what" = opshost ] || [ "$what" = titan ] || [ "$what" = build ] || [ "$what" = overlap ] || [ "$what" = layouts ]; } && cuda=ON
+{ [ "$what" = runtime ] || [ "$what" = exposed ] || [ "$what" = opshost ] || [ "$what" = titan ] || [ "$what" = build ] || [ "$what" = overlap ] || [ "$what" = layouts ] || [ "$what" = code ]; } && cuda=ON
 cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DMAGI_WITH_CUDA=$cuda -DBUILD_TESTING=OFF \
   -DCMAKE_PREFIX_PATH=$PFX/usr -DCMAKE_INSTALL_RPATH=$LIBD -DCMAKE_BUILD_RPATH=$LIBD \
   "${extra[@]}" >"$OUT/build.log" 2>&1 &&
@@ -243,21 +249,34 @@ if [ "$what" = overlap ]; then
   done
 fi
 if [ "$what" = layouts ]; then
-  # the SimpleFSDP layouts beyond 1-D on the cuda backend: HSDP 2 x 2 in
-  # fp32 and bf16, 4 ranks sharing the GPU (the MoE layouts need
-  # torchtitan 0.3, which needs a newer torch than this machine's)
+  # the SimpleFSDP layouts beyond 1-D on the cuda backend, 4 ranks sharing
+  # the GPU: MAGI_LAYOUT_CASES, each LAYOUT:MP[:one] (one: every rank loads
+  # rank 0's region, no groups= given); default HSDP 2 x 2 in fp32 and bf16.
+  # The MoE layouts (moe, moe_col) need torchtitan 0.3 on PYTHONPATH; on
+  # torch 2.11 titan_model stands in for the one torch name it lacks.
   LY=/tmp/magi-layouts; rm -rf "$LY"; mkdir -p "$OUT/layouts"
-  pids=()
-  for mp in ${MAGI_LAYOUT_MPS:-fp32 bf16}; do
-    timeout 400 python3 python/tests/titan_e2e.py --out "$LY/hsdp_$mp" --device cuda --world 4 --layout hsdp \
-      --vocab 1000 --mp "$mp" --timeout 380 >"$OUT/layouts/hsdp_$mp.log" 2>&1 &
-    pids+=("$!:hsdp_$mp")
+  for c in ${MAGI_LAYOUT_CASES:-hsdp:fp32 hsdp:bf16}; do
+    IFS=: read -r layout mp one <<<"$c"
+    name=${layout}_${mp}${one:+_$one}
+    stamp "layouts: $name"
+    timeout 400 python3 python/tests/titan_e2e.py --out "$LY/$name" --device cuda --world 4 --layout "$layout" \
+      --vocab 1000 --mp "$mp" ${one:+--one-artifact} --timeout 380 >"$OUT/layouts/$name.log" 2>&1
+    rc=$?
+    grep -E "^titan_e2e" "$OUT/layouts/$name.log" | grep -Ev "^titan_e2e (save|run_[a-z]+) rank [1-9]" | cut -c1-600
+    if [ $rc -ne 0 ]; then fail=1; echo "layouts $name: exit $rc"; grep -Ev "Warning|warnings.warn|^\s*$" "$OUT/layouts/$name.log" | tail -30; fi
   done
-  for p in "${pids[@]}"; do
-    rc=0; wait "${p%%:*}" || rc=$?; c=${p#*:}
-    grep -E "^titan_e2e" "$OUT/layouts/$c.log" | grep -Ev "^titan_e2e (save|run_[a-z]+) rank [1-9]" | cut -c1-600
-    if [ $rc -ne 0 ]; then fail=1; echo "layouts $c: exit $rc"; grep -Ev "Warning|warnings.warn|^\s*$" "$OUT/layouts/$c.log" | tail -30; fi
-  done
+fi
+if [ "$what" = code ]; then
+  # SymmRuntime.compile on CUDA: torchtitan's tiny Llama3 on 4 ranks sharing
+  # the GPU, compiled into DIR/code by fresh rank processes (run "code"),
+  # then served from there by others (run "code_again")
+  CD=/tmp/magi-code; rm -rf "$CD"; mkdir -p "$OUT/code"
+  stamp "code: rt.compile, then the stored code in fresh processes"
+  MAGI_AOT_OPS=${MAGI_AOT_OPS:-c++} timeout 400 python3 python/tests/titan_e2e.py --out "$CD" --device cuda --world 4 \
+    --vocab 1000 --mp fp32 --runs code,code_again --timeout 380 >"$OUT/code/code.log" 2>&1
+  rc=$?
+  grep -E "^titan_e2e" "$OUT/code/code.log" | grep -Ev "^titan_e2e save" | cut -c1-400
+  if [ $rc -ne 0 ]; then fail=1; grep -Ev "Warning|warnings.warn|^\s*$" "$OUT/code/code.log" | tail -30; fi
 fi
 stamp "done, fail=$fail"
 exit $fail
