@@ -112,7 +112,8 @@ static const magi_cli_opt schedule_opts[] = {
 const magi_cli_command magi_cli_schedule = {
     "schedule", "REGION", "launch weight gathers early enough to hide them behind compute",
     "Each gather must be covered by need = cost x scale + margin of compute between\n"
-    "its launch and its first consumer; the report shows need, covered and the\n"
+    "its launch (or, queued behind an earlier transfer, that transfer's end) and\n"
+    "its first consumer; the report shows need, covered and the\n"
     "difference (slack when hidden, exposed time when not), in text, JSON and SVG.\n"
     "Cross-rank guard: with --peer-fingerprints, a peer whose fingerprint differs\n"
     "from REGION's leaves the graph unchanged, nothing is emitted, the report says\n"

@@ -4,9 +4,16 @@
  * For every weight-gather launch — NCCL `all_gather_into_tensor[_coalesced]`
  * and `magi.symm_all_gather[_coalesced]` — the pass picks the LATEST launch
  * position such that the compute between the launch and the first consumer
- * of its wait covers `transfer_us * scale + margin_us`; if no position does,
- * the EARLIEST legal one (just after its last producer outside the nodes
- * that only feed it). Both gather kinds are transfers, never compute; a
+ * of its wait covers `transfer_us * scale + margin_us`, counted from when
+ * the transfer can start: transfers run one at a time in launch order (the
+ * simulated transfer lane), so a gather queued behind an earlier one starts
+ * when that one ends, and the exposed wait of a gather placed before it
+ * counts as time. Where the lane leaves no such place, the latest one
+ * whose window would fit with the lane free; where none does, the EARLIEST
+ * legal one (just after its last producer outside the nodes that only feed
+ * it). A second pass, over the gathers from last to first, moves a launch
+ * EARLIER (never later, never past the memory bound) where the gather after
+ * it would otherwise queue behind it, so that both end in time. Both gather kinds are transfers, never compute; a
  * gather is costed by its transfer time (wait(launch())), never by its
  * issue cost. Collectives keep their relative order, so every rank that
  * holds the same graph and costs schedules identically.
