@@ -371,6 +371,37 @@ class MeshGroups(unittest.TestCase):
         self.assertIn("group 'g'", str(cm.exception))
 
 
+class OlderDynamoForms(unittest.TestCase):
+    """Before torch 2.12 Dynamo records SimpleFSDP's re-wrap
+    `DTensor.from_local(x, mesh, placements)` as a closure of its own,
+    `handle_from_local.<locals>.fn_with_prim_types(x)`, the mesh and the
+    placements baked in (the node's DTensor spec still has them): the
+    expert weights of an expert mesh traced there lower as on torch 2.13."""
+
+    FORM = ("torch._dynamo.variables.torch.TorchInGraphFunctionVariable._get_handlers"
+            ".<locals>.handle_from_local.<locals>.fn_with_prim_types")
+
+    def test_the_rewrap_closure_is_looked_through(self):
+        src = os.path.join(ROOT, "tests", "lower_data", "layouts.json")
+        with open(src) as f:
+            doc = json.load(f)
+        n = 0
+        for node in doc["graph"]["nodes"]:
+            if node.get("target") == "torch.distributed.tensor._api.DTensor.from_local":
+                node.update(target=self.FORM, args=node["args"][:1], kwargs={"shape": None, "stride": None})
+                n += 1
+        self.assertGreater(n, 0)
+        with tempfile.TemporaryDirectory() as d:
+            old = os.path.join(d, "older.json")
+            with open(old, "w") as f:
+                json.dump(doc, f)
+            got = [magi_aot.load_many([p], transport="copy_engine", rank=0, world=4)[0].redistributes
+                   for p in (src, old)]
+        brief = [[(e["lowered"], e.get("rewrapped"), e.get("reason")) for e in r] for r in got]
+        self.assertEqual(brief[1], brief[0])
+        self.assertTrue(any(e.get("rewrapped") for e in got[1]), got[1])
+
+
 class LoadMany(unittest.TestCase):
     def _pair(self, d):
         """fsdp_block as two regions (model_idx 0 and 1) sharing every weight."""

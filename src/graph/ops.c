@@ -105,6 +105,10 @@ static const magi_op_info k_ops[] = {
     {NS_PY, NULL, MAGI_OP_MATCH_NAMESPACE, MAGI_OPM_FUNCTION, MAGI_OP_CLASS_COLLECTIVE, MAGI_COLL_OTHER, 0, -1, NULL},
     {"torch.distributed", NULL, MAGI_OP_MATCH_NAMESPACE, MAGI_OPM_FUNCTION, MAGI_OP_CLASS_COLLECTIVE, MAGI_COLL_OTHER, 0, -1, NULL},
     {"torch.distributed.distributed_c10d", NULL, MAGI_OP_MATCH_NAMESPACE, MAGI_OPM_FUNCTION, MAGI_OP_CLASS_COLLECTIVE, MAGI_COLL_OTHER, 0, -1, NULL},
+    /* Dynamo's from_local stand-in before torch 2.12 (the mesh and the
+     * placements baked into the closure; the node's DTensor spec has them) */
+    {"torch._dynamo.variables.torch.TorchInGraphFunctionVariable._get_handlers.<locals>.handle_from_local.<locals>",
+     NULL, MAGI_OP_MATCH_NAMESPACE, MAGI_OPM_FUNCTION, MAGI_OP_CLASS_FREE, MAGI_COLL_NONE, MAGI_OPF_FROM_LOCAL, -1, NULL},
     /* Dynamo's to_local stand-ins (to_local_fn_with_prim_types) */
     {NULL, "to_local", MAGI_OP_MATCH_NAME_PREFIX, MAGI_OPM_CALL, MAGI_OP_CLASS_FREE, MAGI_COLL_NONE, MAGI_OPF_TO_LOCAL, -1, NULL},
     /* and its redistribute stand-ins (prim_redistribute, redistribute_fn_...) */
