@@ -4,7 +4,10 @@
  * For every weight-gather launch — NCCL `all_gather_into_tensor[_coalesced]`
  * and `magi.symm_all_gather[_coalesced]` — the pass picks the LATEST launch
  * position such that the compute between the launch and the first consumer
- * of its wait covers `transfer_us * scale + margin_us`, counted from when
+ * of its wait covers `transfer_us * scale + margin_us`, counted from the
+ * first anchor after the launch (a matmul or an attention: compute a
+ * compiler keeps in place, while it may fuse pointwise kernels or sink a
+ * launch past them, so pointwise compute alone hides nothing) and from when
  * the transfer can start: transfers run one at a time in launch order (the
  * simulated transfer lane), so a gather queued behind an earlier one starts
  * when that one ends, and the exposed wait of a gather placed before it

@@ -118,6 +118,8 @@ typedef struct pass {
     int64_t *flight;   /* scratch: in-flight bytes change per position (n+1) */
     double *at;        /* scratch: compute-lane time before each position of order' (n+1) */
     double *done;      /* scratch: transfer end per launch node (n) */
+    uint8_t *anchor;   /* per node: compute a compiler keeps in place (a matmul, an attention) */
+    uint32_t *next_anchor; /* scratch: per position of order', the first anchor at or after it (n+1) */
 } pass;
 
 static magi_sched_class classify(pass *p, uint32_t i) {
@@ -209,9 +211,10 @@ static magi_status bytes_and_cap(pass *p) {
     p->flight = calloc((size_t)n + 1, sizeof *p->flight);
     p->at = calloc((size_t)n + 1, sizeof *p->at);
     p->done = calloc(n ? n : 1, sizeof *p->done);
+    p->next_anchor = calloc((size_t)n + 1, sizeof *p->next_anchor);
     uint8_t *use = calloc(n ? n : 1, 1);
     magi_arena *a = NULL;
-    if (!p->bytes || !p->gathers || !p->flight || !p->at || !p->done || !use || magi_arena_new(&a, 0) != MAGI_OK) {
+    if (!p->bytes || !p->gathers || !p->flight || !p->at || !p->done || !p->next_anchor || !use || magi_arena_new(&a, 0) != MAGI_OK) {
         free(use);
         return magi_set_error(MAGI_ERR_NOMEM, "schedule: out of memory");
     }
@@ -252,11 +255,17 @@ static magi_status pass_prepare(pass *p) {
     p->cost = calloc(n ? n : 1, sizeof *p->cost);
     p->order = calloc(n ? n : 1, sizeof *p->order);
     p->pos = calloc(n ? n : 1, sizeof *p->pos);
-    if (!p->cls || !p->cost || !p->order || !p->pos) return magi_set_error(MAGI_ERR_NOMEM, "schedule: out of memory");
+    p->anchor = calloc(n ? n : 1, 1);
+    if (!p->cls || !p->cost || !p->order || !p->pos || !p->anchor) return magi_set_error(MAGI_ERR_NOMEM, "schedule: out of memory");
     magi_status st = build_graph(r, &p->in, &p->users);
     if (st) return st;
     for (uint32_t i = 0; i < n; i++) {
         p->cls[i] = classify(p, i);
+        if (p->cls[i] == MAGI_SCHED_COMPUTE) {
+            const magi_node *nd = &r->nodes[i];
+            const magi_op_info *row = magi_op_lookup(NULL, nd->op, nd->target);
+            p->anchor[i] = row && (row->flags & (MAGI_OPF_MATMUL | MAGI_OPF_ATTENTION)) ? 1 : 0;
+        }
         p->order[i] = p->pos[i] = i;
         if ((st = p->o->cost(p->o->cost_ctx, r, i, &p->cost[i]))) return st;
         magi_sched_cost *c = &p->cost[i];
@@ -506,6 +515,15 @@ static void schedule_gather(pass *p, uint32_t g, uint32_t *members, uint32_t *tm
     at[n2] = t;
     if (lo >= n2) lane_at_lo = lane;
     double use_at = at[fc < n2 ? fc : n2] + chain;
+    /* Where a launch at q takes effect in compiled code: a compiler pins it
+     * between the anchors around it (matmuls, attentions: compute it does
+     * not fuse away) and may sink it past the pointwise kernels between,
+     * so only anchored compute counts: from the first anchor at or after
+     * q (before the first consumer), else none. */
+    uint32_t *nxt = p->next_anchor, end = fc < n2 ? fc : n2;
+    nxt[end] = end;
+    for (uint32_t i = end; i-- > 0;) nxt[i] = p->anchor[tmp[i]] ? i : nxt[i + 1];
+#define EFFECTIVE(q) (at[(q) < end ? nxt[q] : end] + chain)
     uint32_t best = lo;
     if (deadline) {
         /* end by the first use (less the margin) and by the deadline; if
@@ -516,19 +534,19 @@ static void schedule_gather(pass *p, uint32_t g, uint32_t *members, uint32_t *tm
         if (*deadline < by) by = *deadline;
         best = orig_q;
         for (int64_t q = hi; q >= (int64_t)lo; q--)
-            if (at[q] + chain + cost <= by) {
+            if (EFFECTIVE(q) + cost <= by) {
                 best = (uint32_t)q;
                 break;
             }
         /* the gather before this one must be done when this one has to
          * start, or, where this one cannot be hidden, when it launches */
-        double launch = at[best] + chain;
+        double launch = EFFECTIVE(best);
         *deadline = launch + cost <= by ? by - cost : launch;
     } else {
         int64_t alone = -1; /* the latest q whose window fits with the lane free */
         for (int64_t q = hi; q >= (int64_t)lo; q--) {
-            double start = at[q] + chain > lane_at_lo ? at[q] + chain : lane_at_lo;
-            if (alone < 0 && use_at - (at[q] + chain) >= need) alone = q;
+            double eff = EFFECTIVE(q), start = eff > lane_at_lo ? eff : lane_at_lo;
+            if (alone < 0 && use_at - eff >= need) alone = q;
             if (use_at - start >= need) {
                 best = (uint32_t)q;
                 alone = -2;
@@ -537,6 +555,7 @@ static void schedule_gather(pass *p, uint32_t g, uint32_t *members, uint32_t *tm
         }
         if (alone >= 0) best = (uint32_t)alone;
     }
+#undef EFFECTIVE
     /* rebuild order: tmp[0..best) + members + tmp[best..n2) */
     uint32_t w = 0;
     for (uint32_t i = 0; i < best; i++) p->order[w++] = tmp[i];
@@ -794,6 +813,8 @@ cleanup:
     free(p.flight);
     free(p.at);
     free(p.done);
+    free(p.anchor);
+    free(p.next_anchor);
     refs_free(&p.in);
     refs_free(&p.users);
     free(members);
