@@ -259,6 +259,46 @@ class _WaitProbe:
             out[name] = statistics.median(ts)
         return out
 
+    def beside_matmul(self, lead_cycles, copy_us, n=5):
+        """{gather: (matmul us, stall us)}: the gather called, then bf16
+        4096^3 matrix multiplies queued behind it on the same stream, sized
+        to take about 3x the gather's copy time alone, then its wait
+        (medians of n): the stall is how long the copy outlasted that
+        compute. Zero: the copy ran under it at a third of its speed or
+        better; more: it was slowed past that (on one GPU the "peer" copies
+        are same-device copies sharing the SMs with the matmuls)."""
+        import statistics
+        torch = self.torch
+        wait = torch.ops._c10d_functional.wait_tensor
+        a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        for _ in range(3):
+            torch.mm(a, a)
+        e1.record()
+        e1.synchronize()
+        mm_us = e0.elapsed_time(e1) * 1e3 / 3
+        out = {}
+        for name, (slots, inputs, group_size) in self.args.items():
+            k = max(1, round(3 * copy_us[name] / mm_us))
+            mms, stalls = [], []
+            for _ in range(n):
+                torch.cuda.synchronize()
+                torch.cuda._sleep(lead_cycles // 10)
+                ev = [torch.cuda.Event(enable_timing=True) for _ in range(3)]
+                ev[0].record()
+                outs = self._real_gather(slots, inputs, group_size)
+                for _ in range(k):
+                    torch.mm(a, a)
+                ev[1].record()
+                wait(outs[0])
+                ev[2].record()
+                torch.cuda.synchronize()
+                mms.append(ev[0].elapsed_time(ev[1]) * 1e3)
+                stalls.append(ev[1].elapsed_time(ev[2]) * 1e3)
+            out[name] = (statistics.median(mms), statistics.median(stalls))
+        return out
+
     def forward(self, fn, inputs, lead_cycles):
         """One forward with the GPU held by a spin kernel while the host
         queues it: (device us of the forward, {gather: stall us}, output)."""
@@ -367,6 +407,7 @@ def _overlap(args, rt, region, inputs, rank):
         res["outputs_max_abs"] = float((a.float() - b.float()).abs().max())
         res["outputs_within_tol"] = res["outputs_max_abs"] <= rel * float(b.float().abs().max()) + abs_
         res["copy_us"] = probe.copy_times(lead)
+        res["beside_matmul_us"] = probe.beside_matmul(lead, res["copy_us"])
         graphs = _graph_replays(torch, fns, inputs, lead, args.iters, outs, first)
         # the compiled order of each, drawn (DIR/overlap_<form>.svg)
         from magi_aot.compile.launch_order import code_timeline_svg

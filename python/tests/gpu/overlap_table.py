@@ -33,6 +33,11 @@ def main(path):
         print("| %s | %.1f | %.1f | %.1f | %s | %s / %s |" % (
             short(w), d["copy_us"].get(w, float("nan")), s["stall_us"][w], u["stall_us"].get(w, float("nan")),
             " + ".join("%.1f" % g["stall_us"] for g in p) or "?", ks, ku))
+    if d.get("beside_matmul_us"):
+        print("\n| gather | copy alone (µs) | matmuls queued behind it (µs) | stall at its wait after them (µs) |")
+        print("|---|---|---|---|")
+        for w, (mm, st) in d["beside_matmul_us"].items():
+            print("| %s | %.1f | %.1f | %.1f |" % (short(w), d["copy_us"].get(w, float("nan")), mm, st))
     copy = sum(d["copy_us"].values())
     print("\nforward (device, median of %d): scheduled %.0f µs, unscheduled %.0f µs; exposed: scheduled %.0f µs, "
           "unscheduled %.0f µs, of %.0f µs of copies; outputs equal: %s (max abs %.3g)" % (
