@@ -480,13 +480,13 @@ static void schedule_gather(pass *p, uint32_t g, uint32_t *members, uint32_t *tm
      * lane is free of the launches before it (placed already: launches
      * keep their order, so none lies in [lo, hi)), and must end `need`
      * before its first consumer; the exposed wait of a gather placed
-     * already delays the compute lane and so widens the window. at[q]: compute-lane time
-     * before order' position q, stalls included; transfers at cost x
-     * scale. The latest q in [lo, hi] whose window fits; if none does
-     * (the lane is saturated), the latest q whose window would fit with
-     * the lane free, as if it were (the lane is a model: copies of
-     * different gathers can share the hardware); else lo, as early as it
-     * may. */
+     * already delays the compute lane and so widens the window. at[q]:
+     * compute-lane time before order' position q, stalls included;
+     * transfers at cost x scale. First pass: the latest q in [lo, hi]
+     * whose window fits; if none does (the lane is saturated), the latest
+     * q whose window would fit with the lane free (the lane is a model:
+     * copies of different gathers can share the hardware); else lo, as
+     * early as it may. */
     double *at = p->at, *done = p->done, t = 0, lane = 0, lane_at_lo = 0, chain = 0;
     for (uint32_t a = 0; a < m; a++) {
         chain += compute_of(p, members[a]);
@@ -526,10 +526,10 @@ static void schedule_gather(pass *p, uint32_t g, uint32_t *members, uint32_t *tm
 #define EFFECTIVE(q) (at[(q) < end ? nxt[q] : end] + chain)
     uint32_t best = lo;
     if (deadline) {
-        /* end by the first use (less the margin) and by the deadline; if
-         * no place does, stay (the position is the first pass's) */
-        /* (the lane is taken as free: the gathers before this one are
-         * placed after it, each to end by the time its successor starts) */
+        /* Second pass: end by the first use (less the margin) and by the
+         * deadline, else stay where the first pass put it. The lane is
+         * taken as free: the gathers before this one are placed after it,
+         * each to end by the time its successor has to start. */
         double by = use_at - p->o->margin_us, cost = need - p->o->margin_us;
         if (*deadline < by) by = *deadline;
         best = orig_q;
