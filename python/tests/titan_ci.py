@@ -49,9 +49,21 @@ class TorchtitanSimpleFSDP(unittest.TestCase):
 
     def test_fp32_even_two_ranks(self):
         """fp32, vocab 1000 over 2 ranks: every gather rewritten, bit-exact
-        against the compiled original and against the unsharded model."""
-        out = self._e2e("--world", "2", "--vocab", "1000", "--mp", "fp32")
+        against the compiled original and against the unsharded model.
+        Then SymmRuntime.compile of the same region (its attention records
+        the SDPA backend calls, which Inductor's graph cache has to take
+        for the code to be stored): compiled by fresh rank processes,
+        served from the cache directory by others, within Inductor's
+        tolerance of the compiled original."""
+        out = self._e2e("--world", "2", "--vocab", "1000", "--mp", "fp32", "--runs", "bind,code,code_again")
         self.assertIn('"bit_exact_unsharded": true', out)
+        first, again = _rank_reports(out, "run_code"), _rank_reports(out, "run_code_again")
+        self.assertEqual(sorted(first), [0, 1], out[-4000:])
+        self.assertEqual(sorted(again), [0, 1], out[-4000:])
+        for r in (0, 1):
+            self.assertEqual(first[r]["served"], "compiled", first[r])
+            self.assertEqual(again[r]["served"], "stored", again[r])
+            self.assertTrue(again[r]["within_tol"], again[r])
 
     def test_inductor_keeps_the_schedule_two_ranks(self):
         """The tiny Llama3 on 2 ranks through the documented path: the
@@ -76,21 +88,6 @@ class TorchtitanSimpleFSDP(unittest.TestCase):
         kernels = reports[0]["inductor_overlap"]
         self.assertEqual(len(kernels), reports[0]["gathers"] - 1, reports[0])
         self.assertTrue(all(k > 0 for k in kernels[3:]), kernels)
-
-    def test_compiled_code_stored_and_served_two_ranks(self):
-        """SymmRuntime.compile on torchtitan's region (its attention records
-        the SDPA backend calls, which Inductor's graph cache has to take
-        for the code to be stored): compiled by the first rank processes,
-        served from the cache directory by fresh ones, within Inductor's
-        tolerance of the compiled original."""
-        out = self._e2e("--world", "2", "--vocab", "1000", "--mp", "fp32", "--runs", "code,code_again")
-        first, again = _rank_reports(out, "run_code"), _rank_reports(out, "run_code_again")
-        self.assertEqual(sorted(first), [0, 1], out[-4000:])
-        self.assertEqual(sorted(again), [0, 1], out[-4000:])
-        for r in (0, 1):
-            self.assertEqual(first[r]["served"], "compiled", first[r])
-            self.assertEqual(again[r]["served"], "stored", again[r])
-            self.assertTrue(again[r]["within_tol"], again[r])
 
     def test_bf16_uneven_four_ranks_cast_and_pad_at_bind(self):
         """torchtitan's bf16 policy, vocab 1001 over 4 ranks (251/251/251/248):
