@@ -516,6 +516,34 @@ static void test_all_fixtures_stay_valid(void) {
 }
 
 
+/* Small regions written inline: every node a [64, 64] float tensor. */
+#define J_T "{\"kind\":\"tensor\",\"dtype\":\"float32\",\"shape\":[64,64],\"stride\":[64,1]," \
+            "\"storage_offset\":0,\"device\":\"cuda:0\",\"requires_grad\":false}"
+#define J_PH(n) "{\"name\":\"" n "\",\"op\":\"placeholder\",\"target\":\"" n "\",\"meta\":{\"example_value\":" J_T "}},"
+#define J_CF(n, t, a) \
+    "{\"name\":\"" n "\",\"op\":\"call_function\",\"target\":\"" t "\",\"args\":[" a "],\"meta\":{\"example_value\":" J_T "}},"
+#define J_REF(n) "{\"node\":\"" n "\"}"
+#define J_OUT(n) "{\"name\":\"output\",\"op\":\"output\",\"target\":\"output\",\"args\":[[" J_REF(n) "]]}"
+#define J_REGION(nodes) "{\"format\":\"magi-fx-json\",\"version\":1,\"graph\":{\"nodes\":[" nodes "]}}"
+#define J_LIN "torch._C._nn.linear"
+#define J_AG "torch.ops._c10d_functional.all_gather_into_tensor"
+#define J_WT "torch.ops._c10d_functional.wait_tensor"
+
+/* The inline region `doc` scheduled with the test costs `c` and the
+ * bound `cap` (0: the default); *rep and the region owned by the caller. */
+static magi_region *schedule_inline(const char *doc, const costs *c, uint64_t cap, magi_sched_report **rep) {
+    magi_region *r = NULL;
+    MT_OK(magi_json_read(&r, doc, strlen(doc), NULL));
+    magi_sched_options o = MAGI_SCHED_OPTIONS_INIT;
+    o.cost = cost_fn;
+    o.cost_ctx = (void *)c;
+    o.max_inflight_bytes = cap;
+    *rep = NULL;
+    MT_OK(magi_schedule(rep, r, &o));
+    check_topological(r, "inline");
+    return r;
+}
+
 /* The transfer lane: two weights gathered one after the other, each
  * needing more than the compute between its predecessor's use and its own
  * (three 100 us layers, then mm1 and mm3 of 100 us each; transfers of
@@ -523,39 +551,17 @@ static void test_all_fixtures_stay_valid(void) {
  * then queues behind g1 and is exposed. The second pass moves g1 out of
  * its way (before l1), and both are hidden. */
 static void test_lane_moves_the_earlier_gather(void) {
-#define T(name) "{\"kind\":\"tensor\",\"dtype\":\"float32\",\"shape\":[64,64],\"stride\":[64,1]," \
-                "\"storage_offset\":0,\"device\":\"cuda:0\",\"requires_grad\":false}"
-#define PH(n) "{\"name\":\"" n "\",\"op\":\"placeholder\",\"target\":\"" n "\",\"meta\":{\"example_value\":" T(n) "}}"
-#define CF(n, t, a) "{\"name\":\"" n "\",\"op\":\"call_function\",\"target\":\"" t "\",\"args\":[" a "],\"meta\":{\"example_value\":" T(n) "}}"
-#define REF(n) "{\"node\":\"" n "\"}"
-#define LIN "torch._C._nn.linear"
-#define AG "torch.ops._c10d_functional.all_gather_into_tensor"
-#define WT "torch.ops._c10d_functional.wait_tensor"
-    const char *doc =
-        "{\"format\":\"magi-fx-json\",\"version\":1,\"graph\":{\"nodes\":["
-        PH("x") "," PH("w1") "," PH("w3") ","
-        CF("l1", LIN, REF("x") "," REF("x")) "," CF("l2", LIN, REF("l1") "," REF("x")) ","
-        CF("l3", LIN, REF("l2") "," REF("x")) ","
-        CF("g1", AG, REF("w1") ",4,\"0\"") "," CF("r1", WT, REF("g1")) "," CF("mm1", LIN, REF("l3") "," REF("r1")) ","
-        CF("g3", AG, REF("w3") ",4,\"0\"") "," CF("r3", WT, REF("g3")) "," CF("mm3", LIN, REF("mm1") "," REF("r3")) ","
-        "{\"name\":\"output\",\"op\":\"output\",\"target\":\"output\",\"args\":[[" REF("mm3") "]]}]}}";
-#undef T
-#undef PH
-#undef CF
-#undef REF
-#undef LIN
-#undef AG
-#undef WT
-    magi_region *r = NULL;
-    MT_OK(magi_json_read(&r, doc, strlen(doc), NULL));
+    const char *doc = J_REGION(
+        J_PH("x") J_PH("w1") J_PH("w3")
+        J_CF("l1", J_LIN, J_REF("x") "," J_REF("x")) J_CF("l2", J_LIN, J_REF("l1") "," J_REF("x"))
+        J_CF("l3", J_LIN, J_REF("l2") "," J_REF("x"))
+        J_CF("g1", J_AG, J_REF("w1") ",4,\"0\"") J_CF("r1", J_WT, J_REF("g1"))
+        J_CF("mm1", J_LIN, J_REF("l3") "," J_REF("r1"))
+        J_CF("g3", J_AG, J_REF("w3") ",4,\"0\"") J_CF("r3", J_WT, J_REF("g3"))
+        J_CF("mm3", J_LIN, J_REF("mm1") "," J_REF("r3")) J_OUT("mm3"));
     costs c = {100, 0, 180, 3};
-    magi_sched_options o = MAGI_SCHED_OPTIONS_INIT;
-    o.cost = cost_fn;
-    o.cost_ctx = &c;
-    o.max_inflight_bytes = UINT64_MAX;
-    magi_sched_report *rep = NULL;
-    MT_OK(magi_schedule(&rep, r, &o));
-    check_topological(r, "lane");
+    magi_sched_report *rep;
+    magi_region *r = schedule_inline(doc, &c, UINT64_MAX, &rep);
     MT_CHECK(pos_of(r, "g1") < pos_of(r, "l1"), "g1 at %lld, l1 at %lld", (long long)pos_of(r, "g1"),
              (long long)pos_of(r, "l1"));
     MT_CHECK(pos_of(r, "g3") + 1 == pos_of(r, "l3"), "g3 at %lld", (long long)pos_of(r, "g3"));
@@ -571,33 +577,14 @@ static void test_lane_moves_the_earlier_gather(void) {
  * 200 us silu alone before the consumer would cover a 150 us transfer in
  * the FX order, yet the launch goes before the linear that precedes it. */
 static void test_only_anchors_hide(void) {
-#define T "{\"kind\":\"tensor\",\"dtype\":\"float32\",\"shape\":[64,64],\"stride\":[64,1]," \
-          "\"storage_offset\":0,\"device\":\"cuda:0\",\"requires_grad\":false}"
-#define PH(n) "{\"name\":\"" n "\",\"op\":\"placeholder\",\"target\":\"" n "\",\"meta\":{\"example_value\":" T "}}"
-#define CF(n, t, a) "{\"name\":\"" n "\",\"op\":\"call_function\",\"target\":\"" t "\",\"args\":[" a "],\"meta\":{\"example_value\":" T "}}"
-#define REF(n) "{\"node\":\"" n "\"}"
-    const char *doc =
-        "{\"format\":\"magi-fx-json\",\"version\":1,\"graph\":{\"nodes\":["
-        PH("x") "," PH("w") ","
-        CF("l1", "torch._C._nn.linear", REF("x") "," REF("x")) ","
-        CF("act", "torch.nn.functional.silu", REF("l1")) ","
-        CF("g", "torch.ops._c10d_functional.all_gather_into_tensor", REF("w") ",4,\"0\"") ","
-        CF("r", "torch.ops._c10d_functional.wait_tensor", REF("g")) ","
-        CF("mm", "torch._C._nn.linear", REF("act") "," REF("r")) ","
-        "{\"name\":\"output\",\"op\":\"output\",\"target\":\"output\",\"args\":[[" REF("mm") "]]}]}}";
-#undef T
-#undef PH
-#undef CF
-#undef REF
-    magi_region *r = NULL;
-    MT_OK(magi_json_read(&r, doc, strlen(doc), NULL));
+    const char *doc = J_REGION(
+        J_PH("x") J_PH("w")
+        J_CF("l1", J_LIN, J_REF("x") "," J_REF("x")) J_CF("act", "torch.nn.functional.silu", J_REF("l1"))
+        J_CF("g", J_AG, J_REF("w") ",4,\"0\"") J_CF("r", J_WT, J_REF("g"))
+        J_CF("mm", J_LIN, J_REF("act") "," J_REF("r")) J_OUT("mm"));
     costs c = {100, 200, 150, 3};
-    magi_sched_options o = MAGI_SCHED_OPTIONS_INIT;
-    o.cost = cost_fn;
-    o.cost_ctx = &c;
-    magi_sched_report *rep = NULL;
-    MT_OK(magi_schedule(&rep, r, &o));
-    check_topological(r, "anchors");
+    magi_sched_report *rep;
+    magi_region *r = schedule_inline(doc, &c, 0, &rep);
     MT_CHECK(pos_of(r, "g") < pos_of(r, "l1"), "g at %lld, l1 at %lld", (long long)pos_of(r, "g"),
              (long long)pos_of(r, "l1"));
     MT_CHECK(rep->stall_us[0] == 0, "g stalls %.1f us", rep->stall_us[0]);

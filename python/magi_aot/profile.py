@@ -25,9 +25,10 @@ up. Values, in microseconds:
   compute stream: where the schedule puts a gather), its time alone kept as
   `alone:KEY` (`--alone`: price it alone). On one GPU shared by several
   ranks such copies share the SMs with the compute and take several times
-  their time alone, and the schedule then launches them that much earlier. On one GPU a multi-rank NCCL all-gather cannot run
-  (NCCL refuses two ranks on one device), so the NCCL key is this copy
-  proxy too; the report says "copy proxy" for every such value;
+  their time alone, and the schedule then launches them that much earlier.
+  On one GPU a multi-rank NCCL all-gather cannot run (NCCL refuses two
+  ranks on one device), so the NCCL key is this copy proxy too; the report
+  says "copy proxy" for every such value;
 * nodes that cost nothing by the model (views, getitem, to_local,
   wait_tensor, symbolic scalars) and other collectives are not measured:
   they keep the analytical value (the report lists them with the reason).
@@ -362,7 +363,23 @@ def _measure_gather(torch: Any, timer: _Timer, vals: _Values, node: Doc,
     return plain, graph, graph_issue, plain_issue, g
 
 
-def _beside_compute(torch: Any, replay: Callable[[], object], alone_us: float, iters: int) -> float:
+class _Matmuls:
+    """The compute a copy is timed beside: bf16 4096^3 matrix multiplies,
+    their operands made and one of them timed once per profile."""
+
+    def __init__(self, torch: Any) -> None:
+        n = 4096
+        self.a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+        self.b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        torch.mm(self.a, self.b)
+        e1.record()
+        e1.synchronize()
+        self.us = max(e0.elapsed_time(e1) * 1e3, 1.0)
+
+
+def _beside_compute(torch: Any, mm: _Matmuls, replay: Callable[[], object], alone_us: float, iters: int) -> float:
     """Median device microseconds of replay() on a side stream while the
     compute stream runs matrix multiplies that outlast it (queued first,
     released together): what a copy costs where the schedule puts it,
@@ -370,17 +387,8 @@ def _beside_compute(torch: Any, replay: Callable[[], object], alone_us: float, i
     same-device copy, which shares the SMs with the compute and can take
     several times its time alone; between GPUs it is a copy-engine read
     and this stays near the time alone."""
-    n = 4096
-    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
     main, side = torch.cuda.current_stream(), torch.cuda.Stream()
-    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    e0.record()
-    torch.mm(a, b)
-    e1.record()
-    e1.synchronize()
-    mm_us = max(e0.elapsed_time(e1) * 1e3, 1.0)
-    k = int(min(max(40 * alone_us / mm_us, 4), 2000))  # compute well past the copy, even slowed 40x
+    k = int(min(max(40 * alone_us / mm.us, 4), 2000))  # compute well past the copy, even slowed 40x
     ts = []
     for _ in range(max(iters // 2, 3)):
         torch.cuda.synchronize()
@@ -388,7 +396,7 @@ def _beside_compute(torch: Any, replay: Callable[[], object], alone_us: float, i
         torch.cuda._sleep(2_000_000)  # hold the GPU while both streams are queued
         start.record()
         for _ in range(k):
-            torch.mm(a, b)
+            torch.mm(mm.a, mm.b)
         c0, c1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         with torch.cuda.stream(side):
             side.wait_event(start)
@@ -423,6 +431,7 @@ def profile(path: StrPath, *, device: str = "cuda", iters: int = 20, log: Option
     timer = _Timer(torch, device)
     from .fx.rebuild import resolve_target
     measured: Dict[str, List[float]] = {}
+    matmuls: Optional[_Matmuls] = None  # made at the first gather timed beside compute
     report: List[Dict[str, Any]] = []
 
     def put(key: Optional[str], us: Optional[float]) -> None:
@@ -449,7 +458,8 @@ def profile(path: StrPath, *, device: str = "cuda", iters: int = 20, log: Option
                 beside = None
                 if skey and skey != key:
                     if g is not None and graph is not None and beside_compute:
-                        beside = _beside_compute(torch, g.replay, graph, iters)
+                        matmuls = matmuls or _Matmuls(torch)
+                        beside = _beside_compute(torch, matmuls, g.replay, graph, iters)
                         put("alone:" + skey, graph)
                     put(skey, beside if beside is not None else graph if graph is not None else plain)
                     put("issue:" + skey, graph_issue if graph_issue is not None else plain_issue)

@@ -54,6 +54,8 @@ sys.path.insert(0, os.path.join(ROOT, "python"))
 # |inductor - compiled original| <= rel * max|compiled original| + abs, per policy
 INDUCTOR_TOL = {"fp32": (1e-3, 1e-5), "bf16": (2e-2, 1e-2)}
 RUNS = ("bind", "keep", "overlap", "overlap_measured", "code", "code_again")
+RUN_WORDS = {"bind": "cast and pad at bind", "keep": "cast and pad kept", "code": "compiled code stored",
+             "code_again": "compiled code served"}   # the verdict's words per run (else its name)
 
 _keep = []  # the torch.library registration of the host-staged gather (kept alive)
 
@@ -691,9 +693,7 @@ def main():
     summary["ok"] = True
     return finish(0, "titan_e2e: PASS (world %d, vocab %d, %s, %s, %s: %s%s)" % (
         args.world, args.vocab, args.mp, args.attn, args.device,
-        ", ".join({"keep": "cast and pad kept", "code": "compiled code stored",
-                   "code_again": "compiled code served"}.get(r, "cast and pad at bind" if r == "bind" else r)
-                  for r in runs),
+        ", ".join(RUN_WORDS.get(r, r) for r in runs),
         ", Inductor" if args.inductor else ""))
 
 
